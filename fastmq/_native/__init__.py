@@ -1,0 +1,1 @@
+"""fastmq's compiled layer. Not a public API: use fastmq.kafka, fastmq.store, ... instead."""

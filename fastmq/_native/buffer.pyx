@@ -1,0 +1,241 @@
+# cython: language_level=3
+"""Out-of-line parts of the buffer core (see buffer.pxd) and the Python-facing methods of its classes."""
+cimport cython
+from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_FillInfo, PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from libc.string cimport memcpy, memmove
+
+from fastmq.errors import ProtocolError, TruncatedError
+
+cdef extern from "Python.h":
+    object PyMemoryView_FromMemory(char* mem, Py_ssize_t size, int flags)
+    int PyBUF_READ
+    int PyBUF_WRITE
+
+
+cdef int raise_truncated(Py_ssize_t wanted, Py_ssize_t available) except -1:
+    if wanted < 0:
+        raise TruncatedError(f"negative length {wanted}")
+    raise TruncatedError(f"needed {wanted} bytes, {available} left")
+
+
+cdef int raise_bad_varint(int max_len) except -1:
+    raise ProtocolError(f"varint longer than {max_len} bytes")
+
+
+cdef uint64_t cursor_uvarint_slow(ReadCursor* cur, int max_len) except? 0xFFFFFFFFFFFFFFFF:
+    cdef uint64_t result = 0
+    cdef int shift = 0
+    cdef int i
+    cdef uint8_t b
+    for i in range(max_len):
+        if cur.pos >= cur.end:
+            raise_truncated(1, 0)
+        b = <uint8_t>cur.pos[0]
+        cur.pos += 1
+        result |= <uint64_t>(b & 0x7F) << shift
+        if not (b & 0x80):
+            return result
+        shift += 7
+    raise_bad_varint(max_len)
+
+
+@cython.final
+cdef class WriteBuffer:
+    """A growable byte buffer. Python callers use the write_* methods; compiled codecs use put_* / claim()."""
+
+    def __cinit__(self, Py_ssize_t capacity=1024):
+        if capacity < 16:
+            capacity = 16
+        self._storage = bytearray(capacity)
+        self._data = PyByteArray_AS_STRING(self._storage)
+        self._capacity = capacity
+        self._length = 0
+        self._exports = 0
+
+    cdef int _grow(self, Py_ssize_t needed) except -1:
+        cdef Py_ssize_t capacity = self._capacity
+        if self._exports:
+            raise BufferError("WriteBuffer cannot grow while a memoryview of it is alive")
+        while capacity < needed:
+            capacity = capacity * 2 if capacity < (1 << 24) else capacity + (capacity >> 1)
+        PyByteArray_Resize(self._storage, capacity)
+        self._data = PyByteArray_AS_STRING(self._storage)
+        self._capacity = capacity
+        return 0
+
+    cdef int clear(self) except -1:
+        if self._exports:
+            raise BufferError("WriteBuffer cannot be cleared while a memoryview of it is alive")
+        self._length = 0
+        return 0
+
+    cdef bytearray take(self):
+        # Hands over the storage (trimmed to what was written) and starts a fresh one of the same capacity.
+        cdef bytearray out = self._storage
+        if self._exports:
+            raise BufferError("WriteBuffer cannot be detached while a memoryview of it is alive")
+        PyByteArray_Resize(out, self._length)
+        self._storage = bytearray(self._capacity)
+        self._data = PyByteArray_AS_STRING(self._storage)
+        self._length = 0
+        return out
+
+    cdef int write_from(self, object data) except -1:
+        cdef Py_buffer view
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            self.put_bytes(<const char*>view.buf, view.len)
+        finally:
+            PyBuffer_Release(&view)
+        return 0
+
+    def __len__(self):
+        return self._length
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        PyBuffer_FillInfo(view, self, self._data, self._length, 1, flags)
+        self._exports += 1
+
+    def __releasebuffer__(self, Py_buffer* view):
+        self._exports -= 1
+
+    def getvalue(self) -> bytes:
+        """A copy of the bytes written so far."""
+        return PyBytes_FromStringAndSize(self._data, self._length)
+
+    def detach(self) -> bytearray:
+        """The bytes written so far, without a copy; the buffer starts over empty."""
+        return self.take()
+
+    def reset(self) -> None:
+        """Forget what was written, keeping the allocation."""
+        self.clear()
+
+    def write(self, data) -> None:
+        """Append any bytes-like object."""
+        self.write_from(data)
+
+    def write_int8(self, int8_t v) -> None:
+        self.put_i8(v)
+
+    def write_int16(self, int16_t v) -> None:
+        self.put_i16(v)
+
+    def write_int32(self, int32_t v) -> None:
+        self.put_i32(v)
+
+    def write_uint32(self, uint32_t v) -> None:
+        self.put_u32(v)
+
+    def write_int64(self, int64_t v) -> None:
+        self.put_i64(v)
+
+    def write_uvarint(self, uint64_t v) -> None:
+        """Unsigned base-128 varint (protobuf, Kafka compact lengths)."""
+        self.put_uvarint(v)
+
+    def write_varint(self, int64_t v) -> None:
+        """Zigzag varint (Kafka record fields, protobuf sint64)."""
+        self.put_varint(v)
+
+
+@cython.final
+cdef class ReadBuffer:
+    """Bytes arriving from a stream: appended at the end, consumed from the front.
+
+    The unconsumed region is kept contiguous so that a frame can be parsed in place; space is reclaimed
+    by sliding the unconsumed bytes to the front when that is cheaper than growing.
+    """
+
+    def __cinit__(self, Py_ssize_t capacity=65536):
+        if capacity < 64:
+            capacity = 64
+        self._data = <char*>PyMem_Realloc(NULL, capacity)
+        if self._data == NULL:
+            raise MemoryError()
+        self._capacity = capacity
+        self._start = 0
+        self._end = 0
+
+    def __dealloc__(self):
+        PyMem_Free(self._data)
+
+    cdef int _make_room(self, Py_ssize_t extra) except -1:
+        cdef Py_ssize_t unread = self._end - self._start
+        cdef Py_ssize_t capacity
+        cdef char* grown
+        if self._capacity - self._end >= extra:
+            return 0
+        if self._start and self._capacity - unread >= extra and unread <= self._capacity // 2:
+            memmove(self._data, self._data + self._start, unread)
+            self._start = 0
+            self._end = unread
+            return 0
+        capacity = self._capacity
+        while capacity - unread < extra:
+            capacity *= 2
+        if self._start:
+            memmove(self._data, self._data + self._start, unread)
+            self._start = 0
+            self._end = unread
+        grown = <char*>PyMem_Realloc(self._data, capacity)
+        if grown == NULL:
+            raise MemoryError()
+        self._data = grown
+        self._capacity = capacity
+        return 0
+
+    cdef int append(self, const char* data, Py_ssize_t n) except -1:
+        self._make_room(n)
+        memcpy(self._data + self._end, data, n)
+        self._end += n
+        return 0
+
+    cdef int feed_object(self, object data) except -1:
+        cdef Py_buffer view
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            self.append(<const char*>view.buf, view.len)
+        finally:
+            PyBuffer_Release(&view)
+        return 0
+
+    def __len__(self):
+        return self._end - self._start
+
+    def feed(self, data) -> None:
+        """Append any bytes-like object."""
+        self.feed_object(data)
+
+    def writable(self, Py_ssize_t min_size=65536) -> memoryview:
+        """Free space at the end, at least min_size bytes, for sock.recv_into(); follow with commit(n).
+
+        The view is only valid until the next call on this buffer.
+        """
+        self._make_room(min_size)
+        return PyMemoryView_FromMemory(self._data + self._end, self._capacity - self._end, PyBUF_WRITE)
+
+    def commit(self, Py_ssize_t n) -> None:
+        """Record that n bytes were written into the view from writable()."""
+        if n < 0 or n > self._capacity - self._end:
+            raise ValueError(f"commit({n}) exceeds the writable region")
+        self._end += n
+
+    def peek(self, Py_ssize_t n=-1) -> bytes:
+        """A copy of the first n unconsumed bytes (all when n < 0), leaving them in place."""
+        cdef Py_ssize_t unread = self._end - self._start
+        if n < 0 or n > unread:
+            n = unread
+        return PyBytes_FromStringAndSize(self._data + self._start, n)
+
+    def read(self, Py_ssize_t n) -> bytes:
+        """Consume and return exactly n bytes; raises TruncatedError when fewer are buffered."""
+        cdef bytes out
+        if n < 0 or n > self._end - self._start:
+            raise_truncated(n, self._end - self._start)
+        out = PyBytes_FromStringAndSize(self._data + self._start, n)
+        self.consume(n)
+        return out

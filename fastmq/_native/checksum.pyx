@@ -1,0 +1,54 @@
+# cython: language_level=3
+"""Checksums over buffers; the GIL is released for inputs of GIL_RELEASE_THRESHOLD bytes and more."""
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+
+
+cdef uint32_t crc32c_of(const char* buf, Py_ssize_t n, uint32_t crc=0) noexcept:
+    if n >= GIL_RELEASE_THRESHOLD:
+        with nogil:
+            return crc32c_update(crc, buf, n)
+    return crc32c_update(crc, buf, n)
+
+
+cdef uint32_t crc32_of(const char* buf, Py_ssize_t n, uint32_t crc=0) noexcept:
+    if n >= GIL_RELEASE_THRESHOLD:
+        with nogil:
+            return crc32_update(crc, buf, n)
+    return crc32_update(crc, buf, n)
+
+
+def crc32c(data, uint32_t crc=0) -> int:
+    """CRC-32C (Castagnoli) of any bytes-like object, continuing from `crc`."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        return crc32c_of(<const char*>view.buf, view.len, crc)
+    finally:
+        PyBuffer_Release(&view)
+
+
+def crc32(data, uint32_t crc=0) -> int:
+    """zlib's CRC-32 of any bytes-like object, continuing from `crc` (same results as zlib.crc32)."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        return crc32_of(<const char*>view.buf, view.len, crc)
+    finally:
+        PyBuffer_Release(&view)
+
+
+def crc32c_portable(data, uint32_t crc=0) -> int:
+    """The table-driven CRC-32C, whatever the CPU has (for tests and benchmarks of the fallback)."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        with nogil:
+            crc = crc32c_portable_update(crc, view.buf, view.len)
+        return crc
+    finally:
+        PyBuffer_Release(&view)
+
+
+def crc32c_uses_hardware() -> bool:
+    """True when crc32c() runs on the SSE4.2 instruction."""
+    return crc32c_hw_available() != 0

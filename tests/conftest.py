@@ -1,0 +1,1 @@
+"""Fixtures shared by the whole suite. Fixtures for one package live in that package's conftest.py."""
