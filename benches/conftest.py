@@ -1,0 +1,60 @@
+"""Side-by-side benchmark reporting.
+
+Every benchmark sets `benchmark.group` (one comparison, e.g. "kafka-batch-build-1000x100B") and
+`benchmark.extra_info["impl"]` (who is measured: "fastmq", "aiokafka", ...); optional extra_info["items"] and
+extra_info["bytes"] (processed per round) turn times into rates. At the end of the run one table per group
+prints each implementation's mean time, rates, and fastmq's speed ratio against every other entry.
+"""
+from __future__ import annotations
+
+import pytest
+
+
+def _rate(value: float, unit: str) -> str:
+    for scale, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:.2f} {prefix}{unit}"
+    return f"{value:.1f} {unit}"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    session = getattr(config, "_benchmarksession", None)
+    if session is None or not session.benchmarks:
+        return
+    groups: dict[str, list] = {}
+    for bench in session.benchmarks:
+        groups.setdefault(bench.group or bench.name, []).append(bench)
+    write = terminalreporter.write_line
+    write("")
+    write("fastmq side-by-side (ratio = fastmq speed / other speed; > 1 means fastmq is faster)")
+    for group, benches in groups.items():
+        write(f"-- {group}")
+        entries = []
+        for bench in benches:
+            info = bench.extra_info
+            mean = bench.stats.mean
+            entries.append((info.get("impl", bench.name), mean, info))
+        fastmq_means = [mean for impl, mean, _ in entries if impl.startswith("fastmq")]
+        for impl, mean, info in sorted(entries, key=lambda e: e[1]):
+            cols = [f"{impl:<28}", f"{mean * 1e6:12.1f} us"]
+            if info.get("items"):
+                cols.append(_rate(info["items"] / mean, "items/s"))
+            if info.get("bytes"):
+                cols.append(_rate(info["bytes"] / mean, "B/s"))
+            if fastmq_means and not impl.startswith("fastmq"):
+                cols.append(f"fastmq x{mean / min(fastmq_means):.2f}")
+            write("   " + "  ".join(cols))
+
+
+@pytest.fixture
+def compare(benchmark):
+    """benchmark, pre-labelled: compare(group, impl, items=..., bytes=...) returns the fixture."""
+    def label(group: str, impl: str, items: int | None = None, nbytes: int | None = None):
+        benchmark.group = group
+        benchmark.extra_info["impl"] = impl
+        if items:
+            benchmark.extra_info["items"] = items
+        if nbytes:
+            benchmark.extra_info["bytes"] = nbytes
+        return benchmark
+    return label
