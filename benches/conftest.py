@@ -3,7 +3,8 @@
 Every benchmark sets `benchmark.group` (one comparison, e.g. "kafka-batch-build-1000x100B") and
 `benchmark.extra_info["impl"]` (who is measured: "fastmq", "aiokafka", ...); optional extra_info["items"] and
 extra_info["bytes"] (processed per round) turn times into rates. At the end of the run one table per group
-prints each implementation's mean time, rates, and fastmq's speed ratio against every other entry.
+prints each implementation's median time (robust against the pauses of a shared machine), rates, and fastmq's speed
+ratio against every other entry.
 """
 from __future__ import annotations
 
@@ -26,23 +27,23 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         groups.setdefault(bench.group or bench.name, []).append(bench)
     write = terminalreporter.write_line
     write("")
-    write("fastmq side-by-side (ratio = fastmq speed / other speed; > 1 means fastmq is faster)")
+    write("fastmq side-by-side, medians ('fastmq xR': fastmq is R times as fast as that row)")
     for group, benches in groups.items():
         write(f"-- {group}")
         entries = []
         for bench in benches:
             info = bench.extra_info
-            mean = bench.stats.mean
-            entries.append((info.get("impl", bench.name), mean, info))
-        fastmq_means = [mean for impl, mean, _ in entries if impl.startswith("fastmq")]
-        for impl, mean, info in sorted(entries, key=lambda e: e[1]):
-            cols = [f"{impl:<28}", f"{mean * 1e6:12.1f} us"]
+            median = bench.stats.median
+            entries.append((info.get("impl", bench.name), median, info))
+        fastmq_entries = [(impl, median) for impl, median, _ in entries if impl.startswith("fastmq")]
+        for impl, median, info in sorted(entries, key=lambda e: e[1]):
+            cols = [f"{impl:<28}", f"{median * 1e6:12.1f} us"]
             if info.get("items"):
-                cols.append(_rate(info["items"] / mean, "items/s"))
+                cols.append(_rate(info["items"] / median, "items/s"))
             if info.get("bytes"):
-                cols.append(_rate(info["bytes"] / mean, "B/s"))
-            if fastmq_means and not impl.startswith("fastmq"):
-                cols.append(f"fastmq x{mean / min(fastmq_means):.2f}")
+                cols.append(_rate(info["bytes"] / median, "B/s"))
+            if not impl.startswith("fastmq"):
+                cols += [f"{name} x{median / ours:.2f}" for name, ours in fastmq_entries]
             write("   " + "  ".join(cols))
 
 

@@ -2,6 +2,22 @@
 """Checksums over buffers; the GIL is released for inputs of GIL_RELEASE_THRESHOLD bytes and more."""
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 
+cdef extern from "crc32c.h" nogil:
+    uint32_t crc32c_update "fmq_crc32c"(uint32_t crc, const void* buf, size_t n)
+    uint32_t crc32c_portable_update "fmq_crc32c_portable"(uint32_t crc, const void* buf, size_t n)
+    int crc32c_hw_available "fmq_crc32c_hw_available"()
+
+cdef extern from "crc32.h" nogil:
+    uint32_t crc32_update "fmq_crc32"(uint32_t crc, const void* buf, size_t n)
+
+
+cdef uint32_t crc32c_nogil(uint32_t crc, const char* buf, Py_ssize_t n) noexcept nogil:
+    return crc32c_update(crc, buf, n)
+
+
+cdef uint32_t crc32_nogil(uint32_t crc, const char* buf, Py_ssize_t n) noexcept nogil:
+    return crc32_update(crc, buf, n)
+
 
 cdef uint32_t crc32c_of(const char* buf, Py_ssize_t n, uint32_t crc=0) noexcept:
     if n >= GIL_RELEASE_THRESHOLD:

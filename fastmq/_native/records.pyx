@@ -1,0 +1,782 @@
+# cython: language_level=3
+"""Kafka RecordBatch v2 (magic 2): builder and reader.
+
+RecordBatch =>                      (all integers big-endian)
+  BaseOffset            int64       offset of the first record; 0 from producers, set by the broker
+  Length                int32       bytes from PartitionLeaderEpoch to the end
+  PartitionLeaderEpoch  int32
+  Magic                 int8        2
+  CRC                   uint32      CRC-32C of Attributes .. end (so the broker may rewrite the epoch)
+  Attributes            int16       bits 0-2 codec (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd),
+                                    bit 3 timestamp type (0 create, 1 log append), bit 4 transactional,
+                                    bit 5 control
+  LastOffsetDelta       int32       offset delta of the last record (also the last sequence delta)
+  FirstTimestamp        int64
+  MaxTimestamp          int64
+  ProducerId            int64       -1 unless idempotent/transactional
+  ProducerEpoch         int16
+  BaseSequence          int32
+  RecordCount           int32
+  Records               [Record]    compressed as one block (without the count) when the codec is set
+
+Record =>                           (varints are zigzag, as protobuf's sint)
+  Length                varint      bytes after this field
+  Attributes            int8        unused
+  TimestampDelta        varlong     from FirstTimestamp
+  OffsetDelta           varint      from BaseOffset
+  KeyLength             varint      -1 for null
+  Key                   bytes
+  ValueLength           varint      -1 for null
+  Value                 bytes
+  HeaderCount           varint
+  Headers               [HeaderKeyLength varint, HeaderKey utf8, HeaderValueLength varint (-1 null), Value]
+
+A control batch (bit 5) holds one record whose key is [version int16][type int16] (0 abort, 1 commit).
+
+The classes here present kafka-python's record-layer API (fastmq.kafka.record re-exports them under
+kafka-python's names); the compiled pieces (parse_record, read_batch_header, RecordBatchBuilder.append_raw)
+are shared with the producer's accumulator, the consumer and the columnar reader.
+"""
+import struct
+
+cimport cython
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.ref cimport Py_INCREF
+from cpython.unicode cimport PyUnicode_Check, PyUnicode_DecodeUTF8
+from libc.stdint cimport uint8_t, uint64_t
+from libc.string cimport memcpy
+
+from fastmq._native.buffer cimport (
+    ReadCursor, WriteBuffer, cursor_init, cursor_remaining, load_i16be, load_i32be, load_i64be, load_u32be,
+    put_varint, store_i16be, store_i32be, store_i64be, store_u32be, uvarint_size, varint_size, zigzag64,
+)
+from fastmq._native.checksum cimport crc32c_of
+from fastmq._native.compression cimport (
+    CODEC_MASK, CODEC_NONE, check_codec, compress_into, decompress_into,
+)
+
+from fastmq.errors import CompressionError, TruncatedError
+from fastmq.kafka.errors import CorruptRecordError
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
+
+cdef extern from "<time.h>" nogil:
+    ctypedef long time_t
+    struct timespec:
+        time_t tv_sec
+        long tv_nsec
+    int clock_gettime(int clock_id, timespec* ts)
+    int CLOCK_REALTIME
+
+DEFAULT_MAX_DECOMPRESSED_SIZE = 256 * 1024 * 1024
+
+cdef tuple RECORD_ERRORS = (
+    "ok",
+    "record is truncated",
+    "record length is negative or runs past the batch",
+    "record key length is invalid",
+    "record value length is invalid",
+    "record header count is invalid",
+    "record header key length is invalid",
+    "record header value length is invalid",
+    "record length does not match its fields",
+    "record varint is too long",
+)
+
+
+cdef inline int64_t now_ms() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Parsing primitives (no Python objects, no GIL)
+# ---------------------------------------------------------------------------------------------------------
+
+cdef int raise_record_error(int code, int64_t offset) except -1:
+    raise CorruptRecordError(f"corrupt record at offset {offset}: {RECORD_ERRORS[code]}")
+
+
+cdef list decode_headers(const RecordView* record):
+    """The record's headers as kafka-python gives them: a list of (str key, bytes-or-None value)."""
+    cdef list headers = PyList_New(record.header_count)
+    cdef ReadCursor cur
+    cdef const char* key = NULL
+    cdef const char* value = NULL
+    cdef Py_ssize_t key_len = 0, value_len = 0
+    cdef int32_t i
+    cdef object pair
+    cursor_init(&cur, record.headers, record.headers_len)
+    for i in range(record.header_count):
+        # parse_record validated the region, so these reads cannot fail.
+        read_bytes_field(&cur, &key, &key_len, RECORD_BAD_HEADER_KEY)
+        read_bytes_field(&cur, &value, &value_len, RECORD_BAD_HEADER_VALUE)
+        try:
+            name = PyUnicode_DecodeUTF8(key, key_len, NULL)
+        except UnicodeDecodeError as exc:
+            raise CorruptRecordError(f"record header key is not UTF-8: {exc}") from None
+        pair = (name, None if value == NULL else PyBytes_FromStringAndSize(value, value_len))
+        Py_INCREF(pair)
+        PyList_SET_ITEM(headers, i, pair)
+    return headers
+
+
+cdef int read_batch_header(const char* data, Py_ssize_t size, BatchHeader* out) except -1:
+    """Decode and sanity-check the fixed header of the v2 batch at `data` (size = bytes available)."""
+    if size < BATCH_HEADER_SIZE:
+        raise CorruptRecordError(f"record batch of {size} bytes is shorter than its {BATCH_HEADER_SIZE}-byte header")
+    out.base_offset = load_i64be(data + BASE_OFFSET_AT)
+    out.length = load_i32be(data + LENGTH_AT)
+    out.leader_epoch = load_i32be(data + LEADER_EPOCH_AT)
+    out.magic = <int8_t>data[MAGIC_AT]
+    out.crc = load_u32be(data + CRC_AT)
+    out.attributes = load_i16be(data + ATTRIBUTES_AT)
+    out.last_offset_delta = load_i32be(data + LAST_OFFSET_DELTA_AT)
+    out.first_timestamp = load_i64be(data + FIRST_TIMESTAMP_AT)
+    out.max_timestamp = load_i64be(data + MAX_TIMESTAMP_AT)
+    out.producer_id = load_i64be(data + PRODUCER_ID_AT)
+    out.producer_epoch = load_i16be(data + PRODUCER_EPOCH_AT)
+    out.base_sequence = load_i32be(data + BASE_SEQUENCE_AT)
+    out.record_count = load_i32be(data + RECORD_COUNT_AT)
+    if out.magic != 2:
+        raise CorruptRecordError(f"record batch magic {out.magic} is not 2")
+    if out.length < BATCH_HEADER_SIZE - LOG_OVERHEAD or out.length > size - LOG_OVERHEAD:
+        raise CorruptRecordError(
+            f"record batch length {out.length} does not fit the {size} bytes given")
+    if out.record_count < 0:
+        raise CorruptRecordError(f"record batch announces {out.record_count} records")
+    return 0
+
+
+cdef uint32_t batch_crc(const char* batch, Py_ssize_t size) noexcept:
+    return crc32c_of(batch + ATTRIBUTES_AT, size - ATTRIBUTES_AT)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Builder
+# ---------------------------------------------------------------------------------------------------------
+
+@cython.freelist(64)
+@cython.final
+cdef class RecordMetadata:
+    """What append() returns: kafka-python's DefaultRecordMetadata."""
+    cdef readonly int64_t offset
+    cdef readonly Py_ssize_t size
+    cdef readonly int64_t timestamp
+
+    @property
+    def crc(self):
+        return None
+
+    def __repr__(self):
+        return f"DefaultRecordMetadata(offset={self.offset!r}, size={self.size!r}, timestamp={self.timestamp!r})"
+
+
+cdef inline int borrow_bytes(object obj, Py_buffer* view, const char** data, Py_ssize_t* length,
+                             str what) except -1:
+    # bytes is read in place; other buffer objects through a view the caller releases. Returns 1 when a
+    # view was taken.
+    if obj is None:
+        data[0] = NULL
+        length[0] = -1
+        return 0
+    if PyBytes_CheckExact(obj):
+        data[0] = PyBytes_AS_STRING(obj)
+        length[0] = PyBytes_GET_SIZE(obj)
+        return 0
+    if PyUnicode_Check(obj):
+        raise TypeError(f"Not supported type for {what}: {type(obj)} (encode str to bytes first)")
+    try:
+        PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
+    except TypeError:
+        raise TypeError(f"Not supported type for {what}: {type(obj)}") from None
+    data[0] = <const char*>view.buf
+    length[0] = view.len
+    return 1
+
+
+cdef class DefaultRecordBase:
+    """kafka-python's DefaultRecordBase: the v2 format's constants, shared by the builder and the reader."""
+    HEADER_STRUCT = struct.Struct(
+        ">q"   # BaseOffset
+        "i"    # Length
+        "i"    # PartitionLeaderEpoch
+        "b"    # Magic
+        "I"    # CRC
+        "h"    # Attributes
+        "i"    # LastOffsetDelta
+        "q"    # FirstTimestamp
+        "q"    # MaxTimestamp
+        "q"    # ProducerId
+        "h"    # ProducerEpoch
+        "i"    # BaseSequence
+        "i"    # RecordCount
+    )
+    ATTRIBUTES_OFFSET = 21
+    CRC_OFFSET = 17
+    AFTER_LEN_OFFSET = 12
+    CODEC_MASK = 0x07
+    CODEC_NONE = 0x00
+    CODEC_GZIP = 0x01
+    CODEC_SNAPPY = 0x02
+    CODEC_LZ4 = 0x03
+    CODEC_ZSTD = 0x04
+    TIMESTAMP_TYPE_MASK = 0x08
+    TRANSACTIONAL_MASK = 0x10
+    CONTROL_MASK = 0x20
+    LOG_APPEND_TIME = 1
+    CREATE_TIME = 0
+    NO_PRODUCER_ID = -1
+    NO_SEQUENCE = -1
+    MAX_INT = 2147483647
+
+
+cdef class RecordBatchBuilder(DefaultRecordBase):
+    """Builds one v2 batch: kafka-python's DefaultRecordBatchBuilder, plus broker-side fields.
+
+    append() encodes each record straight into the batch buffer; build() compresses (when the codec is
+    set and it pays off), writes the header and the CRC, and returns the batch as a bytearray.
+    """
+    # Bytes a record may take beyond its key, value and headers: length 5 + timestamp 10 + offset 5 + attrs 1.
+    MAX_RECORD_OVERHEAD = 21
+
+    def __init__(self, int magic, int compression_type, is_transactional, int64_t producer_id,
+                 int producer_epoch, int32_t base_sequence, Py_ssize_t batch_size, *,
+                 int compression_level=-1, int64_t base_offset=0, int32_t leader_epoch=0,
+                 int timestamp_type=CREATE_TIME, bint control=False, Py_ssize_t initial_capacity=-1):
+        if magic < 2:
+            raise ValueError(f"RecordBatchBuilder writes magic 2, not {magic} (use LegacyRecordBatchBuilder)")
+        self._codec = compression_type & CODEC_MASK
+        check_codec(self._codec)
+        self._compression_level = compression_level
+        self._transactional = bool(is_transactional)
+        self._control = control
+        self._timestamp_type = timestamp_type
+        self._base_offset = base_offset
+        self._leader_epoch = leader_epoch
+        self._producer_id = producer_id
+        self._producer_epoch = <int16_t>producer_epoch
+        self._base_sequence = base_sequence
+        self._first_timestamp = 0
+        self._max_timestamp = 0
+        self._last_offset_delta = 0
+        self._record_count = 0
+        self._batch_size = batch_size
+        self._built = False
+        if initial_capacity < 0:
+            initial_capacity = min(max(batch_size, 256), 1 << 20) + BATCH_HEADER_SIZE
+        self._buffer = WriteBuffer(initial_capacity)
+        self._buffer.claim(BATCH_HEADER_SIZE)
+
+    cdef int set_producer_fields(self, int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
+                                 bint transactional) except -1:
+        self._producer_id = producer_id
+        self._producer_epoch = producer_epoch
+        self._base_sequence = base_sequence
+        self._transactional = transactional
+        return 0
+
+    def set_producer_state(self, int64_t producer_id, int producer_epoch, int32_t base_sequence,
+                           is_transactional):
+        if is_transactional and producer_id == -1:
+            raise ValueError("Cannot write transactional messages without a valid producer ID")
+        if producer_id != -1 and producer_epoch == -1:
+            raise ValueError("Invalid negative producer epoch")
+        if producer_id != -1 and base_sequence == -1:
+            raise ValueError("Invalid negative sequence number")
+        self.set_producer_fields(producer_id, <int16_t>producer_epoch, base_sequence, bool(is_transactional))
+
+    @property
+    def producer_id(self):
+        return self._producer_id
+
+    @property
+    def producer_epoch(self):
+        return self._producer_epoch
+
+    @property
+    def base_sequence(self):
+        return self._base_sequence
+
+    @property
+    def record_count(self):
+        return self._record_count
+
+    @property
+    def compression_type(self):
+        return self._codec
+
+    @property
+    def uncompressed_size(self):
+        """Bytes of header and records before compression (known after build())."""
+        return self._uncompressed_size if self._built else self._buffer.size()
+
+    cdef Py_ssize_t append_raw(self, int64_t offset_delta, int64_t timestamp,
+                               const char* key, Py_ssize_t key_len,
+                               const char* value, Py_ssize_t value_len,
+                               object headers, bint force) except -2:
+        """Encode one record at the end of the batch. Returns the bytes it took, or -1 when the batch is
+        full (a first record, or force, is always taken). key/value NULL with length -1 mean null."""
+        cdef int64_t timestamp_delta
+        cdef Py_ssize_t body, total, header_len
+        cdef Py_ssize_t headers_size = 1, header_count = 0
+        cdef char* p
+        cdef const char* hkey
+        cdef Py_ssize_t hkey_len
+        cdef Py_buffer hview
+        cdef bint hview_taken
+        cdef const char* hvalue
+        cdef Py_ssize_t hvalue_len
+        if self._built:
+            raise ValueError("the batch was already built")
+        if self._record_count == 0:
+            self._first_timestamp = timestamp
+            self._max_timestamp = timestamp
+        timestamp_delta = timestamp - self._first_timestamp
+        if headers is not None and len(headers):
+            header_count = len(headers)
+            headers_size = varint_size(header_count)
+            for h_key, h_value in headers:
+                if not PyUnicode_Check(h_key):
+                    raise TypeError(f"header keys must be str, not {type(h_key)}")
+                hkey = PyUnicode_AsUTF8AndSize(h_key, &hkey_len)
+                headers_size += varint_size(hkey_len) + hkey_len
+                if h_value is None:
+                    headers_size += 1
+                else:
+                    hview_taken = borrow_bytes(h_value, &hview, &hvalue, &hvalue_len, "header value")
+                    if hview_taken:
+                        PyBuffer_Release(&hview)
+                    headers_size += varint_size(hvalue_len) + hvalue_len
+        body = (1 + varint_size(timestamp_delta) + varint_size(offset_delta)
+                + (1 if key_len < 0 else varint_size(key_len) + key_len)
+                + (1 if value_len < 0 else varint_size(value_len) + value_len)
+                + headers_size)
+        total = varint_size(body) + body
+        if (not force and self._record_count
+                and self._buffer.size() + total > self._batch_size):
+            return -1
+        p = self._buffer.claim(total)
+        p = put_varint(p, body)
+        p[0] = 0
+        p = put_varint(p + 1, timestamp_delta)
+        p = put_varint(p, offset_delta)
+        if key_len < 0:
+            p = put_varint(p, -1)
+        else:
+            p = put_varint(p, key_len)
+            memcpy(p, key, key_len)
+            p += key_len
+        if value_len < 0:
+            p = put_varint(p, -1)
+        else:
+            p = put_varint(p, value_len)
+            memcpy(p, value, value_len)
+            p += value_len
+        p = put_varint(p, header_count)
+        if header_count:
+            for h_key, h_value in headers:
+                hkey = PyUnicode_AsUTF8AndSize(h_key, &hkey_len)
+                p = put_varint(p, hkey_len)
+                memcpy(p, hkey, hkey_len)
+                p += hkey_len
+                if h_value is None:
+                    p = put_varint(p, -1)
+                else:
+                    hview_taken = borrow_bytes(h_value, &hview, &hvalue, &hvalue_len, "header value")
+                    p = put_varint(p, hvalue_len)
+                    memcpy(p, hvalue, hvalue_len)
+                    p += hvalue_len
+                    if hview_taken:
+                        PyBuffer_Release(&hview)
+        if timestamp > self._max_timestamp:
+            self._max_timestamp = timestamp
+        self._last_offset_delta = offset_delta
+        self._record_count += 1
+        return total
+
+    def append(self, int64_t offset, timestamp, key, value, headers):
+        """Append a record with offset delta `offset`; returns its metadata, or None when the batch is full."""
+        cdef int64_t ts
+        cdef Py_buffer key_view, value_view
+        cdef bint key_taken = False, value_taken = False
+        cdef const char* key_data
+        cdef const char* value_data
+        cdef Py_ssize_t key_len, value_len, size
+        cdef RecordMetadata meta
+        if timestamp is None:
+            ts = now_ms()
+        else:
+            ts = timestamp
+        key_taken = borrow_bytes(key, &key_view, &key_data, &key_len, "key")
+        try:
+            value_taken = borrow_bytes(value, &value_view, &value_data, &value_len, "value")
+            size = self.append_raw(offset, ts, key_data, key_len, value_data, value_len, headers, False)
+        finally:
+            if key_taken:
+                PyBuffer_Release(&key_view)
+            if value_taken:
+                PyBuffer_Release(&value_view)
+        if size < 0:
+            return None
+        meta = RecordMetadata.__new__(RecordMetadata)
+        meta.offset = offset
+        meta.size = size
+        meta.timestamp = ts
+        return meta
+
+    cdef int _write_header(self, WriteBuffer buf, int codec) except -1:
+        cdef char* p = buf.pointer_at(0)
+        cdef int16_t attributes = <int16_t>codec
+        if self._timestamp_type == LOG_APPEND_TIME:
+            attributes |= TIMESTAMP_TYPE_BIT
+        if self._transactional:
+            attributes |= TRANSACTIONAL_BIT
+        if self._control:
+            attributes |= CONTROL_BIT
+        store_i64be(p + BASE_OFFSET_AT, self._base_offset)
+        store_i32be(p + LENGTH_AT, <int32_t>(buf.size() - LOG_OVERHEAD))
+        store_i32be(p + LEADER_EPOCH_AT, self._leader_epoch)
+        p[MAGIC_AT] = 2
+        store_i16be(p + ATTRIBUTES_AT, attributes)
+        store_i32be(p + LAST_OFFSET_DELTA_AT, <int32_t>self._last_offset_delta)
+        store_i64be(p + FIRST_TIMESTAMP_AT, self._first_timestamp)
+        store_i64be(p + MAX_TIMESTAMP_AT, self._max_timestamp)
+        store_i64be(p + PRODUCER_ID_AT, self._producer_id)
+        store_i16be(p + PRODUCER_EPOCH_AT, self._producer_epoch)
+        store_i32be(p + BASE_SEQUENCE_AT, self._base_sequence)
+        store_i32be(p + RECORD_COUNT_AT, self._record_count)
+        store_u32be(p + CRC_AT, batch_crc(p, buf.size()))
+        return 0
+
+    cdef bytearray finish(self):
+        cdef WriteBuffer compressed
+        cdef WriteBuffer chosen = self._buffer
+        cdef int codec = CODEC_NONE
+        cdef Py_ssize_t records_size = self._buffer.size() - BATCH_HEADER_SIZE
+        if self._built:
+            raise ValueError("the batch was already built")
+        self._uncompressed_size = self._buffer.size()
+        if self._codec != CODEC_NONE and records_size:
+            compressed = WriteBuffer(records_size // 2 + BATCH_HEADER_SIZE + 64)
+            compressed.claim(BATCH_HEADER_SIZE)
+            compress_into(self._codec, self._buffer.pointer_at(BATCH_HEADER_SIZE), records_size, compressed,
+                          self._compression_level)
+            # As the Java client does, keep the records uncompressed when compression does not pay.
+            if compressed.size() < self._buffer.size():
+                chosen = compressed
+                codec = self._codec
+        self._write_header(chosen, codec)
+        self._built = True
+        return chosen.take()
+
+    def build(self):
+        """Finish the batch and return it (a bytearray)."""
+        return self.finish()
+
+    def write_header(self, use_compression_type=True):
+        """Write the header (and CRC) for the records appended so far, in place, without compressing."""
+        self._write_header(self._buffer, self._codec if use_compression_type else CODEC_NONE)
+
+    def size(self):
+        """Bytes written so far, header included."""
+        return self._buffer.size()
+
+    @classmethod
+    def header_size_in_bytes(cls):
+        return BATCH_HEADER_SIZE
+
+    @classmethod
+    def size_in_bytes(cls, offset_delta, timestamp_delta, key, value, headers):
+        body = 1 + varint_size(offset_delta) + varint_size(timestamp_delta) + cls.size_of(key, value, headers)
+        return body + varint_size(body)
+
+    @classmethod
+    def size_of(cls, key, value, headers):
+        cdef Py_ssize_t size = 0
+        size += 1 if key is None else varint_size(len(key)) + len(key)
+        size += 1 if value is None else varint_size(len(value)) + len(value)
+        size += varint_size(len(headers))
+        for h_key, h_value in headers:
+            encoded = h_key.encode("utf-8")
+            size += varint_size(len(encoded)) + len(encoded)
+            size += 1 if h_value is None else varint_size(len(h_value)) + len(h_value)
+        return size
+
+    @classmethod
+    def estimate_size_in_bytes(cls, key, value, headers):
+        """Upper bound of the bytes one record adds to a batch, batch header included."""
+        return BATCH_HEADER_SIZE + 21 + cls.size_of(key, value, headers)
+
+    def __str__(self):
+        return (f"DefaultRecordBatchBuilder(magic=2, base_offset={self._base_offset}, "
+                f"last_offset_delta={self._last_offset_delta}, first_timestamp={self._first_timestamp}, "
+                f"max_timestamp={self._max_timestamp}, is_transactional={self._transactional}, "
+                f"producer_id={self._producer_id}, producer_epoch={self._producer_epoch}, "
+                f"base_sequence={self._base_sequence}, records_count={self._record_count})")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reader
+# ---------------------------------------------------------------------------------------------------------
+
+@cython.freelist(256)
+cdef class Record:
+    """One record of a v2 batch: kafka-python's DefaultRecord."""
+    cdef readonly int64_t offset
+    cdef readonly int64_t timestamp
+    cdef readonly int timestamp_type
+    cdef readonly object key
+    cdef readonly object value
+    cdef readonly Py_ssize_t size_in_bytes
+    cdef object _headers    # list, or None for "no headers" (a fresh empty list is made on access)
+
+    @property
+    def headers(self):
+        if self._headers is None:
+            return []
+        return self._headers
+
+    @property
+    def checksum(self):
+        return None
+
+    def validate_crc(self):
+        return True
+
+    def __repr__(self):
+        return (f"DefaultRecord(offset={self.offset!r}, timestamp={self.timestamp!r}, "
+                f"timestamp_type={self.timestamp_type!r}, key={self.key!r}, value={self.value!r}, "
+                f"headers={self.headers!r})")
+
+
+cdef class ControlRecord(Record):
+    """The single record of a control batch: a transaction marker."""
+    KEY_STRUCT = struct.Struct(">hh")   # version, type (0 abort, 1 commit)
+    cdef readonly int16_t version
+    cdef readonly int16_t type
+
+    @property
+    def abort(self):
+        return self.type == 0
+
+    @property
+    def commit(self):
+        return self.type == 1
+
+    def __repr__(self):
+        return (f"ControlRecord(offset={self.offset!r}, timestamp={self.timestamp!r}, "
+                f"timestamp_type={self.timestamp_type!r}, version={self.version!r}, type={self.type!r} "
+                f"<{'abort' if self.abort else 'commit'}>)")
+
+
+@cython.final
+cdef class RecordBatch(DefaultRecordBase):
+    """A v2 batch read from memory: kafka-python's DefaultRecordBatch. Iterating yields its records.
+
+    The batch reads the caller's buffer in place (bytes, bytearray or memoryview, holding a view of it);
+    only compressed batches allocate, once, for the decompressed records.
+    """
+
+    cdef Py_buffer _view            # the caller's buffer, held for our lifetime
+    cdef bint _has_view             # _view must be released
+    cdef const char* _data          # the batch's first byte
+    cdef Py_ssize_t _size           # LOG_OVERHEAD + length
+    cdef BatchHeader _header        # decoded fixed header
+    cdef object _decompressed       # bytearray of decompressed records, when compressed
+    cdef ReadCursor _cursor         # position of the next record
+    cdef int32_t _next_index        # records returned so far
+    cdef bint _opened               # records region located (decompressed if needed)
+    cdef Py_ssize_t _max_decompressed_size   # bound for decompression
+
+    def __cinit__(self, buffer, Py_ssize_t max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE):
+        PyObject_GetBuffer(buffer, &self._view, PyBUF_SIMPLE)
+        self._has_view = True
+        read_batch_header(<const char*>self._view.buf, self._view.len, &self._header)
+        self._data = <const char*>self._view.buf
+        self._size = LOG_OVERHEAD + self._header.length
+        self._max_decompressed_size = max_decompressed_size
+
+    def __dealloc__(self):
+        if self._has_view:
+            PyBuffer_Release(&self._view)
+
+    cdef int _open(self) except -1:
+        cdef int codec = self._header.attributes & CODEC_MASK
+        cdef WriteBuffer out
+        if self._opened:
+            return 0
+        if codec == CODEC_NONE:
+            cursor_init(&self._cursor, self._data + BATCH_HEADER_SIZE, self._size - BATCH_HEADER_SIZE)
+        else:
+            out = WriteBuffer((self._size - BATCH_HEADER_SIZE) * 4 + 64)
+            try:
+                decompress_into(codec, self._data + BATCH_HEADER_SIZE, self._size - BATCH_HEADER_SIZE, out,
+                                self._max_decompressed_size)
+            except CompressionError as exc:
+                raise CorruptRecordError(f"record batch at offset {self._header.base_offset}: {exc}") from exc
+            self._decompressed = out.take()
+            cursor_init(&self._cursor, <const char*><char*>self._decompressed, len(self._decompressed))
+        self._opened = True
+        return 0
+
+    cdef Record _next_record(self):
+        cdef RecordView view
+        cdef Record record
+        cdef ControlRecord control
+        cdef int status
+        cdef int64_t offset
+        if self._next_index >= self._header.record_count:
+            if cursor_remaining(&self._cursor):
+                raise CorruptRecordError(
+                    f"{cursor_remaining(&self._cursor)} unconsumed bytes after all records consumed")
+            return None
+        status = parse_record(&self._cursor, &view)
+        offset = self._header.base_offset + view.offset_delta
+        if status:
+            raise_record_error(status, offset)
+        if self._header.attributes & CONTROL_BIT:
+            if view.key_len < 4:
+                raise CorruptRecordError(f"control record at offset {offset} has a key of {view.key_len} bytes")
+            control = ControlRecord.__new__(ControlRecord)
+            control.version = load_i16be(view.key)
+            control.type = load_i16be(view.key + 2)
+            record = control
+        else:
+            record = Record.__new__(Record)
+        record.offset = offset
+        if self._header.attributes & TIMESTAMP_TYPE_BIT:
+            record.timestamp = self._header.max_timestamp
+            record.timestamp_type = LOG_APPEND_TIME
+        else:
+            record.timestamp = self._header.first_timestamp + view.timestamp_delta
+            record.timestamp_type = CREATE_TIME
+        record.key = None if view.key == NULL else PyBytes_FromStringAndSize(view.key, view.key_len)
+        record.value = None if view.value == NULL else PyBytes_FromStringAndSize(view.value, view.value_len)
+        record.size_in_bytes = view.size
+        if view.header_count:
+            record._headers = decode_headers(&view)
+        self._next_index += 1
+        return record
+
+    def __iter__(self):
+        self._open()
+        return self
+
+    def __next__(self):
+        cdef Record record
+        self._open()
+        record = self._next_record()
+        if record is None:
+            raise StopIteration
+        return record
+
+    next = __next__
+
+    def validate_crc(self):
+        """True when the stored CRC matches the batch's bytes."""
+        return batch_crc(self._data, self._size) == self._header.crc
+
+    @property
+    def base_offset(self):
+        return self._header.base_offset
+
+    @property
+    def size_in_bytes(self):
+        return self._size
+
+    @property
+    def leader_epoch(self):
+        return self._header.leader_epoch
+
+    @property
+    def magic(self):
+        return self._header.magic
+
+    @property
+    def crc(self):
+        return self._header.crc
+
+    @property
+    def attributes(self):
+        return self._header.attributes
+
+    @property
+    def last_offset_delta(self):
+        return self._header.last_offset_delta
+
+    @property
+    def last_offset(self):
+        return self._header.base_offset + self._header.last_offset_delta
+
+    @property
+    def next_offset(self):
+        return self._header.base_offset + self._header.last_offset_delta + 1
+
+    @property
+    def compression_type(self):
+        return self._header.attributes & CODEC_MASK
+
+    @property
+    def timestamp_type(self):
+        return LOG_APPEND_TIME if self._header.attributes & TIMESTAMP_TYPE_BIT else CREATE_TIME
+
+    @property
+    def is_transactional(self):
+        return bool(self._header.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def is_control_batch(self):
+        return bool(self._header.attributes & CONTROL_BIT)
+
+    @property
+    def first_timestamp(self):
+        return self._header.first_timestamp
+
+    @property
+    def max_timestamp(self):
+        return self._header.max_timestamp
+
+    @property
+    def producer_id(self):
+        return self._header.producer_id
+
+    def has_producer_id(self):
+        return self._header.producer_id > NO_PRODUCER_ID
+
+    @property
+    def producer_epoch(self):
+        return self._header.producer_epoch
+
+    @property
+    def base_sequence(self):
+        return self._header.base_sequence
+
+    @property
+    def has_sequence(self):
+        return self._header.base_sequence != NO_SEQUENCE
+
+    @property
+    def last_sequence(self):
+        cdef int64_t base = self._header.base_sequence
+        cdef int64_t delta = self._header.last_offset_delta
+        if base == NO_SEQUENCE:
+            return NO_SEQUENCE
+        # Sequences wrap from INT32_MAX to 0.
+        return base + delta if base <= 2147483647 - delta else delta - (2147483647 - base) - 1
+
+    @property
+    def records_count(self):
+        return self._header.record_count
+
+    def __str__(self):
+        return (f"DefaultRecordBatch(magic={self._header.magic}, base_offset={self._header.base_offset}, "
+                f"last_offset_delta={self._header.last_offset_delta}, "
+                f"first_timestamp={self._header.first_timestamp}, max_timestamp={self._header.max_timestamp}, "
+                f"is_transactional={self.is_transactional}, producer_id={self._header.producer_id}, "
+                f"producer_epoch={self._header.producer_epoch}, base_sequence={self._header.base_sequence}, "
+                f"records_count={self._header.record_count})")

@@ -1,0 +1,17 @@
+"""kafka-python's kafka.record.util: zigzag varints and checksums, compiled."""
+from __future__ import annotations
+
+from fastmq._native.checksum import crc32, crc32c
+from fastmq._native.varint import decode_varint, encode_varint, size_of_varint
+
+__all__ = ["calc_crc32", "calc_crc32c", "decode_varint", "encode_varint", "size_of_varint"]
+
+
+def calc_crc32c(memview) -> int:
+    """CRC-32C (Castagnoli) of a bytes-like object."""
+    return crc32c(memview)
+
+
+def calc_crc32(memview) -> int:
+    """zlib's CRC-32 of a bytes-like object, as an unsigned int."""
+    return crc32(memview)
