@@ -20,8 +20,7 @@ C_KERNELS = {
 }
 
 COMPILE_ARGS = ["-O0", "-g3"] if DEBUG else ["-O3"]
-COMPILE_ARGS += ["-Wall", "-Wno-unused-function", "-Wno-unreachable-code-fallthrough",
-                 "-fno-strict-aliasing", "-std=gnu11"]
+COMPILE_ARGS += ["-Wall", "-Wno-unused-function", "-Wno-unreachable-code-fallthrough", "-std=gnu11"]
 MACROS = [("CYTHON_TRACE_NOGIL", "1")] if DEBUG else []
 
 

@@ -31,7 +31,7 @@ from fastmq._native.compression cimport CODEC_MASK, CODEC_NONE, decompress_into
 from fastmq._native.records cimport (
     BATCH_HEADER_SIZE, BatchHeader, CONTROL_BIT, LENGTH_AT, LOG_OVERHEAD, MAGIC_AT, RECORD_OK,
     RecordView, TIMESTAMP_TYPE_BIT, batch_crc, parse_record, raise_record_error, read_batch_header,
-    read_bytes_field,
+    take_bytes,
 )
 
 from fastmq.errors import CompressionError
@@ -51,10 +51,10 @@ cdef inline bytearray new_bytes(Py_ssize_t n):
 
 cdef inline void write_view(char* view, const char* data, Py_ssize_t length, int32_t buffer_index,
                             const char* buffer_start) noexcept nogil:
+    # `view` starts zeroed (views arrays come from zeroed_bytes), so short values need no padding.
     cdef int32_t n = <int32_t>length
     memcpy(view, &n, 4)
     if length <= VIEW_INLINE_MAX:
-        memset(view + 4, 0, 12)
         memcpy(view + 4, data, length)
     else:
         memcpy(view + 4, data, 4)
@@ -63,8 +63,12 @@ cdef inline void write_view(char* view, const char* data, Py_ssize_t length, int
         memcpy(view + 12, &n, 4)
 
 
-cdef inline void write_null_view(char* view) noexcept nogil:
-    memset(view, 0, VIEW_SIZE)
+cdef inline bytearray zeroed_bytes(Py_ssize_t n):
+    # One vectorised memset instead of padding every view: null and short views are then written by
+    # touching only their length and inline bytes.
+    cdef bytearray out = new_bytes(n)
+    memset(PyByteArray_AS_STRING(out), 0, n)
+    return out
 
 
 ctypedef struct Source:
@@ -235,15 +239,20 @@ cdef RecordColumns _decode(Source* sources, Py_ssize_t n_sources, Py_ssize_t n_r
     cdef char* value_views
     cdef char* key_bits
     cdef char* value_bits
-    cdef bint null_key = False, null_value = False
-    cdef Source* source
+    cdef bint null_key = False, null_value = False, log_append_time
+    cdef int64_t base_offset, timestamp_base
+    cdef int32_t buffer_index
+    cdef const char* buffer_start
+    cdef const char* key
+    cdef const char* value
+    cdef Py_ssize_t key_len, value_len
     cdef bytearray key_validity = all_valid(n_records)
     cdef bytearray value_validity = all_valid(n_records)
     columns.count = n_records
     columns.offsets = new_bytes(n_records * 8)
     columns.timestamps = new_bytes(n_records * 8)
-    columns.key_views = new_bytes(n_records * VIEW_SIZE)
-    columns.value_views = new_bytes(n_records * VIEW_SIZE)
+    columns.key_views = zeroed_bytes(n_records * VIEW_SIZE)
+    columns.value_views = zeroed_bytes(n_records * VIEW_SIZE)
     columns.header_offsets = new_bytes((n_records + 1) * 4)
     offsets = <int64_t*>PyByteArray_AS_STRING(columns.offsets)
     timestamps = <int64_t*>PyByteArray_AS_STRING(columns.timestamps)
@@ -255,35 +264,36 @@ cdef RecordColumns _decode(Source* sources, Py_ssize_t n_sources, Py_ssize_t n_r
     header_offsets[0] = 0
     record.headers = NULL
     record.headers_len = 0
+    # Everything the loop reads is first copied into locals: the view writes go through char pointers,
+    # which may alias anything, and would otherwise force reloads of the record and batch fields.
     with nogil:
         for s in range(n_sources):
-            source = &sources[s]
-            cursor_init(&cur, source.records, source.size)
-            for r in range(source.header.record_count):
-                status = parse_record(&cur, &record)
+            cursor_init(&cur, sources[s].records, sources[s].size)
+            base_offset = sources[s].header.base_offset
+            log_append_time = (sources[s].header.attributes & TIMESTAMP_TYPE_BIT) != 0
+            timestamp_base = sources[s].header.max_timestamp if log_append_time else sources[s].header.first_timestamp
+            buffer_index = sources[s].buffer_index
+            buffer_start = sources[s].buffer_start
+            for r in range(sources[s].header.record_count):
+                status = parse_record(&cur.pos, cur.end, &record)
                 if status != RECORD_OK:
                     break
-                offsets[row] = source.header.base_offset + record.offset_delta
-                if source.header.attributes & TIMESTAMP_TYPE_BIT:
-                    timestamps[row] = source.header.max_timestamp
-                else:
-                    timestamps[row] = source.header.first_timestamp + record.timestamp_delta
-                if record.key == NULL:
-                    write_null_view(key_views + row * VIEW_SIZE)
+                key, key_len = record.key, record.key_len
+                value, value_len = record.value, record.value_len
+                offsets[row] = base_offset + record.offset_delta
+                timestamps[row] = timestamp_base + (0 if log_append_time else record.timestamp_delta)
+                n_headers += record.header_count
+                header_offsets[row + 1] = <int32_t>n_headers
+                if key == NULL:
                     clear_bit(key_bits, row)
                     null_key = True
                 else:
-                    write_view(key_views + row * VIEW_SIZE, record.key, record.key_len, source.buffer_index,
-                               source.buffer_start)
-                if record.value == NULL:
-                    write_null_view(value_views + row * VIEW_SIZE)
+                    write_view(key_views + row * VIEW_SIZE, key, key_len, buffer_index, buffer_start)
+                if value == NULL:
                     clear_bit(value_bits, row)
                     null_value = True
                 else:
-                    write_view(value_views + row * VIEW_SIZE, record.value, record.value_len,
-                               source.buffer_index, source.buffer_start)
-                n_headers += record.header_count
-                header_offsets[row + 1] = <int32_t>n_headers
+                    write_view(value_views + row * VIEW_SIZE, value, value_len, buffer_index, buffer_start)
                 row += 1
             if status != RECORD_OK:
                 break
@@ -300,8 +310,10 @@ cdef int _decode_headers(RecordColumns columns, Source* sources, Py_ssize_t n_so
     # Headers are rare, so they get their own pass over the (already validated) records instead of
     # growing buffers in the main loop.
     cdef Py_ssize_t s, r, h, row = 0, n = columns.header_count
-    cdef ReadCursor cur, headers
+    cdef ReadCursor cur
     cdef RecordView record
+    cdef const char* p
+    cdef const char* end
     cdef const char* field = NULL
     cdef Py_ssize_t field_len = 0
     cdef char* key_views
@@ -310,8 +322,8 @@ cdef int _decode_headers(RecordColumns columns, Source* sources, Py_ssize_t n_so
     cdef bint null_value = False
     cdef bytearray value_validity = all_valid(n)
     memset(&record, 0, sizeof(record))
-    columns.header_key_views = new_bytes(n * VIEW_SIZE)
-    columns.header_value_views = new_bytes(n * VIEW_SIZE)
+    columns.header_key_views = zeroed_bytes(n * VIEW_SIZE)
+    columns.header_value_views = zeroed_bytes(n * VIEW_SIZE)
     columns.header_value_validity = None
     if n == 0:
         return 0
@@ -321,10 +333,12 @@ cdef int _decode_headers(RecordColumns columns, Source* sources, Py_ssize_t n_so
     for s in range(n_sources):
         cursor_init(&cur, sources[s].records, sources[s].size)
         for r in range(sources[s].header.record_count):
-            parse_record(&cur, &record)
-            cursor_init(&headers, record.headers, record.headers_len)
+            parse_record(&cur.pos, cur.end, &record)
+            p = record.headers
+            end = record.headers + record.headers_len
             for h in range(record.header_count):
-                read_bytes_field(&headers, &field, &field_len, RECORD_OK)
+                # parse_record validated the region, so these reads cannot fail.
+                p = take_bytes(p, end, &field, &field_len)
                 # Keys become an Arrow string column: hold them to UTF-8 as the per-record reader does.
                 try:
                     PyUnicode_DecodeUTF8(field, field_len, NULL)
@@ -332,9 +346,8 @@ cdef int _decode_headers(RecordColumns columns, Source* sources, Py_ssize_t n_so
                     raise CorruptRecordError(f"record header key is not UTF-8: {exc}") from None
                 write_view(key_views + row * VIEW_SIZE, field, field_len, sources[s].buffer_index,
                            sources[s].buffer_start)
-                read_bytes_field(&headers, &field, &field_len, RECORD_OK)
+                p = take_bytes(p, end, &field, &field_len)
                 if field == NULL:
-                    write_null_view(value_views + row * VIEW_SIZE)
                     clear_bit(value_bits, row)
                     null_value = True
                 else:

@@ -32,32 +32,37 @@ cdef enum:
     NO_PRODUCER_ID = -1
     NO_SEQUENCE = -1
 
-    # Record parse outcomes (parse_record runs without the GIL, so it reports instead of raising)
-    RECORD_OK = 0
-    RECORD_TRUNCATED = 1
-    RECORD_BAD_LENGTH = 2
-    RECORD_BAD_KEY_LENGTH = 3
-    RECORD_BAD_VALUE_LENGTH = 4
-    RECORD_BAD_HEADER_COUNT = 5
-    RECORD_BAD_HEADER_KEY = 6
-    RECORD_BAD_HEADER_VALUE = 7
-    RECORD_SIZE_MISMATCH = 8
-    RECORD_BAD_VARINT = 9
 
 
-ctypedef struct RecordView:
-    # One record located inside a batch's records region; pointers borrow the batch's memory.
-    int32_t size                # bytes after the record's length varint
-    int8_t attributes           # unused by Kafka so far, kept for completeness
-    int64_t timestamp_delta     # added to the batch's first timestamp
-    int32_t offset_delta        # added to the batch's base offset
-    const char* key             # NULL when the key is null
-    Py_ssize_t key_len          # -1 when the key is null
-    const char* value           # NULL when the value is null
-    Py_ssize_t value_len        # -1 when the value is null
-    int32_t header_count        # number of headers
-    const char* headers         # first byte of the (already validated) header region
-    Py_ssize_t headers_len      # bytes of the header region
+cdef extern from "kafka_record.h" nogil:
+    # Record parsing in C (csrc/kafka_record.h), forced inline into every reader's loop.
+    enum:
+        RECORD_OK "FMQ_RECORD_OK"
+        RECORD_BAD_VARINT "FMQ_RECORD_BAD_VARINT"
+        RECORD_BAD_LENGTH "FMQ_RECORD_BAD_LENGTH"
+        RECORD_BAD_KEY_LENGTH "FMQ_RECORD_BAD_KEY_LENGTH"
+        RECORD_BAD_VALUE_LENGTH "FMQ_RECORD_BAD_VALUE_LENGTH"
+        RECORD_BAD_HEADER_COUNT "FMQ_RECORD_BAD_HEADER_COUNT"
+        RECORD_BAD_HEADERS "FMQ_RECORD_BAD_HEADERS"
+        RECORD_SIZE_MISMATCH "FMQ_RECORD_SIZE_MISMATCH"
+
+    ctypedef struct RecordView "fmq_record_view":
+        # One record located inside a batch's records region; pointers borrow the batch's memory.
+        int32_t size                # bytes after the record's length varint
+        int8_t attributes           # unused by Kafka so far
+        int64_t timestamp_delta     # added to the batch's first timestamp
+        int32_t offset_delta        # added to the batch's base offset
+        const char* key             # NULL when the key is null
+        Py_ssize_t key_len          # -1 when the key is null
+        const char* value           # NULL when the value is null
+        Py_ssize_t value_len        # -1 when the value is null
+        int32_t header_count        # number of headers
+        const char* headers         # first byte of the (already validated) header region
+        Py_ssize_t headers_len      # bytes of the header region
+
+    int parse_record "fmq_parse_record"(const char** pos, const char* end, RecordView* out)
+    const char* take_bytes "fmq_take_bytes"(const char* p, const char* end, const char** data,
+                                            Py_ssize_t* length)
 
 
 ctypedef struct BatchHeader:
@@ -75,135 +80,6 @@ ctypedef struct BatchHeader:
     int16_t producer_epoch      # producer epoch, or -1
     int32_t base_sequence       # sequence number of the first record, or -1
     int32_t record_count        # number of records
-
-
-# Varint and length-prefixed field readers that report RECORD_* codes instead of raising (they run
-# without the GIL inside parse_record and the columnar decoder).
-
-cdef inline int read_uvarint(ReadCursor* cur, uint64_t* out, int max_len) noexcept nogil:
-    cdef const uint8_t* p = <const uint8_t*>cur.pos
-    cdef uint64_t result = 0
-    cdef int shift = 0, i
-    cdef uint8_t b
-    # Two-byte varints (128..16383: typical record and value lengths) skip the loop.
-    if cur.end - cur.pos >= 2 and (p[0] & 0x80) and not (p[1] & 0x80):
-        out[0] = (p[0] & 0x7F) | (<uint64_t>p[1] << 7)
-        cur.pos += 2
-        return RECORD_OK
-    for i in range(max_len):
-        if cur.pos >= cur.end:
-            return RECORD_TRUNCATED
-        b = <uint8_t>cur.pos[0]
-        cur.pos += 1
-        result |= <uint64_t>(b & 0x7F) << shift
-        if not (b & 0x80):
-            out[0] = result
-            return RECORD_OK
-        shift += 7
-    return RECORD_BAD_VARINT
-
-
-cdef inline int read_varint32(ReadCursor* cur, int32_t* out) noexcept nogil:
-    cdef uint64_t raw
-    cdef int status
-    if cur.pos < cur.end and not (<uint8_t>cur.pos[0] & 0x80):
-        raw = <uint8_t>cur.pos[0]
-        cur.pos += 1
-    else:
-        status = read_uvarint(cur, &raw, 5)
-        if status:
-            return status
-    out[0] = <int32_t>(<uint32_t>raw >> 1) ^ -<int32_t>(raw & 1)
-    return RECORD_OK
-
-
-cdef inline int read_varint64(ReadCursor* cur, int64_t* out) noexcept nogil:
-    cdef uint64_t raw
-    cdef int status
-    if cur.pos < cur.end and not (<uint8_t>cur.pos[0] & 0x80):
-        raw = <uint8_t>cur.pos[0]
-        cur.pos += 1
-    else:
-        status = read_uvarint(cur, &raw, 10)
-        if status:
-            return status
-    out[0] = <int64_t>(raw >> 1) ^ -<int64_t>(raw & 1)
-    return RECORD_OK
-
-
-cdef inline int read_bytes_field(ReadCursor* cur, const char** data, Py_ssize_t* length,
-                                 int bad_length) noexcept nogil:
-    # A varint length (-1 = null) and that many bytes.
-    cdef int32_t n
-    cdef int status = read_varint32(cur, &n)
-    if status:
-        return status
-    if n < -1 or n > cur.end - cur.pos:
-        return bad_length
-    if n == -1:
-        data[0] = NULL
-        length[0] = -1
-    else:
-        data[0] = cur.pos
-        length[0] = n
-        cur.pos += n
-    return RECORD_OK
-
-
-cdef inline int parse_record(ReadCursor* cur, RecordView* out) noexcept nogil:
-    # Locates the next record at `cur` and steps past it, checking every length against the batch.
-    # Inline: it is the inner loop of every reader (per-record objects, columns, the consumer).
-    cdef int32_t length, key_len, i
-    cdef int status
-    cdef ReadCursor rec
-    cdef const char* header_key
-    cdef const char* header_value
-    cdef Py_ssize_t header_key_len, header_value_len
-    status = read_varint32(cur, &length)
-    if status:
-        return status
-    if length < 0 or length > cur.end - cur.pos:
-        return RECORD_BAD_LENGTH
-    rec.pos = cur.pos
-    rec.end = cur.pos + length
-    cur.pos = rec.end
-    out.size = length
-    if rec.pos >= rec.end:
-        return RECORD_TRUNCATED
-    out.attributes = <int8_t>rec.pos[0]
-    rec.pos += 1
-    status = read_varint64(&rec, &out.timestamp_delta)
-    if status:
-        return status
-    status = read_varint32(&rec, &out.offset_delta)
-    if status:
-        return status
-    status = read_bytes_field(&rec, &out.key, &out.key_len, RECORD_BAD_KEY_LENGTH)
-    if status:
-        return status
-    status = read_bytes_field(&rec, &out.value, &out.value_len, RECORD_BAD_VALUE_LENGTH)
-    if status:
-        return status
-    status = read_varint32(&rec, &out.header_count)
-    if status:
-        return status
-    # Every header takes at least two bytes: a forged count fails here, before anything is allocated.
-    if out.header_count < 0 or out.header_count > (rec.end - rec.pos) // 2:
-        return RECORD_BAD_HEADER_COUNT
-    out.headers = rec.pos
-    for i in range(out.header_count):
-        status = read_bytes_field(&rec, &header_key, &header_key_len, RECORD_BAD_HEADER_KEY)
-        if status:
-            return status
-        if header_key_len < 0:
-            return RECORD_BAD_HEADER_KEY
-        status = read_bytes_field(&rec, &header_value, &header_value_len, RECORD_BAD_HEADER_VALUE)
-        if status:
-            return status
-    out.headers_len = rec.pos - out.headers
-    if rec.pos != rec.end:
-        return RECORD_SIZE_MISMATCH
-    return RECORD_OK
 
 
 cdef int raise_record_error(int code, int64_t offset) except -1

@@ -73,17 +73,15 @@ cdef extern from "<time.h>" nogil:
 
 DEFAULT_MAX_DECOMPRESSED_SIZE = 256 * 1024 * 1024
 
-cdef tuple RECORD_ERRORS = (
+cdef tuple RECORD_ERRORS = (      # indexed by the RECORD_* codes of kafka_record.h
     "ok",
-    "record is truncated",
-    "record length is negative or runs past the batch",
+    "record varint is truncated or too long",
+    "record length is not positive or runs past the batch",
     "record key length is invalid",
     "record value length is invalid",
     "record header count is invalid",
-    "record header key length is invalid",
-    "record header value length is invalid",
+    "record headers are malformed",
     "record length does not match its fields",
-    "record varint is too long",
 )
 
 
@@ -104,17 +102,17 @@ cdef int raise_record_error(int code, int64_t offset) except -1:
 cdef list decode_headers(const RecordView* record):
     """The record's headers as kafka-python gives them: a list of (str key, bytes-or-None value)."""
     cdef list headers = PyList_New(record.header_count)
-    cdef ReadCursor cur
+    cdef const char* p = record.headers
+    cdef const char* end = record.headers + record.headers_len
     cdef const char* key = NULL
     cdef const char* value = NULL
     cdef Py_ssize_t key_len = 0, value_len = 0
     cdef int32_t i
     cdef object pair
-    cursor_init(&cur, record.headers, record.headers_len)
     for i in range(record.header_count):
         # parse_record validated the region, so these reads cannot fail.
-        read_bytes_field(&cur, &key, &key_len, RECORD_BAD_HEADER_KEY)
-        read_bytes_field(&cur, &value, &value_len, RECORD_BAD_HEADER_VALUE)
+        p = take_bytes(p, end, &key, &key_len)
+        p = take_bytes(p, end, &value, &value_len)
         try:
             name = PyUnicode_DecodeUTF8(key, key_len, NULL)
         except UnicodeDecodeError as exc:
@@ -635,10 +633,10 @@ cdef class RecordBatch(DefaultRecordBase):
                 raise CorruptRecordError(
                     f"{cursor_remaining(&self._cursor)} unconsumed bytes after all records consumed")
             return None
-        status = parse_record(&self._cursor, &view)
-        offset = self._header.base_offset + view.offset_delta
+        status = parse_record(&self._cursor.pos, self._cursor.end, &view)
         if status:
-            raise_record_error(status, offset)
+            raise_record_error(status, self._header.base_offset + self._next_index)
+        offset = self._header.base_offset + view.offset_delta
         if self._header.attributes & CONTROL_BIT:
             if view.key_len < 4:
                 raise CorruptRecordError(f"control record at offset {offset} has a key of {view.key_len} bytes")
