@@ -1,0 +1,1 @@
+"""fastmq's Kafka client: wire protocol, record batches, producer, consumer, admin client."""

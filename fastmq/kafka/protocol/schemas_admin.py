@@ -1,0 +1,151 @@
+"""Schemas of the admin client's messages: topics, partitions, records, configurations.
+
+In the notation of schema.py; facts from Apache Kafka's message specifications. Config resource types:
+2 = topic, 4 = broker, 8 = broker logger; IncrementalAlterConfigs operations: 0 set, 1 delete, 2 append,
+3 subtract.
+"""
+
+SCHEMAS = """
+CreateTopics 19 versions=0-7 flexible=5+
+request
+  topics: []CreatableTopic 0+
+    name: string 0+
+    num_partitions: int32 0+
+    replication_factor: int16 0+
+    assignments: []CreatableReplicaAssignment 0+
+      partition_index: int32 0+
+      broker_ids: []int32 0+
+    configs: []CreatableTopicConfig 0+
+      name: string 0+
+      value: string 0+ nullable=0+
+  timeout_ms: int32 0+ =60000
+  validate_only: bool 1+
+response
+  throttle_time_ms: int32 2+
+  topics: []CreatableTopicResult 0+
+    name: string 0+
+    topic_id: uuid 7+
+    error_code: int16 0+
+    error_message: string 1+ nullable=0+
+    topic_config_error_code: int16 5+ tag=0
+    num_partitions: int32 5+ =-1
+    replication_factor: int16 5+ =-1
+    configs: []CreatableTopicConfigs 5+ nullable=5+
+      name: string 5+
+      value: string 5+ nullable=5+
+      read_only: bool 5+
+      config_source: int8 5+ =-1
+      is_sensitive: bool 5+
+
+DeleteTopics 20 versions=0-6 flexible=4+
+request
+  topics: []DeleteTopicState 6+
+    name: string 6+ nullable=6+ =null
+    topic_id: uuid 6+
+  topic_names: []string 0-5
+  timeout_ms: int32 0+
+response
+  throttle_time_ms: int32 1+
+  responses: []DeletableTopicResult 0+
+    name: string 0+ nullable=6+
+    topic_id: uuid 6+
+    error_code: int16 0+
+    error_message: string 5+ nullable=5+ =null
+
+CreatePartitions 37 versions=0-3 flexible=2+
+request
+  topics: []CreatePartitionsTopic 0+
+    name: string 0+
+    count: int32 0+
+    assignments: []CreatePartitionsAssignment 0+ nullable=0+
+      broker_ids: []int32 0+
+  timeout_ms: int32 0+
+  validate_only: bool 0+
+response
+  throttle_time_ms: int32 0+
+  results: []CreatePartitionsTopicResult 0+
+    name: string 0+
+    error_code: int16 0+
+    error_message: string 0+ nullable=0+ =null
+
+DeleteRecords 21 versions=0-2 flexible=2+
+request
+  topics: []DeleteRecordsTopic 0+
+    name: string 0+
+    partitions: []DeleteRecordsPartition 0+
+      partition_index: int32 0+
+      offset: int64 0+
+  timeout_ms: int32 0+
+response
+  throttle_time_ms: int32 0+
+  topics: []DeleteRecordsTopicResult 0+
+    name: string 0+
+    partitions: []DeleteRecordsPartitionResult 0+
+      partition_index: int32 0+
+      low_watermark: int64 0+
+      error_code: int16 0+
+
+DescribeConfigs 32 versions=0-4 flexible=4+
+request
+  resources: []DescribeConfigsResource 0+
+    resource_type: int8 0+
+    resource_name: string 0+
+    configuration_keys: []string 0+ nullable=0+
+  include_synonyms: bool 1+
+  include_documentation: bool 3+
+response
+  throttle_time_ms: int32 0+
+  results: []DescribeConfigsResult 0+
+    error_code: int16 0+
+    error_message: string 0+ nullable=0+
+    resource_type: int8 0+
+    resource_name: string 0+
+    configs: []DescribeConfigsResourceResult 0+
+      name: string 0+
+      value: string 0+ nullable=0+
+      read_only: bool 0+
+      config_source: int8 1+ =-1
+      is_default: bool 0
+      is_sensitive: bool 0+
+      synonyms: []DescribeConfigsSynonym 1+
+        name: string 1+
+        value: string 1+ nullable=0+
+        source: int8 1+
+      config_type: int8 3+
+      documentation: string 3+ nullable=0+
+
+AlterConfigs 33 versions=0-2 flexible=2+
+request
+  resources: []AlterConfigsResource 0+
+    resource_type: int8 0+
+    resource_name: string 0+
+    configs: []AlterableConfig 0+
+      name: string 0+
+      value: string 0+ nullable=0+
+  validate_only: bool 0+
+response
+  throttle_time_ms: int32 0+
+  responses: []AlterConfigsResourceResponse 0+
+    error_code: int16 0+
+    error_message: string 0+ nullable=0+
+    resource_type: int8 0+
+    resource_name: string 0+
+
+IncrementalAlterConfigs 44 versions=0-1 flexible=1+
+request
+  resources: []AlterConfigsResource 0+
+    resource_type: int8 0+
+    resource_name: string 0+
+    configs: []AlterableConfig 0+
+      name: string 0+
+      config_operation: int8 0+
+      value: string 0+ nullable=0+
+  validate_only: bool 0+
+response
+  throttle_time_ms: int32 0+
+  responses: []AlterConfigsResourceResponse 0+
+    error_code: int16 0+
+    error_message: string 0+ nullable=0+
+    resource_type: int8 0+
+    resource_name: string 0+
+"""
