@@ -1,0 +1,796 @@
+# cython: language_level=3
+"""The producer's record accumulator: per-partition deques of batches that send() encodes records into.
+
+User threads call send(): it picks the partition (explicit, murmur2 of the key as the Java client does, or
+the topic's sticky partition for records without a key), encodes the record straight into the open batch of
+that partition and returns a FutureRecordMetadata: a view onto (batch, index), so completing a batch
+completes all of its futures at once. The sender, on the I/O thread, asks ready() which leaders have
+something to send, drain()s batches for them, and reports back with complete() / fail() / retry() / split().
+
+Threads: appends to an open batch run under the GIL alone (RecordBatchBuilder.append_raw calls no Python
+code, so nothing can interleave with it); creating, closing and draining batches, which happen once per
+batch, take the accumulator's lock. A thread that finds buffer memory exhausted waits, without the GIL, for
+the sender to free some, up to max_block.
+
+A node is ready when one of its partitions has a batch that is full, whose linger elapsed, whose retry
+backoff elapsed, or while memory is exhausted, a flush is in progress or the accumulator is closing.
+"""
+import collections
+import random
+import threading
+import time
+
+cimport cython
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
+from cpython.unicode cimport PyUnicode_Check
+from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
+
+from fastmq._native.hashing cimport murmur2_nogil
+from fastmq._native.records cimport RecordBatchBuilder
+
+from fastmq._native.records import RecordBatch
+from fastmq.kafka.errors import IllegalStateError, KafkaTimeoutError
+from fastmq.kafka.structs import RecordMetadata, TopicPartition
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
+
+cdef extern from "<time.h>" nogil:
+    ctypedef long time_t
+    struct timespec:
+        time_t tv_sec
+        long tv_nsec
+    int clock_gettime(int clock_id, timespec* ts)
+    int CLOCK_REALTIME
+
+cdef object _monotonic = time.monotonic
+
+
+cdef inline int64_t now_ms() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Batches and futures
+# ---------------------------------------------------------------------------------------------------------
+
+@cython.final
+cdef class ProducerBatch:
+    """One batch of one partition, from its first append until its futures are resolved."""
+
+    def __cinit__(self):
+        self.base_sequence = -1
+        self.base_offset = -1
+        self.log_append_time = -1
+
+    @property
+    def is_done(self):
+        return self.state == BATCH_DONE
+
+    @property
+    def record_count(self):
+        return self.builder._record_count
+
+    @property
+    def size_in_bytes(self):
+        return len(self.payload) if self.payload is not None else self.builder.size()
+
+    @property
+    def uncompressed_size(self):
+        return self.builder.uncompressed_size
+
+    cdef int finish(self) except -1:
+        # Compresses and checksums (the codecs and the CRC release the GIL on large inputs).
+        if self.payload is None:
+            self.payload = self.builder.finish()
+        return 0
+
+    cdef int resolve(self) except -1:
+        # Runs the callbacks registered on this batch's futures, in record order, then wakes waiters.
+        cdef list callbacks = self.callbacks
+        self.callbacks = None
+        if self.done_event is not None:
+            self.done_event.set()
+        if not callbacks:
+            return 0
+        callbacks.sort(key=_callback_order)
+        for future, function, on_success, on_error in callbacks:
+            _run_callback(<FutureRecordMetadata>future, function, on_success, on_error)
+        return 0
+
+    def _wait(self, timeout):
+        # Creating the event and checking the state happen under the GIL without Python code between
+        # them, so a completion cannot slip in unseen.
+        if self.state == BATCH_DONE or self.state == BATCH_SPLIT:
+            return True
+        if self.done_event is None:
+            self.done_event = threading.Event()
+        return self.done_event.wait(timeout)
+
+    def __repr__(self):
+        return (f"ProducerBatch({self.topic_partition}, records={self.record_count}, state={self.state}, "
+                f"attempts={self.attempts})")
+
+
+def _callback_order(entry):
+    return (<FutureRecordMetadata>entry[0]).index
+
+
+cdef _log_callback_error():
+    import logging
+    logging.getLogger("fastmq.kafka.producer").exception("Error processing a send callback")
+
+
+cdef _run_callback(FutureRecordMetadata future, function, bint on_success, bint on_error):
+    error = future.batch.error
+    try:
+        if error is None and on_success:
+            function(future.value)
+        elif error is not None and on_error:
+            function(error)
+    except Exception:
+        _log_callback_error()
+
+
+@cython.freelist(1024)
+@cython.final
+cdef class FutureRecordMetadata:
+    """The result of one send(): kafka-python's FutureRecordMetadata, resolved with its batch."""
+
+    cdef ProducerBatch _settled_batch(self):
+        # Follows splits down to the batch that now holds the record.
+        cdef ProducerBatch batch = self.batch
+        cdef int32_t first
+        while batch.state == BATCH_SPLIT:
+            for first, child in reversed(batch.children):
+                if self.index >= first:
+                    self.index -= first
+                    self.batch = batch = child
+                    break
+        return batch
+
+    @property
+    def topic_partition(self):
+        """Where the record is going (known as soon as send() returns)."""
+        return self.batch.topic_partition
+
+    @property
+    def is_done(self):
+        return self._settled_batch().state == BATCH_DONE
+
+    def succeeded(self):
+        cdef ProducerBatch batch = self._settled_batch()
+        return batch.state == BATCH_DONE and batch.error is None
+
+    def failed(self):
+        cdef ProducerBatch batch = self._settled_batch()
+        return batch.state == BATCH_DONE and batch.error is not None
+
+    def retriable(self):
+        cdef ProducerBatch batch = self._settled_batch()
+        return batch.state == BATCH_DONE and getattr(batch.error, "retriable", False)
+
+    @property
+    def exception(self):
+        cdef ProducerBatch batch = self._settled_batch()
+        return batch.error if batch.state == BATCH_DONE else None
+
+    @property
+    def value(self):
+        """The RecordMetadata once the record is acknowledged, else None."""
+        cdef ProducerBatch batch = self._settled_batch()
+        if batch.state != BATCH_DONE or batch.error is not None:
+            return None
+        if self._metadata is None:
+            tp = batch.topic_partition
+            self._metadata = RecordMetadata(
+                tp[0], tp[1], tp, batch.base_offset + self.index if batch.base_offset >= 0 else -1,
+                batch.log_append_time if batch.log_append_time >= 0 else self.timestamp, None,
+                self.key_size, self.value_size, self.header_size)
+        return self._metadata
+
+    def get(self, timeout=None):
+        """Wait up to `timeout` seconds for the acknowledgement; returns the RecordMetadata."""
+        cdef ProducerBatch batch
+        deadline = None if timeout is None else _monotonic() + timeout
+        while True:
+            batch = self._settled_batch()
+            if batch.state == BATCH_DONE:
+                break
+            remaining = None if deadline is None else deadline - _monotonic()
+            if remaining is not None and remaining <= 0 or not batch._wait(remaining):
+                if batch.state != BATCH_DONE and batch.state != BATCH_SPLIT:
+                    raise KafkaTimeoutError(f"Timeout after waiting for {timeout} secs.")
+        if batch.error is not None:
+            raise batch.error
+        return self.value
+
+    def _register(self, function, bint on_success, bint on_error):
+        cdef ProducerBatch batch = self._settled_batch()
+        if batch.state == BATCH_DONE:
+            _run_callback(self, function, on_success, on_error)
+            return self
+        if batch.callbacks is None:
+            batch.callbacks = []
+        batch.callbacks.append((self, function, on_success, on_error))
+        return self
+
+    def add_callback(self, f, *args, **kwargs):
+        """Call f(*args, record_metadata, **kwargs) once the record is acknowledged."""
+        return self._register(_bind(f, args, kwargs), True, False)
+
+    def add_errback(self, f, *args, **kwargs):
+        """Call f(*args, exception, **kwargs) if the record fails."""
+        return self._register(_bind(f, args, kwargs), False, True)
+
+    def add_both(self, f, *args, **kwargs):
+        """Call f(*args, metadata_or_exception, **kwargs) either way."""
+        return self._register(_bind(f, args, kwargs), True, True)
+
+    def __repr__(self):
+        return f"FutureRecordMetadata({self.batch.topic_partition}, index={self.index}, done={self.is_done})"
+
+
+cdef object _bind(f, tuple args, dict kwargs):
+    if args or kwargs:
+        import functools
+        return functools.partial(f, *args, **kwargs)
+    return f
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Queues
+# ---------------------------------------------------------------------------------------------------------
+
+@cython.final
+cdef class PartitionQueue:
+    """The batches of one partition, oldest first; the last one takes records while it is open."""
+
+    def __cinit__(self, topic_partition):
+        self.topic_partition = topic_partition
+        self.batches = collections.deque()
+
+    def __len__(self):
+        return len(self.batches)
+
+
+@cython.final
+cdef class TopicQueues:
+    """A topic's partition queues, its leaders (from metadata) and its sticky partition."""
+
+    def __cinit__(self, str name):
+        self.name = name
+        self.partitions = []
+        self.leaders = []
+        self.available = []
+        self.sticky = -1
+
+    @property
+    def partition_count(self):
+        return len(self.partitions)
+
+    def leader(self, int32_t partition):
+        return self.leaders[partition]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The accumulator
+# ---------------------------------------------------------------------------------------------------------
+
+cdef Py_ssize_t headers_size(object headers) except -2:
+    # RecordMetadata.serialized_header_size, as kafka-python computes it (-1 without headers).
+    if not headers:
+        return -1
+    return sum(len(key.encode("utf-8")) + (0 if value is None else len(value)) for key, value in headers)
+
+
+@cython.final
+cdef class RecordAccumulator:
+    """Per-partition batches for one producer (see the module docstring)."""
+    cdef dict topics                        # name -> TopicQueues
+    cdef readonly Py_ssize_t batch_size     # bytes at which a batch closes
+    cdef readonly double linger             # seconds a batch waits for more records
+    cdef readonly int codec                 # compression codec id
+    cdef int compression_level              # -1 = codec default
+    cdef readonly Py_ssize_t buffer_memory  # bytes all unfinished batches may hold
+    cdef readonly Py_ssize_t used_memory    # bytes held now
+    cdef double max_block                   # seconds send() waits for memory
+    cdef double delivery_timeout            # seconds from first append to failure
+    cdef double retry_backoff               # seconds between attempts of a batch
+    cdef readonly bint idempotent           # assign sequence numbers
+    cdef int max_in_flight                  # batches of one partition in flight at once
+    cdef int64_t producer_id                # idempotence: producer id, -1 until known
+    cdef int16_t producer_epoch             # idempotence: producer epoch
+    cdef object lock                        # guards batch creation, closing, draining, memory
+    cdef object memory_freed                # Condition on lock: memory was released
+    cdef int waiting_for_memory             # threads blocked in send() for memory
+    cdef int flushes                        # flush() calls in progress
+    cdef int appends_in_progress            # send() calls between entry and return
+    cdef bint closing                       # no new records; everything left is sent
+    cdef object aborted_error               # set by abort(): sends fail with it
+    cdef readonly object incomplete         # set of batches not yet done
+    cdef object wakeup                      # called (no arguments) when the sender should look again
+    cdef readonly int64_t records_appended  # metrics
+    cdef readonly int64_t bytes_appended    # metrics: uncompressed record bytes
+
+    def __init__(self, *, Py_ssize_t batch_size=16384, double linger_ms=0, int compression_type=0,
+                 int compression_level=-1, Py_ssize_t buffer_memory=33554432, double max_block_ms=60000,
+                 double delivery_timeout_ms=120000, double retry_backoff_ms=100, bint idempotent=True,
+                 int max_in_flight=5, wakeup=None):
+        self.topics = {}
+        self.batch_size = max(batch_size, 1)
+        self.linger = linger_ms / 1000.0
+        self.codec = compression_type
+        self.compression_level = compression_level
+        self.buffer_memory = buffer_memory
+        self.max_block = max_block_ms / 1000.0
+        self.delivery_timeout = delivery_timeout_ms / 1000.0
+        self.retry_backoff = retry_backoff_ms / 1000.0
+        self.idempotent = idempotent
+        self.max_in_flight = max(max_in_flight, 1)
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.lock = threading.Lock()
+        self.memory_freed = threading.Condition(self.lock)
+        self.incomplete = set()
+        self.wakeup = wakeup
+
+    # -- topics ---------------------------------------------------------------------------------------
+
+    def topic(self, str name):
+        """The TopicQueues of `name`, created empty (no partitions known) on first use."""
+        cdef TopicQueues topic = self.topics.get(name)
+        if topic is None:
+            topic = self.topics.setdefault(name, TopicQueues(name))
+        return topic
+
+    def update_topic(self, str name, list leaders, avoided_nodes=()):
+        """Apply metadata: leaders[p] is the node leading partition p (-1 when unknown). Partitions of
+        nodes in avoided_nodes (brokers that keep failing) take no records without a key."""
+        cdef TopicQueues topic = self.topic(name)
+        cdef int32_t p
+        with self.lock:
+            for p in range(len(topic.partitions), len(leaders)):
+                topic.partitions.append(PartitionQueue(TopicPartition(name, p)))
+            topic.leaders = list(leaders)
+            available = [p for p, node in enumerate(leaders) if node >= 0 and node not in avoided_nodes]
+            if not available:
+                available = [p for p, node in enumerate(leaders) if node >= 0]
+            topic.available = available
+            if topic.sticky not in available:
+                topic.sticky = -1
+
+    def set_producer_id(self, int64_t producer_id, int producer_epoch):
+        """Idempotence: a new producer id/epoch restarts every partition's sequence at 0."""
+        cdef TopicQueues topic
+        cdef PartitionQueue queue
+        with self.lock:
+            self.producer_id = producer_id
+            self.producer_epoch = <int16_t>producer_epoch
+            for topic in self.topics.values():
+                for queue in topic.partitions:
+                    queue.next_sequence = 0
+
+    @property
+    def producer_identity(self):
+        return self.producer_id, self.producer_epoch
+
+    # -- the send path ----------------------------------------------------------------------------------
+
+    def send(self, TopicQueues topic, object partition, object key, object value, object headers,
+             object timestamp_ms):
+        """Append one record; key/value are bytes-like or None, headers [(str, bytes-or-None)].
+
+        Returns a FutureRecordMetadata, or None when the topic's partitions are not known yet (the caller
+        fetches metadata and calls again)."""
+        cdef int32_t count = len(topic.partitions)
+        cdef int32_t chosen
+        cdef Py_buffer key_view, value_view
+        cdef bint key_taken = False, value_taken = False
+        cdef const char* key_data = NULL
+        cdef const char* value_data = NULL
+        cdef Py_ssize_t key_len = -1, value_len = -1
+        cdef int64_t timestamp
+        if count == 0:
+            return None
+        timestamp = now_ms() if timestamp_ms is None else timestamp_ms
+        self.appends_in_progress += 1
+        try:
+            if key is not None:
+                key_taken = _borrow(key, &key_view, &key_data, &key_len, "key")
+            if value is not None:
+                value_taken = _borrow(value, &value_view, &value_data, &value_len, "value")
+            if partition is not None:
+                chosen = partition
+                if chosen < 0 or chosen >= count:
+                    raise ValueError(f"Unrecognized partition {partition} for topic {topic.name} "
+                                     f"({count} partitions)")
+            elif key is not None:
+                chosen = (murmur2_nogil(key_data, key_len) & 0x7FFFFFFF) % count
+            else:
+                chosen = self._sticky_partition(topic)
+            return self._append(topic, chosen, timestamp, key_data, key_len, value_data, value_len, headers)
+        finally:
+            if key_taken:
+                PyBuffer_Release(&key_view)
+            if value_taken:
+                PyBuffer_Release(&value_view)
+            self.appends_in_progress -= 1
+
+    cdef int32_t _sticky_partition(self, TopicQueues topic) except -1:
+        if topic.sticky < 0:
+            candidates = topic.available or range(len(topic.partitions))
+            topic.sticky = random.choice(candidates)
+        return topic.sticky
+
+    cdef FutureRecordMetadata _append(self, TopicQueues topic, int32_t partition, int64_t timestamp,
+                                      const char* key, Py_ssize_t key_len, const char* value,
+                                      Py_ssize_t value_len, object headers):
+        cdef PartitionQueue queue = topic.partitions[partition]
+        cdef ProducerBatch batch = queue.open_batch
+        cdef Py_ssize_t size = -1
+        cdef FutureRecordMetadata future
+        if self.aborted_error is not None or self.closing:
+            raise IllegalStateError("Cannot send after the producer is closed")
+        if batch is not None:
+            # The common case: no lock, no Python code between the state check and the write.
+            size = batch.builder.append_raw(batch.builder._record_count, timestamp, key, key_len, value, value_len,
+                                            headers, False)
+        if size < 0:
+            batch = self._new_batch(topic, queue, timestamp, key, key_len, value, value_len, headers)
+        future = FutureRecordMetadata.__new__(FutureRecordMetadata)
+        future.batch = batch
+        future.index = batch.builder._record_count - 1
+        future.timestamp = timestamp
+        future.key_size = <int32_t>key_len
+        future.value_size = <int32_t>value_len
+        future.header_size = -1 if not headers else <int32_t>headers_size(headers)
+        self.records_appended += 1
+        self.bytes_appended += max(key_len, 0) + max(value_len, 0)
+        return future
+
+    cdef ProducerBatch _new_batch(self, TopicQueues topic, PartitionQueue queue, int64_t timestamp,
+                                  const char* key, Py_ssize_t key_len, const char* value,
+                                  Py_ssize_t value_len, object headers):
+        # The open batch is full (or there is none): close it, reserve memory, start the next one.
+        cdef ProducerBatch batch
+        cdef Py_ssize_t need = max(self.batch_size, max(key_len, 0) + max(value_len, 0) + 128)
+        cdef bint woke = False
+        with self.lock:
+            batch = queue.open_batch
+            if batch is not None:
+                # Another thread may have opened a fresh batch while this one waited for the lock.
+                if batch.builder.append_raw(batch.builder._record_count, timestamp, key, key_len, value,
+                                            value_len, headers, False) >= 0:
+                    return batch
+                batch.state = BATCH_CLOSED
+                queue.open_batch = None
+                woke = True
+                if topic.sticky == queue.topic_partition[1]:
+                    topic.sticky = -1       # KIP-480: a full batch moves keyless records elsewhere
+            self._reserve(need)
+            batch = ProducerBatch.__new__(ProducerBatch)
+            batch.topic_partition = queue.topic_partition
+            batch.builder = RecordBatchBuilder(2, self.codec, False, self.producer_id, self.producer_epoch, -1,
+                                               self.batch_size, compression_level=self.compression_level,
+                                               leader_epoch=-1, initial_capacity=need + 64)
+            batch.reserved = need
+            batch.created = _monotonic()
+            batch.builder.append_raw(0, timestamp, key, key_len, value, value_len, headers, True)
+            queue.batches.append(batch)
+            queue.open_batch = batch
+            self.incomplete.add(batch)
+            if len(queue.batches) == 1:
+                woke = True                 # the sender must start this partition's linger clock
+        if woke and self.wakeup is not None:
+            self.wakeup()
+        return batch
+
+    cdef int _reserve(self, Py_ssize_t need) except -1:
+        # Called with the lock held; Condition.wait releases both it and the GIL.
+        cdef double deadline
+        if self.used_memory + need <= self.buffer_memory or self.used_memory == 0:
+            self.used_memory += need
+            return 0
+        deadline = _monotonic() + self.max_block
+        self.waiting_for_memory += 1
+        try:
+            if self.wakeup is not None:
+                self.wakeup()
+            while self.used_memory + need > self.buffer_memory and self.used_memory:
+                if self.aborted_error is not None or self.closing:
+                    raise IllegalStateError("Producer closed while send was waiting for buffer memory")
+                remaining = deadline - _monotonic()
+                if remaining <= 0:
+                    raise KafkaTimeoutError(
+                        f"Failed to allocate {need} bytes of buffer memory within max_block_ms "
+                        f"({self.used_memory} of {self.buffer_memory} in use)")
+                self.memory_freed.wait(remaining)
+        finally:
+            self.waiting_for_memory -= 1
+        self.used_memory += need
+        return 0
+
+    # -- the sender's side --------------------------------------------------------------------------------
+
+    def ready(self, double now):
+        """Which leaders have a batch to send: ({node_id: [PartitionQueue]}, seconds until the next linger
+        or backoff expires (None: nothing waits), [names of topics with partitions lacking a leader])."""
+        cdef dict nodes = {}
+        cdef list unknown = []
+        cdef TopicQueues topic
+        cdef PartitionQueue queue
+        cdef ProducerBatch first
+        cdef double next_check = -1, due
+        cdef int32_t p, node
+        cdef bint urgent = self.flushes > 0 or self.waiting_for_memory > 0 or self.closing
+        with self.lock:
+            for topic in self.topics.values():
+                for p in range(len(topic.partitions)):
+                    queue = <PartitionQueue>topic.partitions[p]
+                    if not queue.batches or queue.in_flight >= self.max_in_flight:
+                        continue
+                    first = None
+                    for candidate in queue.batches:
+                        if (<ProducerBatch>candidate).state != BATCH_IN_FLIGHT:
+                            first = candidate
+                            break
+                    if first is None:
+                        continue
+                    node = topic.leaders[p]
+                    if node < 0:
+                        if topic.name not in unknown:
+                            unknown.append(topic.name)
+                        continue
+                    if first.attempts:
+                        due = first.retry_after
+                    elif first.state == BATCH_CLOSED or urgent:
+                        due = now
+                    else:
+                        due = first.created + self.linger
+                    if due <= now:
+                        nodes.setdefault(node, []).append(queue)
+                    elif next_check < 0 or due - now < next_check:
+                        next_check = due - now
+        return nodes, (None if next_check < 0 else next_check), unknown
+
+    def drain(self, list queues, Py_ssize_t max_request_size, double now):
+        """Take the next sendable batch of each queue (up to max_request_size bytes in all) and mark them
+        in flight; builds (compresses, checksums) each one outside the lock."""
+        cdef list taken = []
+        cdef PartitionQueue queue
+        cdef ProducerBatch batch
+        cdef Py_ssize_t total = 0
+        with self.lock:
+            for queue in queues:
+                batch = None
+                for candidate in queue.batches:
+                    if (<ProducerBatch>candidate).state != BATCH_IN_FLIGHT:
+                        batch = candidate
+                        break
+                if batch is None or batch.state == BATCH_DONE:
+                    continue
+                if taken and total + batch.size_in_bytes > max_request_size:
+                    break
+                if batch is queue.open_batch:
+                    queue.open_batch = None
+                if batch.payload is None and self.idempotent and self.producer_id >= 0:
+                    if batch.base_sequence < 0:
+                        batch.base_sequence = queue.next_sequence
+                        queue.next_sequence = <int32_t>((<int64_t>queue.next_sequence
+                                                         + batch.builder._record_count) & 0x7FFFFFFF)
+                    batch.builder.set_producer_fields(self.producer_id, self.producer_epoch,
+                                                      batch.base_sequence, False)
+                batch.state = BATCH_IN_FLIGHT
+                batch.attempts += 1
+                queue.in_flight += 1
+                total += batch.size_in_bytes
+                taken.append(batch)
+        for batch in taken:
+            batch.finish()
+        return taken
+
+    cdef PartitionQueue _queue_of(self, ProducerBatch batch):
+        cdef TopicQueues topic = self.topics[batch.topic_partition[0]]
+        return topic.partitions[batch.topic_partition[1]]
+
+    def complete(self, ProducerBatch batch, int64_t base_offset, int64_t log_append_time=-1):
+        """The batch was acknowledged."""
+        batch.base_offset = base_offset
+        batch.log_append_time = log_append_time
+        self._finish(batch, None)
+
+    def fail(self, ProducerBatch batch, error):
+        """The batch failed for good."""
+        self._finish(batch, error)
+
+    cdef _finish(self, ProducerBatch batch, error):
+        cdef PartitionQueue queue = self._queue_of(batch)
+        with self.lock:
+            if batch.state == BATCH_DONE:
+                return
+            if batch.state == BATCH_IN_FLIGHT:
+                queue.in_flight -= 1
+            if batch is queue.open_batch:
+                queue.open_batch = None
+            try:
+                queue.batches.remove(batch)
+            except ValueError:
+                pass
+            batch.error = error
+            batch.state = BATCH_DONE
+            self.incomplete.discard(batch)
+            self.used_memory -= batch.reserved
+            batch.reserved = 0
+            self.memory_freed.notify_all()
+        batch.resolve()
+
+    def retry(self, ProducerBatch batch, double now):
+        """Send the batch again after the backoff, keeping its place (and sequence) in its partition."""
+        cdef PartitionQueue queue = self._queue_of(batch)
+        with self.lock:
+            if batch.state == BATCH_IN_FLIGHT:
+                queue.in_flight -= 1
+            batch.state = BATCH_CLOSED
+            batch.retry_after = now + self.retry_backoff
+        if self.wakeup is not None:
+            self.wakeup()
+
+    def split(self, ProducerBatch batch, double now):
+        """Re-queue a batch the broker refused as too large as two halves, in its place; returns them.
+
+        Halving always makes progress, whatever the broker's limit: a half still too large is split
+        again when it comes back, down to single records (which the sender then fails)."""
+        cdef PartitionQueue queue = self._queue_of(batch)
+        cdef list children = []
+        cdef ProducerBatch child = None
+        cdef Py_ssize_t index = 0, position
+        cdef int64_t sequence = batch.base_sequence
+        records = list(RecordBatch(batch.payload))
+        cdef Py_ssize_t half = (len(records) + 1) // 2
+        if len(records) < 2:
+            raise ValueError("a batch of one record cannot be split")
+        with self.lock:
+            for record in records:
+                if child is None or index == half:
+                    child = ProducerBatch.__new__(ProducerBatch)
+                    child.topic_partition = batch.topic_partition
+                    child.builder = RecordBatchBuilder(
+                        2, self.codec, False, self.producer_id, self.producer_epoch, -1, self.batch_size,
+                        compression_level=self.compression_level, leader_epoch=-1)
+                    child.created = batch.created
+                    child.state = BATCH_CLOSED
+                    if sequence >= 0:
+                        # The children take over the parent's sequence numbers, in order.
+                        child.base_sequence = <int32_t>((sequence + index) & 0x7FFFFFFF)
+                    children.append((index, child))
+                _append_record(child, record)
+                index += 1
+            if batch.state == BATCH_IN_FLIGHT:
+                queue.in_flight -= 1
+            position = list(queue.batches).index(batch)
+            del queue.batches[position]
+            for _, child in reversed(children):
+                queue.batches.insert(position, child)
+                self.incomplete.add(child)
+            self.incomplete.discard(batch)
+            # The reserved memory moves to the first child.
+            child = children[0][1]
+            child.reserved, batch.reserved = batch.reserved, 0
+            batch.children = children
+            batch.state = BATCH_SPLIT
+            # Callbacks follow their records into the children.
+            callbacks, batch.callbacks = batch.callbacks or [], None
+            for entry in callbacks:
+                child = (<FutureRecordMetadata>entry[0])._settled_batch()
+                if child.callbacks is None:
+                    child.callbacks = []
+                child.callbacks.append(entry)
+        if batch.done_event is not None:
+            batch.done_event.set()          # waiters follow the split to the children
+        if self.wakeup is not None:
+            self.wakeup()
+        return [c for _, c in children]
+
+    def expire(self, double now):
+        """Fail batches older than delivery_timeout that are not in flight; returns them."""
+        cdef list expired = []
+        cdef TopicQueues topic
+        cdef PartitionQueue queue
+        cdef ProducerBatch batch
+        with self.lock:
+            for topic in self.topics.values():
+                for queue in topic.partitions:
+                    for batch in queue.batches:
+                        if batch.state != BATCH_IN_FLIGHT and now - batch.created >= self.delivery_timeout:
+                            expired.append(batch)
+        for batch in expired:
+            self.fail(batch, KafkaTimeoutError(
+                f"Expiring {batch.builder._record_count} record(s) for {batch.topic_partition}: "
+                f"{(now - batch.created) * 1000:.0f} ms has passed since batch creation"))
+        return expired
+
+    # -- flush, close, abort ------------------------------------------------------------------------------
+
+    def begin_flush(self):
+        """Make every batch ready now; returns the batches that the flush waits for."""
+        with self.lock:
+            self.flushes += 1
+            pending = list(self.incomplete)
+        if self.wakeup is not None:
+            self.wakeup()
+        return pending
+
+    def end_flush(self):
+        with self.lock:
+            self.flushes -= 1
+
+    def begin_close(self):
+        """No new records from now on; everything already accepted is sent."""
+        self.closing = True
+        with self.lock:
+            self.memory_freed.notify_all()
+        if self.wakeup is not None:
+            self.wakeup()
+
+    def abort(self, error):
+        """Fail every unfinished batch with `error`, including records appended while aborting (appends in
+        progress are waited for, as the Java client's abortIncompleteBatches does)."""
+        self.aborted_error = error
+        with self.lock:
+            self.memory_freed.notify_all()
+        while True:
+            self._abort_batches(error)
+            if self.appends_in_progress == 0:
+                break
+            time.sleep(0.001)
+        self._abort_batches(error)
+
+    cdef _abort_batches(self, error):
+        cdef ProducerBatch batch
+        with self.lock:
+            batches = [b for b in self.incomplete if (<ProducerBatch>b).state != BATCH_IN_FLIGHT]
+        for batch in batches:
+            self.fail(batch, error)
+
+    def has_unsent(self):
+        """True while some batch is not in flight or done."""
+        cdef ProducerBatch batch
+        with self.lock:
+            for batch in self.incomplete:
+                if batch.state != BATCH_IN_FLIGHT:
+                    return True
+        return False
+
+    def has_incomplete(self):
+        return bool(self.incomplete)
+
+
+cdef inline bint _borrow(object obj, Py_buffer* view, const char** data, Py_ssize_t* length,
+                         str what) except -1:
+    # bytes are read in place; other buffer objects through a view the caller releases.
+    if PyBytes_CheckExact(obj):
+        data[0] = PyBytes_AS_STRING(obj)
+        length[0] = PyBytes_GET_SIZE(obj)
+        return False
+    if PyUnicode_Check(obj):
+        raise TypeError(f"{what} must be bytes-like, not str: set a {what}_serializer or encode it")
+    PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
+    data[0] = <const char*>view.buf
+    length[0] = view.len
+    return True
+
+
+cdef Py_ssize_t _append_record(ProducerBatch batch, record) except -2:
+    # Re-appends a decoded record (split): its key and value are bytes or None.
+    cdef bytes key = record.key
+    cdef bytes value = record.value
+    return batch.builder.append_raw(batch.builder._record_count, record.timestamp,
+                                    NULL if key is None else PyBytes_AS_STRING(key),
+                                    -1 if key is None else PyBytes_GET_SIZE(key),
+                                    NULL if value is None else PyBytes_AS_STRING(value),
+                                    -1 if value is None else PyBytes_GET_SIZE(value),
+                                    record.headers, True)

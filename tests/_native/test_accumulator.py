@@ -1,0 +1,273 @@
+"""The producer's record accumulator, driven directly as the sender drives it."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from fastmq._native.accumulator import RecordAccumulator
+from fastmq._native.hashing import kafka_partition
+from fastmq._native.records import RecordBatch
+from fastmq.kafka.errors import IllegalStateError, KafkaTimeoutError, NotLeaderForPartitionError
+
+
+def drain_all(acc, now=None, complete=True, offsets=None):
+    """Drain every ready batch (as the sender would) and acknowledge it; returns the batches."""
+    now = time.monotonic() + 3600 if now is None else now
+    drained = []
+    offsets = {} if offsets is None else offsets
+    while True:
+        nodes, _, _ = acc.ready(now)
+        if not nodes:
+            return drained
+        for queues in nodes.values():
+            for batch in acc.drain(queues, 1 << 30, now):
+                drained.append(batch)
+                if complete:
+                    tp = batch.topic_partition
+                    acc.complete(batch, offsets.get(tp, 0))
+                    offsets[tp] = offsets.get(tp, 0) + batch.record_count
+
+
+def records_of(batch):
+    return [(r.key, r.value) for r in RecordBatch(batch.payload)]
+
+
+def make(**config):
+    acc = RecordAccumulator(**config)
+    acc.update_topic("t", [1, 2, 1, 2])
+    return acc, acc.topic("t")
+
+
+def test_keyed_records_use_the_java_partitioner_and_keep_order():
+    acc, topic = make(batch_size=1000)
+    futures = [acc.send(topic, None, b"key-%d" % (i % 7), b"value-%d" % i, None, None) for i in range(300)]
+    batches = drain_all(acc)
+    by_partition = {}
+    for batch in batches:
+        by_partition.setdefault(batch.topic_partition.partition, []).extend(records_of(batch))
+    for i, future in enumerate(futures):
+        metadata = future.get(0)
+        assert metadata.partition == kafka_partition(b"key-%d" % (i % 7), 4)
+        assert by_partition[metadata.partition][metadata.offset] == (b"key-%d" % (i % 7), b"value-%d" % i)
+
+
+def test_records_without_key_stick_to_one_partition_until_its_batch_fills():
+    acc, topic = make(batch_size=2000)
+    partitions = [acc.send(topic, None, None, b"x" * 100, None, None).topic_partition.partition
+                  for _ in range(200)]
+    runs = [partitions[0]]
+    for p in partitions[1:]:
+        if p != runs[-1]:
+            runs.append(p)
+    assert len(runs) > 3                              # it moved on when batches filled
+    assert all(partitions.count(p) > 10 for p in set(partitions))
+
+
+def test_explicit_partition_is_checked():
+    acc, topic = make()
+    assert acc.send(topic, 3, None, b"v", None, None).topic_partition.partition == 3
+    with pytest.raises(ValueError):
+        acc.send(topic, 4, None, b"v", None, None)
+    with pytest.raises(TypeError):
+        acc.send(topic, None, None, "text", None, None)
+
+
+def test_unknown_topic_returns_none_for_the_caller_to_fetch_metadata():
+    acc = RecordAccumulator()
+    assert acc.send(acc.topic("nothing-known"), None, None, b"v", None, None) is None
+
+
+def test_linger_and_readiness():
+    acc, topic = make(linger_ms=50, batch_size=1 << 20)
+    acc.send(topic, 0, None, b"v", None, None)
+    now = time.monotonic()
+    nodes, next_check, unknown = acc.ready(now)
+    assert nodes == {} and 0 < next_check <= 0.05 and unknown == []
+    nodes, _, _ = acc.ready(now + 0.06)
+    assert list(nodes) == [1]
+    pending = acc.begin_flush()                    # a flush makes everything ready at once
+    assert len(pending) == 1
+    nodes, _, _ = acc.ready(now)
+    assert list(nodes) == [1]
+    acc.end_flush()
+
+
+def test_partitions_without_leader_are_reported():
+    acc = RecordAccumulator()
+    acc.update_topic("t", [1, -1])
+    acc.send(acc.topic("t"), 1, None, b"v", None, None)
+    nodes, _, unknown = acc.ready(time.monotonic() + 10)
+    assert nodes == {} and unknown == ["t"]
+
+
+def test_idempotent_sequences_are_assigned_at_drain_and_kept_on_retry():
+    acc, topic = make(batch_size=200)
+    acc.set_producer_id(77, 3)
+    for i in range(20):
+        acc.send(topic, 0, None, b"x" * 50, None, None)
+    now = time.monotonic() + 10
+    nodes, _, _ = acc.ready(now)
+    first = acc.drain(nodes[1], 1 << 30, now)
+    sequences = [b.base_sequence for b in first]
+    assert sequences == [0]
+    header = RecordBatch(first[0].payload)
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (77, 3, 0)
+    # A retry keeps the same bytes, hence the same sequence; later batches go after it.
+    acc.retry(first[0], now)
+    nodes, _, _ = acc.ready(now + 1)
+    again = acc.drain(nodes[1], 1 << 30, now + 1)
+    assert again[0] is first[0] and again[0].attempts == 2
+    acc.complete(again[0], 0)
+    rest = drain_all(acc)
+    expected = first[0].record_count
+    for batch in rest:
+        assert batch.base_sequence == expected
+        expected += batch.record_count
+
+
+def test_split_halves_until_single_records_keeping_futures_callbacks_and_sequences():
+    acc = RecordAccumulator(batch_size=1 << 20)
+    acc.update_topic("t", [1])
+    topic = acc.topic("t")
+    acc.set_producer_id(9, 1)
+    futures = [acc.send(topic, 0, b"k%d" % i, b"%05d" % i + b"v" * 995, [("i", b"%d" % i)], None)
+               for i in range(300)]
+    seen = []
+    futures[299].add_callback(seen.append)
+    now = time.monotonic() + 10
+    nodes, _, _ = acc.ready(now)
+    (batch,) = acc.drain(nodes[1], 1 << 30, now)
+    assert batch.base_sequence == 0 and batch.record_count == 300
+    # The broker refuses it as too large: split, and split the first half once more.
+    halves = acc.split(batch, now)
+    assert [h.record_count for h in halves] == [150, 150]
+    nodes, _, _ = acc.ready(now)
+    (first_half,) = acc.drain(nodes[1], 1 << 30, now)
+    quarters = acc.split(first_half, now)
+    assert [q.record_count for q in quarters] == [75, 75]
+    drained = drain_all(acc)
+    assert [b.record_count for b in drained] == [75, 75, 150]
+    assert [b.base_sequence for b in drained] == [0, 75, 150]
+    for child in drained:
+        assert RecordBatch(child.payload).base_sequence == child.base_sequence
+    assert [f.get(1).offset for f in futures] == list(range(300))
+    assert seen and seen[0].offset == 299
+    assert [r.headers for r in RecordBatch(drained[1].payload)][0] == [("i", b"75")]
+    single = acc.send(topic, 0, None, b"v", None, None)
+    nodes, _, _ = acc.ready(now)
+    (lone,) = acc.drain(nodes[1], 1 << 30, now)
+    with pytest.raises(ValueError):
+        acc.split(lone, now)
+    acc.fail(lone, RuntimeError("too large"))
+    assert single.failed()
+
+
+def test_memory_is_bounded_and_send_blocks_then_times_out():
+    acc, topic = make(batch_size=1000, buffer_memory=3100, max_block_ms=200)
+    for p in range(3):
+        acc.send(topic, p, None, b"x" * 900, None, None)
+    start = time.monotonic()
+    with pytest.raises(KafkaTimeoutError):
+        acc.send(topic, 3, None, b"x" * 900, None, None)
+    assert time.monotonic() - start >= 0.15
+    # Freeing memory unblocks a waiting sender.
+    result = []
+    waiter = threading.Thread(target=lambda: result.append(acc.send(topic, 3, None, b"y", None, None)))
+    waiter.start()
+    time.sleep(0.05)
+    assert not result
+    drain_all(acc)
+    waiter.join(5)
+    assert result and result[0] is not None
+
+
+def test_delivery_timeout_expires_unsent_batches():
+    acc, topic = make(delivery_timeout_ms=100)
+    future = acc.send(topic, 0, None, b"v", None, None)
+    assert acc.expire(time.monotonic()) == []
+    expired = acc.expire(time.monotonic() + 1)
+    assert len(expired) == 1
+    with pytest.raises(KafkaTimeoutError, match="Expiring 1 record"):
+        future.get(0)
+    assert future.failed() and not future.succeeded() and future.is_done
+
+
+def test_failure_runs_errbacks_in_order_and_get_raises():
+    acc, topic = make()
+    futures = [acc.send(topic, 0, None, b"v%d" % i, None, None) for i in range(5)]
+    order = []
+    for i, future in enumerate(futures):
+        future.add_errback(lambda exc, i=i: order.append(i))
+        future.add_callback(lambda md: order.append("unexpected"))
+    now = time.monotonic() + 10
+    nodes, _, _ = acc.ready(now)
+    (batch,) = acc.drain(nodes[1], 1 << 30, now)
+    acc.fail(batch, NotLeaderForPartitionError())
+    assert order == [0, 1, 2, 3, 4]
+    with pytest.raises(NotLeaderForPartitionError):
+        futures[0].get(0)
+    assert futures[0].retriable()
+
+
+def test_get_waits_for_another_thread():
+    acc, topic = make()
+    future = acc.send(topic, 0, None, b"v", None, None)
+    with pytest.raises(KafkaTimeoutError):
+        future.get(0.05)
+    threading.Timer(0.05, lambda: drain_all(acc)).start()
+    assert future.get(5).offset == 0
+
+
+def test_abort_fails_everything_unsent_and_refuses_new_records():
+    acc, topic = make()
+    futures = [acc.send(topic, p % 4, None, b"v", None, None) for p in range(10)]
+    acc.abort(IllegalStateError("aborted"))
+    assert all(f.failed() for f in futures)
+    with pytest.raises(IllegalStateError):
+        acc.send(topic, 0, None, b"v", None, None)
+    assert not acc.has_incomplete()
+
+
+def test_concurrent_senders_lose_nothing():
+    acc = RecordAccumulator(batch_size=4096, buffer_memory=1 << 20, max_block_ms=5000)
+    acc.update_topic("t", [1, 2])
+    topic = acc.topic("t")
+    stop = threading.Event()
+    offsets = {}
+
+    def sender():
+        while not stop.is_set():
+            drain_all(acc, offsets=offsets)
+            time.sleep(0.001)
+        drain_all(acc, offsets=offsets)
+
+    drainer = threading.Thread(target=sender)
+    drainer.start()
+    results = {}
+
+    def producer(n):
+        results[n] = [acc.send(topic, n % 2, b"%d" % n, b"%d-%d" % (n, i), None, None) for i in range(3000)]
+
+    threads = [threading.Thread(target=producer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    acc.begin_close()
+    deadline = time.monotonic() + 20
+    while acc.has_incomplete() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stop.set()
+    drainer.join(10)
+    seen = {}
+    for n, futures in results.items():
+        for future in futures:
+            metadata = future.get(1)
+            assert (metadata.partition, metadata.offset) not in seen
+            seen[(metadata.partition, metadata.offset)] = n
+    assert len(seen) == 12000
+    for n in range(4):
+        offs = [f.get(0).offset for f in results[n]]
+        assert offs == sorted(offs)          # one producer thread's records keep their order
