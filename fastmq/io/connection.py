@@ -1,0 +1,394 @@
+"""A client connection driven by the IOLoop: connect, TLS, protocol handshake, pipelined requests.
+
+Life: NEW -> connect() -> RESOLVING -> CONNECTING -> [TLS_HANDSHAKE] -> HANDSHAKE (the adapter's
+start_handshake) -> READY -> CLOSED. The connect timeout covers everything up to READY. A connection
+is never reused after CLOSED; ConnectionPool makes a new one, after the reconnect backoff.
+
+Requests: request(data, callback, correlation_id) queues the framed bytes and registers the request in
+the in-flight table (keyed by correlation id, or FIFO for protocols without ids). callback(response,
+error) runs on the loop thread exactly once: with the response frame, or with an error when the request
+times out or the connection closes. Requests that expect no response (Kafka acks=0) complete when
+their bytes have been written. A request that exceeds its timeout closes the connection and fails all
+pending requests with RequestTimeoutError: a response that arrives later could not be trusted.
+
+All methods are for the loop thread (use IOLoop.call_soon_threadsafe or run_in_loop from others).
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import socket
+import ssl
+from collections import deque
+from itertools import chain
+from typing import Any, Callable
+
+from fastmq.errors import FastMQError, ProtocolError
+from fastmq.io.adapter import ProtocolAdapter
+from fastmq.io.errors import (
+    ConnectFailedError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    NotReadyError,
+    RequestTimeoutError,
+    TooManyInFlightError,
+)
+from fastmq.io.loop import EPOLLOUT, IOLoop, TimerHandle
+from fastmq.io.metrics import IOMetrics
+from fastmq.io.stream import (
+    CLOSED,
+    CONNECTING,
+    HANDSHAKE,
+    NEW,
+    READY,
+    RESOLVING,
+    ConnectionState,
+    Stream,
+)
+
+_log = logging.getLogger(__name__)
+
+Callback = Callable[[Any, BaseException | None], Any]
+
+# kafka-python's default: no Nagle delay, requests leave as soon as they are flushed.
+DEFAULT_SOCKET_OPTIONS: tuple[tuple[int, int, int], ...] = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
+_CONNECT_IN_PROGRESS = (errno.EINPROGRESS, errno.EAGAIN, errno.EWOULDBLOCK)
+_CORRELATION_MASK = 0x7FFFFFFF  # ids stay non-negative int32, as Kafka's do
+
+
+class Connection(Stream):
+    """One client connection to host:port speaking the protocol of `adapter`."""
+
+    def __init__(
+        self,
+        loop: IOLoop,
+        host: str,
+        port: int,
+        adapter: ProtocolAdapter,
+        *,
+        node_id: Any = None,
+        ssl_context: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
+        connect_timeout: float = 10.0,
+        request_timeout: float = 30.0,
+        max_in_flight: int = 5,
+        socket_options: tuple[tuple[int, int, int], ...] | list = DEFAULT_SOCKET_OPTIONS,
+        recv_size: int = 65536,
+        metrics: IOMetrics | None = None,
+    ) -> None:
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
+        super().__init__(loop, adapter.make_splitter(), metrics=metrics, recv_size=recv_size)
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.adapter = adapter
+        self.connect_timeout = connect_timeout
+        self.request_timeout = request_timeout
+        self.max_in_flight = max_in_flight
+        self.socket_options = tuple(socket_options)
+        self._ssl_context = ssl_context
+        self._server_hostname = server_hostname if server_hostname is not None else host
+        self._fifo = adapter.fifo
+        # correlation id -> (callback, deadline, queued_at); insertion order is send order
+        self._in_flight: dict[int, tuple[Callback | None, float, float]] = {}
+        self._fifo_queue: deque[tuple[Callback | None, float, float]] = deque()
+        self._correlation = 0
+        self._addresses: deque[tuple[Any, ...]] = deque()
+        self._connect_timer: TimerHandle | None = None
+        self._timeout_timer: TimerHandle | None = None
+        self._timeout_at = 0.0
+        # Set by the owner (ConnectionPool): called on the loop thread when READY / once closed.
+        self.on_ready: Callable[["Connection"], Any] | None = None
+        self.on_close: Callable[["Connection", BaseException], Any] | None = None
+
+    # ---- properties ------------------------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        return self._state is READY
+
+    @property
+    def in_flight_count(self) -> int:
+        """Requests awaiting a response, plus requests without response not yet written."""
+        return len(self._in_flight) + len(self._fifo_queue) + len(self._write_marks)
+
+    def can_send(self) -> bool:
+        """READY and below max_in_flight."""
+        return self._state is READY and (
+            len(self._in_flight) + len(self._fifo_queue) + len(self._write_marks) < self.max_in_flight)
+
+    def next_correlation_id(self) -> int:
+        """A fresh id for the next request's header (0, 1, 2, ..., wrapping at 2**31)."""
+        value = self._correlation
+        self._correlation = (value + 1) & _CORRELATION_MASK
+        return value
+
+    # ---- connecting ------------------------------------------------------------------------------
+
+    def connect(self) -> None:
+        """Start connecting; on_ready or on_close tells how it ended."""
+        if self._state is not NEW:
+            raise RuntimeError(f"{self}: connect() can be called once")
+        self._state = RESOLVING
+        self.metrics.connections_created += 1
+        self._connect_timer = self.loop.call_later(self.connect_timeout, self._connect_timed_out)
+        self.loop.getaddrinfo(self.host, self.port, self._resolved)
+
+    def adopt_socket(self, sock: socket.socket) -> None:
+        """Use an already connected socket instead of connect() (TLS and the handshake still run)."""
+        if self._state is not NEW:
+            raise RuntimeError(f"{self}: the connection was already started")
+        self.metrics.connections_created += 1
+        self._connect_timer = self.loop.call_later(self.connect_timeout, self._connect_timed_out)
+        sock.setblocking(False)
+        self._state = CONNECTING
+        self._register(sock, EPOLLOUT)
+        self._transport_connected()
+
+    def _resolved(self, infos: list | None, error: BaseException | None) -> None:
+        if self._state is not RESOLVING:
+            return
+        if error is not None or not infos:
+            self.close(ConnectFailedError(f"cannot resolve {self.host!r}: {error}"))
+            return
+        self._addresses.extend(infos)
+        self._connect_next(None)
+
+    def _connect_next(self, last_error: BaseException | None) -> None:
+        # Try the resolved addresses in order (e.g. ::1 then 127.0.0.1 for localhost) within one
+        # connect timeout, as the peers' clients do.
+        while self._addresses:
+            family, kind, proto, _, sockaddr = self._addresses.popleft()
+            try:
+                sock = socket.socket(family, kind, proto)
+            except OSError as exc:
+                last_error = exc
+                continue
+            try:
+                sock.setblocking(False)
+                for level, option, value in self.socket_options:
+                    sock.setsockopt(level, option, value)
+                result = sock.connect_ex(sockaddr)
+            except OSError as exc:
+                sock.close()
+                last_error = exc
+                continue
+            if result == 0 or result in _CONNECT_IN_PROGRESS:
+                self._state = CONNECTING
+                self._register(sock, EPOLLOUT)
+                if result == 0:
+                    self._transport_connected()
+                return
+            sock.close()
+            last_error = OSError(result, os.strerror(result))
+        reason = getattr(last_error, "strerror", None) or last_error
+        self.close(ConnectFailedError(f"cannot connect to {self.host}:{self.port}: {reason}"))
+
+    def _connect_event(self, events: int) -> None:
+        code = self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if code == 0:
+            self._transport_connected()
+            return
+        self.loop.remove_handler(self._fd)
+        self._sock.close()
+        self._sock = None
+        self._connect_next(OSError(code, os.strerror(code)))
+
+    def _transport_connected(self) -> None:
+        if self._ssl_context is not None:
+            self._start_tls(self._ssl_context, False, self._server_hostname)
+        else:
+            self._start_protocol_handshake()
+
+    def _tls_established(self) -> None:
+        self._start_protocol_handshake()
+
+    def _start_protocol_handshake(self) -> None:
+        self._state = HANDSHAKE
+        self._update_events()
+        try:
+            self.adapter.start_handshake(self)
+        except ProtocolError as exc:
+            self._protocol_error(exc)
+        except FastMQError as exc:
+            self.close(exc)
+        except Exception as exc:
+            _log.exception("the handshake of %r failed on %s", self.adapter, self)
+            self.handle_error(exc)
+
+    def handshake_done(self) -> None:
+        """Called by the adapter when its handshake succeeded: the connection becomes READY."""
+        if self._state is not HANDSHAKE:
+            return
+        self._state = READY
+        if self._connect_timer is not None:
+            self._connect_timer.cancel()
+            self._connect_timer = None
+        _log.debug("%s is ready", self)
+        if self.on_ready is not None:
+            try:
+                self.on_ready(self)
+            except Exception:
+                _log.exception("on_ready callback of %s failed", self)
+
+    def _connect_timed_out(self) -> None:
+        self._connect_timer = None
+        if self._state is READY or self._state is CLOSED:
+            return
+        self.close(ConnectTimeoutError(
+            f"{self} was not ready within {self.connect_timeout:.3g} s "
+            f"(still in {self._state.name.lower()})"))
+
+    # ---- requests --------------------------------------------------------------------------------
+
+    def request(self, data: Any, callback: Callback | None = None, correlation_id: int | None = None, *,
+                expect_response: bool = True, timeout: float | None = None) -> None:
+        """Queue one framed request (a bytes-like object or a list of them, written without copies).
+
+        callback(response_frame, None) or callback(None, error) runs on the loop thread. In keyed mode
+        correlation_id must be the id written in the request; it is ignored in FIFO mode. With
+        expect_response=False the callback runs once the bytes are written. Raises NotReadyError when
+        the connection is not READY and TooManyInFlightError at max_in_flight (check can_send()).
+        """
+        if self._state is not READY:
+            raise self._not_ready()
+        self._submit(data, callback, correlation_id, expect_response, timeout)
+
+    def handshake_request(self, data: Any, callback: Callback | None = None, correlation_id: int | None = None,
+                          *, expect_response: bool = True, timeout: float | None = None) -> None:
+        """request() for the adapter's handshake, allowed only in the HANDSHAKE state."""
+        if self._state is not HANDSHAKE:
+            raise self._not_ready()
+        self._submit(data, callback, correlation_id, expect_response, timeout)
+
+    def _not_ready(self) -> FastMQError:
+        if self._state is CLOSED:
+            error = ConnectionClosedError(f"{self} is closed: {self.close_error}")
+            error.__cause__ = self.close_error
+            return error
+        return NotReadyError(f"{self} is not ready ({self._state.name.lower()})")
+
+    def _submit(self, data: Any, callback: Callback | None, correlation_id: int | None,
+                expect_response: bool, timeout: float | None) -> None:
+        if len(self._in_flight) + len(self._fifo_queue) + len(self._write_marks) >= self.max_in_flight:
+            raise TooManyInFlightError(
+                f"{self} already has {self.max_in_flight} requests in flight (max_in_flight)")
+        if expect_response and not self._fifo:
+            if correlation_id is None:
+                raise ValueError("correlation_id is required: this protocol matches responses by id")
+            if correlation_id in self._in_flight:
+                raise ValueError(f"correlation id {correlation_id} is already in flight on {self}")
+        now = self.loop.now
+        deadline = now + (self.request_timeout if timeout is None else timeout)
+        self.enqueue(data)
+        if expect_response:
+            if self._fifo:
+                self._fifo_queue.append((callback, deadline, now))
+            else:
+                self._in_flight[correlation_id] = (callback, deadline, now)  # type: ignore[index]
+        else:
+            self._write_marks.append((self._queued, callback, deadline))
+        self.metrics.requests_sent += 1
+        if self._timeout_timer is None or deadline < self._timeout_at:
+            self._arm_timeout(deadline)
+
+    def _arm_timeout(self, deadline: float) -> None:
+        if self._timeout_timer is not None:
+            self._timeout_timer.cancel()
+        self._timeout_at = deadline
+        self._timeout_timer = self.loop.call_at(deadline, self._check_timeouts)
+
+    def _check_timeouts(self) -> None:
+        # One timer per connection, set for the earliest deadline. Requests usually share one timeout,
+        # so a new request never moves it: it is re-armed only here, at most once per timeout period
+        # while requests flow, never per request.
+        self._timeout_timer = None
+        if self._state is CLOSED:
+            return
+        now = self.loop.time()
+        expired = 0
+        earliest = float("inf")
+        deadlines = chain((entry[1] for entry in chain(self._in_flight.values(), self._fifo_queue)),
+                          (mark[2] for mark in self._write_marks))
+        for deadline in deadlines:
+            if deadline <= now:
+                expired += 1
+            elif deadline < earliest:
+                earliest = deadline
+        if expired:
+            pending = self.in_flight_count
+            self.metrics.request_timeouts += 1
+            self.close(RequestTimeoutError(
+                f"{expired} request(s) to {self} got no response within the request timeout "
+                f"({self.request_timeout:.3g} s); the connection was closed and its {pending} pending "
+                f"request(s) failed"))
+        elif earliest != float("inf"):
+            self._arm_timeout(earliest)
+
+    # ---- responses -------------------------------------------------------------------------------
+
+    def _on_frame(self, frame: Any) -> None:
+        correlation_id = self.adapter.correlation_id(frame)
+        if correlation_id is None:
+            self.adapter.on_unsolicited(self, frame)
+            return
+        if self._fifo:
+            if not self._fifo_queue:
+                raise ProtocolError(f"{self} received a response while no request was pending")
+            callback, _, queued_at = self._fifo_queue.popleft()
+        else:
+            entry = self._in_flight.pop(correlation_id, None)
+            if entry is None:
+                raise ProtocolError(
+                    f"{self} received a response with correlation id {correlation_id}, "
+                    f"which matches no pending request")
+            callback, _, queued_at = entry
+        metrics = self.metrics
+        latency = self.loop.now - queued_at
+        metrics.responses_received += 1
+        metrics.request_latency_total += latency
+        if latency > metrics.request_latency_max:
+            metrics.request_latency_max = latency
+        if callback is not None:
+            try:
+                callback(frame, None)
+            except ProtocolError:
+                raise
+            except Exception:
+                _log.exception("response callback %r of %s failed", callback, self)
+
+    # ---- close -----------------------------------------------------------------------------------
+
+    def _closed(self, previous: ConnectionState, error: BaseException) -> None:
+        for timer in (self._connect_timer, self._timeout_timer):
+            if timer is not None:
+                timer.cancel()
+        self._connect_timer = self._timeout_timer = None
+        self._addresses.clear()
+        if previous is not READY:
+            self.metrics.connect_failures += 1
+            _log.info("%s failed before it was ready: %s", self, error)
+        else:
+            _log.debug("%s closed: %s", self, error)
+        pending = list(self._in_flight.values())
+        pending.extend(self._fifo_queue)
+        self._in_flight.clear()
+        self._fifo_queue.clear()
+        for callback, _, _ in pending:
+            if callback is not None:
+                self._run_callback(callback, None, error)
+        if self.on_close is not None:
+            try:
+                self.on_close(self, error)
+            except Exception:
+                _log.exception("on_close callback of %s failed", self)
+
+    def __str__(self) -> str:
+        node = f" (node {self.node_id})" if self.node_id is not None else ""
+        return f"connection to {self.host}:{self.port}{node}"
+
+    def __repr__(self) -> str:
+        return (f"<Connection {self.host}:{self.port} node={self.node_id!r} {self._state.name} "
+                f"in_flight={self.in_flight_count}>")
