@@ -1,0 +1,460 @@
+"""KafkaClient: the network side shared by the producer, the consumer and the admin client.
+
+It owns one I/O loop thread and a connection pool, bootstraps from a list of servers, keeps the cluster
+metadata fresh (periodically, on demand, and when a request reports a leader or topic error), and sends
+requests with the highest API version each broker supports.
+
+Two ways to send:
+- on the loop thread (the producer's sender, the consumer's fetcher): send(node_id, request, callback), for
+  a node that is_ready(); the callback gets (response, None) or (None, error) on the loop thread.
+- from any thread: call(node_id, request, timeout) returns a concurrent.futures.Future, connecting first
+  (and retrying the connection within the timeout) when needed; node_id None picks the least loaded node.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from fastmq.errors import FastMQError
+from fastmq.io import (
+    DEFAULT_SOCKET_OPTIONS, AuthenticationError, ConnectionPool, IOLoop, IOMetrics, NetworkError,
+    RequestTimeoutError, TLSError,
+)
+from fastmq.io.tls import create_client_context
+from fastmq.kafka import errors as kerrors
+from fastmq.kafka import protocol as kp
+from fastmq.kafka.cluster import ClusterMetadata
+from fastmq.kafka.connection import KafkaAdapter
+
+_log = logging.getLogger(__name__)
+
+ResponseCallback = Callable[[Any, BaseException | None], None]
+
+
+@dataclass
+class ClientConfig:
+    """Connection settings, with kafka-python's names and defaults."""
+
+    bootstrap_servers: str | list[str] = "localhost"
+    client_id: str | None = None
+    request_timeout_ms: float = 30000
+    connections_max_idle_ms: float = 540000
+    reconnect_backoff_ms: float = 50
+    reconnect_backoff_max_ms: float = 30000
+    max_in_flight_requests_per_connection: int = 5
+    receive_message_max_bytes: int = 100_000_000
+    retry_backoff_ms: float = 100
+    metadata_max_age_ms: float = 300000
+    allow_auto_create_topics: bool = True
+    security_protocol: str = "PLAINTEXT"
+    ssl_context: Any = None
+    ssl_check_hostname: bool = True
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_crlfile: str | None = None
+    ssl_password: Any = None
+    ssl_ciphers: str | None = None
+    sasl_mechanism: str | None = None
+    sasl_plain_username: str | None = None
+    sasl_plain_password: str | None = None
+    socket_options: list = field(default_factory=lambda: list(DEFAULT_SOCKET_OPTIONS))
+    send_buffer_bytes: int | None = None
+    receive_buffer_bytes: int | None = None
+
+    def validate(self) -> None:
+        protocols = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+        if self.security_protocol not in protocols:
+            raise kerrors.KafkaConfigurationError(
+                f"security_protocol must be one of {protocols}, not {self.security_protocol!r}")
+        if self.security_protocol.startswith("SASL"):
+            if self.sasl_mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+                raise kerrors.KafkaConfigurationError(
+                    f"sasl_mechanism must be PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, not {self.sasl_mechanism!r}")
+            if self.sasl_plain_username is None or self.sasl_plain_password is None:
+                raise kerrors.KafkaConfigurationError(
+                    "sasl_plain_username and sasl_plain_password are required with SASL")
+        if self.max_in_flight_requests_per_connection < 1:
+            raise kerrors.KafkaConfigurationError("max_in_flight_requests_per_connection must be at least 1")
+
+
+def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[tuple[str, int]]:
+    """'host1:9092,host2' or ['host1:9092', ...] -> [(host, port)]; the port defaults to 9092."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    parsed = []
+    for item in items:
+        item = item.strip()
+        if not item:
+            continue
+        if item.startswith("["):                            # [ipv6]:port
+            host, _, rest = item[1:].partition("]")
+            port = rest.lstrip(":") or "9092"
+        elif item.count(":") == 1:
+            host, port = item.split(":")
+        else:
+            host, port = item, "9092"
+        try:
+            parsed.append((host, int(port)))
+        except ValueError:
+            raise kerrors.KafkaConfigurationError(f"bad bootstrap server {item!r}") from None
+    if not parsed:
+        raise kerrors.KafkaConfigurationError("bootstrap_servers is empty")
+    return parsed
+
+
+def kafka_error(error: BaseException) -> BaseException:
+    """The kafka-python-shaped exception for an error of the network engine (others pass through)."""
+    if isinstance(error, kerrors.KafkaError):
+        return error
+    if isinstance(error, RequestTimeoutError):
+        converted: BaseException = kerrors.RequestTimedOutError(str(error))
+    elif isinstance(error, (AuthenticationError,)):
+        converted = kerrors.SaslAuthenticationFailedError(str(error))
+    elif isinstance(error, TLSError):
+        converted = kerrors.KafkaConnectionError(f"TLS failed: {error}")
+    elif isinstance(error, (NetworkError, OSError)):
+        converted = kerrors.KafkaConnectionError(str(error))
+    else:
+        return error
+    converted.__cause__ = error
+    return converted
+
+
+@dataclass
+class _PendingCall:
+    node_id: Any
+    request: Any
+    future: Future
+    deadline: float
+
+
+class KafkaClient:
+    """Connections, API versions and metadata for one producer, consumer or admin client."""
+
+    def __init__(self, config: ClientConfig | None = None, *, loop: IOLoop | None = None,
+                 name: str = "fastmq-kafka", **options: Any) -> None:
+        self.config = config if config is not None else ClientConfig(**options)
+        self.config.validate()
+        self.metrics = IOMetrics()
+        self._own_loop = loop is None
+        self.loop = loop if loop is not None else IOLoop(name=name)
+        sasl = None
+        if self.config.security_protocol.startswith("SASL"):
+            sasl = {"mechanism": self.config.sasl_mechanism, "username": self.config.sasl_plain_username,
+                    "password": self.config.sasl_plain_password}
+        ssl_context = None
+        if self.config.security_protocol in ("SSL", "SASL_SSL"):
+            ssl_context = create_client_context(
+                ssl_context=self.config.ssl_context, ssl_cafile=self.config.ssl_cafile,
+                ssl_certfile=self.config.ssl_certfile, ssl_keyfile=self.config.ssl_keyfile,
+                ssl_password=self.config.ssl_password, ssl_check_hostname=self.config.ssl_check_hostname,
+                ssl_crlfile=self.config.ssl_crlfile, ssl_ciphers=self.config.ssl_ciphers)
+        socket_options = list(self.config.socket_options)
+        import socket
+        if self.config.send_buffer_bytes:
+            socket_options.append((socket.SOL_SOCKET, socket.SO_SNDBUF, self.config.send_buffer_bytes))
+        if self.config.receive_buffer_bytes:
+            socket_options.append((socket.SOL_SOCKET, socket.SO_RCVBUF, self.config.receive_buffer_bytes))
+        client_id, max_frame = self.config.client_id, self.config.receive_message_max_bytes
+        self.pool = ConnectionPool(
+            self.loop, lambda: KafkaAdapter(client_id=client_id, max_frame_size=max_frame, sasl=sasl),
+            ssl_context=ssl_context, connect_timeout_ms=self.config.request_timeout_ms,
+            request_timeout_ms=self.config.request_timeout_ms,
+            max_in_flight=self.config.max_in_flight_requests_per_connection,
+            reconnect_backoff_ms=self.config.reconnect_backoff_ms,
+            reconnect_backoff_max_ms=self.config.reconnect_backoff_max_ms,
+            connections_max_idle_ms=self.config.connections_max_idle_ms,
+            socket_options=socket_options, metrics=self.metrics)
+        self.pool.add_listener(self._on_node_state)
+        self.cluster = ClusterMetadata()
+        self._bootstrap = []
+        for index, (host, port) in enumerate(parse_bootstrap_servers(self.config.bootstrap_servers)):
+            node_id = f"bootstrap-{index}"
+            self.pool.add_node(node_id, host, port)
+            self._bootstrap.append(node_id)
+        # Metadata state, loop thread only.
+        self._topics: set[str] = set()
+        self._all_topics = False
+        self._metadata_wanted = True
+        self._metadata_in_flight = False
+        self._metadata_attempt_at = 0.0
+        self._waiting: list[_PendingCall] = []
+        self._closed = False
+        self.loop.add_poll_hook(self._maintain)
+        if self._own_loop:
+            self.loop.start()
+
+    # ---- nodes --------------------------------------------------------------------------------------
+
+    def _known_nodes(self) -> list[Any]:
+        return list(self.cluster.brokers) or list(self._bootstrap)
+
+    def least_loaded_node(self) -> Any | None:
+        """Loop thread: the node for a node-independent request (metadata, coordinator lookup)."""
+        return self.pool.least_loaded_node(self._known_nodes())
+
+    def is_ready(self, node_id: Any) -> bool:
+        """Loop thread: connected, handshake done, and below max in-flight."""
+        return self.pool.can_send(node_id)
+
+    def ready(self, node_id: Any) -> bool:
+        """Loop thread: start connecting if needed; True when a request can be sent now."""
+        self.pool.maybe_connect(node_id)
+        return self.pool.can_send(node_id)
+
+    def connection_delay(self, node_id: Any) -> float:
+        return self.pool.connection_delay(node_id)
+
+    def api_version(self, node_id: Any, api_key: int) -> int:
+        """Loop thread: the version of an API negotiated with a connected node."""
+        conn = self.pool.connection(node_id)
+        if conn is None:
+            raise kerrors.NodeNotReadyError(f"node {node_id} is not connected")
+        return conn.adapter.version_for(api_key)
+
+    def _on_node_state(self, node_id: Any, ready: bool, error: BaseException | None) -> None:
+        if ready:
+            self._dispatch_waiting()
+        elif error is not None and not self._closed:
+            _log.debug("node %r: %s", node_id, error)
+
+    # ---- sending on the loop thread ---------------------------------------------------------------------
+
+    def send(self, node_id: Any, request: Any, callback: ResponseCallback | None, *,
+             expect_response: bool = True, timeout: float | None = None) -> None:
+        """Loop thread: send to a ready node; callback(response, None) or (None, error) on the loop thread.
+
+        Raises NodeNotReadyError when the node cannot take a request now (check is_ready first)."""
+        conn = self.pool.connection(node_id)
+        if conn is None or not conn.can_send():
+            raise kerrors.NodeNotReadyError(f"node {node_id} cannot take a request now")
+        api_key = request.API_KEY
+        version = conn.adapter.version_for(api_key)
+        correlation_id = conn.next_correlation_id()
+        frame = kp.encode_request(api_key, version, correlation_id, self.config.client_id, request)
+
+        def on_frame(response_frame: Any, error: BaseException | None) -> None:
+            if callback is None:
+                return
+            if error is not None:
+                callback(None, kafka_error(error))
+                return
+            if not expect_response:
+                callback(None, None)
+                return
+            try:
+                _, response = kp.decode_response(api_key, version, response_frame)
+            except FastMQError as exc:
+                conn.close(exc)
+                callback(None, exc)
+                return
+            callback(response, None)
+
+        conn.request(frame, on_frame, correlation_id, expect_response=expect_response, timeout=timeout)
+
+    # ---- sending from any thread ---------------------------------------------------------------------------
+
+    def call(self, node_id: Any, request: Any, timeout: float | None = None) -> Future:
+        """Any thread: a Future of the response, connecting first if needed (None: least loaded node)."""
+        future: Future = Future()
+        deadline = time.monotonic() + (self.config.request_timeout_ms / 1000.0 if timeout is None else timeout)
+        self.loop.call_soon_threadsafe(self._start_call, _PendingCall(node_id, request, future, deadline))
+        return future
+
+    def request(self, node_id: Any, request: Any, timeout: float | None = None) -> Any:
+        """Any thread (not the loop's): send and wait for the response; raises its error."""
+        limit = self.config.request_timeout_ms / 1000.0 if timeout is None else timeout
+        try:
+            return self.call(node_id, request, timeout).result(limit + 1.0)
+        except TimeoutError:
+            raise kerrors.KafkaTimeoutError(f"no response to {type(request).__name__} within {limit:.1f} s") from None
+
+    def _start_call(self, pending: _PendingCall) -> None:
+        if self._closed:
+            pending.future.set_exception(kerrors.KafkaConnectionError("the client is closed"))
+            return
+        self._waiting.append(pending)
+        self._dispatch_waiting()
+
+    def _dispatch_waiting(self) -> None:
+        if not self._waiting:
+            return
+        now = time.monotonic()
+        still_waiting = []
+        for pending in self._waiting:
+            if pending.future.done():
+                continue
+            node_id = pending.node_id if pending.node_id is not None else self.least_loaded_node()
+            if node_id is not None and self.ready(node_id):
+                self._send_pending(node_id, pending, now)
+            elif now >= pending.deadline:
+                last = self.pool.last_error(node_id) if node_id is not None else None
+                pending.future.set_exception(kerrors.KafkaTimeoutError(
+                    f"node {pending.node_id if pending.node_id is not None else '(any)'} was not ready "
+                    f"in time for {type(pending.request).__name__}" + (f": {last}" if last else "")))
+            else:
+                still_waiting.append(pending)
+        self._waiting = still_waiting
+
+    def _send_pending(self, node_id: Any, pending: _PendingCall, now: float) -> None:
+        def done(response: Any, error: BaseException | None) -> None:
+            if pending.future.done():
+                return
+            if error is not None:
+                pending.future.set_exception(error)
+            else:
+                pending.future.set_result(response)
+
+        try:
+            self.send(node_id, pending.request, done, timeout=max(0.001, pending.deadline - now))
+        except Exception as exc:
+            pending.future.set_exception(exc)
+
+    # ---- metadata ----------------------------------------------------------------------------------------
+
+    def add_topics(self, topics: Iterable[str]) -> int:
+        """Any thread: track these topics in metadata; returns the metadata version to wait beyond when
+        something new had to be fetched, else -1."""
+        new = set(topics) - self._topics
+        if not new:
+            return -1
+        version = self.cluster.version
+        self.loop.call_soon_threadsafe(self._add_topics, new)
+        return version
+
+    def _add_topics(self, topics: set[str]) -> None:
+        self._topics |= topics
+        self._metadata_wanted = True
+
+    def set_all_topics(self, wanted: bool) -> None:
+        """Any thread: fetch every topic (pattern subscriptions) instead of the tracked ones."""
+        self.loop.call_soon_threadsafe(setattr, self, "_all_topics", wanted)
+        self.request_update()
+
+    def request_update(self) -> int:
+        """Any thread: ask for fresh metadata soon; returns the current version (wait beyond it)."""
+        version = self.cluster.version
+        self.loop.call_soon_threadsafe(self._want_metadata)
+        return version
+
+    def _want_metadata(self) -> None:
+        self._metadata_wanted = True
+
+    def wait_for_metadata(self, version: int, timeout: float) -> bool:
+        """Any thread: wait for a metadata update newer than `version`."""
+        return self.cluster.wait_for_version(version, timeout)
+
+    def topic_metadata(self, topic: str, timeout: float) -> Any:
+        """Any thread: the topic's TopicInfo, fetching metadata (and creating the topic when the broker
+        auto-creates) for up to `timeout` seconds; raises the topic's error or KafkaTimeoutError."""
+        deadline = time.monotonic() + timeout
+        version = self.add_topics([topic])
+        if version < 0:
+            version = self.cluster.version
+            if topic not in self.cluster.topics:
+                version = self.request_update()
+        while True:
+            info = self.cluster.topics.get(topic)
+            if info is not None and all(p.leader >= 0 for p in info.partitions):
+                return info
+            error_code = self.cluster.topic_errors.get(topic)
+            if error_code and error_code not in (kerrors.UnknownTopicOrPartitionError.errno,
+                                                 kerrors.LeaderNotAvailableError.errno):
+                raise kerrors.for_code(error_code)(f"topic {topic!r}")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                if info is not None:
+                    return info
+                if error_code:
+                    raise kerrors.for_code(error_code)(f"topic {topic!r}")
+                raise kerrors.KafkaTimeoutError(f"Failed to update metadata after {timeout:.1f} secs.")
+            if self.cluster.version > version:
+                version = self.request_update()
+                # Leaders are being elected or the topic is being created: back off before asking again.
+                time.sleep(min(remaining, self.config.retry_backoff_ms / 1000.0))
+                continue
+            self.wait_for_metadata(version, min(remaining, 1.0))
+
+    def _maintain(self) -> float | None:
+        """Poll hook: keep metadata fresh and connections coming for waiting calls; returns the longest
+        the loop may sleep."""
+        now = time.monotonic()
+        if self._waiting:
+            self._dispatch_waiting()
+        age_limit = self.config.metadata_max_age_ms / 1000.0
+        due = self.cluster.updated_at + age_limit
+        if self._metadata_wanted:
+            due = min(due, self._metadata_attempt_at + self.config.retry_backoff_ms / 1000.0)
+        if self._metadata_in_flight or self._closed:
+            return None if not self._waiting else 0.05
+        if now < due:
+            wait = due - now
+            return min(wait, 0.05) if self._waiting else wait
+        node_id = self.least_loaded_node()
+        if node_id is None or not self.ready(node_id):
+            return 0.05     # connecting (the state listener wakes the loop) or all nodes in backoff
+        self._metadata_attempt_at = now
+        self._metadata_in_flight = True
+        all_topics = self._all_topics or not self._topics
+        topics = None if self._all_topics else [kp.MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(self._topics)]
+        request = kp.MetadataRequest(topics=topics, allow_auto_topic_creation=self.config.allow_auto_create_topics)
+        self._metadata_wanted = False
+        try:
+            self.send(node_id, request, lambda response, error: self._on_metadata(response, error, all_topics))
+        except Exception as exc:
+            self._metadata_in_flight = False
+            self._metadata_wanted = True
+            _log.debug("metadata request to %r not sent: %s", node_id, exc)
+        return 0.05
+
+    def _on_metadata(self, response: Any, error: BaseException | None, all_topics: bool) -> None:
+        self._metadata_in_flight = False
+        if error is not None:
+            self._metadata_wanted = True
+            _log.debug("metadata request failed: %s", error)
+            return
+        for broker in response.brokers:
+            self.pool.add_node(broker.node_id, broker.host, broker.port)
+        self.cluster.update(response, time.monotonic(), all_topics=all_topics)
+        if any(info.error_code or any(p.leader < 0 for p in info.partitions)
+               for info in self.cluster.topics.values()):
+            self._metadata_wanted = True
+
+    # ---- closing ---------------------------------------------------------------------------------------
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Close every connection and, when this client owns it, stop the loop thread."""
+        if self._closed:
+            return
+
+        def shut() -> None:
+            self._closed = True
+            self.loop.remove_poll_hook(self._maintain)
+            for pending in self._waiting:
+                if not pending.future.done():
+                    pending.future.set_exception(kerrors.KafkaConnectionError("the client closed"))
+            self._waiting = []
+            self.pool.close()
+
+        if self.loop.running and not self.loop.in_loop_thread():
+            try:
+                self.loop.run_in_loop(shut, timeout=timeout)
+            except Exception:
+                _log.debug("closing the connections did not finish cleanly", exc_info=True)
+        else:
+            shut()
+        self.cluster.wake()
+        if self._own_loop:
+            self.loop.stop()
+            if not self.loop.in_loop_thread():
+                self.loop.join(timeout)
+
+    def __enter__(self) -> "KafkaClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
