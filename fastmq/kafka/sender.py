@@ -1,0 +1,294 @@
+"""The producer's sender: runs on the client's I/O loop thread as a poll hook.
+
+Each iteration: make sure an idempotent producer has its producer id; fail batches past delivery_timeout;
+ask the accumulator which leaders have ready batches; for every leader that can take a request, drain one
+batch per partition into a ProduceRequest and send it; return how long the loop may sleep (the next
+linger or backoff expiry). Responses come back on the same thread: batches are completed, retried
+(keeping their sequence numbers, so the broker drops duplicates), split when too large, or failed.
+
+A broker that keeps failing is avoided for a while by records without key or partition (TubeMQ's "bad
+node blocking"): its partitions leave the sticky partitioner's choice until the penalty expires; records
+with a key or an explicit partition still go where they must.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastmq.kafka import errors as kerrors
+from fastmq.kafka import protocol as kp
+from fastmq.kafka.client import KafkaClient
+
+_log = logging.getLogger(__name__)
+
+_SUCCESS_CODES = (0, kerrors.DuplicateSequenceNumberError.errno)
+_TOO_LARGE_CODES = (kerrors.MessageSizeTooLargeError.errno, kerrors.RecordListTooLargeError.errno)
+
+
+@dataclass
+class SenderMetrics:
+    """Counters the producer reports through metrics()."""
+
+    started: float = field(default_factory=time.monotonic)
+    requests: int = 0
+    batches: int = 0
+    records: int = 0
+    bytes: int = 0                    # sent batch bytes (after compression)
+    retries: int = 0                  # batch retries
+    errors: int = 0                   # records that failed
+    latency_total: float = 0.0        # seconds, over responses
+    latency_max: float = 0.0
+    responses: int = 0
+
+
+class NodeHealth:
+    """Failure counts per broker; a broker with `threshold` failures in a row is avoided for `penalty` s."""
+
+    def __init__(self, threshold: int = 3, penalty: float = 10.0) -> None:
+        self.threshold = threshold
+        self.penalty = penalty
+        self._failures: dict[int, int] = {}
+        self._avoided_until: dict[int, float] = {}
+
+    def failed(self, node_id: int, now: float) -> bool:
+        """Record a failure; True when the node just became avoided."""
+        count = self._failures.get(node_id, 0) + 1
+        self._failures[node_id] = count
+        if count >= self.threshold and node_id not in self._avoided_until:
+            self._avoided_until[node_id] = now + self.penalty
+            _log.warning("broker %s failed %d times in a row: records without key avoid it for %.0f s",
+                         node_id, count, self.penalty)
+            return True
+        return False
+
+    def succeeded(self, node_id: int) -> None:
+        self._failures.pop(node_id, None)
+
+    def avoided(self, now: float) -> set[int]:
+        """The nodes avoided now (expired penalties are dropped, and their counts restart)."""
+        for node_id, until in list(self._avoided_until.items()):
+            if until <= now:
+                del self._avoided_until[node_id]
+                self._failures.pop(node_id, None)
+        return set(self._avoided_until)
+
+
+class Sender:
+    """Moves batches from the accumulator to the brokers (see the module docstring)."""
+
+    def __init__(self, client: KafkaClient, accumulator: Any, *, acks: int, max_request_size: int,
+                 request_timeout_ms: float, retries: float, idempotent: bool, retry_backoff_ms: float,
+                 transaction_timeout_ms: int = 60000, node_health: NodeHealth | None = None) -> None:
+        self.client = client
+        self.accumulator = accumulator
+        self.acks = acks
+        self.max_request_size = max_request_size
+        self.request_timeout_ms = int(request_timeout_ms)
+        self.retries = retries
+        self.idempotent = idempotent
+        self.retry_backoff = retry_backoff_ms / 1000.0
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.health = node_health if node_health is not None else NodeHealth()
+        self.metrics = SenderMetrics()
+        self._metadata_version = -1
+        self._avoided: set[int] = set()
+        self._producer_id_pending = False
+        self._producer_id_retry_at = 0.0
+        self._fatal: BaseException | None = None
+        self._topic_ids: dict[Any, str] = {}
+
+    # ---- the poll hook ------------------------------------------------------------------------------
+
+    def poll(self) -> float | None:
+        now = time.monotonic()
+        try:
+            return self._poll(now)
+        except Exception:  # never let one bad batch stop the loop: log and look again shortly
+            _log.exception("producer sender iteration failed")
+            return 0.1
+
+    def _poll(self, now: float) -> float | None:
+        acc = self.accumulator
+        self._apply_metadata(now)
+        if self.idempotent and acc.producer_identity[0] < 0:
+            return self._ensure_producer_id(now)
+        acc.expire(now)
+        nodes, next_check, unknown = acc.ready(now)
+        if unknown:
+            self.client.add_topics(unknown)
+            self.client.request_update()
+        sleep = next_check
+        for node_id, queues in nodes.items():
+            if not self.client.ready(node_id):
+                delay = self.client.connection_delay(node_id)
+                if delay != float("inf"):
+                    sleep = delay if sleep is None else min(sleep, delay)
+                continue
+            batches = acc.drain(queues, self.max_request_size, now)
+            if batches:
+                self._send_produce(node_id, batches, now)
+                sleep = 0.0    # more may be ready behind these; look again at once
+        return sleep
+
+    def _apply_metadata(self, now: float) -> None:
+        """Hand the leaders from fresh metadata (and the avoided brokers) to the accumulator."""
+        avoided = self.health.avoided(now)
+        cluster = self.client.cluster
+        if cluster.version == self._metadata_version and avoided == self._avoided:
+            return
+        self._metadata_version = cluster.version
+        self._avoided = avoided
+        for name, info in cluster.topics.items():
+            self.accumulator.update_topic(name, info.leaders, avoided)
+            if info.topic_id is not None:
+                self._topic_ids[info.topic_id] = name
+
+    # ---- producer id (idempotence) ---------------------------------------------------------------------
+
+    def _ensure_producer_id(self, now: float) -> float | None:
+        if self._producer_id_pending or now < self._producer_id_retry_at:
+            return max(0.0, self._producer_id_retry_at - now) if not self._producer_id_pending else None
+        node_id = self.client.least_loaded_node()
+        if node_id is None or not self.client.ready(node_id):
+            return 0.05
+        request = kp.InitProducerIdRequest(transactional_id=None,
+                                           transaction_timeout_ms=self.transaction_timeout_ms)
+        self._producer_id_pending = True
+
+        def done(response: Any, error: BaseException | None) -> None:
+            self._producer_id_pending = False
+            if error is None and response.error_code:
+                error = kerrors.for_code(response.error_code)("InitProducerId failed")
+            if error is not None:
+                _log.warning("InitProducerId failed (%s); retrying", error)
+                self._producer_id_retry_at = time.monotonic() + self.retry_backoff
+                if not getattr(error, "retriable", False) and isinstance(error, kerrors.BrokerResponseError):
+                    self._fail_everything(error)
+                return
+            self.accumulator.set_producer_id(response.producer_id, response.producer_epoch)
+            _log.debug("producer id %d epoch %d", response.producer_id, response.producer_epoch)
+
+        try:
+            self.client.send(node_id, request, done)
+        except kerrors.KafkaError as exc:
+            self._producer_id_pending = False
+            self._producer_id_retry_at = now + self.retry_backoff
+            _log.debug("InitProducerId not sent: %s", exc)
+        return None
+
+    def _fail_everything(self, error: BaseException) -> None:
+        self._fatal = error
+        self.accumulator.abort(error)
+
+    # ---- produce requests ---------------------------------------------------------------------------------
+
+    def _send_produce(self, node_id: int, batches: list, now: float) -> None:
+        by_topic: dict[str, list] = {}
+        for batch in batches:
+            by_topic.setdefault(batch.topic_partition.topic, []).append(batch)
+        cluster = self.client.cluster
+        topic_data = []
+        for name, topic_batches in by_topic.items():
+            info = cluster.topics.get(name)
+            topic_data.append(kp.ProduceRequest.TopicProduceData(
+                name=name, topic_id=getattr(info, "topic_id", None) if info is not None else None,
+                partition_data=[kp.ProduceRequest.PartitionProduceData(
+                    index=b.topic_partition.partition, records=b.payload) for b in topic_batches]))
+        request = kp.ProduceRequest(transactional_id=None, acks=self.acks, timeout_ms=self.request_timeout_ms,
+                                    topic_data=topic_data)
+        sent_at = now
+        self.metrics.requests += 1
+        self.metrics.batches += len(batches)
+        for batch in batches:
+            self.metrics.records += batch.record_count
+            self.metrics.bytes += len(batch.payload)
+        expect_response = self.acks != 0
+
+        def done(response: Any, error: BaseException | None) -> None:
+            self._on_produce_response(node_id, batches, response, error, sent_at)
+
+        try:
+            self.client.send(node_id, request, done, expect_response=expect_response)
+        except Exception as exc:
+            self._on_produce_response(node_id, batches, None, exc, sent_at)
+
+    def _on_produce_response(self, node_id: int, batches: list, response: Any, error: BaseException | None,
+                             sent_at: float) -> None:
+        now = time.monotonic()
+        acc = self.accumulator
+        if error is not None:
+            # The whole request failed (connection lost, timeout): every batch may be retried.
+            if self.health.failed(node_id, now):
+                self._apply_metadata(now)
+            self.client.request_update()
+            for batch in batches:
+                self._retry_or_fail(batch, kafka_retriable(error), now)
+            return
+        self.health.succeeded(node_id)
+        latency = now - sent_at
+        self.metrics.responses += 1
+        self.metrics.latency_total += latency
+        self.metrics.latency_max = max(self.metrics.latency_max, latency)
+        if response is None:                    # acks=0: written is all there is to know
+            for batch in batches:
+                acc.complete(batch, -1, -1)
+            return
+        results = {}
+        for topic in response.responses:
+            name = topic.name if topic.name else self._topic_ids.get(topic.topic_id, topic.name)
+            for partition in topic.partition_responses:
+                results[(name, partition.index)] = partition
+        for batch in batches:
+            tp = batch.topic_partition
+            result = results.get((tp.topic, tp.partition))
+            if result is None:
+                self._retry_or_fail(batch, kerrors.KafkaConnectionError(
+                    f"the produce response from node {node_id} did not mention {tp}"), now)
+            elif result.error_code in _SUCCESS_CODES:
+                acc.complete(batch, result.base_offset, result.log_append_time_ms)
+            else:
+                self._handle_error(batch, result, now)
+
+    def _handle_error(self, batch: Any, result: Any, now: float) -> None:
+        code = result.error_code
+        error_class = kerrors.for_code(code)
+        detail = result.error_message or ""
+        if result.record_errors:
+            detail += " " + "; ".join(f"record {e.batch_index}: {e.batch_index_error_message}"
+                                      for e in result.record_errors)
+        error = error_class(f"{batch.topic_partition}: {detail.strip()}" if detail.strip() else
+                            str(batch.topic_partition))
+        if code in _TOO_LARGE_CODES and batch.record_count > 1:
+            _log.info("%s was refused as too large (%d records): splitting", batch.topic_partition,
+                      batch.record_count)
+            self.accumulator.split(batch, now)
+            return
+        if getattr(error, "invalid_metadata", False):
+            self.client.request_update()
+        # An out-of-order sequence follows an earlier batch of the partition that is being retried: once
+        # that one is in, this one is accepted, so it is retried too.
+        retriable = error.retriable or code == kerrors.OutOfOrderSequenceNumberError.errno
+        self._retry_or_fail(batch, error, now, retriable)
+
+    def _retry_or_fail(self, batch: Any, error: BaseException, now: float, retriable: bool | None = None) -> None:
+        if retriable is None:
+            retriable = getattr(error, "retriable", False)
+        if retriable and batch.attempts <= self.retries and self._fatal is None:
+            self.metrics.retries += 1
+            _log.debug("retrying %s (attempt %d): %s", batch.topic_partition, batch.attempts, error)
+            self.accumulator.retry(batch, now)
+        else:
+            self.metrics.errors += batch.record_count
+            self.accumulator.fail(batch, error)
+
+
+def kafka_retriable(error: BaseException) -> BaseException:
+    """Network failures of a whole request are retriable (the broker may or may not have the data; the
+    sequence numbers of an idempotent producer make the retry safe)."""
+    if isinstance(error, kerrors.KafkaError):
+        return error
+    wrapped = kerrors.KafkaConnectionError(str(error))
+    wrapped.__cause__ = error
+    return wrapped
