@@ -1,10 +1,16 @@
 """Fixtures and settings shared by the whole suite. Fixtures for one package live in its conftest.py."""
 from __future__ import annotations
 
+import datetime
+import ipaddress
 import os
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from hypothesis import HealthCheck, settings
 
 # Property tests run without per-example deadlines (the machine is shared with brokers started by other
@@ -23,3 +29,100 @@ def golden_dir() -> Path:
     if not GOLDEN.is_dir():
         pytest.fail(f"golden test data not found at {GOLDEN}: clone the repository beside ../shared")
     return GOLDEN
+
+
+
+KEY_PASSWORD = b"key-secret"
+
+
+def _name(common_name: str) -> "x509.Name":
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def _certificate(subject: str, issuer_cert, issuer_key, key, *, ca: bool = False, server: bool = False,
+                 serial: int | None = None):
+    now = datetime.datetime.now(datetime.timezone.utc)
+    builder = (x509.CertificateBuilder()
+               .subject_name(_name(subject))
+               .issuer_name(issuer_cert.subject if issuer_cert is not None else _name(subject))
+               .public_key(key.public_key())
+               .serial_number(serial or x509.random_serial_number())
+               .not_valid_before(now - datetime.timedelta(minutes=5))
+               .not_valid_after(now + datetime.timedelta(days=1))
+               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+    if ca:
+        builder = builder.add_extension(x509.KeyUsage(
+            digital_signature=True, content_commitment=False, key_encipherment=False, data_encipherment=False,
+            key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False, decipher_only=False),
+            critical=True)
+        builder = builder.add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+    else:
+        builder = builder.add_extension(x509.ExtendedKeyUsage(
+            [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        builder = builder.add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
+            issuer_key.public_key()), critical=False)
+    if server:
+        builder = builder.add_extension(x509.SubjectAlternativeName(
+            [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+    return builder.sign(issuer_key if issuer_key is not None else key, hashes.SHA256())
+
+
+class PKI:
+    """Files of a CA, a server, two clients (one revoked), an untrusted CA and its server."""
+
+    key_password = KEY_PASSWORD     # the client key (client_key) is encrypted with it
+
+    def __init__(self, directory) -> None:
+        self.dir = directory
+
+        def write(name: str, data: bytes) -> str:
+            path = directory / name
+            path.write_bytes(data)
+            return str(path)
+
+        def pem(cert) -> bytes:
+            return cert.public_bytes(serialization.Encoding.PEM)
+
+        def key_pem(key, password: bytes | None = None) -> bytes:
+            encryption = (serialization.BestAvailableEncryption(password) if password
+                          else serialization.NoEncryption())
+            return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, encryption)
+
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca = _certificate("fastmq test CA", None, None, ca_key, ca=True)
+        self.ca_file = write("ca.pem", pem(ca))
+
+        server_key = ec.generate_private_key(ec.SECP256R1())
+        self.server_cert = write("server.pem", pem(_certificate("localhost", ca, ca_key, server_key, server=True)))
+        self.server_key = write("server.key", key_pem(server_key))
+
+        client_key = ec.generate_private_key(ec.SECP256R1())
+        self.client_cert = write("client.pem", pem(_certificate("test-client", ca, ca_key, client_key)))
+        self.client_key = write("client.key", key_pem(client_key, KEY_PASSWORD))
+
+        revoked_key = ec.generate_private_key(ec.SECP256R1())
+        revoked = _certificate("revoked-client", ca, ca_key, revoked_key, serial=424242)
+        self.revoked_cert = write("revoked.pem", pem(revoked))
+        self.revoked_key = write("revoked.key", key_pem(revoked_key))
+        now = datetime.datetime.now(datetime.timezone.utc)
+        crl = (x509.CertificateRevocationListBuilder()
+               .issuer_name(ca.subject)
+               .last_update(now - datetime.timedelta(minutes=5))
+               .next_update(now + datetime.timedelta(days=1))
+               .add_revoked_certificate(x509.RevokedCertificateBuilder().serial_number(424242)
+                                        .revocation_date(now - datetime.timedelta(minutes=1)).build())
+               .sign(ca_key, hashes.SHA256()))
+        self.crl_file = write("crl.pem", crl.public_bytes(serialization.Encoding.PEM))
+
+        other_key = ec.generate_private_key(ec.SECP256R1())
+        other_ca = _certificate("untrusted CA", None, None, other_key, ca=True)
+        rogue_key = ec.generate_private_key(ec.SECP256R1())
+        self.rogue_cert = write("rogue.pem", pem(_certificate("localhost", other_ca, other_key, rogue_key,
+                                                              server=True)))
+        self.rogue_key = write("rogue.key", key_pem(rogue_key))
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory):
+    """A throwaway PKI (CA, server and client certificates, a CRL, an untrusted CA) in a temp directory."""
+    return PKI(tmp_path_factory.mktemp("pki"))

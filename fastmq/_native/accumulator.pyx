@@ -736,23 +736,25 @@ cdef class RecordAccumulator:
         if self.wakeup is not None:
             self.wakeup()
 
-    def abort(self, error):
-        """Fail every unfinished batch with `error`, including records appended while aborting (appends in
-        progress are waited for, as the Java client's abortIncompleteBatches does)."""
+    def abort(self, error, bint in_flight=False):
+        """Fail every unfinished batch with `error` (with in_flight, also those awaiting a response),
+        including records appended while aborting: appends in progress are waited for, as the Java client's
+        abortIncompleteBatches does."""
         self.aborted_error = error
         with self.lock:
             self.memory_freed.notify_all()
         while True:
-            self._abort_batches(error)
+            self._abort_batches(error, in_flight)
             if self.appends_in_progress == 0:
                 break
             time.sleep(0.001)
-        self._abort_batches(error)
+        self._abort_batches(error, in_flight)
 
-    cdef _abort_batches(self, error):
+    cdef _abort_batches(self, error, bint in_flight):
         cdef ProducerBatch batch
         with self.lock:
-            batches = [b for b in self.incomplete if (<ProducerBatch>b).state != BATCH_IN_FLIGHT]
+            batches = [b for b in self.incomplete
+                       if in_flight or (<ProducerBatch>b).state != BATCH_IN_FLIGHT]
         for batch in batches:
             self.fail(batch, error)
 

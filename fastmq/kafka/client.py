@@ -310,6 +310,9 @@ class KafkaClient:
                 pending.future.set_result(response)
 
         try:
+            # Which node answered in which version: the admin client reads version-dependent fields.
+            pending.future.node_id = node_id
+            pending.future.api_version = self.api_version(node_id, pending.request.API_KEY)
             self.send(node_id, pending.request, done, timeout=max(0.001, pending.deadline - now))
         except Exception as exc:
             pending.future.set_exception(exc)
@@ -344,6 +347,22 @@ class KafkaClient:
     def _want_metadata(self) -> None:
         self._metadata_wanted = True
 
+    def bootstrap(self, timeout: float) -> None:
+        """Any thread: wait until the first metadata arrived from a bootstrap server (kafka-python connects
+        at construction); KafkaTimeoutError, as kafka-python raises, when none answered within `timeout`."""
+        if self.cluster.version > 0:
+            return
+        self.request_update()
+        if not self.wait_for_metadata(0, timeout):
+            raise kerrors.KafkaTimeoutError(
+                f"Unable to bootstrap from {self.config.bootstrap_servers}: no broker answered within "
+                f"{timeout:.1f} s{self._connection_trouble()}")
+
+    def _connection_trouble(self) -> str:
+        """Why the known brokers are not connected, for error messages ('' when nothing is known)."""
+        errors = {str(e) for e in (self.pool.last_error(node) for node in self._known_nodes()) if e is not None}
+        return f" (last connection errors: {'; '.join(sorted(errors))})" if errors else ""
+
     def wait_for_metadata(self, version: int, timeout: float) -> bool:
         """Any thread: wait for a metadata update newer than `version`."""
         return self.cluster.wait_for_version(version, timeout)
@@ -369,9 +388,9 @@ class KafkaClient:
             if remaining <= 0:
                 if info is not None:
                     return info
-                if error_code:
-                    raise kerrors.for_code(error_code)(f"topic {topic!r}")
-                raise kerrors.KafkaTimeoutError(f"Failed to update metadata after {timeout:.1f} secs.")
+                why = (f": topic {topic!r} is {kerrors.for_code(error_code).message}" if error_code
+                       else self._connection_trouble())
+                raise kerrors.KafkaTimeoutError(f"Failed to update metadata after {timeout:.1f} secs{why}.")
             if self.cluster.version > version:
                 version = self.request_update()
                 # Leaders are being elected or the topic is being created: back off before asking again.

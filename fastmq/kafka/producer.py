@@ -195,12 +195,17 @@ class Producer:
             deadline = None if timeout is None else time.monotonic() + timeout
             while acc.has_incomplete() and (deadline is None or time.monotonic() < deadline):
                 time.sleep(0.005)
-        if acc.has_incomplete():
-            acc.abort(kerrors.KafkaError("Producer is closed forcefully."))
+        forced = acc.has_incomplete()
+        error = kerrors.KafkaError("Producer is closed forcefully.")
+        if forced:
+            acc.abort(error)
             if timeout != 0:
-                _log.warning("producer closed with records still in flight after %.1f s", timeout or 0)
+                _log.warning("producer closed with records unacknowledged after %.1f s", timeout or 0)
+        self._sender.closing = True
         self.client.loop.remove_poll_hook(self._sender.poll)
         self.client.close()
+        if forced:
+            acc.abort(error, in_flight=True)     # requests the closed connections left unanswered
 
     def __enter__(self) -> "Producer":
         return self

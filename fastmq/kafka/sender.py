@@ -98,6 +98,7 @@ class Sender:
         self._producer_id_retry_at = 0.0
         self._fatal: BaseException | None = None
         self._topic_ids: dict[Any, str] = {}
+        self.closing = False            # set by the producer's close(): failures end batches, not retry them
 
     # ---- the poll hook ------------------------------------------------------------------------------
 
@@ -220,7 +221,7 @@ class Sender:
         acc = self.accumulator
         if error is not None:
             # The whole request failed (connection lost, timeout): every batch may be retried.
-            if self.health.failed(node_id, now):
+            if not self.closing and self.health.failed(node_id, now):
                 self._apply_metadata(now)
             self.client.request_update()
             for batch in batches:
@@ -275,7 +276,7 @@ class Sender:
     def _retry_or_fail(self, batch: Any, error: BaseException, now: float, retriable: bool | None = None) -> None:
         if retriable is None:
             retriable = getattr(error, "retriable", False)
-        if retriable and batch.attempts <= self.retries and self._fatal is None:
+        if retriable and batch.attempts <= self.retries and self._fatal is None and not self.closing:
             self.metrics.retries += 1
             _log.debug("retrying %s (attempt %d): %s", batch.topic_partition, batch.attempts, error)
             self.accumulator.retry(batch, now)

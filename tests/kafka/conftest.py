@@ -10,9 +10,11 @@ import os
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,17 +75,19 @@ class TansuBroker:
                 self.log_path.unlink(missing_ok=True)
 
 
-def _start_tansu() -> TansuBroker:
+def _start_tansu(advertised_port: int | None = None, extra_args: tuple[str, ...] = ()) -> TansuBroker:
+    """Start a broker on a free port; clients are told to reach it at advertised_port (a proxy's) if given."""
     binary = _tansu_binary()
     port = _free_port()
     url = f"tcp://127.0.0.1:{port}"
+    advertised = f"tcp://127.0.0.1:{advertised_port or port}"
     log_file = tempfile.NamedTemporaryFile(prefix="tansu-", suffix=".log", delete=False)
     env = dict(os.environ)
     for name in ("STORAGE_ENGINE", "LISTENER_URL", "ADVERTISED_LISTENER_URL", "SCHEMA_REGISTRY"):
         env.pop(name, None)
     process = subprocess.Popen(
-        [binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
-         "--storage-engine", "memory://tansu/"],
+        [binary, "broker", "--listener-url", url, "--advertised-listener-url", advertised,
+         "--storage-engine", "memory://tansu/", *extra_args],
         stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
     )
     broker = TansuBroker("127.0.0.1", port, process, Path(log_file.name), log_file)
@@ -108,6 +112,193 @@ def _start_tansu() -> TansuBroker:
 _running: list[TansuBroker] = []
 
 
+class FaultProxy:
+    """A TCP proxy on 127.0.0.1 between clients and a broker, with faults switched on and off by tests.
+
+    cut_after(n): the next connection that carries n more client->broker bytes is cut in the middle of
+    that stream (both sides closed), as a broken network would. delay(seconds): broker->client bytes
+    are held that long. refuse(): new connections are closed at once. tls_context: the proxy terminates
+    TLS for the clients (a TLS front for a broker that has none). Every thread is bounded by stop().
+    """
+
+    def __init__(self, upstream_port: int, tls_context: Any = None) -> None:
+        self.upstream_port = upstream_port
+        self.tls_context = tls_context
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.sock.settimeout(0.1)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self.cuts = 0
+        self._cut_after: int | None = None
+        self._delay = 0.0
+        self._refuse = False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._sockets: list[socket.socket] = []
+        self._threads: list[threading.Thread] = []
+        self._accept = threading.Thread(target=self._accept_loop, name="fault-proxy", daemon=True)
+        self._accept.start()
+
+    def cut_after(self, client_bytes: int | None) -> None:
+        with self._lock:
+            self._cut_after = client_bytes
+
+    def delay(self, seconds: float) -> None:
+        self._delay = seconds
+
+    def refuse(self, refuse: bool = True) -> None:
+        self._refuse = refuse
+
+    def heal(self) -> None:
+        self.cut_after(None)
+        self.delay(0.0)
+        self.refuse(False)
+
+    def _accept_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _ = self.sock.accept()
+            except (TimeoutError, socket.timeout):
+                continue
+            except OSError:
+                return
+            if self._refuse:
+                client.close()
+                continue
+            self.connections += 1
+            thread = threading.Thread(target=self._serve, args=(client,), daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _serve(self, client: socket.socket) -> None:
+        try:
+            if self.tls_context is not None:
+                client.settimeout(5.0)
+                client = self.tls_context.wrap_socket(client, server_side=True)
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=5.0)
+        except OSError:
+            client.close()
+            return
+        with self._lock:
+            self._sockets += [client, upstream]
+        done = threading.Event()
+        pumps = [threading.Thread(target=self._pump, args=(client, upstream, True, done), daemon=True),
+                 threading.Thread(target=self._pump, args=(upstream, client, False, done), daemon=True)]
+        for pump in pumps:
+            pump.start()
+        for pump in pumps:
+            pump.join()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, to_broker: bool, done: threading.Event) -> None:
+        source.settimeout(0.1)
+        try:
+            while not done.is_set() and not self._stop.is_set():
+                try:
+                    data = source.recv(65536)
+                except (TimeoutError, socket.timeout):
+                    continue
+                if not data:
+                    break
+                if to_broker:
+                    with self._lock:
+                        budget = self._cut_after
+                        if budget is not None:
+                            if len(data) >= budget:
+                                self._cut_after = None
+                                self.cuts += 1
+                                sink.sendall(data[:budget])
+                                break
+                            self._cut_after = budget - len(data)
+                elif self._delay:
+                    end = time.monotonic() + self._delay
+                    while not self._stop.is_set() and time.monotonic() < end:
+                        time.sleep(min(0.05, max(0.0, end - time.monotonic())))
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            done.set()
+            for sock in (source, sink):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                sock.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.sock.close()
+        self._accept.join(5)
+        with self._lock:
+            for sock in self._sockets:
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+        for thread in self._threads:
+            thread.join(5)
+
+
+@dataclass
+class ProxiedBroker:
+    """A Tansu broker that advertises a FaultProxy's address, so every client connection crosses it."""
+
+    broker: TansuBroker
+    proxy: FaultProxy
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.proxy.port}"
+
+
+@pytest.fixture
+def proxied_tansu():
+    """A fresh Tansu reached only through a FaultProxy (.proxy): for fault injection tests."""
+    yield from _proxied(None)
+
+
+@pytest.fixture
+def tls_tansu(pki):
+    """A fresh Tansu behind a TLS-terminating proxy (Tansu 0.6 itself does not do TLS): the proxy holds
+    the test PKI's server certificate for 127.0.0.1/localhost."""
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(pki.server_cert, pki.server_key)
+    yield from _proxied(context)
+
+
+@pytest.fixture
+def authenticating_tansu():
+    """A fresh Tansu started with --authentication (SCRAM required)."""
+    broker = _start_tansu(extra_args=("--authentication",))
+    _running.append(broker)
+    try:
+        yield broker
+    finally:
+        broker.stop()
+        _running.remove(broker)
+
+
+def _proxied(tls_context: Any):
+    broker = None
+    proxy = None
+    try:
+        # The proxy needs the broker's port and the broker the proxy's: reserve the proxy port first.
+        proxy = FaultProxy(upstream_port=0, tls_context=tls_context)
+        broker = _start_tansu(advertised_port=proxy.port)
+        proxy.upstream_port = broker.port
+        _running.append(broker)
+        yield ProxiedBroker(broker, proxy)
+    finally:
+        if proxy is not None:
+            proxy.stop()
+        if broker is not None:
+            broker.stop()
+            if broker in _running:
+                _running.remove(broker)
+
+
 @pytest.fixture(scope="session")
 def tansu():
     """A Tansu broker on 127.0.0.1 for the whole session: .bootstrap_servers, .host, .port, .log_tail()."""
@@ -124,7 +315,9 @@ def tansu():
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    if report.failed and "tansu" in getattr(item, "fixturenames", ()) and _running:
+    uses_broker = {"tansu", "proxied_tansu", "tls_tansu", "authenticating_tansu"} & set(
+        getattr(item, "fixturenames", ()))
+    if report.failed and uses_broker and _running:
         broker = _running[-1]
         broker.keep_log = True
         report.sections.append((f"tansu output (tail of {broker.log_path})", broker.log_tail()))

@@ -1,0 +1,267 @@
+"""kafka-python 3.x's client classes on fastmq: change `from kafka import KafkaProducer` into
+`from fastmq.kafka.compat import KafkaProducer` and nothing else.
+
+The constructors take kafka-python's keyword arguments with the same defaults (unknown keywords raise
+ValueError, as there), the methods keep their names, signatures and return types, and errors are raised as
+kafka-python's classes of the same names (fastmq.kafka.errors). Settings that only tune kafka-python's own
+internals (selector, kafka_client, metric reporters, client_dns_lookup, api_version) are accepted and have
+no effect: fastmq negotiates API versions with every broker itself.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from fastmq.kafka import errors as kerrors
+from fastmq.kafka.partitioner import ClusterView, DefaultPartitioner, Partitioner
+from fastmq.kafka.producer import CODECS, Producer
+from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition  # noqa: F401  (kafka-python exports them)
+
+_log = logging.getLogger(__name__)
+
+_client_ids = iter(range(1, 1 << 62))
+_client_ids_lock = threading.Lock()
+
+
+def _next_client_id(kind: str) -> str:
+    with _client_ids_lock:
+        return f"kafka-python-{kind}-{next(_client_ids)}"
+
+
+class _Unset:
+    """Marks a kafka-python default whose value is an object created per producer."""
+
+
+PRODUCER_DEFAULTS: dict[str, Any] = {
+    "bootstrap_servers": "localhost",
+    "client_id": None,
+    "key_serializer": None,
+    "value_serializer": None,
+    "enable_idempotence": True,
+    "transactional_id": None,
+    "transaction_timeout_ms": 60000,
+    "delivery_timeout_ms": 120000,
+    "acks": -1,
+    "compression_type": None,
+    "retries": float("inf"),
+    "batch_size": 16384,
+    "linger_ms": 0,
+    "partitioner": _Unset,
+    "connections_max_idle_ms": 9 * 60 * 1000,
+    "max_block_ms": 60000,
+    "max_request_size": 1048576,
+    "allow_auto_create_topics": True,
+    "metadata_max_age_ms": 300000,
+    "client_dns_lookup": "use_all_dns_ips",
+    "retry_backoff_ms": 100,
+    "request_timeout_ms": 30000,
+    "receive_message_max_bytes": 100_000_000,
+    "receive_buffer_bytes": None,
+    "send_buffer_bytes": None,
+    "socket_options": _Unset,
+    "reconnect_backoff_ms": 50,
+    "reconnect_backoff_max_ms": 30000,
+    "max_in_flight_requests_per_connection": 5,
+    "security_protocol": "PLAINTEXT",
+    "ssl_context": None,
+    "ssl_check_hostname": True,
+    "ssl_cafile": None,
+    "ssl_certfile": None,
+    "ssl_keyfile": None,
+    "ssl_crlfile": None,
+    "ssl_password": None,
+    "ssl_ciphers": None,
+    "api_version": None,
+    "bootstrap_timeout_ms": 30000,
+    "metric_reporters": [],
+    "metrics_enabled": True,
+    "metrics_num_samples": 2,
+    "metrics_sample_window_ms": 30000,
+    "selector": None,
+    "sasl_mechanism": None,
+    "sasl_plain_username": None,
+    "sasl_plain_password": None,
+    "sasl_kerberos_name": None,
+    "sasl_kerberos_service_name": "kafka",
+    "sasl_kerberos_domain_name": None,
+    "sasl_oauth_token_provider": None,
+    "proxy_url": None,
+    "socks5_proxy": None,
+    "kafka_client": None,
+}
+
+# Keys handed to the client's connection settings as they are.
+_CLIENT_KEYS = (
+    "client_id", "connections_max_idle_ms", "allow_auto_create_topics", "metadata_max_age_ms",
+    "receive_message_max_bytes", "receive_buffer_bytes", "send_buffer_bytes", "reconnect_backoff_ms",
+    "reconnect_backoff_max_ms", "security_protocol", "ssl_context", "ssl_check_hostname", "ssl_cafile",
+    "ssl_certfile", "ssl_keyfile", "ssl_crlfile", "ssl_password", "ssl_ciphers", "sasl_mechanism",
+    "sasl_plain_username", "sasl_plain_password",
+)
+_UNSUPPORTED = {
+    "sasl_oauth_token_provider": "SASL OAUTHBEARER", "proxy_url": "connecting through a proxy",
+    "socks5_proxy": "connecting through a SOCKS5 proxy", "transactional_id": "transactional producers",
+}
+
+
+def _serializer(serializer: Any) -> Any:
+    """kafka-python 3 serializers: an object with serialize(topic, headers, data), or a plain function of data."""
+    if serializer is None:
+        return None
+    if hasattr(serializer, "serialize"):
+        return serializer.serialize
+    return lambda topic, headers, data: serializer(data)
+
+
+class KafkaProducer(Producer):
+    """kafka-python's KafkaProducer on fastmq's producer (same keywords, defaults, results and errors)."""
+
+    DEFAULT_CONFIG = PRODUCER_DEFAULTS
+
+    def __init__(self, **configs: Any) -> None:
+        unknown = set(configs) - set(PRODUCER_DEFAULTS)
+        if unknown:
+            raise ValueError(f"Unrecognized configs: { {k: configs[k] for k in sorted(unknown)} }")
+        config = {k: (configs[k] if k in configs else v) for k, v in PRODUCER_DEFAULTS.items()}
+        for key, feature in _UNSUPPORTED.items():
+            if config[key] is not None:
+                raise kerrors.KafkaConfigurationError(f"{key}: {feature} is not supported by fastmq yet")
+        if config["sasl_mechanism"] == "GSSAPI":
+            raise kerrors.KafkaConfigurationError("sasl_mechanism GSSAPI (Kerberos) is not supported by fastmq")
+        if config["client_id"] is None:
+            config["client_id"] = _next_client_id("producer")
+        if config["acks"] == "all":
+            config["acks"] = -1
+        if config["compression_type"] not in CODECS:
+            raise ValueError(f"Not supported codec: {config['compression_type']}")
+        # Idempotence defaults as kafka-python decides them: conflicting explicit settings win over the
+        # default (with a warning), but not over an explicit enable_idempotence=True.
+        explicit = set(configs)
+        if config["enable_idempotence"]:
+            conflicts = []
+            if "acks" in explicit and config["acks"] != -1:
+                conflicts.append(("acks", config["acks"]))
+            if "retries" in explicit and config["retries"] == 0:
+                conflicts.append(("retries", 0))
+            if "max_in_flight_requests_per_connection" in explicit and config[
+                    "max_in_flight_requests_per_connection"] > 5:
+                conflicts.append(("max_in_flight_requests_per_connection",
+                                  config["max_in_flight_requests_per_connection"]))
+            if conflicts:
+                text = ", ".join(f"{k}={v!r}" for k, v in conflicts)
+                if "enable_idempotence" in explicit:
+                    raise kerrors.KafkaConfigurationError(
+                        f"enable_idempotence=True is incompatible with user-provided {text}")
+                _log.warning("Idempotence will be disabled because user-provided config conflicts with "
+                             "idempotent defaults: %s", text)
+                config["enable_idempotence"] = False
+        self.config = config
+        client_options = {k: config[k] for k in _CLIENT_KEYS}
+        if config["socket_options"] is not _Unset:
+            client_options["socket_options"] = list(config["socket_options"])
+        partitioner = config["partitioner"]
+        self._custom_partitioner = None
+        if partitioner is not _Unset and not isinstance(partitioner, DefaultPartitioner) and not (
+                type(partitioner).__name__ in ("DefaultPartitioner", "StickyPartitioner")
+                and type(partitioner).__module__.startswith("kafka.partitioner")):
+            self._custom_partitioner = partitioner
+        super().__init__(
+            config["bootstrap_servers"], acks=config["acks"], compression_type=config["compression_type"],
+            batch_size=config["batch_size"], linger_ms=config["linger_ms"], max_block_ms=config["max_block_ms"],
+            max_request_size=config["max_request_size"], request_timeout_ms=config["request_timeout_ms"],
+            delivery_timeout_ms=config["delivery_timeout_ms"], retries=config["retries"],
+            retry_backoff_ms=config["retry_backoff_ms"], enable_idempotence=config["enable_idempotence"],
+            max_in_flight_requests_per_connection=config["max_in_flight_requests_per_connection"],
+            **client_options)
+        self._serialize_key = _serializer(config["key_serializer"])
+        self._serialize_value = _serializer(config["value_serializer"])
+        try:
+            self.client.bootstrap(config["bootstrap_timeout_ms"] / 1000.0)
+        except BaseException:
+            super().close(0)
+            raise
+
+    def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
+        """Publish a record; returns a FutureRecordMetadata (kafka-python's semantics and errors)."""
+        if self._closed:
+            raise kerrors.IllegalStateError("KafkaProducer already closed!")
+        if value is None and key is None:
+            raise ValueError("Need at least one: key or value")
+        if headers is not None:
+            if not isinstance(headers, list):
+                raise TypeError("headers must be list-type")
+            for item in headers:
+                if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
+                        and isinstance(item[1], bytes)):
+                    raise TypeError("All headers items must be (str, bytes) tuples")
+        if self._serialize_key is not None:
+            key = self._serialize_key(topic, headers or [], key)
+        if self._serialize_value is not None:
+            value = self._serialize_value(topic, headers or [], value)
+        for name, data in (("key", key), ("value", value)):
+            if data is not None and type(data) not in (bytes, bytearray, memoryview):
+                raise TypeError(f"Unsupported type for serialized {name}: {type(data)}")
+        size = 61 + 21 + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+        if size > self.max_request_size:
+            raise kerrors.MessageSizeTooLargeError(
+                f"The message is {size} bytes when serialized which is larger than the maximum request size "
+                "you have configured with the max_request_size configuration")
+        if partition is not None and partition < 0:
+            raise ValueError("partition must be >= 0")
+        if partition is None and self._custom_partitioner is not None:
+            if topic not in self.client.cluster.topics:
+                self.client.topic_metadata(topic, self.max_block)
+            partition = self._call_partitioner(topic, key, value)
+        try:
+            future = self._accumulator.send(self._accumulator.topic(topic), partition, key, value, headers,
+                                            timestamp_ms)
+            if future is None:
+                future = self._send_slow(topic, value, key, headers, partition, timestamp_ms)
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
+        return future
+
+    def _call_partitioner(self, topic: str, key: Any, value: Any) -> int:
+        partitioner = self._custom_partitioner
+        cluster = ClusterView(self.client.cluster)
+        if isinstance(partitioner, Partitioner) or type(partitioner).__module__.startswith("kafka."):
+            chosen = partitioner.partition(topic, key, key, value, value, cluster)
+        elif hasattr(partitioner, "partition"):
+            chosen = partitioner.partition(topic, key, cluster)
+        else:   # kafka-python 1.x/2.x: partitioner(serialized_key, all_partitions, available_partitions)
+            info = self.client.cluster.topics[topic]
+            chosen = partitioner(key, sorted(p.partition for p in info.partitions),
+                                 sorted(p.partition for p in info.partitions if p.leader >= 0))
+        if chosen is None:
+            raise ValueError(f"Partitioner did not assign a partition for topic {topic}!")
+        return chosen
+
+    def bootstrap_connected(self) -> bool:
+        """True once metadata came from a bootstrap server."""
+        return self.client.cluster.version > 0
+
+    def close(self, timeout=None, null_logger=False):
+        """Flush what was sent and close (timeout in seconds; 0 aborts what is unsent)."""
+        if timeout is not None and timeout < 0:
+            raise ValueError(f"Invalid timeout: {timeout}")
+        super().close(timeout)
+
+    def metrics(self, raw=False):
+        """Producer metrics as kafka-python groups them ({group: {name: value}})."""
+        return super().metrics() if self.config["metrics_enabled"] else None
+
+    def __del__(self):
+        if not getattr(self, "_closed", True):
+            try:
+                super().close(0)
+            except Exception:
+                pass
+
+    def init_transactions(self):
+        raise kerrors.KafkaConfigurationError("transactional producers are not supported by fastmq yet")
+
+    begin_transaction = commit_transaction = abort_transaction = init_transactions
+
+    def send_offsets_to_transaction(self, offsets, group_metadata):
+        self.init_transactions()
