@@ -1,0 +1,78 @@
+"""Fixtures of the store tests: tiny files, a settable clock and disk-usage source, and stores that always close."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from fastmq.store import MessageStore, MessageStoreConfig
+
+GOLDEN = Path(__file__).resolve().parents[2] / "../shared/golden/rocketmq"
+
+# 2026-01-15 10:00:00 local time: not the deletion hour.
+BASE_MILLIS = 1_768_467_600_000
+
+
+class ManualClock:
+    """A clock tests move by hand (milliseconds)."""
+
+    def __init__(self, millis: int = BASE_MILLIS) -> None:
+        self.millis = millis
+
+    def __call__(self) -> int:
+        return self.millis
+
+    def advance(self, millis: int) -> None:
+        self.millis += millis
+
+
+class DiskUsage:
+    """A disk-usage source tests set (fraction 0..1)."""
+
+    def __init__(self, ratio: float = 0.10) -> None:
+        self.ratio = ratio
+        self.paths: list[str] = []
+
+    def __call__(self, path: str) -> float:
+        self.paths.append(path)
+        return self.ratio
+
+
+def small_config(**overrides) -> MessageStoreConfig:
+    """64 KiB CommitLog files, 50-unit ConsumeQueue files, a 64-slot index of 256 entries."""
+    values = dict(mapped_file_size_commit_log=64 * 1024, mapped_file_size_consume_queue=50 * 20,
+                  max_hash_slot_num=64, max_index_num=256, delete_commit_log_files_interval_ms=0,
+                  delete_consume_queue_files_interval_ms=0, flush_interval_commit_log_ms=50,
+                  flush_interval_consume_queue_ms=50)
+    values.update(overrides)
+    return MessageStoreConfig(**values)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def disk() -> DiskUsage:
+    return DiskUsage()
+
+
+@pytest.fixture
+def open_store(tmp_path):
+    """open_store(path=None, **config overrides) -> MessageStore; every store opened is closed at teardown."""
+    stores: list[MessageStore] = []
+
+    def opener(path: Path | None = None, config: MessageStoreConfig | None = None, **overrides) -> MessageStore:
+        if config is None:
+            config = small_config(**overrides)
+        elif overrides:
+            config = dataclasses.replace(config, **overrides)
+        store = MessageStore(path or tmp_path / "store", config)
+        stores.append(store)
+        return store
+
+    yield opener
+    for store in stores:
+        store.close()

@@ -1,0 +1,79 @@
+"""Flushing: synchronous group commit, asynchronous interval / least-pages flushing, ConsumeQueue flushing and
+the checkpoint it writes. Every wait is bounded."""
+from __future__ import annotations
+
+import struct
+import threading
+import time
+
+from fastmq.store import FlushDiskType, PutMessageStatus
+
+DEADLINE_SECONDS = 10
+
+
+def wait_until(condition) -> bool:
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()
+
+
+def test_group_commit_shares_fsyncs_between_appenders(open_store):
+    store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commit_log=1 << 20)
+    service = store.group_commit_service
+    results = []
+    lock = threading.Lock()
+
+    def append(thread_id):
+        for i in range(50):
+            result = store.put_message("T", thread_id, b"x" * 64)
+            assert result.ok
+            # Acknowledged means durable: the fsynced end is at or past this record.
+            assert service.flushed_offset >= result.end_offset
+            with lock:
+                results.append(result)
+
+    threads = [threading.Thread(target=append, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(results) == 400
+    assert service.flush_count < 400
+
+
+def test_sync_flush_timeout_is_reported(open_store):
+    store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout_ms=50)
+    store.group_commit_service.shutdown()
+    result = store.put_message("T", 0, b"x")
+    assert result.status is PutMessageStatus.FLUSH_DISK_TIMEOUT and not result.ok
+    assert store.get_messages("T", 0, 0).messages[0].body == b"x"      # stored all the same
+
+
+def test_async_flush_waits_for_least_pages(open_store):
+    store = open_store(flush_commit_log_least_pages=4, flush_commit_log_thorough_interval_ms=3_600_000,
+                       mapped_file_size_commit_log=1 << 20)
+    store.put_message("T", 0, b"small")
+    time.sleep(0.3)                       # six flush intervals: one small message is below 4 pages
+    assert store.commit_log.flushed_where == 0
+    result = store.put_messages("T", 0, [b"y" * 4000] * 5)
+    assert wait_until(lambda: store.commit_log.flushed_where >= 16384)
+    assert wait_until(lambda: store.checkpoint.physic_msg_timestamp == result.store_timestamp)
+
+
+def test_async_thorough_flush_takes_everything(open_store):
+    store = open_store(flush_commit_log_least_pages=4, flush_commit_log_thorough_interval_ms=100)
+    result = store.put_message("T", 0, b"small")
+    assert wait_until(lambda: store.commit_log.flushed_where == result.end_offset)
+
+
+def test_consume_queue_flush_writes_the_checkpoint(open_store):
+    store = open_store(flush_consume_queue_thorough_interval_ms=100)
+    result = store.put_message("T", 0, b"x", keys="k")
+    consume_queue = store.find_consume_queue("T", 0)
+    assert wait_until(lambda: consume_queue.mapped_file_queue.flushed_where == 20)
+    assert wait_until(lambda: struct.unpack_from(">qqq", (store.root / "checkpoint").read_bytes())[1:]
+                      == (result.store_timestamp, result.store_timestamp))
+    assert all(index_file.flushed for index_file in store.index_service.files)
