@@ -35,15 +35,19 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             info = bench.extra_info
             median = bench.stats.median
             entries.append((info.get("impl", bench.name), median, info))
-        fastmq_entries = [(impl, median) for impl, median, _ in entries if impl.startswith("fastmq")]
-        for impl, median, info in sorted(entries, key=lambda e: e[1]):
+        # Speeds, not times, are compared: entries may process different amounts (items, else bytes).
+        def speed(median: float, info: dict) -> float:
+            return (info.get("items") or info.get("bytes") or 1) / median
+
+        fastmq_entries = [(impl, speed(median, info)) for impl, median, info in entries if impl.startswith("fastmq")]
+        for impl, median, info in sorted(entries, key=lambda e: -speed(e[1], e[2])):
             cols = [f"{impl:<28}", f"{median * 1e6:12.1f} us"]
             if info.get("items"):
                 cols.append(_rate(info["items"] / median, "items/s"))
             if info.get("bytes"):
                 cols.append(_rate(info["bytes"] / median, "B/s"))
             if not impl.startswith("fastmq"):
-                cols += [f"{name} x{median / ours:.2f}" for name, ours in fastmq_entries]
+                cols += [f"{name} x{ours / speed(median, info):.2f}" for name, ours in fastmq_entries]
             write("   " + "  ".join(cols))
 
 

@@ -255,6 +255,8 @@ class KafkaClient:
             callback(response, None)
 
         conn.request(frame, on_frame, correlation_id, expect_response=expect_response, timeout=timeout)
+        if not expect_response:
+            conn.adapter.expect_no_response(correlation_id)
 
     # ---- sending from any thread ---------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ Handshake, on every new connection before it is READY:
 from __future__ import annotations
 
 import logging
+from collections import deque
 from typing import Any, Callable
 
 import fastmq
@@ -22,6 +23,7 @@ _log = logging.getLogger(__name__)
 
 API_VERSIONS_VERSION = 3
 SASL_HANDSHAKE_VERSION = 1
+UNANSWERED_REMEMBERED = 4096
 
 
 class KafkaAdapter(ProtocolAdapter):
@@ -34,12 +36,29 @@ class KafkaAdapter(ProtocolAdapter):
         self.sasl = sasl
         self.versions: dict[int, int] = dict(fixed_versions or {})
         self._fixed = fixed_versions is not None
+        # Recent requests sent expecting no response (see expect_no_response), oldest first, and as a set.
+        self._unanswered: deque[int] = deque()
+        self._unanswered_ids: set[int] = set()
 
     def make_splitter(self) -> KafkaFrameSplitter:
         return KafkaFrameSplitter(self.max_frame_size)
 
-    def correlation_id(self, frame: Any) -> int:
-        return kp.peek_correlation_id(frame)
+    def correlation_id(self, frame: Any) -> int | None:
+        correlation_id = kp.peek_correlation_id(frame)
+        if self._unanswered_ids and correlation_id in self._unanswered_ids:
+            return None         # answers a request sent expecting no response: see expect_no_response
+        return correlation_id
+
+    def expect_no_response(self, correlation_id: int) -> None:
+        """Remember a request sent expecting no response (acks=0 produce): some brokers (Tansu 0.6) answer
+        those anyway, and such an answer must be dropped rather than break the connection."""
+        self._unanswered.append(correlation_id)
+        self._unanswered_ids.add(correlation_id)
+        if len(self._unanswered) > UNANSWERED_REMEMBERED:
+            self._unanswered_ids.discard(self._unanswered.popleft())
+
+    def on_unsolicited(self, conn: Connection, frame: Any) -> None:
+        """Only answers to requests sent expecting no response get here (correlation_id): drop them."""
 
     def version_for(self, api_key: int) -> int:
         """The version to use for an API on this connection."""

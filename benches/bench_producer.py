@@ -1,0 +1,145 @@
+"""Producer throughput against one Tansu broker, in one run: fastmq vs confluent-kafka vs aiokafka vs
+kafka-python (1 partition, acks=1, linger 10 ms, batch 256 KiB), 100-byte values without compression and with
+lz4, and 1 KiB values against the loopback TCP bandwidth measured in the same run.
+
+Run: pytest benches/bench_producer.py --benchmark-only -s
+"""
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+import uuid
+
+import pytest
+
+from tests.support.tansu import start_tansu
+
+SMALL = b"x" * 100
+LARGE = b"y" * 1024
+# Records per client: the slow clients get fewer so the run stays short; rates are per record.
+COUNTS = {"fastmq": 1_000_000, "confluent-kafka": 1_000_000, "aiokafka": 300_000, "kafka-python": 100_000}
+
+
+@pytest.fixture(scope="module")
+def broker():
+    tansu = start_tansu()
+    yield tansu
+    tansu.stop()
+
+
+def produce_fastmq(servers, topic, value, count, codec):
+    from fastmq.kafka import Producer
+
+    with Producer(servers, linger_ms=10, batch_size=262144, acks=1, enable_idempotence=False,
+                  compression_type=codec, buffer_memory=256 << 20) as producer:
+        send = producer.send
+        for _ in range(count):
+            send(topic, value, partition=0)
+        producer.flush(300)
+
+
+def produce_confluent(servers, topic, value, count, codec):
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer({
+        "bootstrap.servers": servers, "linger.ms": 10, "batch.size": 262144, "acks": 1,
+        "compression.type": codec or "none", "queue.buffering.max.kbytes": 262144})
+    produce, poll = producer.produce, producer.poll
+    for _ in range(count):
+        while True:
+            try:
+                produce(topic, value, partition=0)
+                break
+            except BufferError:
+                poll(0.001)
+    assert producer.flush(300) == 0
+
+
+def produce_aiokafka(servers, topic, value, count, codec):
+    from aiokafka import AIOKafkaProducer
+
+    async def run():
+        producer = AIOKafkaProducer(bootstrap_servers=servers, linger_ms=10, max_batch_size=262144, acks=1,
+                                    compression_type=codec)
+        await producer.start()
+        try:
+            send = producer.send
+            for _ in range(count):
+                await send(topic, value, partition=0)
+            await producer.flush()
+        finally:
+            await producer.stop()
+
+    asyncio.run(run())
+
+
+def produce_kafka_python(servers, topic, value, count, codec):
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=servers, linger_ms=10, batch_size=262144, acks=1,
+                             compression_type=codec)
+    send = producer.send
+    for _ in range(count):
+        send(topic, value, partition=0)
+    producer.flush(300)
+    producer.close()
+
+
+CLIENTS = {"fastmq": produce_fastmq, "confluent-kafka": produce_confluent, "aiokafka": produce_aiokafka,
+           "kafka-python": produce_kafka_python}
+
+
+@pytest.mark.parametrize("codec", [None, "lz4"])
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_produce_100_bytes(compare, broker, client, codec):
+    count = COUNTS[client]
+    topic = f"bench-{client}-{codec}-{uuid.uuid4().hex[:6]}"
+    CLIENTS[client](broker.bootstrap_servers, topic, b"w", 1, codec)     # create the topic, warm up
+    bench = compare(f"produce 100 B, acks=1, {codec or 'no compression'}", client, items=count,
+                    nbytes=count * len(SMALL))
+    bench.pedantic(CLIENTS[client], args=(broker.bootstrap_servers, topic, SMALL, count, codec), rounds=1,
+                   iterations=1)
+
+
+@pytest.mark.parametrize("client", ["fastmq", "confluent-kafka"])
+def test_produce_1_kib(compare, broker, client):
+    count = 500_000
+    topic = f"bench-large-{client}-{uuid.uuid4().hex[:6]}"
+    CLIENTS[client](broker.bootstrap_servers, topic, b"w", 1, None)
+    bench = compare("produce 1 KiB, acks=1 (vs loopback TCP)", client, items=count, nbytes=count * len(LARGE))
+    bench.pedantic(CLIENTS[client], args=(broker.bootstrap_servers, topic, LARGE, count, None), rounds=1,
+                   iterations=1)
+
+
+def test_loopback_tcp_bandwidth(compare):
+    """The ceiling for the 1 KiB case: one sender and one receiver thread over 127.0.0.1."""
+    total = 2 << 30
+    chunk = b"z" * (1 << 20)
+
+    def pump():
+        server = socket.create_server(("127.0.0.1", 0))
+        received = [0]
+
+        def receive():
+            conn, _ = server.accept()
+            buffer = bytearray(1 << 20)
+            with conn:
+                while received[0] < total:
+                    n = conn.recv_into(buffer)
+                    if not n:
+                        break
+                    received[0] += n
+
+        reader = threading.Thread(target=receive)
+        reader.start()
+        with socket.create_connection(server.getsockname()) as sender:
+            for _ in range(total // len(chunk)):
+                sender.sendall(chunk)
+        reader.join(60)
+        server.close()
+        assert received[0] == total
+
+    bench = compare("produce 1 KiB, acks=1 (vs loopback TCP)", "loopback TCP", nbytes=total)
+    bench.pedantic(pump, rounds=1, iterations=1)
