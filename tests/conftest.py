@@ -13,6 +13,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from hypothesis import HealthCheck, settings
 
+from tests.support.tansu import RUNNING, start_tansu
+
 # Property tests run without per-example deadlines (the machine is shared with brokers started by other
 # tests); FASTMQ_HYPOTHESIS_PROFILE=thorough multiplies the examples for a longer local run.
 settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -21,6 +23,35 @@ settings.register_profile("thorough", deadline=None, max_examples=2000,
 settings.load_profile(os.environ.get("FASTMQ_HYPOTHESIS_PROFILE", "default"))
 
 GOLDEN = Path(__file__).resolve().parents[1].parent / "shared" / "golden"
+
+
+# ---- Kafka brokers: Tansu (Apache Kafka compatible, memory storage) on 127.0.0.1 ---------------------
+# `tansu` starts one broker per session; its output goes to a temporary file whose tail is attached to the
+# report of every failing test that used a broker (the file is kept then).
+
+@pytest.fixture(scope="session")
+def tansu():
+    """A Tansu broker on 127.0.0.1 for the whole session: .bootstrap_servers, .host, .port, .log_tail()."""
+    broker = start_tansu()
+    RUNNING.append(broker)
+    try:
+        yield broker
+    finally:
+        broker.stop()
+        RUNNING.remove(broker)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    uses_broker = {"tansu", "proxied_tansu", "tls_tansu", "authenticating_tansu"} & set(
+        getattr(item, "fixturenames", ()))
+    if report.failed and uses_broker and RUNNING:
+        broker = RUNNING[-1]
+        broker.keep_log = True
+        report.sections.append((f"tansu output (tail of {broker.log_path})", broker.log_tail()))
+
 
 
 @pytest.fixture(scope="session")

@@ -225,7 +225,8 @@ class KafkaProducer(Producer):
     def _call_partitioner(self, topic: str, key: Any, value: Any) -> int:
         partitioner = self._custom_partitioner
         cluster = ClusterView(self.client.cluster)
-        if isinstance(partitioner, Partitioner) or type(partitioner).__module__.startswith("kafka."):
+        if isinstance(partitioner, Partitioner) or any(
+                base.__module__.startswith("kafka.partitioner") for base in type(partitioner).__mro__):
             chosen = partitioner.partition(topic, key, key, value, value, cluster)
         elif hasattr(partitioner, "partition"):
             chosen = partitioner.partition(topic, key, cluster)

@@ -1,9 +1,5 @@
-"""Fixtures of the Kafka tests: a real Tansu broker (Apache Kafka compatible, memory storage) on loopback.
-
-`tansu` starts one broker per test session on a free 127.0.0.1 port and stops it at the end. Its output goes
-to a temporary file, whose tail is attached to the report of every failing test that used the broker; the
-file is removed at the end unless such a test failed.
-"""
+"""Fixtures of the Kafka tests beyond the session-wide `tansu` (tests/conftest.py): fresh brokers behind a
+fault-injecting proxy, behind a TLS terminator, and with authentication required."""
 from __future__ import annotations
 
 import socket
@@ -14,9 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.support.tansu import TansuBroker, start_tansu
+from tests.support.tansu import RUNNING as _running, TansuBroker, start_tansu
 
-_running: list[TansuBroker] = []
 
 
 class FaultProxy:
@@ -204,27 +199,3 @@ def _proxied(tls_context: Any):
             broker.stop()
             if broker in _running:
                 _running.remove(broker)
-
-
-@pytest.fixture(scope="session")
-def tansu():
-    """A Tansu broker on 127.0.0.1 for the whole session: .bootstrap_servers, .host, .port, .log_tail()."""
-    broker = start_tansu()
-    _running.append(broker)
-    try:
-        yield broker
-    finally:
-        broker.stop()
-        _running.remove(broker)
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    uses_broker = {"tansu", "proxied_tansu", "tls_tansu", "authenticating_tansu"} & set(
-        getattr(item, "fixturenames", ()))
-    if report.failed and uses_broker and _running:
-        broker = _running[-1]
-        broker.keep_log = True
-        report.sections.append((f"tansu output (tail of {broker.log_path})", broker.log_tail()))

@@ -100,3 +100,7 @@ def start_tansu(advertised_port: int | None = None, extra_args: tuple[str, ...] 
             raise RuntimeError(f"tansu did not accept connections on port {port} within {START_TIMEOUT_S} s; "
                                f"its output:\n{broker.log_tail()}")
         time.sleep(0.05)
+
+
+RUNNING: list[TansuBroker] = []
+"""Brokers started by fixtures, newest last: a failing test that used one gets the newest one's log tail."""

@@ -6,7 +6,7 @@ import sys
 
 
 def test_bench_codec_prints_a_table():
-    result = subprocess.run([sys.executable, "-m", "fastmq.cli", "bench", "codec", "--records", "50",
+    result = subprocess.run([sys.executable, "-m", "fastmq", "bench", "codec", "--records", "50",
                              "--seconds", "0.01"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
@@ -15,6 +15,6 @@ def test_bench_codec_prints_a_table():
 
 
 def test_unknown_command_fails():
-    result = subprocess.run([sys.executable, "-m", "fastmq.cli", "nonsense"], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "fastmq", "nonsense"], capture_output=True, text=True,
                             timeout=60)
     assert result.returncode != 0 and "invalid choice" in result.stderr

@@ -1,14 +1,8 @@
-"""The `fastmq` command.
-
-    fastmq bench [codec]     measure the compiled record codecs (build, read, columnar, CRC-32C)
-
-The Kafka producer, consumer and embedded broker add their subcommands here as they land.
-"""
+"""`fastmq bench codec`: the compiled record codecs (build, read, columnar, CRC-32C) on this machine."""
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from collections.abc import Callable, Sequence
 
@@ -67,20 +61,19 @@ def _print_table(rows: Sequence[tuple[str, float, int, int]]) -> None:
         print(f"{name:<30}{seconds * 1e6:>10.1f}us{rate:>14}{size / seconds / 1e6:>10.0f}")
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="fastmq", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    bench = commands.add_parser("bench", help="run a benchmark")
-    bench.add_argument("target", nargs="?", default="codec", choices=["codec"])
-    bench.add_argument("--records", type=int, default=1000, help="records per batch (default 1000)")
-    bench.add_argument("--value-size", type=int, default=100, help="bytes per value (default 100)")
-    bench.add_argument("--seconds", type=float, default=1.0, help="time spent per case (default 1)")
-    args = parser.parse_args(argv)
-    if args.command == "bench":
-        print(f"fastmq codec benchmark: batches of {args.records} records x {args.value_size} B")
-        _print_table(bench_codec(args.records, args.value_size, args.seconds))
+def run(args: argparse.Namespace) -> int:
+    print(f"fastmq codec benchmark: batches of {args.records} records x {args.value_size} B")
+    _print_table(bench_codec(args.records, args.value_size, args.seconds))
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def register(commands: argparse._SubParsersAction, bench_targets: argparse._SubParsersAction) -> None:
+    bench = bench_targets.add_parser("codec", help="the compiled record codecs")
+    bench.add_argument("--records", type=int, default=1000, help="records per batch (default 1000)")
+    bench.add_argument("--value-size", type=int, default=100, help="bytes per value (default 100)")
+    bench.add_argument("--seconds", type=float, default=1.0, help="time spent per case (default 1)")
+    bench.set_defaults(func=run)
+
+
+# Until the embedded broker's produce/consume job exists, `fastmq bench` runs this one.
+DEFAULT_BENCH = "codec"
