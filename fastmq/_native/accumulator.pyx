@@ -101,6 +101,12 @@ cdef class ProducerBatch:
             _run_callback(<FutureRecordMetadata>future, function, on_success, on_error)
         return 0
 
+    def leaves(self):
+        """The batches that now hold this batch's records: itself, or its split children's leaves."""
+        if self.state != BATCH_SPLIT:
+            return [self]
+        return [leaf for _, child in self.children for leaf in child.leaves()]
+
     def _wait(self, timeout):
         # Creating the event and checking the state happen under the GIL without Python code between
         # them, so a completion cannot slip in unseen.
@@ -429,10 +435,24 @@ cdef class RecordAccumulator:
     cdef FutureRecordMetadata _append(self, TopicQueues topic, int32_t partition, int64_t timestamp,
                                       const char* key, Py_ssize_t key_len, const char* value,
                                       Py_ssize_t value_len, object headers):
+        cdef ProducerBatch batch = self._append_record(topic, partition, timestamp, key, key_len, value,
+                                                       value_len, headers)
+        cdef FutureRecordMetadata future = FutureRecordMetadata.__new__(FutureRecordMetadata)
+        future.batch = batch
+        future.index = batch.builder._record_count - 1
+        future.timestamp = timestamp
+        future.key_size = <int32_t>key_len
+        future.value_size = <int32_t>value_len
+        future.header_size = -1 if not headers else <int32_t>headers_size(headers)
+        return future
+
+    cdef ProducerBatch _append_record(self, TopicQueues topic, int32_t partition, int64_t timestamp,
+                                      const char* key, Py_ssize_t key_len, const char* value,
+                                      Py_ssize_t value_len, object headers):
+        # Encodes the record into its partition's open batch (opening one if needed); returns the batch.
         cdef PartitionQueue queue = topic.partitions[partition]
         cdef ProducerBatch batch = queue.open_batch
         cdef Py_ssize_t size = -1
-        cdef FutureRecordMetadata future
         if self.aborted_error is not None or self.closing:
             raise IllegalStateError("Cannot send after the producer is closed")
         if batch is not None:
@@ -441,16 +461,56 @@ cdef class RecordAccumulator:
                                             headers, False)
         if size < 0:
             batch = self._new_batch(topic, queue, timestamp, key, key_len, value, value_len, headers)
-        future = FutureRecordMetadata.__new__(FutureRecordMetadata)
-        future.batch = batch
-        future.index = batch.builder._record_count - 1
-        future.timestamp = timestamp
-        future.key_size = <int32_t>key_len
-        future.value_size = <int32_t>value_len
-        future.header_size = -1 if not headers else <int32_t>headers_size(headers)
         self.records_appended += 1
         self.bytes_appended += max(key_len, 0) + max(value_len, 0)
-        return future
+        return batch
+
+    def send_bulk(self, TopicQueues topic, object partition, object values, object keys, object timestamp_ms):
+        """Append many records without a future per record; returns the batches they went into.
+
+        values (and keys, or None) are sequences of bytes-like objects (None = null), or pyarrow binary /
+        string arrays, whose buffers are read in place. Returns None when the topic's partitions are not
+        known yet."""
+        cdef int32_t count = len(topic.partitions)
+        cdef int64_t timestamp
+        cdef ArrowBinary value_column, key_column
+        cdef Py_ssize_t i, n, value_len, key_len
+        cdef const char* value_data
+        cdef const char* key_data
+        cdef int32_t chosen
+        cdef ProducerBatch batch, previous = None
+        cdef dict batches = {}          # an ordered set of the batches written to
+        if count == 0:
+            return None
+        if partition is not None and not 0 <= partition < count:
+            raise ValueError(f"Unrecognized partition {partition} for topic {topic.name} ({count} partitions)")
+        timestamp = now_ms() if timestamp_ms is None else timestamp_ms
+        value_column = ArrowBinary.of(values, "values")
+        key_column = ArrowBinary.of(keys, "keys") if keys is not None else None
+        n = value_column.length
+        if key_column is not None and key_column.length != n:
+            raise ValueError(f"{key_column.length} keys for {n} values")
+        self.appends_in_progress += 1
+        try:
+            for i in range(n):
+                value_data = value_column.item(i, &value_len)
+                key_data = NULL
+                key_len = -1
+                if key_column is not None:
+                    key_data = key_column.item(i, &key_len)
+                if partition is not None:
+                    chosen = partition
+                elif key_data != NULL:
+                    chosen = (murmur2_nogil(key_data, key_len) & 0x7FFFFFFF) % count
+                else:
+                    chosen = self._sticky_partition(topic)
+                batch = self._append_record(topic, chosen, timestamp, key_data, key_len, value_data, value_len, None)
+                if batch is not previous:
+                    previous = batch
+                    batches[batch] = None
+        finally:
+            self.appends_in_progress -= 1
+        return list(batches)
 
     cdef ProducerBatch _new_batch(self, TopicQueues topic, PartitionQueue queue, int64_t timestamp,
                                   const char* key, Py_ssize_t key_len, const char* value,
@@ -769,6 +829,100 @@ cdef class RecordAccumulator:
 
     def has_incomplete(self):
         return bool(self.incomplete)
+
+
+@cython.final
+cdef class ArrowBinary:
+    """Read access to the items of a bulk send: a Python sequence of bytes-like objects, or an Arrow binary/
+    string column (pyarrow Array or ChunkedArray of one chunk), whose validity, offsets and data buffers are
+    read in place: no Python object per item."""
+    cdef Py_ssize_t length          # items
+    cdef list items                 # the Python sequence (None for an Arrow column)
+    cdef Py_buffer offsets_view     # Arrow: the offsets buffer (int32, or int64 for large_binary)
+    cdef Py_buffer data_view        # Arrow: the data buffer
+    cdef Py_buffer validity_view    # Arrow: the validity bitmap, when there is one
+    cdef bint arrow                 # an Arrow column
+    cdef bint large                 # 64-bit offsets
+    cdef bint has_validity          # validity_view holds a bitmap
+    cdef Py_ssize_t array_offset    # the array's offset into its buffers (slices)
+    cdef object owner               # keeps the Arrow array alive
+    cdef bytes scratch              # a copy of the last non-bytes Python item (valid until the next item)
+
+    @staticmethod
+    cdef ArrowBinary of(object source, str what):
+        cdef ArrowBinary column = ArrowBinary.__new__(ArrowBinary)
+        if hasattr(source, "chunks") and hasattr(source, "num_chunks"):      # pyarrow ChunkedArray
+            if source.num_chunks != 1:
+                source = source.combine_chunks()
+            else:
+                source = source.chunk(0)
+        if hasattr(source, "buffers") and hasattr(source, "type"):
+            column._open_arrow(source, what)
+        else:
+            column.items = source if isinstance(source, list) else list(source)
+            column.length = len(column.items)
+        return column
+
+    cdef int _open_arrow(self, array, str what) except -1:
+        import pyarrow as pa
+
+        kind = array.type
+        if pa.types.is_large_binary(kind) or pa.types.is_large_string(kind):
+            self.large = True
+        elif not (pa.types.is_binary(kind) or pa.types.is_string(kind)):
+            raise TypeError(f"{what}: an Arrow column of binary or string type is needed, not {kind}")
+        validity, offsets, data = array.buffers()
+        self.owner = array
+        self.arrow = True
+        self.length = len(array)
+        self.array_offset = array.offset
+        PyObject_GetBuffer(offsets, &self.offsets_view, PyBUF_SIMPLE)
+        if data is None:
+            data = pa.py_buffer(b"")
+        PyObject_GetBuffer(data, &self.data_view, PyBUF_SIMPLE)
+        if validity is not None and array.null_count:
+            PyObject_GetBuffer(validity, &self.validity_view, PyBUF_SIMPLE)
+            self.has_validity = True
+        return 0
+
+    def __dealloc__(self):
+        if self.arrow:
+            PyBuffer_Release(&self.offsets_view)
+            PyBuffer_Release(&self.data_view)
+            if self.has_validity:
+                PyBuffer_Release(&self.validity_view)
+
+    cdef const char* item(self, Py_ssize_t i, Py_ssize_t* length) except? NULL:
+        # Item i (NULL with length -1 for null). Python items must be bytes-like.
+        cdef Py_ssize_t at, start, end
+        if self.arrow:
+            at = i + self.array_offset
+            if self.has_validity and not ((<const unsigned char*>self.validity_view.buf)[at >> 3] >> (at & 7)) & 1:
+                length[0] = -1
+                return NULL
+            if self.large:
+                start = (<const int64_t*>self.offsets_view.buf)[at]
+                end = (<const int64_t*>self.offsets_view.buf)[at + 1]
+            else:
+                start = (<const int32_t*>self.offsets_view.buf)[at]
+                end = (<const int32_t*>self.offsets_view.buf)[at + 1]
+            if start < 0 or end < start or end > self.data_view.len:
+                raise ValueError("the Arrow column's offsets run outside its data buffer")
+            length[0] = end - start
+            return <const char*>self.data_view.buf + start
+        obj = self.items[i]
+        if obj is None:
+            length[0] = -1
+            return NULL
+        if PyBytes_CheckExact(obj):
+            length[0] = PyBytes_GET_SIZE(obj)
+            return PyBytes_AS_STRING(obj)
+        if PyUnicode_Check(obj):
+            raise TypeError("bulk send items must be bytes-like, not str (encode them first)")
+        # Other buffer objects (bytearray, memoryview) are rare here: a copy keeps the pointer valid.
+        self.scratch = bytes(obj)
+        length[0] = PyBytes_GET_SIZE(self.scratch)
+        return PyBytes_AS_STRING(self.scratch)
 
 
 cdef inline bint _borrow(object obj, Py_buffer* view, const char** data, Py_ssize_t* length,

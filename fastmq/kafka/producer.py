@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 from fastmq._native.accumulator import FutureRecordMetadata, RecordAccumulator
 from fastmq.kafka import errors as kerrors
@@ -116,31 +116,23 @@ class Producer:
             future = self._send_slow(topic, value, key, headers, partition, timestamp_ms)
         return future
 
-    def send_many(self, topic: str, values: Iterable[Any], *, keys: Iterable[Any] | None = None,
-                  partition: int | None = None, timestamp_ms: int | None = None) -> list[FutureRecordMetadata]:
-        """Queue many records in one call: values (and keys) from lists, or any iterables, including the
-        bytes items of a pyarrow array (to_pylist'ed lazily by iteration). Returns their futures."""
+    def send_many(self, topic: str, values: Any, *, keys: Any = None, partition: int | None = None,
+                  timestamp_ms: int | None = None) -> "BulkSendResult":
+        """Queue many records in one call, without a future per record: values (and keys) are sequences of
+        bytes-like objects or None, or pyarrow binary/string arrays (their buffers are read in place).
+        Serializers apply; a custom partitioner is not used (keys hash as the default partitioner does).
+        Returns a BulkSendResult that completes when every record is acknowledged."""
+        if self._key_serializer is not None and keys is not None:
+            keys = [None if k is None else self._key_serializer(k) for k in keys]
+        if self._value_serializer is not None:
+            values = [None if v is None else self._value_serializer(v) for v in values]
         accumulator = self._accumulator
-        topic_queues = accumulator.topic(topic)
-        send = accumulator.send
-        key_serializer, value_serializer = self._key_serializer, self._value_serializer
-        if self._partitioner is not None or key_serializer is not None or value_serializer is not None:
-            keys_iter = iter(keys) if keys is not None else None
-            return [self.send(topic, value, next(keys_iter) if keys_iter is not None else None,
-                              None, partition, timestamp_ms) for value in values]
-        futures = []
-        append = futures.append
-        if keys is None:
-            for value in values:
-                future = send(topic_queues, partition, None, value, None, timestamp_ms)
-                append(future if future is not None else self._send_slow(topic, value, None, None, partition,
-                                                                          timestamp_ms))
-        else:
-            for key, value in zip(keys, values, strict=True):
-                future = send(topic_queues, partition, key, value, None, timestamp_ms)
-                append(future if future is not None else self._send_slow(topic, value, key, None, partition,
-                                                                          timestamp_ms))
-        return futures
+        batches = accumulator.send_bulk(accumulator.topic(topic), partition, values, keys, timestamp_ms)
+        if batches is None:
+            info = self.client.topic_metadata(topic, self.max_block)
+            accumulator.update_topic(topic, info.leaders)
+            batches = accumulator.send_bulk(accumulator.topic(topic), partition, values, keys, timestamp_ms)
+        return BulkSendResult(batches, len(values))
 
     def _send_slow(self, topic: str, value: Any, key: Any, headers: Headers, partition: int | None,
                    timestamp_ms: int | None) -> FutureRecordMetadata:
@@ -190,13 +182,15 @@ class Producer:
             return
         self._closed = True
         acc = self._accumulator
-        acc.begin_close()
-        if timeout is None or timeout > 0:
+        error = kerrors.KafkaError("Producer is closed forcefully.")
+        if timeout == 0:
+            acc.abort(error)        # before anything is made urgent: nothing unsent goes out now
+        else:
+            acc.begin_close()       # everything unsent is ready now, linger or not
             deadline = None if timeout is None else time.monotonic() + timeout
             while acc.has_incomplete() and (deadline is None or time.monotonic() < deadline):
                 time.sleep(0.005)
         forced = acc.has_incomplete()
-        error = kerrors.KafkaError("Producer is closed forcefully.")
         if forced:
             acc.abort(error)
             if timeout != 0:
@@ -241,3 +235,41 @@ class Producer:
             "buffer-available-bytes": float(acc.buffer_memory - acc.used_memory),
             "outgoing-byte-total": float(self.client.metrics.bytes_out),
         }}
+
+
+class BulkSendResult:
+    """The outcome of Producer.send_many(): complete when every batch holding its records is."""
+
+    def __init__(self, batches: list, count: int) -> None:
+        self._batches = batches
+        self.count = count
+
+    def _leaves(self) -> list:
+        return [leaf for batch in self._batches for leaf in batch.leaves()]
+
+    @property
+    def is_done(self) -> bool:
+        return all(batch.is_done for batch in self._leaves())
+
+    @property
+    def exception(self) -> BaseException | None:
+        """The first error among the records' batches (None while pending or when all succeeded)."""
+        for batch in self._leaves():
+            if batch.is_done and batch.error is not None:
+                return batch.error
+        return None
+
+    def get(self, timeout: float | None = None) -> int:
+        """Wait until every record is acknowledged; returns how many were sent, raises the first error."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pending = list(self._batches)
+        while pending:
+            batch = pending.pop()
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not batch._wait(remaining):
+                raise kerrors.KafkaTimeoutError(f"Timeout after waiting for {timeout} secs.")
+            if not batch.is_done:           # split: its records moved to smaller batches
+                pending.extend(batch.leaves())
+            elif batch.error is not None:
+                raise batch.error
+        return self.count
