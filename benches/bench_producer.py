@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-import time
 import uuid
 
 import pytest

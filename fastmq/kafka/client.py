@@ -13,7 +13,6 @@ Two ways to send:
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field

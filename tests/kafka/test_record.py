@@ -9,7 +9,6 @@ import inspect
 import os
 
 import aiokafka.record.default_records as aiokafka_default
-import aiokafka.record.legacy_records as aiokafka_legacy
 import kafka.record.default_records as kp_default
 import kafka.record.legacy_records as kp_legacy
 import kafka.record.memory_records as kp_memory

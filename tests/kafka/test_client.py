@@ -1,0 +1,103 @@
+"""KafkaClient: bootstrap, version negotiation, metadata upkeep and requests from any thread, against Tansu."""
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from fastmq.kafka import errors as kerrors
+from fastmq.kafka import protocol as kp
+from fastmq.kafka.client import KafkaClient, parse_bootstrap_servers
+
+
+@pytest.fixture
+def client(tansu):
+    made = []
+
+    def make(**options):
+        options.setdefault("bootstrap_servers", tansu.bootstrap_servers)
+        made.append(KafkaClient(**options))
+        return made[-1]
+
+    yield make
+    for c in made:
+        c.close()
+
+
+def test_parse_bootstrap_servers():
+    assert parse_bootstrap_servers("a:1, b ,[::1]:3") == [("a", 1), ("b", 9092), ("::1", 3)]
+    with pytest.raises(kerrors.KafkaConfigurationError):
+        parse_bootstrap_servers("host:notaport")
+    with pytest.raises(kerrors.KafkaConfigurationError):
+        parse_bootstrap_servers(" , ")
+
+
+def test_bootstrap_skips_a_dead_server(client, tansu):
+    c = client(bootstrap_servers=f"127.0.0.1:1,{tansu.bootstrap_servers}", reconnect_backoff_ms=10)
+    c.bootstrap(10)
+    assert c.cluster.brokers and c.cluster.cluster_id
+
+
+def test_unreachable_cluster_gives_a_clear_timeout(client):
+    c = client(bootstrap_servers="127.0.0.1:1", reconnect_backoff_ms=10)
+    with pytest.raises(kerrors.KafkaTimeoutError, match="Unable to bootstrap .*refused"):
+        c.bootstrap(1.0)
+
+
+def test_versions_are_the_highest_both_sides_support(client):
+    c = client()
+    c.bootstrap(10)
+    node = next(iter(c.cluster.brokers))
+    c.request(node, kp.MetadataRequest(topics=[]))          # connected and negotiated
+    produce = c.loop.run_in_loop(c.api_version, node, kp.ApiKey.PRODUCE)
+    fetch = c.loop.run_in_loop(c.api_version, node, kp.ApiKey.FETCH)
+    # Tansu 0.6 advertises Produce 0-11 and Fetch 0-17 (kafka.md); fastmq speaks more of both.
+    assert (produce, fetch) == (min(11, kp.SUPPORTED_VERSIONS[0][1]), min(17, kp.SUPPORTED_VERSIONS[1][1]))
+    with pytest.raises(kerrors.UnsupportedVersionError):
+        c.loop.run_in_loop(c.api_version, node, kp.ApiKey.CREATE_PARTITIONS)   # Tansu lacks it
+
+
+def test_metadata_refreshes_periodically_and_on_demand(client):
+    c = client(metadata_max_age_ms=200)
+    c.bootstrap(10)
+    first = c.cluster.version
+    assert c.wait_for_metadata(first, 5) and c.cluster.version > first
+    topic = f"client-{uuid.uuid4().hex[:8]}"
+    info = c.topic_metadata(topic, 10)                       # auto-created by the Metadata request
+    assert info.name == topic and len(info.partitions) >= 1
+    assert all(p.leader in c.cluster.brokers for p in info.partitions)
+
+
+def test_requests_from_other_threads_and_futures(client):
+    c = client()
+    futures = [c.call(None, kp.MetadataRequest(topics=[])) for _ in range(20)]
+    assert all(f.result(10).brokers for f in futures)
+
+
+def test_plain_mechanism_refused_by_a_scram_only_broker(authenticating_tansu):
+    # Tansu answers a PLAIN handshake by closing the connection; the error says why the bootstrap failed.
+    c = KafkaClient(bootstrap_servers=authenticating_tansu.bootstrap_servers, security_protocol="SASL_PLAINTEXT",
+                    sasl_mechanism="PLAIN", sasl_plain_username="u", sasl_plain_password="p")
+    try:
+        with pytest.raises(kerrors.KafkaTimeoutError, match="does not offer SASL mechanism PLAIN|closed by the peer"):
+            c.bootstrap(2)
+    finally:
+        c.close()
+
+
+def test_bad_security_settings_fail_at_construction():
+    with pytest.raises(kerrors.KafkaConfigurationError):
+        KafkaClient(bootstrap_servers="x:1", security_protocol="SASL_PLAINTEXT", sasl_mechanism="GSSAPI",
+                    sasl_plain_username="u", sasl_plain_password="p")
+    with pytest.raises(kerrors.KafkaConfigurationError):
+        KafkaClient(bootstrap_servers="x:1", security_protocol="TLS")
+
+
+def test_close_is_prompt_and_idempotent(client):
+    c = client()
+    c.bootstrap(10)
+    start = time.monotonic()
+    c.close()
+    c.close()
+    assert time.monotonic() - start < 5
