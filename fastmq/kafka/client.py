@@ -290,6 +290,10 @@ class KafkaClient:
             if pending.future.done():
                 continue
             node_id = pending.node_id if pending.node_id is not None else self.least_loaded_node()
+            if node_id is not None and node_id not in self.pool.nodes:
+                pending.future.set_exception(kerrors.BrokerNotAvailableError(
+                    f"node {node_id!r} is not a known broker of this cluster"))
+                continue
             if node_id is not None and self.ready(node_id):
                 self._send_pending(node_id, pending, now)
             elif now >= pending.deadline:

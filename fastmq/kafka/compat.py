@@ -14,6 +14,10 @@ import threading
 from typing import Any
 
 from fastmq.kafka import errors as kerrors
+from fastmq.kafka.compat_admin import (  # noqa: F401  (kafka-python's admin names)
+    AlterConfigOp, ConfigFilterType, ConfigResource, ConfigResourceType, ConfigSourceType, ConfigType,
+    KafkaAdminClient, NewPartitions, NewTopic,
+)
 from fastmq.kafka.partitioner import ClusterView, DefaultPartitioner, Partitioner
 from fastmq.kafka.producer import CODECS, Producer
 from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition  # noqa: F401  (kafka-python exports them)

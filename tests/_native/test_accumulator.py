@@ -57,12 +57,15 @@ def test_records_without_key_stick_to_one_partition_until_its_batch_fills():
     acc, topic = make(batch_size=2000)
     partitions = [acc.send(topic, None, None, b"x" * 100, None, None).topic_partition.partition
                   for _ in range(200)]
-    runs = [partitions[0]]
-    for p in partitions[1:]:
-        if p != runs[-1]:
-            runs.append(p)
-    assert len(runs) > 3                              # it moved on when batches filled
-    assert all(partitions.count(p) > 10 for p in set(partitions))
+    runs = [[partitions[0], 0]]                       # [partition, records] for each stretch
+    for p in partitions:
+        if p != runs[-1][0]:
+            runs.append([p, 0])
+        runs[-1][1] += 1
+    # A new batch starts a new stretch only when the previous batch filled (~18 records of 110 B in 2000 B);
+    # the sticky choice may pick the same partition again, so stretches can be longer, never shorter.
+    assert all(length >= 15 for _, length in runs[:-1]), runs
+    assert len({p for p, _ in runs}) > 1
 
 
 def test_explicit_partition_is_checked():

@@ -101,3 +101,9 @@ def test_close_is_prompt_and_idempotent(client):
     c.close()
     c.close()
     assert time.monotonic() - start < 5
+
+
+def test_call_to_an_unknown_node_fails_its_future(client):
+    c = client()
+    with pytest.raises(kerrors.BrokerNotAvailableError):
+        c.call(424242, kp.MetadataRequest(topics=[])).result(5)

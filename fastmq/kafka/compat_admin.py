@@ -1,0 +1,544 @@
+"""kafka-python 3.x's KafkaAdminClient, on fastmq's Admin.
+
+The constructor takes kafka-python 3.0's keywords (an unknown one raises KafkaConfigurationError, as there)
+and connects at once (KafkaTimeoutError after bootstrap_timeout_ms without an answer). The methods have
+kafka-python's names, arguments and defaults, and return what it returns: dicts shaped like its
+`response.to_dict()` (the fields of the API version the broker answered with; zero topic ids as None;
+authorized operations as lists of ACL operation names; bytes as text), the processed forms of describe_configs
+and friends, TopicPartition / OffsetAndMetadata mappings, and the error classes of fastmq.kafka.errors, which
+carry kafka-python's names. Routing, retries and the checks of bad input are Admin's (fastmq.kafka.admin).
+
+Covered: topics (create, delete, list, describe, wait_for_topics), create_partitions, delete_records,
+describe_cluster, configurations (describe, alter, reset), groups (list, describe, delete) and their offsets
+(list, delete). Not covered (kafka-python has them): ACLs, SCRAM users, transactions, quorum, features, log
+dirs, reassignments, leader elections, alter/reset_group_offsets, remove_group_members, list_partition_offsets.
+
+Deliberate differences: members' metadata and assignment in describe_groups stay undecoded (as kafka-python
+shows bytes it cannot decode); unknown bits of an authorized-operations field are skipped (kafka-python fails
+on them); describe_groups always asks for authorized operations, as kafka-python does; a single str where a
+list is expected raises TypeError instead of being taken letter by letter.
+"""
+from __future__ import annotations
+
+import copy
+import logging
+import selectors
+import socket
+from collections import defaultdict
+from enum import IntEnum
+from typing import Any, Iterable, Mapping
+
+import fastmq
+from fastmq.kafka import errors as kerrors
+from fastmq.kafka import protocol as kp
+from fastmq.kafka.admin import (
+    AUTHORIZED_OPERATIONS_OMITTED, Admin, AlterConfigOp, ConfigResource, ConfigResourceType, ConfigSourceType,
+    ConfigType, NewPartitions, NewTopic, enum_member, group_offsets, raise_failures,
+)
+from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition
+
+__all__ = [
+    "AlterConfigOp", "ConfigFilterType", "ConfigResource", "ConfigResourceType", "ConfigSourceType", "ConfigType",
+    "KafkaAdminClient", "NewPartitions", "NewTopic",
+]
+
+_log = logging.getLogger(__name__)
+
+
+class ConfigFilterType(IntEnum):
+    """Which configurations describe_configs returns: MODIFIED (the default) only those set explicitly,
+    DYNAMIC those alter_configs may change, DEFAULT the defaults, STATIC static broker settings, ALL every one."""
+
+    ALL = 0
+    DYNAMIC = 1
+    MODIFIED = 2
+    DEFAULT = 3
+    STATIC = 4
+
+    def skips(self, source: ConfigSourceType | int, read_only: bool) -> bool:
+        modified = isinstance(source, ConfigSourceType) and source.is_modified()
+        if self is ConfigFilterType.DYNAMIC:
+            return read_only
+        if self is ConfigFilterType.MODIFIED:
+            return not modified
+        if self is ConfigFilterType.DEFAULT:
+            return modified
+        if self is ConfigFilterType.STATIC:
+            return source != ConfigSourceType.STATIC_BROKER_CONFIG
+        return False
+
+
+# Kafka's ACL operations, bit n of an authorized-operations field (kafka-python's ACLOperation names).
+_ACL_OPERATIONS = {3: "READ", 4: "WRITE", 5: "CREATE", 6: "DELETE", 7: "ALTER", 8: "DESCRIBE", 9: "CLUSTER_ACTION",
+                   10: "DESCRIBE_CONFIGS", 11: "ALTER_CONFIGS", 12: "IDEMPOTENT_WRITE", 13: "CREATE_TOKENS",
+                   14: "DESCRIBE_TOKENS"}
+# kafka-python's GroupState names -> the broker's spelling.
+_GROUP_STATES = {"UNKNOWN": "Unknown", "PREPARING_REBALANCE": "PreparingRebalance",
+                 "COMPLETING_REBALANCE": "CompletingRebalance", "STABLE": "Stable", "DEAD": "Dead", "EMPTY": "Empty",
+                 "ASSIGNING": "Assigning", "RECONCILING": "Reconciling"}
+_GROUP_TYPES = {"UNKNOWN": "Unknown", "CLASSIC": "classic", "CONSUMER": "consumer", "SHARE": "share"}
+
+# kafka-python 3.0's KafkaAdminClient settings and defaults; the ones without a fastmq counterpart are
+# accepted and have no effect (selector, metrics, api_version: fastmq always asks the broker) or are refused
+# when set (proxies, a custom kafka_client).
+DEFAULT_CONFIG: dict[str, Any] = {
+    "bootstrap_servers": "localhost",
+    "client_id": "fastmq-" + fastmq.__version__,
+    "request_timeout_ms": 30000,
+    "connections_max_idle_ms": 9 * 60 * 1000,
+    "reconnect_backoff_ms": 50,
+    "reconnect_backoff_max_ms": 30000,
+    "max_in_flight_requests_per_connection": 5,
+    "receive_message_max_bytes": 100_000_000,
+    "receive_buffer_bytes": None,
+    "send_buffer_bytes": None,
+    "socket_options": [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+    "retry_backoff_ms": 100,
+    "metadata_max_age_ms": 300000,
+    "client_dns_lookup": "use_all_dns_ips",
+    "security_protocol": "PLAINTEXT",
+    "ssl_context": None,
+    "ssl_check_hostname": True,
+    "ssl_cafile": None,
+    "ssl_certfile": None,
+    "ssl_keyfile": None,
+    "ssl_password": None,
+    "ssl_crlfile": None,
+    "api_version": None,
+    "bootstrap_timeout_ms": 30000,
+    "selector": selectors.DefaultSelector,
+    "sasl_mechanism": None,
+    "sasl_plain_username": None,
+    "sasl_plain_password": None,
+    "sasl_kerberos_name": None,
+    "sasl_kerberos_service_name": "kafka",
+    "sasl_kerberos_domain_name": None,
+    "sasl_oauth_token_provider": None,
+    "proxy_url": None,
+    "socks5_proxy": None,
+    "metric_reporters": [],
+    "metrics_num_samples": 2,
+    "metrics_sample_window_ms": 30000,
+    "kafka_client": None,
+}
+
+_CLIENT_KEYS = (
+    "bootstrap_servers", "client_id", "request_timeout_ms", "connections_max_idle_ms", "reconnect_backoff_ms",
+    "reconnect_backoff_max_ms", "max_in_flight_requests_per_connection", "receive_message_max_bytes",
+    "receive_buffer_bytes", "send_buffer_bytes", "socket_options", "retry_backoff_ms", "metadata_max_age_ms",
+    "security_protocol", "ssl_context", "ssl_check_hostname", "ssl_cafile", "ssl_certfile", "ssl_keyfile",
+    "ssl_password", "ssl_crlfile", "sasl_mechanism", "sasl_plain_username", "sasl_plain_password",
+)
+_REFUSED_KEYS = ("proxy_url", "socks5_proxy", "kafka_client", "sasl_oauth_token_provider", "sasl_kerberos_name")
+
+
+def acl_operation_names(bitfield: int) -> list[str] | None:
+    """An authorized-operations bitfield as ACL operation names; None when the broker gave none."""
+    if bitfield == AUTHORIZED_OPERATIONS_OMITTED:
+        return None
+    return [name for bit, name in sorted(_ACL_OPERATIONS.items()) if bitfield & (1 << bit)]
+
+
+def to_dict(struct: Any, version: int) -> dict[str, Any]:
+    """A message struct as kafka-python's to_dict() shows it: the fields of `version` only, uuids as text
+    (the zero uuid as None), bytes as text, authorized-operations fields as `authorized_operations` names."""
+    out: dict[str, Any] = {}
+    for fs in type(struct)._schema.fields:
+        if version not in fs.versions:
+            continue
+        value = getattr(struct, fs.name)
+        if fs.name.endswith("authorized_operations"):
+            out["authorized_operations"] = acl_operation_names(value)
+        elif fs.struct is not None:
+            if value is None:
+                out[fs.name] = None
+            elif fs.is_array:
+                out[fs.name] = [to_dict(item, version) for item in value]
+            else:
+                out[fs.name] = to_dict(value, version)
+        elif fs.is_array and value is not None:
+            out[fs.name] = [_json_value(fs.type, item) for item in value]
+        else:
+            out[fs.name] = _json_value(fs.type, value)
+    return out
+
+
+def _json_value(type_name: str, value: Any) -> Any:
+    if value is None:
+        return None
+    if type_name == "uuid":
+        return str(value) if value.int else None
+    if type_name == "bytes":
+        return bytes(value).decode("utf-8", "backslashreplace")
+    return value
+
+
+def _process_config(config: dict[str, Any], resource_type: ConfigResourceType) -> str:
+    """kafka-python's form of a config dict (in place): its name popped and returned, sources and types as
+    names."""
+    name = config.pop("name")
+    config["config_source"] = _config_source(config, resource_type).name
+    for synonym in config.get("synonyms") or ():
+        synonym["source"] = enum_member(ConfigSourceType, synonym["source"], "source").name
+    if "config_type" in config:
+        config["config_type"] = enum_member(ConfigType, config["config_type"], "config_type").name
+    return name
+
+
+def _config_source(config: dict[str, Any], resource_type: ConfigResourceType) -> ConfigSourceType:
+    if "config_source" in config:
+        return enum_member(ConfigSourceType, config["config_source"], "config_source")
+    if config["read_only"] and resource_type is ConfigResourceType.BROKER:
+        return ConfigSourceType.STATIC_BROKER_CONFIG
+    if config.get("is_default", False):
+        return ConfigSourceType.DEFAULT_CONFIG
+    return ConfigSourceType.dynamic_for(resource_type)
+
+
+def _new_topics(new_topics: Any) -> list[NewTopic]:
+    if isinstance(new_topics, str):
+        raise TypeError("new_topics must be a list of names, a list of NewTopic or a dict, not one str")
+    if isinstance(new_topics, Mapping):
+        return [NewTopic(name, data.get("num_partitions", -1), data.get("replication_factor", -1),
+                         dict(data.get("assignments", {})), dict(data.get("configs", {})))
+                for name, data in new_topics.items()]
+    new_topics = list(new_topics)
+    topics: list[NewTopic] = []
+    if all(isinstance(t, str) for t in new_topics):
+        topics = [NewTopic(name) for name in new_topics]
+    elif all(isinstance(t, NewTopic) for t in new_topics):
+        topics = new_topics
+    if not topics:
+        raise ValueError(f"No valid topics found in new_topics: {new_topics}")
+    return topics
+
+
+def _new_partitions(spec: Any) -> NewPartitions:
+    if isinstance(spec, Mapping):
+        return NewPartitions(spec["count"], [list(b) for b in spec["assignments"]] if "assignments" in spec else None)
+    return spec
+
+
+def _state_name(value: Any, names: dict[str, str], what: str) -> str:
+    text = getattr(value, "value", value)
+    if not isinstance(text, str):
+        raise TypeError(f"{what} must be str, not {value!r}")
+    return names.get(text.upper().replace("-", "_"), text)
+
+
+class KafkaAdminClient:
+    """kafka-python 3.x's admin client (see the module docstring); a context manager."""
+
+    DEFAULT_CONFIG = DEFAULT_CONFIG
+
+    def __init__(self, **configs: Any) -> None:
+        extra = set(configs).difference(self.DEFAULT_CONFIG)
+        if extra:
+            raise kerrors.KafkaConfigurationError(f"Unrecognized configs: {extra}")
+        self.config = copy.copy(self.DEFAULT_CONFIG)
+        self.config.update(configs)
+        for key in _REFUSED_KEYS:
+            if self.config[key] is not None:
+                raise kerrors.KafkaConfigurationError(f"{key} is not supported by fastmq")
+        self._closed = True
+        self._admin = Admin(**{key: self.config[key] for key in _CLIENT_KEYS})
+        self._closed = False
+        try:
+            self._bootstrap(self.config["bootstrap_timeout_ms"] / 1000.0)
+        except BaseException:
+            self.close()
+            raise
+
+    def _bootstrap(self, timeout: float) -> None:
+        client = self._admin.client
+        if client.cluster.version == 0 and not client.wait_for_metadata(0, timeout):
+            raise kerrors.KafkaTimeoutError(
+                f"Unable to bootstrap from {self.config['bootstrap_servers']}: no broker answered within "
+                f"{timeout:.1f} s")
+
+    def close(self) -> None:
+        """Close the connections to the brokers."""
+        if self._closed:
+            _log.info("KafkaAdminClient already closed.")
+            return
+        self._closed = True
+        self._admin.close()
+
+    def __enter__(self) -> KafkaAdminClient:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _deadline(self, timeout_ms: float | None) -> float:
+        return self._admin._deadline((timeout_ms or self.config["request_timeout_ms"]) / 1000.0)
+
+    # ---- topics -----------------------------------------------------------------------------------------
+
+    def list_topics(self) -> list[str]:
+        """The names of every topic in the cluster."""
+        response = self._admin._metadata(None, self._deadline(None)).response
+        return [t.name for t in response.topics]
+
+    def describe_topics(self, topics: list[Any] | None = None) -> list[dict[str, Any]]:
+        """Metadata of the topics (names or uuid.UUID topic ids; None: all), unknown ones with their error code."""
+        if isinstance(topics, str):
+            raise TypeError("topics must be a list of names, not one str")
+        reply = self._admin._metadata(None if topics is None else list(topics), self._deadline(None),
+                                      authorized=True)
+        return [to_dict(t, reply.version) for t in reply.response.topics]
+
+    def create_topics(self, new_topics: Any, timeout_ms: float | None = None, validate_only: bool = False,
+                      raise_errors: bool = True, wait_for_metadata: bool = False) -> dict[str, Any]:
+        """Create topics from names, {name: {num_partitions, replication_factor, assignments, configs}} or
+        NewTopic objects; returns the CreateTopics response as a dict."""
+        if validate_only and wait_for_metadata:
+            raise ValueError("validate_only and wait_for_metadata are mutually exclusive")
+        topics = _new_topics(new_topics)
+        answers = self._admin._create_topics(topics, self._deadline(timeout_ms), validate_only)
+        if raise_errors:
+            raise_failures("create_topics", {
+                name: kerrors.for_code(a.code)(f"topic {name!r}: {a.message}") if a.code else None
+                for name, a in answers.items()})
+        if wait_for_metadata:
+            self.wait_for_topics([t.name for t in topics])
+        result = []
+        for answer in answers.values():
+            if answer.struct is None:
+                continue
+            topic = to_dict(answer.struct, answer.version)
+            configs = topic.pop("configs", None)
+            if configs:
+                topic["configs"] = {_process_config(c, ConfigResourceType.TOPIC): c for c in configs}
+            result.append(topic)
+        return {"topics": result}
+
+    def wait_for_topics(self, topic_names: Iterable[str], timeout_ms: float = 10000) -> None:
+        """Block until each topic is in the metadata with a leader for every partition."""
+        self._admin.wait_for_topics(list(topic_names), timeout_ms / 1000.0)
+
+    def delete_topics(self, topics: list[Any], timeout_ms: float | None = None,
+                      raise_errors: bool = True) -> dict[str, Any]:
+        """Delete topics (names or uuid.UUID ids); returns the DeleteTopics response as a dict."""
+        answers = self._admin._delete_topics(topics, self._deadline(timeout_ms))
+        if raise_errors:
+            raise_failures("delete_topics", {
+                key: kerrors.for_code(a.code)(f"topic {key}: {a.message}") if a.code else None
+                for key, a in answers.items()})
+        return {"topics": [to_dict(a.struct, a.version) for a in answers.values() if a.struct is not None]}
+
+    def create_partitions(self, topic_partitions: Mapping[str, Any], timeout_ms: float | None = None,
+                          validate_only: bool = False, raise_errors: bool = True) -> Any:
+        """Raise partition counts: {topic: total count, {count, assignments} or NewPartitions}; returns the
+        CreatePartitionsResponse."""
+        specs = {name: _new_partitions(spec) for name, spec in topic_partitions.items()}
+        answers = self._admin._create_partitions(specs, self._deadline(timeout_ms), validate_only)
+        if raise_errors:
+            raise_failures("create_partitions", {
+                name: kerrors.for_code(a.code)(f"topic {name!r}: {a.message}") if a.code else None
+                for name, a in answers.items()})
+        return kp.CreatePartitionsResponse(throttle_time_ms=0, results=[
+            a.struct for a in answers.values() if a.struct is not None])
+
+    def delete_records(self, records_to_delete: Mapping[TopicPartition, int], timeout_ms: float | None = None,
+                       partition_leader_id: int | None = None) -> dict[TopicPartition, dict[str, Any]]:
+        """Delete the records below the given offsets; {TopicPartition: {partition_index, low_watermark,
+        error_code}}. Partitions whose leader moved are retried unless partition_leader_id is given."""
+        answers = self._admin._delete_records(records_to_delete, self._deadline(timeout_ms), partition_leader_id)
+        failed = {tp: a.code for tp, a in answers.items() if a.code or a.struct is None}
+        if len(failed) == 1:
+            (tp, code), = failed.items()
+            raise (kerrors.for_code(code) if code else kerrors.UnknownError)(
+                f"Error deleting records from topic {tp.topic} partition {tp.partition}")
+        if failed:
+            raise kerrors.BrokerResponseError(
+                "The following errors occured when trying to delete records: " + ", ".join(
+                    f"{tp.topic}(partition={tp.partition}): {kerrors.for_code(code).__name__}"
+                    for tp, code in failed.items()))
+        return {tp: to_dict(a.struct, a.version) for tp, a in answers.items()}
+
+    # ---- cluster ----------------------------------------------------------------------------------------
+
+    def describe_cluster(self) -> dict[str, Any]:
+        """Cluster id, controller id, brokers and the cluster's authorized operations."""
+        reply, from_metadata = self._admin._describe_cluster(self._deadline(None), authorized=True)
+        metadata = to_dict(reply.response, reply.version)
+        if from_metadata:
+            metadata.pop("topics", None)
+            for broker in metadata["brokers"]:
+                broker["broker_id"] = broker.pop("node_id")
+        else:
+            for key in ("error_code", "error_message", "endpoint_type"):
+                metadata.pop(key, None)
+        metadata.pop("throttle_time_ms", None)
+        return metadata
+
+    # ---- configurations -----------------------------------------------------------------------------------
+
+    def describe_configs(self, config_resources: list[ConfigResource], include_synonyms: bool = False,
+                         config_filter: ConfigFilterType | str = "modified") -> dict[str, dict[str, Any]]:
+        """{resource type: {resource name: {config name: config dict}}}, filtered by config_filter."""
+        return self._describe_configs(config_resources, include_synonyms, config_filter, self._deadline(None))
+
+    def _describe_configs(self, config_resources: list[ConfigResource], include_synonyms: bool,
+                          config_filter: Any, deadline: float) -> dict[str, dict[str, Any]]:
+        config_filter = enum_member(ConfigFilterType, config_filter, "config_filter")
+        answers = self._admin._describe_configs(config_resources, deadline, include_synonyms, False)
+        described: dict[str, dict[str, Any]] = defaultdict(dict)
+        for (resource_type, name), answer in answers.items():
+            if answer.struct is None:
+                continue
+            resource_configs = {}
+            for struct in answer.struct.configs:
+                config = to_dict(struct, answer.version)
+                key = _process_config(config, resource_type)
+                source = ConfigSourceType[config["config_source"]]
+                if not config_filter.skips(source, config["read_only"]):
+                    resource_configs[key] = config
+            described[resource_type.name.lower()][name] = resource_configs
+        return dict(described)
+
+    def _current(self, resources: list[ConfigResource], config_filter: str,
+                 deadline: float) -> list[dict[str, Any]]:
+        lookups = [ConfigResource(r.resource_type, r.name) for r in resources]
+        described = self._describe_configs(lookups, False, config_filter, deadline)
+        return [described.get(r.resource_type.name.lower(), {}).get(r.name, {}) for r in resources]
+
+    def _missing_modified(self, resources: list[ConfigResource], deadline: float) -> list[dict[str, str]]:
+        """Per resource, the modified keys (and values) that its configs leave out."""
+        return [{key: config["value"] for key, config in current.items()
+                 if key not in (r.configs or {}) and config["value"] is not None}
+                for r, current in zip(resources, self._current(resources, "modified", deadline))]
+
+    def _check_known(self, resources: list[ConfigResource], deadline: float) -> None:
+        for r, dynamic in zip(resources, self._current(resources, "dynamic", deadline)):
+            unknown = set(r.configs or []) - set(dynamic)
+            if unknown:
+                raise ValueError(f"Unrecognized configs: {unknown}")
+
+    def _send_alter(self, resources: list[ConfigResource], validate_only: bool, incremental: bool,
+                    deadline: float) -> dict[str, dict[str, str]]:
+        answers = self._admin._alter_configs(resources, deadline, validate_only, incremental)
+        results: dict[str, dict[str, str]] = defaultdict(dict)
+        for (resource_type, name), answer in answers.items():
+            if answer.struct is None:
+                outcome = str(kerrors.UnknownError(f"the broker did not answer for {name!r}"))
+            elif answer.code:
+                outcome = str(kerrors.for_code(answer.code)(answer.message))
+            else:
+                outcome = "OK"
+            results[resource_type.name.lower()][name] = outcome
+        return dict(results)
+
+    def _alter(self, resources: list[ConfigResource], validate_only: bool, incremental: bool | None,
+               deadline: float, reset: bool) -> dict[str, dict[str, str]]:
+        # IncrementalAlterConfigs unless told otherwise; a broker without it is known before anything is sent.
+        if incremental is not False:
+            try:
+                return self._send_alter(self._incremental_form(resources, reset, deadline), validate_only, True,
+                                        deadline)
+            except kerrors.IncompatibleBrokerVersion:
+                if incremental:
+                    raise
+        return self._send_alter(self._full_form(resources, reset, deadline), validate_only, False, deadline)
+
+    def _incremental_form(self, resources: list[ConfigResource], reset: bool,
+                          deadline: float) -> list[ConfigResource]:
+        if not reset:
+            return resources
+        # Keys to reset become DELETE operations; a resource without keys resets every modified one.
+        full = [r for r in resources if not r.configs]
+        modified = dict(zip(map(id, full), self._missing_modified(full, deadline)))
+        return [ConfigResource(r.resource_type, r.name,
+                               {key: (AlterConfigOp.DELETE, None) for key in (r.configs or modified[id(r)])})
+                for r in resources]
+
+    def _full_form(self, resources: list[ConfigResource], reset: bool, deadline: float) -> list[ConfigResource]:
+        # AlterConfigs returns every key it does not name to its default.
+        if reset:
+            # Name the modified keys that are to stay; a resource without keys is reset whole.
+            partial = [r for r in resources if r.configs]
+            keep = dict(zip(map(id, partial), self._missing_modified(partial, deadline)))
+            return [ConfigResource(r.resource_type, r.name, keep[id(r)]) if r.configs else r for r in resources]
+        missing = self._missing_modified(resources, deadline)
+        return [ConfigResource(r.resource_type, r.name, {**extra, **(r.configs or {})})
+                for r, extra in zip(resources, missing)]
+
+    def alter_configs(self, config_resources: list[ConfigResource], validate_only: bool = False,
+                      raise_on_unknown: bool = True, incremental: bool | None = None) -> dict[str, dict[str, str]]:
+        """Alter configurations ({key: value} or {key: (op, value)} per resource); IncrementalAlterConfigs
+        when the broker has it (or incremental=True), else AlterConfigs with the other modified keys kept.
+        Returns {resource type: {resource name: 'OK' or the error}}."""
+        deadline = self._deadline(None)
+        resources = list(config_resources)
+        if raise_on_unknown:
+            self._check_known(resources, deadline)
+        return self._alter(resources, validate_only, incremental, deadline, reset=False)
+
+    def reset_configs(self, config_resources: list[ConfigResource], validate_only: bool = False,
+                      raise_on_unknown: bool = True, incremental: bool | None = None) -> dict[str, dict[str, str]]:
+        """Return the listed keys (every modified key when a resource lists none) to their defaults."""
+        deadline = self._deadline(None)
+        resources = list(config_resources)
+        if raise_on_unknown:
+            self._check_known(resources, deadline)
+        return self._alter(resources, validate_only, incremental, deadline, reset=True)
+
+    # ---- groups -------------------------------------------------------------------------------------------
+
+    def list_groups(self, broker_ids: list[int] | None = None, states_filter: list[Any] | None = None,
+                    types_filter: list[Any] | None = None) -> list[dict[str, Any]]:
+        """Every group of the given brokers (None: all brokers), as ListGroups dicts."""
+        states = None if not states_filter else [_state_name(s, _GROUP_STATES, "a state") for s in states_filter]
+        types = None if not types_filter else [_state_name(t, _GROUP_TYPES, "a type") for t in types_filter]
+        replies = self._admin._list_groups(broker_ids, states, types, self._deadline(None))
+        return [to_dict(g, reply.version) for reply in replies for g in reply.response.groups]
+
+    def describe_groups(self, group_ids: list[str], group_coordinator_id: int | None = None,
+                        include_authorized_operations: bool = False) -> dict[str, dict[str, Any]]:
+        """{group_id: DescribeGroups dict, with 'error' (None or the error's text)}."""
+        answers = self._admin._describe_groups(group_ids, self._deadline(None), True, group_coordinator_id)
+        results = {}
+        for group_id, answer in answers.items():
+            if answer.struct is None:
+                error = kerrors.for_code(answer.code or kerrors.UnknownError.errno)(answer.message or "")
+                results[group_id] = {"group_id": group_id, "error": str(error)}
+                continue
+            group = to_dict(answer.struct, answer.version)
+            code = group.pop("error_code")
+            message = group.pop("error_message", "")
+            group["error"] = str(kerrors.for_code(code)(message)) if code else None
+            results[group_id] = group
+        return results
+
+    def list_group_offsets(self, group_specs: Any) -> dict[str, dict[TopicPartition, OffsetAndMetadata]]:
+        """Committed offsets: group_specs is a group id, a list of them, or {group_id: [TopicPartition] or
+        None (all)}; returns {group_id: {TopicPartition: OffsetAndMetadata}}."""
+        if isinstance(group_specs, str):
+            group_specs = {group_specs: None}
+        elif isinstance(group_specs, list):
+            group_specs = {group_id: None for group_id in group_specs}
+        answers = self._admin._fetch_group_offsets(
+            {g: None if tps is None else list(tps) for g, tps in group_specs.items()}, self._deadline(None))
+        return {group_id: group_offsets(group_id, answer) for group_id, answer in answers.items()}
+
+    def delete_groups(self, group_ids: list[str], group_coordinator_id: int | None = None) -> dict[str, str]:
+        """{group_id: 'OK' or the error class's name}."""
+        answers = self._admin._delete_groups(group_ids, self._deadline(None), group_coordinator_id)
+        return {group_id: "OK" if not a.code and a.struct is not None
+                else kerrors.for_code(a.code or kerrors.UnknownError.errno).__name__
+                for group_id, a in answers.items()}
+
+    def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition],
+                             group_coordinator_id: int | None = None) -> dict[TopicPartition, type]:
+        """{TopicPartition: error class (NoError on success)}; a group-level error raises."""
+        partitions = list(partitions)
+        if not partitions:
+            return {}
+        answer = self._admin._delete_group_offsets(group_id, partitions, self._deadline(None), group_coordinator_id)
+        if answer.code or answer.struct is None:
+            raise kerrors.for_code(answer.code or kerrors.UnknownError.errno)(
+                f"OffsetDeleteRequest failed for group {group_id!r}: {answer.message or ''}")
+        return {TopicPartition(topic.name, p.partition_index): kerrors.for_code(p.error_code)
+                for topic in answer.struct.topics for p in topic.partitions}
+
