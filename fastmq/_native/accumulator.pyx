@@ -319,6 +319,8 @@ cdef class RecordAccumulator:
     cdef object aborted_error               # set by abort(): sends fail with it
     cdef readonly object incomplete         # set of batches not yet done
     cdef object wakeup                      # called (no arguments) when the sender should look again
+    cdef readonly bint transactional        # batches carry the transactional bit
+    cdef object transaction_error           # the first batch failure since clear_transaction_failure()
     cdef readonly int64_t records_appended  # metrics
     cdef readonly int64_t bytes_appended    # metrics: uncompressed record bytes
 
@@ -369,13 +371,15 @@ cdef class RecordAccumulator:
             if topic.sticky not in available:
                 topic.sticky = -1
 
-    def set_producer_id(self, int64_t producer_id, int producer_epoch):
-        """Idempotence: a new producer id/epoch restarts every partition's sequence at 0."""
+    def set_producer_id(self, int64_t producer_id, int producer_epoch, bint transactional=False):
+        """Idempotence: a new producer id/epoch restarts every partition's sequence at 0; with
+        transactional, batches carry the transactional bit."""
         cdef TopicQueues topic
         cdef PartitionQueue queue
         with self.lock:
             self.producer_id = producer_id
             self.producer_epoch = <int16_t>producer_epoch
+            self.transactional = transactional
             for topic in self.topics.values():
                 for queue in topic.partitions:
                     queue.next_sequence = 0
@@ -643,7 +647,7 @@ cdef class RecordAccumulator:
                         queue.next_sequence = <int32_t>((<int64_t>queue.next_sequence
                                                          + batch.builder._record_count) & 0x7FFFFFFF)
                     batch.builder.set_producer_fields(self.producer_id, self.producer_epoch,
-                                                      batch.base_sequence, False)
+                                                      batch.base_sequence, self.transactional)
                 batch.state = BATCH_IN_FLIGHT
                 batch.attempts += 1
                 queue.in_flight += 1
@@ -682,6 +686,8 @@ cdef class RecordAccumulator:
                 pass
             batch.error = error
             batch.state = BATCH_DONE
+            if error is not None and self.transaction_error is None:
+                self.transaction_error = error
             self.incomplete.discard(batch)
             self.used_memory -= batch.reserved
             batch.reserved = 0
@@ -817,6 +823,18 @@ cdef class RecordAccumulator:
                        if in_flight or (<ProducerBatch>b).state != BATCH_IN_FLIGHT]
         for batch in batches:
             self.fail(batch, error)
+
+    def fail_unsent(self, error):
+        """Fail the batches not sent yet (a transaction is aborted), leaving those in flight alone; new
+        records are still taken."""
+        self._abort_batches(error, False)
+
+    def transaction_failure(self):
+        """The first error of a batch that failed since clear_transaction_failure() (None: none failed)."""
+        return self.transaction_error
+
+    def clear_transaction_failure(self):
+        self.transaction_error = None
 
     def has_unsent(self):
         """True while some batch is not in flight or done."""

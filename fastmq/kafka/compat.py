@@ -105,7 +105,7 @@ _CLIENT_KEYS = (
 )
 _UNSUPPORTED = {
     "sasl_oauth_token_provider": "SASL OAUTHBEARER", "proxy_url": "connecting through a proxy",
-    "socks5_proxy": "connecting through a SOCKS5 proxy", "transactional_id": "transactional producers",
+    "socks5_proxy": "connecting through a SOCKS5 proxy",
 }
 
 
@@ -140,8 +140,13 @@ class KafkaProducer(Producer):
         if config["compression_type"] not in CODECS:
             raise ValueError(f"Not supported codec: {config['compression_type']}")
         # Idempotence defaults as kafka-python decides them: conflicting explicit settings win over the
-        # default (with a warning), but not over an explicit enable_idempotence=True.
+        # default (with a warning), but not over an explicit enable_idempotence=True or a transactional id.
         explicit = set(configs)
+        if config["transactional_id"]:
+            if "enable_idempotence" in explicit and not config["enable_idempotence"]:
+                raise kerrors.KafkaConfigurationError("Cannot set transactional_id without enable_idempotence.")
+            config["enable_idempotence"] = True
+            explicit.add("enable_idempotence")
         if config["enable_idempotence"]:
             conflicts = []
             if "acks" in explicit and config["acks"] != -1:
@@ -177,6 +182,7 @@ class KafkaProducer(Producer):
             delivery_timeout_ms=config["delivery_timeout_ms"], retries=config["retries"],
             retry_backoff_ms=config["retry_backoff_ms"], enable_idempotence=config["enable_idempotence"],
             max_in_flight_requests_per_connection=config["max_in_flight_requests_per_connection"],
+            transactional_id=config["transactional_id"], transaction_timeout_ms=config["transaction_timeout_ms"],
             **client_options)
         self._serialize_key = _serializer(config["key_serializer"])
         self._serialize_value = _serializer(config["value_serializer"])
@@ -217,14 +223,7 @@ class KafkaProducer(Producer):
             if topic not in self.client.cluster.topics:
                 self.client.topic_metadata(topic, self.max_block)
             partition = self._call_partitioner(topic, key, value)
-        try:
-            future = self._accumulator.send(self._accumulator.topic(topic), partition, key, value, headers,
-                                            timestamp_ms)
-            if future is None:
-                future = self._send_slow(topic, value, key, headers, partition, timestamp_ms)
-        except ValueError as exc:
-            raise ValueError(str(exc)) from None
-        return future
+        return self._append(topic, value, key, headers, partition, timestamp_ms)
 
     def _call_partitioner(self, topic: str, key: Any, value: Any) -> int:
         partitioner = self._custom_partitioner
@@ -262,11 +261,3 @@ class KafkaProducer(Producer):
                 super().close(0)
             except Exception:
                 pass
-
-    def init_transactions(self):
-        raise kerrors.KafkaConfigurationError("transactional producers are not supported by fastmq yet")
-
-    begin_transaction = commit_transaction = abort_transaction = init_transactions
-
-    def send_offsets_to_transaction(self, offsets, group_metadata):
-        self.init_transactions()

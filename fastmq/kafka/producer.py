@@ -21,6 +21,7 @@ from fastmq._native.accumulator import FutureRecordMetadata, RecordAccumulator
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka.client import ClientConfig, KafkaClient
 from fastmq.kafka.sender import NodeHealth, Sender
+from fastmq.kafka.transactions import TransactionManager
 
 _log = logging.getLogger(__name__)
 
@@ -56,6 +57,8 @@ class Producer:
         value_serializer: Callable[[Any], bytes | None] | None = None,
         avoid_failing_brokers_after: int = 3,
         avoid_failing_brokers_ms: float = 10000,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60000,
         **client_options: Any,
     ) -> None:
         if acks == "all":
@@ -64,6 +67,8 @@ class Producer:
             raise kerrors.KafkaConfigurationError(f"acks must be 0, 1, -1 or 'all', not {acks!r}")
         if compression_type not in CODECS:
             raise kerrors.KafkaConfigurationError(f"Not supported codec: {compression_type!r}")
+        if transactional_id is not None and not enable_idempotence:
+            raise kerrors.KafkaConfigurationError("Cannot set transactional_id without enable_idempotence.")
         if enable_idempotence:
             if acks != -1:
                 raise kerrors.KafkaConfigurationError("enable_idempotence needs acks='all'")
@@ -92,10 +97,16 @@ class Producer:
             delivery_timeout_ms=delivery_timeout_ms, retry_backoff_ms=retry_backoff_ms,
             idempotent=enable_idempotence, max_in_flight=max_in_flight_requests_per_connection,
             wakeup=self.client.loop.wakeup)
+        self._txn = None
+        if transactional_id is not None:
+            self._txn = TransactionManager(self.client, self._accumulator, transactional_id,
+                                           transaction_timeout_ms=transaction_timeout_ms,
+                                           retry_backoff_ms=retry_backoff_ms, flush=self.flush)
         self._sender = Sender(self.client, self._accumulator, acks=acks, max_request_size=max_request_size,
                               request_timeout_ms=request_timeout_ms, retries=retries,
                               idempotent=enable_idempotence, retry_backoff_ms=retry_backoff_ms,
-                              node_health=NodeHealth(avoid_failing_brokers_after, avoid_failing_brokers_ms / 1000.0))
+                              node_health=NodeHealth(avoid_failing_brokers_after, avoid_failing_brokers_ms / 1000.0),
+                              transactions=self._txn)
         self.client.loop.add_poll_hook(self._sender.poll)
         self._started = time.monotonic()
 
@@ -110,10 +121,20 @@ class Producer:
             value = self._value_serializer(value)
         if partition is None and self._partitioner is not None:
             partition = self._choose_partition(topic, key, value)
+        return self._append(topic, value, key, headers, partition, timestamp_ms)
+
+    def _append(self, topic: str, value: Any, key: Any, headers: Headers, partition: int | None,
+                timestamp_ms: int | None) -> FutureRecordMetadata:
+        """Serialized record -> accumulator (fetching metadata first if needed); joins the record's
+        partition to the transaction of a transactional producer."""
+        if self._txn is not None:
+            self._txn.check_can_send()
         future = self._accumulator.send(self._accumulator.topic(topic), partition, key, value, headers,
                                         timestamp_ms)
         if future is None:
             future = self._send_slow(topic, value, key, headers, partition, timestamp_ms)
+        if self._txn is not None:
+            self._txn.register({future.topic_partition}, self.max_block)
         return future
 
     def send_many(self, topic: str, values: Any, *, keys: Any = None, partition: int | None = None,
@@ -127,11 +148,15 @@ class Producer:
         if self._value_serializer is not None:
             values = [None if v is None else self._value_serializer(v) for v in values]
         accumulator = self._accumulator
+        if self._txn is not None:
+            self._txn.check_can_send()
         batches = accumulator.send_bulk(accumulator.topic(topic), partition, values, keys, timestamp_ms)
         if batches is None:
             info = self.client.topic_metadata(topic, self.max_block)
             accumulator.update_topic(topic, info.leaders)
             batches = accumulator.send_bulk(accumulator.topic(topic), partition, values, keys, timestamp_ms)
+        if self._txn is not None:
+            self._txn.register({batch.topic_partition for batch in batches}, self.max_block)
         return BulkSendResult(batches, len(values))
 
     def _send_slow(self, topic: str, value: Any, key: Any, headers: Headers, partition: int | None,
@@ -160,6 +185,39 @@ class Producer:
         partitions = [p.partition for p in info.partitions]
         available = [p.partition for p in info.partitions if p.leader >= 0]
         return self._partitioner(topic, key, value, partitions, available)
+
+    # ---- transactions ------------------------------------------------------------------------------------------
+
+    def _transactions(self) -> TransactionManager:
+        if self._txn is None:
+            raise kerrors.IllegalStateError("transactions need a producer with a transactional_id")
+        return self._txn
+
+    def init_transactions(self, timeout: float | None = None) -> None:
+        """Take this transactional id's producer id and epoch (fencing older producers of the id)."""
+        self._transactions().init_transactions(self.max_block if timeout is None else timeout)
+
+    def begin_transaction(self) -> None:
+        self._transactions().begin_transaction()
+
+    def send_offsets_to_transaction(self, offsets: dict, group: Any, timeout: float | None = None) -> None:
+        """Commit consumer offsets as part of the transaction. group: a group id, or a consumer's
+        ConsumerGroupMetadata (group_id, generation_id, member_id, group_instance_id)."""
+        txn = self._transactions()
+        timeout = self.max_block if timeout is None else timeout
+        if isinstance(group, str):
+            txn.send_offsets_to_transaction(offsets, group, timeout=timeout)
+        else:
+            txn.send_offsets_to_transaction(offsets, group.group_id, group.generation_id, group.member_id,
+                                            group.group_instance_id, timeout=timeout)
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flush the transaction's records, then make them visible atomically."""
+        self._transactions().commit_transaction(self.max_block if timeout is None else timeout)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Drop the transaction's unsent records and mark the sent ones aborted."""
+        self._transactions().abort_transaction(self.max_block if timeout is None else timeout)
 
     # ---- flush and close -----------------------------------------------------------------------------------
 

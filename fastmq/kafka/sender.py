@@ -80,7 +80,8 @@ class Sender:
 
     def __init__(self, client: KafkaClient, accumulator: Any, *, acks: int, max_request_size: int,
                  request_timeout_ms: float, retries: float, idempotent: bool, retry_backoff_ms: float,
-                 transaction_timeout_ms: int = 60000, node_health: NodeHealth | None = None) -> None:
+                 transaction_timeout_ms: int = 60000, node_health: NodeHealth | None = None,
+                 transactions: Any = None) -> None:
         self.client = client
         self.accumulator = accumulator
         self.acks = acks
@@ -91,6 +92,7 @@ class Sender:
         self.retry_backoff = retry_backoff_ms / 1000.0
         self.transaction_timeout_ms = transaction_timeout_ms
         self.health = node_health if node_health is not None else NodeHealth()
+        self.transactions = transactions     # a TransactionManager for transactional producers
         self.metrics = SenderMetrics()
         self._metadata_version = -1
         self._avoided: set[int] = set()
@@ -114,6 +116,8 @@ class Sender:
         acc = self.accumulator
         self._apply_metadata(now)
         if self.idempotent and acc.producer_identity[0] < 0:
+            if self.transactions is not None:
+                return None         # init_transactions() brings the producer id
             return self._ensure_producer_id(now)
         acc.expire(now)
         nodes, next_check, unknown = acc.ready(now)
@@ -122,6 +126,11 @@ class Sender:
             self.client.request_update()
         sleep = next_check
         for node_id, queues in nodes.items():
+            if self.transactions is not None:
+                # A partition's batches wait until it has joined the transaction.
+                queues = [q for q in queues if self.transactions.may_send(q.topic_partition)]
+                if not queues:
+                    continue
             if not self.client.ready(node_id):
                 delay = self.client.connection_delay(node_id)
                 if delay != float("inf"):

@@ -15,6 +15,11 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
 }
 """API key -> (lowest, highest) version fastmq can encode and decode, requests and responses alike."""
 
+CLIENT_MAX_VERSIONS: dict[int, int] = {
+    24: 3,      # AddPartitionsToTxn v4+ is the brokers' batched form (verify_only); clients stop at v3
+}
+"""Caps on what a client sends even when the broker speaks more."""
+
 
 def highest_common_version(api_key: int, broker_min: int, broker_max: int) -> int:
     """The highest version of an API both fastmq and the broker support; IncompatibleBrokerVersion if none."""
@@ -30,14 +35,15 @@ def highest_common_version(api_key: int, broker_min: int, broker_max: int) -> in
 
 
 def negotiate_versions(api_versions_response: Any) -> dict[int, int]:
-    """API key -> version to use, for every API that fastmq and the broker (per its ApiVersionsResponse)
-    have in common; APIs without a common version are left out."""
+    """API key -> version a client uses, for every API that fastmq and the broker (per its
+    ApiVersionsResponse) have in common, within CLIENT_MAX_VERSIONS; APIs without one are left out."""
     chosen: dict[int, int] = {}
     for entry in api_versions_response.api_keys:
         ours = SUPPORTED_VERSIONS.get(entry.api_key)
         if ours is None:
             continue
-        low, high = max(ours[0], entry.min_version), min(ours[1], entry.max_version)
+        low = max(ours[0], entry.min_version)
+        high = min(ours[1], entry.max_version, CLIENT_MAX_VERSIONS.get(entry.api_key, ours[1]))
         if low <= high:
             chosen[entry.api_key] = high
     return chosen
