@@ -14,6 +14,7 @@ import threading
 from typing import Any
 
 from fastmq.kafka import errors as kerrors
+from fastmq.kafka.compat_consumer import KafkaConsumer  # noqa: F401
 from fastmq.kafka.compat_admin import (  # noqa: F401  (kafka-python's admin names)
     AlterConfigOp, ConfigFilterType, ConfigResource, ConfigResourceType, ConfigSourceType, ConfigType,
     KafkaAdminClient, NewPartitions, NewTopic,

@@ -1,0 +1,212 @@
+"""Consumer throughput against one Tansu broker, in one run: fastmq vs confluent-kafka (with
+fetch.queue.backoff.ms=0, else librdkafka idles between fetches) vs aiokafka (getmany) vs kafka-python (poll),
+reading 1M records of 100 bytes from one partition, preloaded once by confluent-kafka's producer; and the
+end-to-end latency (p50 / p99 from produce() to the consumer handing the record out) at a fixed produce rate.
+
+Run: pytest benches/bench_consumer.py --benchmark-only -s
+"""
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from tests.support.tansu import start_tansu
+
+RECORDS = 1_000_000
+VALUE = b"x" * 100
+# Records per client: kafka-python reads a prefix (it needs ~5 s per million); rates are per record.
+COUNTS = {"fastmq": RECORDS, "confluent-kafka": RECORDS, "aiokafka": RECORDS, "kafka-python": 300_000}
+LATENCY_RATE = 20_000           # records per second during the latency run
+LATENCY_SECONDS = 3.0
+
+
+@pytest.fixture(scope="module")
+def broker():
+    tansu = start_tansu()
+    yield tansu
+    tansu.stop()
+
+
+def load(servers: str, topic: str, count: int) -> None:
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": servers, "linger.ms": 10, "batch.size": 262144,
+                                         "acks": 1, "queue.buffering.max.kbytes": 262144})
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, VALUE, partition=0)
+                break
+            except BufferError:
+                producer.poll(0.001)
+    assert producer.flush(300) == 0
+
+
+@pytest.fixture(scope="module")
+def loaded(broker):
+    topic = f"bench-consume-{uuid.uuid4().hex[:6]}"
+    load(broker.bootstrap_servers, topic, RECORDS)
+    return topic
+
+
+def consume_fastmq(servers: str, topic: str, count: int) -> int:
+    from fastmq.kafka import Consumer
+    from fastmq.kafka.structs import TopicPartition
+
+    with Consumer(bootstrap_servers=servers, auto_offset_reset="earliest", max_poll_records=10000) as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        seen = 0
+        while seen < count:
+            for chunk in consumer.poll(5.0).values():
+                seen += len(chunk)
+    return seen
+
+
+def consume_confluent(servers: str, topic: str, count: int) -> int:
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": servers, "group.id": f"b-{uuid.uuid4().hex}",
+                                         "enable.auto.commit": False, "fetch.queue.backoff.ms": 0})
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+        seen = 0
+        while seen < count:
+            seen += len(consumer.consume(10000, 5.0))
+    finally:
+        consumer.close()
+    return seen
+
+
+def consume_aiokafka(servers: str, topic: str, count: int) -> int:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    async def run() -> int:
+        consumer = AIOKafkaConsumer(bootstrap_servers=servers, auto_offset_reset="earliest",
+                                    enable_auto_commit=False)
+        await consumer.start()
+        try:
+            consumer.assign([TopicPartition(topic, 0)])
+            seen = 0
+            while seen < count:
+                for chunk in (await consumer.getmany(timeout_ms=5000, max_records=10000)).values():
+                    seen += len(chunk)
+            return seen
+        finally:
+            await consumer.stop()
+
+    return asyncio.run(run())
+
+
+def consume_kafka_python(servers: str, topic: str, count: int) -> int:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=servers, auto_offset_reset="earliest", enable_auto_commit=False,
+                             max_poll_records=10000)
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        seen = 0
+        while seen < count:
+            for chunk in consumer.poll(timeout_ms=10000).values():
+                seen += len(chunk)
+    finally:
+        consumer.close()
+    return seen
+
+
+CLIENTS = {"fastmq": consume_fastmq, "confluent-kafka": consume_confluent, "aiokafka": consume_aiokafka,
+           "kafka-python": consume_kafka_python}
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_consume_100_bytes(compare, broker, loaded, client):
+    count = COUNTS[client]
+    bench = compare("consume 100 B, one partition, from the beginning", client, items=count,
+                    nbytes=count * len(VALUE))
+    result = bench.pedantic(CLIENTS[client], args=(broker.bootstrap_servers, loaded, count), rounds=3,
+                            iterations=1)
+    assert result >= count
+
+
+# ---- end-to-end latency -------------------------------------------------------------------------------------
+
+PRODUCER_SCRIPT = """
+import sys, time
+import confluent_kafka
+servers, topic, rate, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+producer = confluent_kafka.Producer({"bootstrap.servers": servers, "linger.ms": 0, "acks": 1})
+tick, sent, start = 0.002, 0, time.monotonic()
+while sent < rate * seconds:
+    due = min(int(rate * seconds), int((time.monotonic() - start) * rate) + 1)
+    while sent < due:
+        producer.produce(topic, b"%.9f" % time.monotonic(), partition=0)
+        sent += 1
+    producer.poll(0)
+    time.sleep(tick)
+producer.flush(60)
+"""
+
+
+def _produce_timestamps(servers: str, topic: str, rate: float, seconds: float) -> subprocess.Popen:
+    """A producer in its own process (no GIL shared with the consumer under test) stamping every value with
+    CLOCK_MONOTONIC, which every process of the machine shares."""
+    return subprocess.Popen([sys.executable, "-c", PRODUCER_SCRIPT, servers, topic, str(rate), str(seconds)])
+
+
+def _latencies(servers: str, client: str) -> list[float]:
+    import confluent_kafka
+
+    topic = f"bench-latency-{client}-{uuid.uuid4().hex[:6]}"
+    load(servers, topic, 1)                 # the topic exists before the consumer starts
+    total = int(LATENCY_RATE * LATENCY_SECONDS)
+    latencies: list[float] = []
+    if client == "fastmq":
+        from fastmq.kafka import Consumer
+        from fastmq.kafka.structs import TopicPartition
+
+        consumer = Consumer(bootstrap_servers=servers, auto_offset_reset="earliest", fetch_max_wait_ms=100)
+        consumer.assign([TopicPartition(topic, 0)])
+        assert consumer.poll(30.0)
+
+        def take() -> list:
+            return [r.value for chunk in consumer.poll(0.2).values() for r in chunk]
+    else:
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": servers, "group.id": f"l-{uuid.uuid4().hex}",
+                                             "enable.auto.commit": False, "fetch.queue.backoff.ms": 0,
+                                             "fetch.wait.max.ms": 100})
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+        deadline = time.monotonic() + 30
+        while not consumer.consume(1, 0.5) and time.monotonic() < deadline:
+            pass
+
+        def take() -> list:
+            return [m.value() for m in consumer.consume(10000, 0.2) if m.error() is None]
+    producer = _produce_timestamps(servers, topic, LATENCY_RATE, LATENCY_SECONDS)
+    deadline = time.monotonic() + LATENCY_SECONDS + 30
+    try:
+        while len(latencies) < total and time.monotonic() < deadline:
+            values = take()
+            now = time.monotonic()
+            latencies.extend(now - float(v) for v in values)
+    finally:
+        producer.wait(60)
+        consumer.close()
+    return latencies
+
+
+@pytest.mark.parametrize("client", ["fastmq", "confluent-kafka"])
+def test_end_to_end_latency(compare, broker, client):
+    results: list[list[float]] = []
+    bench = compare(f"end-to-end at {LATENCY_RATE} msgs/s for {LATENCY_SECONDS:.0f} s (time: the whole run)",
+                    client, items=int(LATENCY_RATE * LATENCY_SECONDS))
+    bench.pedantic(lambda: results.append(_latencies(broker.bootstrap_servers, client)), rounds=1, iterations=1)
+    ordered = sorted(results[0])
+    p50, p99 = ordered[len(ordered) // 2], ordered[int(len(ordered) * 0.99)]
+    bench.extra_info["p50_ms"] = round(p50 * 1000, 2)
+    bench.extra_info["p99_ms"] = round(p99 * 1000, 2)
+    print(f"\n{client}: end-to-end latency p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms over {len(ordered)} records")
+    assert len(ordered) == int(LATENCY_RATE * LATENCY_SECONDS)

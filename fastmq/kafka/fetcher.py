@@ -1,0 +1,578 @@
+"""The consumer's fetcher: Fetch requests per leader node, prefetch buffers, offset lookups.
+
+On the I/O loop thread (a poll hook of the client's loop):
+- every assigned, positioned, unpaused partition whose buffer has room is fetched from its leader, one
+  Fetch in flight per node. The next Fetch to a node leaves as soon as the previous response is handled,
+  while the user's thread hands out what is buffered (prefetching, PREFETCH_DEPTH responses per partition);
+- responses are decoded there, by the compiled RecordDecoder, straight into ConsumerRecords, so that
+  poll() only slices lists;
+- with Fetch v7+ a fetch session (KIP-227) per node: after a full request the broker remembers the
+  partitions and offsets, and later requests carry only what changed (and forget what is no longer fetched);
+  brokers that create no session (Tansu) get full requests every time;
+- partitions waiting for an offset lookup (auto_offset_reset, seek_to_beginning / end) get one ListOffsets
+  per node;
+- pull-frequency control (TubeMQ's): after a response with no records, the node is not fetched again for
+  empty_fetch_backoff_ms.
+
+On the user's thread: drain() hands out buffered records (dropping those of partitions that were sought,
+paused or revoked meanwhile, by their epoch) and list_offsets() looks offsets up for offsets_for_times,
+beginning_offsets and end_offsets.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from fastmq._native.fetch import RecordDecoder
+from fastmq.errors import ProtocolError
+from fastmq.kafka import errors as kerrors
+from fastmq.kafka import protocol as kp
+from fastmq.kafka.client import KafkaClient, kafka_error
+from fastmq.kafka.protocol.schema import ZERO_UUID
+from fastmq.kafka.structs import ConsumerRecord, TopicPartition
+from fastmq.kafka.subscription import PartitionState, SubscriptionState
+
+_log = logging.getLogger(__name__)
+
+PREFETCH_DEPTH = 2              # completed fetches buffered per partition before it is fetched no more
+FETCH_SESSION_MIN_VERSION = 7
+TOPIC_ID_MIN_VERSION = 13
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+SESSION_ERRORS = (kerrors.FetchSessionIdNotFoundError.errno, kerrors.InvalidFetchSessionEpochError.errno,
+                  kerrors.FetchSessionTopicIdError.errno)
+
+
+@dataclass
+class FetchConfig:
+    fetch_min_bytes: int = 1
+    fetch_max_bytes: int = 52428800
+    max_partition_fetch_bytes: int = 1048576
+    fetch_max_wait_ms: int = 500
+    isolation_level: str = "read_uncommitted"
+    check_crcs: bool = True
+    enable_incremental_fetch_sessions: bool = True
+    retry_backoff_ms: float = 100
+    client_rack: str = ""
+    empty_fetch_backoff_ms: float = 0          # pull-frequency control: pause a node after an empty response
+
+    @property
+    def isolation(self) -> int:
+        if self.isolation_level == "read_committed":
+            return READ_COMMITTED
+        if self.isolation_level == "read_uncommitted":
+            return READ_UNCOMMITTED
+        raise kerrors.KafkaConfigurationError(
+            f"isolation_level must be 'read_uncommitted' or 'read_committed', not {self.isolation_level!r}")
+
+
+@dataclass(slots=True)
+class CompletedFetch:
+    """One partition of one Fetch response, decoded, waiting for the user."""
+
+    state: PartitionState
+    epoch: int                  # the partition's epoch when the fetch was sent
+    position: int               # where the user's position must be for the next record to be handed out
+    records: list
+    next_offset: int            # position once every record is handed out (control batches count)
+    error: BaseException | None
+    bytes_per_record: float = 0.0
+    index: int = 0
+
+
+@dataclass
+class FetchSession:
+    """A node's fetch session (KIP-227), as the client sees it."""
+
+    session_id: int = 0
+    epoch: int = 0                              # 0: the next request is full (and asks for a session)
+    partitions: dict[TopicPartition, int] = field(default_factory=dict)   # what the broker has: tp -> offset
+
+    def reset(self) -> None:
+        self.session_id = 0
+        self.epoch = 0
+        self.partitions = {}
+
+    def build(self, wanted: dict[TopicPartition, int], use_sessions: bool
+              ) -> tuple[int, int, list[TopicPartition], list[TopicPartition]]:
+        """(session_id, session_epoch, partitions to send, partitions to forget) for the wanted offsets."""
+        if not use_sessions:
+            return 0, -1, list(wanted), []
+        if self.session_id == 0 or self.epoch == 0:
+            return self.session_id, 0, list(wanted), []
+        send = [tp for tp, offset in wanted.items() if self.partitions.get(tp) != offset]
+        forget = [tp for tp in self.partitions if tp not in wanted]
+        return self.session_id, self.epoch, send, forget
+
+    def on_response(self, session_id: int, sent_epoch: int, wanted: dict[TopicPartition, int]) -> None:
+        if sent_epoch < 0:
+            return
+        if sent_epoch == 0:
+            # A full request: the broker created a session (non-zero id) or declined to (id 0).
+            self.session_id = session_id
+            self.epoch = 1 if session_id else 0
+        else:
+            self.epoch = self.epoch + 1 if self.epoch < 0x7FFFFFFF else 1
+        self.partitions = dict(wanted) if self.session_id else {}
+
+
+class Fetcher:
+    """Fetching for one consumer; see the module docstring for which thread does what."""
+
+    def __init__(self, client: KafkaClient, subscriptions: SubscriptionState, config: FetchConfig,
+                 decoder: RecordDecoder, wakeup: threading.Condition) -> None:
+        self.client = client
+        self.subscriptions = subscriptions
+        self.config = config
+        self.decoder = decoder
+        self.isolation = config.isolation
+        self.wakeup = wakeup
+        self.completed: deque[CompletedFetch] = deque()
+        self.errors: deque[BaseException] = deque()     # fetch-level errors for the user (loop appends)
+        self._current: CompletedFetch | None = None     # user thread: the fetch being handed out
+        self._sessions: dict[Any, FetchSession] = {}
+        self._fetching_nodes: set[Any] = set()
+        self._node_retry_at: dict[Any, float] = {}
+        self._resetting_nodes: set[Any] = set()
+        self._topic_names: dict[Any, str] = {}
+        self._topic_names_version = -1
+        self._closed = False
+        # Counters for metrics and tests.
+        self.fetch_requests = 0
+        self.records_fetched = 0
+        client.loop.add_poll_hook(self._maintain)
+
+    # ---- the loop thread: sending -----------------------------------------------------------------------
+
+    def _maintain(self) -> float | None:
+        if self._closed:
+            return None
+        assignment = self.subscriptions.assignment
+        if not assignment:
+            return None
+        now = time.monotonic()
+        wait: float | None = None
+        cluster = self.client.cluster
+        fetches: dict[Any, list[tuple[PartitionState, int, int]]] = {}
+        resets: dict[Any, list[tuple[PartitionState, int]]] = {}
+        missing_leader = False
+        with self.subscriptions.lock:
+            for state in assignment.values():
+                if now < state.retry_at:
+                    wait = _earlier(wait, state.retry_at - now)
+                    continue
+                epoch = state.epoch
+                if state.reset_to is not None:
+                    if state.reset_epoch == epoch:
+                        continue                    # a lookup is on the wire
+                    leader = cluster.leader_for(state.tp)
+                    if leader < 0:
+                        missing_leader = True
+                        continue
+                    resets.setdefault(leader, []).append((state, epoch))
+                    continue
+                if (state.position is None or state.paused or state.in_flight
+                        or state.queued - state.drained >= PREFETCH_DEPTH):
+                    continue
+                if state.fetch_epoch != epoch:
+                    state.fetch_offset = state.position
+                    state.fetch_epoch = epoch
+                leader = cluster.leader_for(state.tp)
+                if leader < 0:
+                    missing_leader = True
+                    continue
+                fetches.setdefault(leader, []).append((state, epoch, state.fetch_offset))
+        if missing_leader:
+            self.client.request_update()
+            wait = _earlier(wait, self.config.retry_backoff_ms / 1000.0)
+        for node, items in resets.items():
+            if node in self._resetting_nodes:
+                continue
+            if self.client.ready(node):
+                self._send_reset(node, items)
+            else:
+                wait = self._reconnect_wait(node, wait)
+        for node, items in fetches.items():
+            if node in self._fetching_nodes:
+                continue
+            retry_at = self._node_retry_at.get(node, 0.0)
+            if now < retry_at:
+                wait = _earlier(wait, retry_at - now)
+                continue
+            if self.client.ready(node):
+                self._send_fetch(node, items)
+            else:
+                wait = self._reconnect_wait(node, wait)
+        return wait
+
+    def _reconnect_wait(self, node: Any, wait: float | None) -> float | None:
+        # While connecting, the connection's events wake the loop; in a reconnect backoff nothing would:
+        # come back when it ends.
+        delay = self.client.connection_delay(node)
+        return wait if delay == float("inf") else _earlier(wait, max(delay, 0.001))
+
+    def _topic_ids(self) -> None:
+        cluster = self.client.cluster
+        if self._topic_names_version != cluster.version:
+            self._topic_names = {info.topic_id: name for name, info in cluster.topics.items()
+                                 if info.topic_id is not None}
+            self._topic_names_version = cluster.version
+
+    def _send_fetch(self, node: Any, items: list[tuple[PartitionState, int, int]]) -> None:
+        config = self.config
+        version = self.client.api_version(node, kp.ApiKey.FETCH)
+        session = self._sessions.setdefault(node, FetchSession())
+        wanted = {state.tp: fetch_offset for state, _, fetch_offset in items}
+        use_sessions = config.enable_incremental_fetch_sessions and version >= FETCH_SESSION_MIN_VERSION
+        session_id, session_epoch, send, forget = session.build(wanted, use_sessions)
+        cluster = self.client.cluster
+        F = kp.FetchRequest
+        topics: dict[str, list[Any]] = {}
+        for tp in send:
+            topics.setdefault(tp.topic, []).append(F.FetchPartition(
+                partition=tp.partition, fetch_offset=wanted[tp], partition_max_bytes=config.max_partition_fetch_bytes))
+        forgotten: dict[str, list[int]] = {}
+        for tp in forget:
+            forgotten.setdefault(tp.topic, []).append(tp.partition)
+
+        def topic_id(name: str) -> Any:
+            info = cluster.topics.get(name)
+            return info.topic_id if info is not None and info.topic_id is not None else ZERO_UUID
+
+        request = F(
+            max_wait_ms=config.fetch_max_wait_ms, min_bytes=config.fetch_min_bytes, max_bytes=config.fetch_max_bytes,
+            isolation_level=self.isolation, session_id=session_id, session_epoch=session_epoch,
+            topics=[F.FetchTopic(topic=name, topic_id=topic_id(name), partitions=parts) for name, parts in topics.items()],
+            forgotten_topics_data=[F.ForgottenTopic(topic=name, topic_id=topic_id(name), partitions=parts)
+                                   for name, parts in forgotten.items()],
+            rack_id=config.client_rack)
+        sent = {state.tp: (state, epoch, fetch_offset) for state, epoch, fetch_offset in items}
+        for state, _, _ in items:
+            state.in_flight = True
+        self._fetching_nodes.add(node)
+        # The broker may hold the request for max_wait_ms before answering: allow for that on top.
+        timeout = self.client.config.request_timeout_ms / 1000.0 + config.fetch_max_wait_ms / 1000.0
+        try:
+            self.client.send(node, request, lambda response, error: self._on_fetch(
+                node, version, session, session_epoch, wanted, sent, response, error), timeout=timeout)
+        except Exception as exc:
+            self._fetch_done(node, sent)
+            session.reset()
+            _log.debug("fetch to node %r not sent: %s", node, exc)
+            return
+        self.fetch_requests += 1
+
+    def _fetch_done(self, node: Any, sent: dict[TopicPartition, tuple[PartitionState, int, int]]) -> None:
+        self._fetching_nodes.discard(node)
+        for state, _, _ in sent.values():
+            state.in_flight = False
+
+    # ---- the loop thread: responses ----------------------------------------------------------------------
+
+    def _on_fetch(self, node: Any, version: int, session: FetchSession, session_epoch: int,
+                  wanted: dict[TopicPartition, int], sent: dict[TopicPartition, tuple[PartitionState, int, int]],
+                  response: Any, error: BaseException | None) -> None:
+        self._fetch_done(node, sent)
+        now = time.monotonic()
+        backoff = self.config.retry_backoff_ms / 1000.0
+        if self._closed:
+            return
+        if error is not None:
+            session.reset()
+            self._node_retry_at[node] = now + backoff
+            if isinstance(error, ProtocolError) and not isinstance(error, kerrors.KafkaError):
+                # A response that cannot be read (the connection is closed already): tell the user once per
+                # response; fetching goes on over a new connection.
+                self.errors.append(kerrors.KafkaProtocolError(
+                    f"a fetch response from node {node} could not be read: {error}"))
+                with self.wakeup:
+                    self.wakeup.notify_all()
+            elif isinstance(error, kerrors.KafkaError) and error.invalid_metadata:
+                self.client.request_update()
+            _log.debug("fetch from node %r failed: %s", node, error)
+            return
+        if response.error_code:
+            session.reset()
+            self._node_retry_at[node] = now + backoff
+            if response.error_code not in SESSION_ERRORS:
+                _log.warning("fetch from node %r failed: %s", node, kerrors.for_code(response.error_code).__name__)
+            return
+        session.on_response(response.session_id, session_epoch, wanted)
+        if version >= TOPIC_ID_MIN_VERSION:
+            self._topic_ids()
+        completed = 0
+        records_seen = False
+        assignment = self.subscriptions.assignment
+        for topic_response in response.responses:
+            topic = topic_response.topic if version < TOPIC_ID_MIN_VERSION else \
+                self._topic_names.get(topic_response.topic_id)
+            if topic is None:
+                continue
+            for data in topic_response.partitions:
+                entry = sent.get(TopicPartition(topic, data.partition_index))
+                if entry is None:
+                    continue
+                state, epoch, fetch_offset = entry
+                if state.epoch != epoch or assignment.get(state.tp) is not state:
+                    continue                        # sought, paused or revoked while the fetch was out
+                if data.error_code:
+                    completed += self._partition_error(state, epoch, fetch_offset, data.error_code, now)
+                    continue
+                state.highwater = data.high_watermark
+                if data.last_stable_offset >= 0:
+                    state.last_stable_offset = data.last_stable_offset
+                if data.log_start_offset >= 0:
+                    state.log_start_offset = data.log_start_offset
+                records = data.records
+                if records is None or not len(records):
+                    continue
+                records_seen = True
+                decoded, next_offset, decode_error = self.decoder.decode(
+                    records, topic, data.partition_index, fetch_offset, data.aborted_transactions)
+                state.fetch_offset = next_offset
+                if decoded or decode_error is not None:
+                    count = len(decoded)
+                    self.records_fetched += count
+                    self.completed.append(CompletedFetch(state, epoch, fetch_offset, decoded, next_offset,
+                                                         decode_error, len(records) / count if count else 0.0))
+                    state.queued += 1
+                    completed += 1
+                    if decode_error is not None:
+                        state.retry_at = now + backoff     # do not spin on a batch that cannot be read
+        if not records_seen and self.config.empty_fetch_backoff_ms > 0:
+            self._node_retry_at[node] = now + self.config.empty_fetch_backoff_ms / 1000.0
+        if completed:
+            with self.wakeup:
+                self.wakeup.notify_all()
+
+    def _partition_error(self, state: PartitionState, epoch: int, fetch_offset: int, code: int, now: float) -> int:
+        """Handle a partition's error code; returns 1 when an error was queued for the user."""
+        error_class = kerrors.for_code(code)
+        backoff = self.config.retry_backoff_ms / 1000.0
+        if error_class is kerrors.OffsetOutOfRangeError:
+            if self.subscriptions.default_reset is not None:
+                _log.info("fetch offset %d of %s is out of range; resetting", fetch_offset, state.tp)
+                with self.subscriptions.lock:
+                    if state.epoch == epoch:
+                        state.position = None
+                        state.reset_to = self.subscriptions.default_reset
+                        state.epoch += 1
+                return 0
+            error: BaseException = kerrors.OffsetOutOfRangeError(
+                f"fetch offset {fetch_offset} of {state.tp} is out of range and auto_offset_reset is 'none'",
+                {state.tp: fetch_offset})
+        elif error_class.invalid_metadata or error_class.retriable:
+            _log.debug("fetch of %s: %s; refreshing metadata", state.tp, error_class.__name__)
+            self.client.request_update()
+            state.retry_at = now + backoff
+            return 0
+        else:
+            error = error_class(f"fetch of {state.tp} at offset {fetch_offset}")
+        state.retry_at = now + backoff
+        self.completed.append(CompletedFetch(state, epoch, fetch_offset, [], fetch_offset, error))
+        state.queued += 1
+        return 1
+
+    # ---- the loop thread: offset resets ------------------------------------------------------------------
+
+    def _send_reset(self, node: Any, items: list[tuple[PartitionState, int]]) -> None:
+        L = kp.ListOffsetsRequest
+        topics: dict[str, list[Any]] = {}
+        for state, epoch in items:
+            state.reset_epoch = epoch
+            topics.setdefault(state.tp.topic, []).append(L.ListOffsetsPartition(
+                partition_index=state.tp.partition, timestamp=state.reset_to))
+        request = L(replica_id=-1, isolation_level=self.isolation,
+                    topics=[L.ListOffsetsTopic(name=name, partitions=parts) for name, parts in topics.items()])
+        pending = {state.tp: (state, epoch) for state, epoch in items}
+        self._resetting_nodes.add(node)
+        try:
+            self.client.send(node, request, lambda response, error: self._on_reset(node, pending, response, error))
+        except Exception as exc:
+            self._on_reset(node, pending, None, exc)
+
+    def _on_reset(self, node: Any, pending: dict[TopicPartition, tuple[PartitionState, int]], response: Any,
+                  error: BaseException | None) -> None:
+        self._resetting_nodes.discard(node)
+        now = time.monotonic()
+        backoff = self.config.retry_backoff_ms / 1000.0
+        done = False
+        if error is None:
+            for topic in response.topics:
+                for part in topic.partitions:
+                    entry = pending.pop(TopicPartition(topic.name, part.partition_index), None)
+                    if entry is None:
+                        continue
+                    state, epoch = entry
+                    state.reset_epoch = -1
+                    if part.error_code:
+                        error_class = kerrors.for_code(part.error_code)
+                        if error_class.invalid_metadata:
+                            self.client.request_update()
+                        _log.debug("offset lookup of %s failed: %s", state.tp, error_class.__name__)
+                        state.retry_at = now + backoff
+                        continue
+                    offset = part.old_style_offsets[0] if part.old_style_offsets else part.offset
+                    if self.subscriptions.complete_reset(state, epoch, offset, part.leader_epoch):
+                        done = True
+        else:
+            _log.debug("offset lookup on node %r failed: %s", node, error)
+        for state, _ in pending.values():               # not answered: try again after a backoff
+            state.reset_epoch = -1
+            state.retry_at = now + backoff
+        if done:
+            with self.wakeup:
+                self.wakeup.notify_all()
+
+    # ---- the user's thread --------------------------------------------------------------------------------
+
+    def has_buffered(self) -> bool:
+        return self._current is not None or bool(self.completed) or bool(self.errors)
+
+    def drain(self, max_records: int, result: dict[TopicPartition, list],
+              max_bytes: float = float("inf")) -> tuple[int, float]:
+        """Move up to max_records buffered records (and about max_bytes of them) into result, appending per
+        partition; returns (records, estimated bytes). Raises the error of a failed partition fetch when it is
+        next in line and nothing was handed out yet; the position then stays where the error is."""
+        if self.errors:
+            raise self.errors.popleft()
+        taken = 0
+        nbytes = 0.0
+        assignment = self.subscriptions.assignment
+        freed = False
+        while taken < max_records:
+            completed = self._current
+            if completed is None:
+                if not self.completed:
+                    break
+                completed = self._current = self.completed.popleft()
+            state = completed.state
+            if (assignment.get(state.tp) is not state or state.epoch != completed.epoch
+                    or state.position != completed.position or state.paused):
+                self._finish(completed)
+                freed = True
+                continue
+            records = completed.records
+            if completed.index < len(records):
+                start = completed.index
+                want = max_records - taken
+                if completed.bytes_per_record and max_bytes != float("inf"):
+                    want = min(want, max(1 if not taken else 0, int((max_bytes - nbytes) / completed.bytes_per_record)))
+                    if want <= 0:
+                        break
+                end = min(len(records), start + want)
+                chunk = records if start == 0 and end == len(records) else records[start:end]
+                taken += end - start
+                nbytes += (end - start) * completed.bytes_per_record
+                completed.index = end
+                last = chunk[-1]
+                completed.position = state.position = last.offset + 1
+                state.leader_epoch = last.leader_epoch
+                existing = result.get(state.tp)
+                if existing is None:
+                    result[state.tp] = chunk
+                else:
+                    existing.extend(chunk)
+                if completed.index < len(records):
+                    break
+            if completed.error is not None:
+                if taken:
+                    break                           # hand out the good records first; raise next time
+                self._finish(completed)
+                state.position = completed.next_offset
+                raise completed.error
+            if completed.next_offset > state.position:
+                state.position = completed.next_offset
+            self._finish(completed)
+            freed = True
+        if freed:
+            self.client.loop.wakeup()               # buffers have room: the loop may fetch again
+        return taken, nbytes
+
+    def _finish(self, completed: CompletedFetch) -> None:
+        self._current = None
+        completed.state.drained += 1
+
+    # ---- offset lookups (user's thread) ------------------------------------------------------------------
+
+    def list_offsets(self, timestamps: dict[TopicPartition, int], timeout: float) -> dict[TopicPartition, tuple]:
+        """tp -> (offset, timestamp, leader_epoch) for ListOffsets timestamps (EARLIEST, LATEST or a time in
+        ms); offset -1 when the partition has no record at or after that time. Retries while within timeout."""
+        deadline = time.monotonic() + timeout
+        remaining = dict(timestamps)
+        results: dict[TopicPartition, tuple] = {}
+        backoff = self.config.retry_backoff_ms / 1000.0
+        last_error: BaseException | None = None
+        while remaining:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise kerrors.KafkaTimeoutError(
+                    f"offset lookup of {sorted(remaining)} did not finish within {timeout:.1f} s"
+                    + (f" (last error: {last_error})" if last_error else ""))
+            by_node: dict[Any, dict[TopicPartition, int]] = {}
+            for tp, ts in remaining.items():
+                info = self.client.topic_metadata(tp.topic, left)
+                if tp.partition >= len(info.partitions):
+                    raise kerrors.UnknownTopicOrPartitionError(f"{tp}: the topic has {len(info.partitions)} partitions")
+                leader = info.partitions[tp.partition].leader
+                if leader < 0:
+                    continue
+                by_node.setdefault(leader, {})[tp] = ts
+            L = kp.ListOffsetsRequest
+            futures = []
+            for node, wanted in by_node.items():
+                topics: dict[str, list[Any]] = {}
+                for tp, ts in wanted.items():
+                    topics.setdefault(tp.topic, []).append(L.ListOffsetsPartition(
+                        partition_index=tp.partition, timestamp=ts))
+                request = L(replica_id=-1, isolation_level=self.isolation,
+                            topics=[L.ListOffsetsTopic(name=n, partitions=p) for n, p in topics.items()])
+                futures.append(self.client.call(node, request, timeout=max(0.001, deadline - time.monotonic())))
+            retry = False
+            for future in futures:
+                try:
+                    response = future.result(max(0.001, deadline - time.monotonic()) + 1.0)
+                except Exception as exc:
+                    last_error = kafka_error(exc)
+                    retry = True
+                    continue
+                for topic in response.topics:
+                    for part in topic.partitions:
+                        tp = TopicPartition(topic.name, part.partition_index)
+                        if tp not in remaining:
+                            continue
+                        if part.error_code:
+                            error_class = kerrors.for_code(part.error_code)
+                            if error_class.retriable or error_class.invalid_metadata:
+                                last_error = error_class(f"offset lookup of {tp}")
+                                retry = True
+                                continue
+                            raise error_class(f"offset lookup of {tp}")
+                        offset = part.old_style_offsets[0] if part.old_style_offsets else part.offset
+                        results[tp] = (offset, part.timestamp, part.leader_epoch)
+                        del remaining[tp]
+            if remaining and (retry or not futures):
+                self.client.request_update()
+                time.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
+        return results
+
+    def close(self) -> None:
+        self._closed = True
+        self.client.loop.remove_poll_hook(self._maintain)
+        self.completed.clear()
+        self._current = None
+
+
+def _earlier(current: float | None, candidate: float) -> float:
+    return candidate if current is None or candidate < current else current
+
+
+def make_decoder(*, check_crcs: bool, read_committed: bool, key_deserializer: Callable[..., Any] | None,
+                 value_deserializer: Callable[..., Any] | None, with_context: bool = False,
+                 deserialize_null: bool = False, tuple_headers: bool = True) -> RecordDecoder:
+    return RecordDecoder(ConsumerRecord, check_crcs=check_crcs, read_committed=read_committed,
+                         key_deserializer=key_deserializer, value_deserializer=value_deserializer,
+                         with_context=with_context, deserialize_null=deserialize_null, tuple_headers=tuple_headers)

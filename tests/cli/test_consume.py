@@ -1,0 +1,82 @@
+"""`fastmq consume` and `fastmq bench consume` against a real broker (Tansu)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+
+import confluent_kafka
+
+from fastmq.cli.consume import Formatter
+from fastmq.kafka.structs import ConsumerRecord
+
+WAIT = 20.0
+
+
+def fastmq(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fastmq", *args], capture_output=True, timeout=120)
+
+
+def produce(servers: str, topic: str, count: int, partition: int = 0) -> None:
+    producer = confluent_kafka.Producer({"bootstrap.servers": servers})
+    for i in range(count):
+        producer.produce(topic, b"value-%d" % i, key=b"k%d" % i, partition=partition,
+                         headers=[("h", b"%d" % i)], timestamp=1_700_000_000_000 + i)
+    assert producer.flush(WAIT) == 0
+
+
+def test_formatter_tokens_and_escapes():
+    record = ConsumerRecord("t", 2, 0, 41, 1_700_000_000_000, 0, b"key", b"value", (("a", b"1"), ("b", None)),
+                            None, 3, 5, 3)
+    assert Formatter("%t/%p/%o %k=%s %S %K %T [%h] 100%%\\n").format(record) == \
+        b"t/2/41 key=value 5 3 1700000000000 [a=1,b=] 100%\n"
+    assert Formatter("%R%s").format(record) == b"\x00\x00\x00\x05value"
+    null = record._replace(key=None, value=None, serialized_value_size=-1)
+    assert Formatter("[%k][%s]").format(null) == b"[][]"
+
+
+def test_consume_from_an_offset_with_a_count_and_a_format(tansu):
+    topic = f"cli-{uuid.uuid4().hex[:8]}"
+    produce(tansu.bootstrap_servers, topic, 10)
+    result = fastmq("consume", "-b", tansu.bootstrap_servers, "-t", topic, "-p", "0", "-o", "3", "-c", "4",
+                    "-f", "%o:%k:%s\\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode().splitlines() == [f"{i}:k{i}:value-{i}" for i in range(3, 7)]
+
+
+def test_consume_exits_at_the_end_of_every_partition(tansu):
+    topic = f"cli-{uuid.uuid4().hex[:8]}"
+    produce(tansu.bootstrap_servers, topic, 3, partition=0)
+    produce(tansu.bootstrap_servers, topic, 2, partition=2)
+    result = fastmq("consume", "-b", tansu.bootstrap_servers, "-t", topic, "-e", "-f", "%p %s\\n")
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.decode().splitlines()) == sorted(
+        [f"0 value-{i}" for i in range(3)] + [f"2 value-{i}" for i in range(2)])
+
+
+def test_consume_as_a_group_member_commits(tansu):
+    topic, group = f"cli-{uuid.uuid4().hex[:8]}", f"cli-group-{uuid.uuid4().hex[:8]}"
+    produce(tansu.bootstrap_servers, topic, 5)
+    options = ["-b", tansu.bootstrap_servers, "-t", topic, "-g", group, "-X", "session_timeout_ms=6000"]
+    first = fastmq("consume", *options, "-c", "5")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.decode().splitlines() == [f"value-{i}" for i in range(5)]
+    produce(tansu.bootstrap_servers, topic, 1)
+    second = fastmq("consume", *options, "-c", "1")
+    assert second.stdout.decode().splitlines() == ["value-0"]           # only the new record
+
+
+def test_consume_rejects_bad_arguments(tansu):
+    result = fastmq("consume", "-b", tansu.bootstrap_servers, "-t", "x", "-o", "sometime")
+    assert result.returncode != 0 and b"-o wants" in result.stderr
+    result = fastmq("consume", "-b", tansu.bootstrap_servers, "-t", "x", "-X", "bogus_option=1")
+    assert result.returncode != 0 and b"bogus_option" in result.stderr
+
+
+def test_bench_consume_prints_a_summary(tansu):
+    result = fastmq("bench", "consume", "-b", tansu.bootstrap_servers, "--records", "20000", "-q",
+                    "--latency-seconds", "1", "--latency-rate", "1000")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.decode().splitlines()
+    assert lines[0].split()[:3] == ["stage", "msgs/s", "MB/s"]
+    assert lines[2].startswith("consume") and lines[3].startswith("end-to-end")
