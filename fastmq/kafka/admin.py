@@ -50,6 +50,7 @@ from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.client import ClientConfig, KafkaClient
 from fastmq.kafka.cluster import BrokerInfo, ClusterMetadata, TopicInfo
+from fastmq.kafka.coordinator import GROUP, coordinator_entries, find_coordinator_request
 from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition
 
 _log = logging.getLogger(__name__)
@@ -67,9 +68,6 @@ _COORDINATOR_RETRY_CODES = frozenset({kerrors.CoordinatorLoadInProgressError.err
 _LEADER_RETRY_CODES = frozenset({kerrors.LeaderNotAvailableError.errno, kerrors.NotLeaderForPartitionError.errno})
 # What a request that ran out of the operation's time raises (before sending, or while in flight).
 _TIMEOUTS = (kerrors.KafkaTimeoutError, kerrors.RequestTimedOutError)
-# FindCoordinator key types.
-_GROUP_KEY = 0
-
 _E = TypeVar("_E", bound=IntEnum)
 
 
@@ -1112,7 +1110,7 @@ class Admin:
         missing = [g for g in groups if g not in found]
         refused: dict[str, _ItemAnswer] = {}
         while missing:
-            request = kp.FindCoordinatorRequest(key=missing[0], key_type=_GROUP_KEY, coordinator_keys=missing)
+            request = find_coordinator_request(missing, GROUP)
             try:
                 reply = self._send(None, request, deadline)
             except _TIMEOUTS:
@@ -1121,13 +1119,9 @@ class Admin:
                 failed.update(refused)
                 break
             refused = {}
-            r = reply.response
-            if reply.version >= 4:
-                asked = missing
-                rows = [(c.key, c.error_code, c.error_message, c.node_id, c.host, c.port) for c in r.coordinators]
-            else:
-                asked = missing[:1]
-                rows = [(missing[0], r.error_code, r.error_message, r.node_id, r.host, r.port)]
+            asked = missing if reply.version >= 4 else missing[:1]     # v0-3 ask for one key at a time
+            rows = [(c.key, c.error_code, c.error_message, c.node_id, c.host, c.port)
+                    for c in coordinator_entries(reply.response, asked)]
             can_retry = self._can_retry(deadline)
             new_nodes = []
             for key, code, message, node_id, host, port in rows:
