@@ -27,7 +27,7 @@ from cpython.unicode cimport PyUnicode_Check
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
 
 from fastmq._native.hashing cimport murmur2_nogil
-from fastmq._native.records cimport RecordBatchBuilder
+from fastmq._native.records cimport RecordBatchBuilder, now_ms
 
 from fastmq._native.records import RecordBatch
 from fastmq.kafka.errors import IllegalStateError, KafkaTimeoutError
@@ -36,21 +36,8 @@ from fastmq.kafka.structs import RecordMetadata, TopicPartition
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
 
-cdef extern from "<time.h>" nogil:
-    ctypedef long time_t
-    struct timespec:
-        time_t tv_sec
-        long tv_nsec
-    int clock_gettime(int clock_id, timespec* ts)
-    int CLOCK_REALTIME
 
 cdef object _monotonic = time.monotonic
-
-
-cdef inline int64_t now_ms() noexcept nogil:
-    cdef timespec ts
-    clock_gettime(CLOCK_REALTIME, &ts)
-    return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
 
 
 # ---------------------------------------------------------------------------------------------------------

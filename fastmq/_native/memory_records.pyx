@@ -123,14 +123,8 @@ cdef class MemoryRecordsBuilder:
         if compression_type not in (0, 1, 2, 3, 4):
             raise ValueError("Not valid compression type")
         if magic >= 2:
-            if transactional and producer_id == -1:
-                raise ValueError("Cannot write transactional messages without a valid producer ID")
-            if producer_id != -1 and producer_epoch == -1:
-                raise ValueError("Invalid negative producer epoch")
-            if producer_id != -1 and base_sequence == -1:
-                raise ValueError("Invalid negative sequence number used")
-            self._builder = RecordBatchBuilder(magic, compression_type, transactional, producer_id,
-                                               producer_epoch, base_sequence, batch_size)
+            self._builder = RecordBatchBuilder(magic, compression_type, False, -1, -1, -1, batch_size)
+            self._builder.set_producer_state(producer_id, producer_epoch, base_sequence, transactional)
             self._producer_id = producer_id
             self._producer_epoch = producer_epoch
             self._base_sequence = base_sequence

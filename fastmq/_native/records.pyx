@@ -63,13 +63,6 @@ from fastmq.kafka.errors import CorruptRecordError
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
 
-cdef extern from "<time.h>" nogil:
-    ctypedef long time_t
-    struct timespec:
-        time_t tv_sec
-        long tv_nsec
-    int clock_gettime(int clock_id, timespec* ts)
-    int CLOCK_REALTIME
 
 DEFAULT_MAX_DECOMPRESSED_SIZE = 256 * 1024 * 1024
 
@@ -83,12 +76,6 @@ cdef tuple RECORD_ERRORS = (      # indexed by the RECORD_* codes of kafka_recor
     "record headers are malformed",
     "record length does not match its fields",
 )
-
-
-cdef inline int64_t now_ms() noexcept nogil:
-    cdef timespec ts
-    clock_gettime(CLOCK_REALTIME, &ts)
-    return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
 
 
 # ---------------------------------------------------------------------------------------------------------

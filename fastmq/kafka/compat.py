@@ -10,10 +10,10 @@ no effect: fastmq negotiates API versions with every broker itself.
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
 from fastmq.kafka import errors as kerrors
+from fastmq.kafka.compat_config import CONNECTION_DEFAULTS, Unset, client_options, resolve
 from fastmq.kafka.compat_consumer import KafkaConsumer  # noqa: F401
 from fastmq.kafka.compat_admin import (  # noqa: F401  (kafka-python's admin names)
     AlterConfigOp, ConfigFilterType, ConfigResource, ConfigResourceType, ConfigSourceType, ConfigType,
@@ -25,22 +25,8 @@ from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition  # noqa: F401
 
 _log = logging.getLogger(__name__)
 
-_client_ids = iter(range(1, 1 << 62))
-_client_ids_lock = threading.Lock()
-
-
-def _next_client_id(kind: str) -> str:
-    with _client_ids_lock:
-        return f"kafka-python-{kind}-{next(_client_ids)}"
-
-
-class _Unset:
-    """Marks a kafka-python default whose value is an object created per producer."""
-
-
 PRODUCER_DEFAULTS: dict[str, Any] = {
-    "bootstrap_servers": "localhost",
-    "client_id": None,
+    **CONNECTION_DEFAULTS,
     "key_serializer": None,
     "value_serializer": None,
     "enable_idempotence": True,
@@ -52,62 +38,16 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "retries": float("inf"),
     "batch_size": 16384,
     "linger_ms": 0,
-    "partitioner": _Unset,
-    "connections_max_idle_ms": 9 * 60 * 1000,
+    "partitioner": Unset,
     "max_block_ms": 60000,
     "max_request_size": 1048576,
     "allow_auto_create_topics": True,
-    "metadata_max_age_ms": 300000,
-    "client_dns_lookup": "use_all_dns_ips",
-    "retry_backoff_ms": 100,
-    "request_timeout_ms": 30000,
-    "receive_message_max_bytes": 100_000_000,
-    "receive_buffer_bytes": None,
-    "send_buffer_bytes": None,
-    "socket_options": _Unset,
-    "reconnect_backoff_ms": 50,
-    "reconnect_backoff_max_ms": 30000,
-    "max_in_flight_requests_per_connection": 5,
-    "security_protocol": "PLAINTEXT",
-    "ssl_context": None,
-    "ssl_check_hostname": True,
-    "ssl_cafile": None,
-    "ssl_certfile": None,
-    "ssl_keyfile": None,
-    "ssl_crlfile": None,
-    "ssl_password": None,
-    "ssl_ciphers": None,
-    "api_version": None,
-    "bootstrap_timeout_ms": 30000,
-    "metric_reporters": [],
     "metrics_enabled": True,
-    "metrics_num_samples": 2,
-    "metrics_sample_window_ms": 30000,
-    "selector": None,
-    "sasl_mechanism": None,
-    "sasl_plain_username": None,
-    "sasl_plain_password": None,
-    "sasl_kerberos_name": None,
-    "sasl_kerberos_service_name": "kafka",
-    "sasl_kerberos_domain_name": None,
-    "sasl_oauth_token_provider": None,
-    "proxy_url": None,
-    "socks5_proxy": None,
-    "kafka_client": None,
+    "ssl_ciphers": None,
 }
-
-# Keys handed to the client's connection settings as they are.
-_CLIENT_KEYS = (
-    "client_id", "connections_max_idle_ms", "allow_auto_create_topics", "metadata_max_age_ms",
-    "receive_message_max_bytes", "receive_buffer_bytes", "send_buffer_bytes", "reconnect_backoff_ms",
-    "reconnect_backoff_max_ms", "security_protocol", "ssl_context", "ssl_check_hostname", "ssl_cafile",
-    "ssl_certfile", "ssl_keyfile", "ssl_crlfile", "ssl_password", "ssl_ciphers", "sasl_mechanism",
-    "sasl_plain_username", "sasl_plain_password",
-)
-_UNSUPPORTED = {
-    "sasl_oauth_token_provider": "SASL OAUTHBEARER", "proxy_url": "connecting through a proxy",
-    "socks5_proxy": "connecting through a SOCKS5 proxy",
-}
+# Settings the Producer takes as its own arguments rather than as connection settings.
+_PRODUCER_ARGUMENTS = ("bootstrap_servers", "request_timeout_ms", "retry_backoff_ms",
+                       "max_in_flight_requests_per_connection")
 
 
 def _serializer(serializer: Any) -> Any:
@@ -125,17 +65,7 @@ class KafkaProducer(Producer):
     DEFAULT_CONFIG = PRODUCER_DEFAULTS
 
     def __init__(self, **configs: Any) -> None:
-        unknown = set(configs) - set(PRODUCER_DEFAULTS)
-        if unknown:
-            raise ValueError(f"Unrecognized configs: { {k: configs[k] for k in sorted(unknown)} }")
-        config = {k: (configs[k] if k in configs else v) for k, v in PRODUCER_DEFAULTS.items()}
-        for key, feature in _UNSUPPORTED.items():
-            if config[key] is not None:
-                raise kerrors.KafkaConfigurationError(f"{key}: {feature} is not supported by fastmq yet")
-        if config["sasl_mechanism"] == "GSSAPI":
-            raise kerrors.KafkaConfigurationError("sasl_mechanism GSSAPI (Kerberos) is not supported by fastmq")
-        if config["client_id"] is None:
-            config["client_id"] = _next_client_id("producer")
+        config = resolve(configs, PRODUCER_DEFAULTS, kind="producer", unknown_error=ValueError)
         if config["acks"] == "all":
             config["acks"] = -1
         if config["compression_type"] not in CODECS:
@@ -167,12 +97,10 @@ class KafkaProducer(Producer):
                              "idempotent defaults: %s", text)
                 config["enable_idempotence"] = False
         self.config = config
-        client_options = {k: config[k] for k in _CLIENT_KEYS}
-        if config["socket_options"] is not _Unset:
-            client_options["socket_options"] = list(config["socket_options"])
+        options = client_options(config, exclude=_PRODUCER_ARGUMENTS)
         partitioner = config["partitioner"]
         self._custom_partitioner = None
-        if partitioner is not _Unset and not isinstance(partitioner, DefaultPartitioner) and not (
+        if partitioner is not Unset and not isinstance(partitioner, DefaultPartitioner) and not (
                 type(partitioner).__name__ in ("DefaultPartitioner", "StickyPartitioner")
                 and type(partitioner).__module__.startswith("kafka.partitioner")):
             self._custom_partitioner = partitioner
@@ -184,7 +112,7 @@ class KafkaProducer(Producer):
             retry_backoff_ms=config["retry_backoff_ms"], enable_idempotence=config["enable_idempotence"],
             max_in_flight_requests_per_connection=config["max_in_flight_requests_per_connection"],
             transactional_id=config["transactional_id"], transaction_timeout_ms=config["transaction_timeout_ms"],
-            **client_options)
+            **options)
         self._serialize_key = _serializer(config["key_serializer"])
         self._serialize_value = _serializer(config["value_serializer"])
         try:

@@ -20,21 +20,18 @@ list is expected raises TypeError instead of being taken letter by letter.
 """
 from __future__ import annotations
 
-import copy
 import logging
-import selectors
-import socket
 from collections import defaultdict
 from enum import IntEnum
 from typing import Any, Iterable, Mapping
 
-import fastmq
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.admin import (
     AUTHORIZED_OPERATIONS_OMITTED, Admin, AlterConfigOp, ConfigResource, ConfigResourceType, ConfigSourceType,
     ConfigType, NewPartitions, NewTopic, enum_member, group_offsets, raise_failures,
 )
+from fastmq.kafka.compat_config import CONNECTION_DEFAULTS, client_options, resolve
 from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition
 
 __all__ = [
@@ -78,58 +75,10 @@ _GROUP_STATES = {"UNKNOWN": "Unknown", "PREPARING_REBALANCE": "PreparingRebalanc
                  "ASSIGNING": "Assigning", "RECONCILING": "Reconciling"}
 _GROUP_TYPES = {"UNKNOWN": "Unknown", "CLASSIC": "classic", "CONSUMER": "consumer", "SHARE": "share"}
 
-# kafka-python 3.0's KafkaAdminClient settings and defaults; the ones without a fastmq counterpart are
-# accepted and have no effect (selector, metrics, api_version: fastmq always asks the broker) or are refused
-# when set (proxies, a custom kafka_client).
-DEFAULT_CONFIG: dict[str, Any] = {
-    "bootstrap_servers": "localhost",
-    "client_id": "fastmq-" + fastmq.__version__,
-    "request_timeout_ms": 30000,
-    "connections_max_idle_ms": 9 * 60 * 1000,
-    "reconnect_backoff_ms": 50,
-    "reconnect_backoff_max_ms": 30000,
-    "max_in_flight_requests_per_connection": 5,
-    "receive_message_max_bytes": 100_000_000,
-    "receive_buffer_bytes": None,
-    "send_buffer_bytes": None,
-    "socket_options": [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
-    "retry_backoff_ms": 100,
-    "metadata_max_age_ms": 300000,
-    "client_dns_lookup": "use_all_dns_ips",
-    "security_protocol": "PLAINTEXT",
-    "ssl_context": None,
-    "ssl_check_hostname": True,
-    "ssl_cafile": None,
-    "ssl_certfile": None,
-    "ssl_keyfile": None,
-    "ssl_password": None,
-    "ssl_crlfile": None,
-    "api_version": None,
-    "bootstrap_timeout_ms": 30000,
-    "selector": selectors.DefaultSelector,
-    "sasl_mechanism": None,
-    "sasl_plain_username": None,
-    "sasl_plain_password": None,
-    "sasl_kerberos_name": None,
-    "sasl_kerberos_service_name": "kafka",
-    "sasl_kerberos_domain_name": None,
-    "sasl_oauth_token_provider": None,
-    "proxy_url": None,
-    "socks5_proxy": None,
-    "metric_reporters": [],
-    "metrics_num_samples": 2,
-    "metrics_sample_window_ms": 30000,
-    "kafka_client": None,
-}
+# kafka-python 3.0's KafkaAdminClient settings and defaults: exactly the connection settings all its clients
+# share (compat_config), the ones without a fastmq counterpart accepted with no effect or refused when set.
+DEFAULT_CONFIG: dict[str, Any] = dict(CONNECTION_DEFAULTS)
 
-_CLIENT_KEYS = (
-    "bootstrap_servers", "client_id", "request_timeout_ms", "connections_max_idle_ms", "reconnect_backoff_ms",
-    "reconnect_backoff_max_ms", "max_in_flight_requests_per_connection", "receive_message_max_bytes",
-    "receive_buffer_bytes", "send_buffer_bytes", "socket_options", "retry_backoff_ms", "metadata_max_age_ms",
-    "security_protocol", "ssl_context", "ssl_check_hostname", "ssl_cafile", "ssl_certfile", "ssl_keyfile",
-    "ssl_password", "ssl_crlfile", "sasl_mechanism", "sasl_plain_username", "sasl_plain_password",
-)
-_REFUSED_KEYS = ("proxy_url", "socks5_proxy", "kafka_client", "sasl_oauth_token_provider", "sasl_kerberos_name")
 
 
 def acl_operation_names(bitfield: int) -> list[str] | None:
@@ -232,29 +181,16 @@ class KafkaAdminClient:
     DEFAULT_CONFIG = DEFAULT_CONFIG
 
     def __init__(self, **configs: Any) -> None:
-        extra = set(configs).difference(self.DEFAULT_CONFIG)
-        if extra:
-            raise kerrors.KafkaConfigurationError(f"Unrecognized configs: {extra}")
-        self.config = copy.copy(self.DEFAULT_CONFIG)
-        self.config.update(configs)
-        for key in _REFUSED_KEYS:
-            if self.config[key] is not None:
-                raise kerrors.KafkaConfigurationError(f"{key} is not supported by fastmq")
+        self.config = resolve(configs, self.DEFAULT_CONFIG, kind="admin",
+                              unknown_error=kerrors.KafkaConfigurationError)
         self._closed = True
-        self._admin = Admin(**{key: self.config[key] for key in _CLIENT_KEYS})
+        self._admin = Admin(**client_options(self.config))
         self._closed = False
         try:
-            self._bootstrap(self.config["bootstrap_timeout_ms"] / 1000.0)
+            self._admin.client.bootstrap(self.config["bootstrap_timeout_ms"] / 1000.0)
         except BaseException:
             self.close()
             raise
-
-    def _bootstrap(self, timeout: float) -> None:
-        client = self._admin.client
-        if client.cluster.version == 0 and not client.wait_for_metadata(0, timeout):
-            raise kerrors.KafkaTimeoutError(
-                f"Unable to bootstrap from {self.config['bootstrap_servers']}: no broker answered within "
-                f"{timeout:.1f} s")
 
     def close(self) -> None:
         """Close the connections to the brokers."""

@@ -16,6 +16,7 @@ import warnings
 from typing import Any
 
 from fastmq.kafka import errors as kerrors
+from fastmq.kafka.compat_config import CONNECTION_DEFAULTS, Unset, client_options, resolve
 from fastmq.kafka.consumer import Consumer
 from fastmq.kafka.group import ConsumerRebalanceListener
 from fastmq.kafka.structs import TopicPartition
@@ -23,13 +24,8 @@ from fastmq.kafka.structs import TopicPartition
 _log = logging.getLogger(__name__)
 
 
-class _Unset:
-    """Marks a kafka-python default whose value is an object created per consumer."""
-
-
 CONSUMER_DEFAULTS: dict[str, Any] = {
-    "bootstrap_servers": "localhost",
-    "client_id": _Unset,
+    **CONNECTION_DEFAULTS,
     "client_rack": "",
     "group_id": None,
     "group_instance_id": None,
@@ -40,79 +36,34 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
     "fetch_min_bytes": 1,
     "fetch_max_bytes": 52428800,
     "max_partition_fetch_bytes": 1 * 1024 * 1024,
-    "request_timeout_ms": 30000,
-    "retry_backoff_ms": 100,
-    "reconnect_backoff_ms": 50,
-    "reconnect_backoff_max_ms": 30000,
-    "max_in_flight_requests_per_connection": 5,
     "auto_offset_reset": "latest",
     "enable_auto_commit": True,
     "auto_commit_interval_ms": 5000,
-    "default_offset_commit_callback": _Unset,
+    "default_offset_commit_callback": Unset,
     "check_crcs": True,
     "isolation_level": "read_uncommitted",
     "allow_auto_create_topics": True,
-    "metadata_max_age_ms": 5 * 60 * 1000,
-    "client_dns_lookup": "use_all_dns_ips",
     "partition_assignment_strategy": ("range", "roundrobin"),
     "max_poll_records": 500,
     "max_poll_interval_ms": 300000,
     "session_timeout_ms": 45000,
     "heartbeat_interval_ms": 3000,
-    "receive_buffer_bytes": None,
-    "send_buffer_bytes": None,
-    "receive_message_max_bytes": 100_000_000,
-    "socket_options": _Unset,
     "consumer_timeout_ms": float("inf"),
-    "security_protocol": "PLAINTEXT",
-    "ssl_context": None,
-    "ssl_check_hostname": True,
-    "ssl_cafile": None,
-    "ssl_certfile": None,
-    "ssl_keyfile": None,
-    "ssl_crlfile": None,
-    "ssl_password": None,
     "ssl_ciphers": None,
-    "api_version": None,
-    "bootstrap_timeout_ms": 30000,
-    "connections_max_idle_ms": 9 * 60 * 1000,
-    "metric_reporters": [],
     "metrics_enabled": True,
-    "metrics_num_samples": 2,
-    "metrics_sample_window_ms": 30000,
     "metric_group_prefix": "consumer",
-    "selector": None,
     "exclude_internal_topics": True,
-    "sasl_mechanism": None,
-    "sasl_plain_username": None,
-    "sasl_plain_password": None,
-    "sasl_kerberos_name": None,
-    "sasl_kerberos_service_name": "kafka",
-    "sasl_kerberos_domain_name": None,
-    "sasl_oauth_token_provider": None,
-    "proxy_url": None,
-    "socks5_proxy": None,
-    "kafka_client": None,
 }
 
-# Keys passed to fastmq's Consumer as they are (the connection's and the consumer's own).
-_PASSED_KEYS = (
+# The consumer's own settings, passed to fastmq's Consumer as they are (connection settings go through
+# compat_config.client_options).
+_CONSUMER_KEYS = (
     "client_rack", "group_id", "group_instance_id", "enable_incremental_fetch_sessions", "fetch_max_wait_ms",
-    "fetch_min_bytes", "fetch_max_bytes", "max_partition_fetch_bytes", "request_timeout_ms", "retry_backoff_ms",
-    "reconnect_backoff_ms", "reconnect_backoff_max_ms", "max_in_flight_requests_per_connection",
-    "auto_offset_reset", "enable_auto_commit", "auto_commit_interval_ms", "check_crcs", "isolation_level",
-    "allow_auto_create_topics", "metadata_max_age_ms", "partition_assignment_strategy", "max_poll_records",
-    "max_poll_interval_ms", "session_timeout_ms", "heartbeat_interval_ms", "receive_buffer_bytes",
-    "send_buffer_bytes", "receive_message_max_bytes", "consumer_timeout_ms", "security_protocol", "ssl_context",
-    "ssl_check_hostname", "ssl_cafile", "ssl_certfile", "ssl_keyfile", "ssl_crlfile", "ssl_password",
-    "ssl_ciphers", "connections_max_idle_ms", "exclude_internal_topics", "sasl_mechanism", "sasl_plain_username",
-    "sasl_plain_password",
+    "fetch_min_bytes", "fetch_max_bytes", "max_partition_fetch_bytes", "auto_offset_reset", "enable_auto_commit",
+    "auto_commit_interval_ms", "check_crcs", "isolation_level", "partition_assignment_strategy",
+    "max_poll_records", "max_poll_interval_ms", "session_timeout_ms", "heartbeat_interval_ms",
+    "consumer_timeout_ms", "exclude_internal_topics",
 )
-_UNSUPPORTED = {
-    "sasl_oauth_token_provider": "SASL OAUTHBEARER", "proxy_url": "connecting through a proxy",
-    "socks5_proxy": "connecting through a SOCKS5 proxy",
-}
-_client_counter = iter(range(1, 1 << 62))
 
 
 def _deserializer(deserializer: Any) -> Any:
@@ -148,31 +99,19 @@ class KafkaConsumer:
     DEFAULT_CONFIG = CONSUMER_DEFAULTS
 
     def __init__(self, *topics: str, **configs: Any) -> None:
-        unknown = set(configs) - set(CONSUMER_DEFAULTS)
-        if unknown:
-            raise kerrors.KafkaConfigurationError(f"Unrecognized configs: {unknown}")
-        config = {k: (configs[k] if k in configs else v) for k, v in CONSUMER_DEFAULTS.items()}
-        for key, feature in _UNSUPPORTED.items():
-            if config[key] is not None:
-                raise kerrors.KafkaConfigurationError(f"{key}: {feature} is not supported by fastmq yet")
-        if config["sasl_mechanism"] == "GSSAPI":
-            raise kerrors.KafkaConfigurationError("sasl_mechanism GSSAPI (Kerberos) is not supported by fastmq")
+        config = resolve(configs, CONSUMER_DEFAULTS, kind="consumer", unknown_error=kerrors.KafkaConfigurationError)
         if config["auto_offset_reset"] in ("smallest", "largest"):
             replacement = {"smallest": "earliest", "largest": "latest"}[config["auto_offset_reset"]]
             _log.warning("use auto_offset_reset=%s (%s is deprecated)", replacement, config["auto_offset_reset"])
             config["auto_offset_reset"] = replacement
-        if config["client_id"] is _Unset:
-            config["client_id"] = f"kafka-python-consumer-{next(_client_counter)}"
         for key in ("key_deserializer", "value_deserializer"):
             if config[key] is not None and not hasattr(config[key], "deserialize"):
                 warnings.warn(f"{key} does not implement kafka.serializer.Deserializer", DeprecationWarning,
                               stacklevel=2)
         self.config = config
-        options = {k: config[k] for k in _PASSED_KEYS}
-        options["client_id"] = config["client_id"]
-        if config["socket_options"] is not _Unset:
-            options["socket_options"] = list(config["socket_options"])
-        if config["default_offset_commit_callback"] is not _Unset:
+        options = {**client_options(config, exclude=("bootstrap_servers",)),
+                   **{k: config[k] for k in _CONSUMER_KEYS}}
+        if config["default_offset_commit_callback"] is not Unset:
             options["default_offset_commit_callback"] = config["default_offset_commit_callback"]
         self._consumer = Consumer(
             bootstrap_servers=config["bootstrap_servers"],
