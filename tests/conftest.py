@@ -157,3 +157,17 @@ class PKI:
 def pki(tmp_path_factory):
     """A throwaway PKI (CA, server and client certificates, a CRL, an untrusted CA) in a temp directory."""
     return PKI(tmp_path_factory.mktemp("pki"))
+
+
+# ---- fastmq's embedded broker ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def embedded_broker(tmp_path_factory):
+    """fastmq's own Kafka broker (fastmq.broker.EmbeddedBroker) on 127.0.0.1 for the whole session, in this
+    process: .bootstrap_servers, .stats(), .data_dir. For tests of what Tansu gets wrong (ListOffsets LATEST,
+    offsets_for_times, CreatePartitions, DescribeConfigs, max.message.bytes, first group join)."""
+    from fastmq.broker import EmbeddedBroker
+
+    broker = EmbeddedBroker(tmp_path_factory.mktemp("embedded-broker"), commit_log_file_size=32 << 20)
+    with broker:
+        yield broker

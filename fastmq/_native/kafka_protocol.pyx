@@ -732,14 +732,15 @@ cdef object decode_struct(StructCodec codec, ReadCursor* cur, DecodeContext ctx)
 # Entry points: whole bodies and frames
 # ---------------------------------------------------------------------------------------------------------
 
-cdef object decode_all(StructCodec codec, ReadCursor* cur, DecodeContext ctx):
-    # The body must end exactly where the frame does: leftovers mean a wrong version or a corrupt frame.
+cdef object decode_all(StructCodec codec, ReadCursor* cur, DecodeContext ctx, bint allow_trailing=False):
+    # The body must end exactly where the frame does: leftovers mean a wrong version or a corrupt frame. A broker
+    # may allow them (allow_trailing), as Kafka's does: some clients send a few bytes past the body.
     cdef object value
     try:
         value = decode_struct(codec, cur, ctx)
     except ProtocolError as exc:
         raise type(exc)(f"{codec.label}: {exc}") from None
-    if cursor_remaining(cur):
+    if cursor_remaining(cur) and not allow_trailing:
         raise CorruptDataError(f"{codec.label}: {cursor_remaining(cur)} bytes left after the end of the body")
     return value
 
@@ -833,8 +834,10 @@ def peek_request_header(object frame) -> tuple:
         PyBuffer_Release(&view)
 
 
-def decode_request(StructCodec header_codec, bint header_v2, StructCodec codec, object frame) -> tuple:
-    """(header, body) of a request frame; header_codec decodes the v1 header fields."""
+def decode_request(StructCodec header_codec, bint header_v2, StructCodec codec, object frame,
+                   bint allow_trailing=False) -> tuple:
+    """(header, body) of a request frame; header_codec decodes the v1 header fields. allow_trailing ignores
+    bytes after the body instead of refusing the frame."""
     cdef ReadCursor cur
     cdef DecodeContext ctx = open_input(frame, &cur)
     try:
@@ -843,7 +846,7 @@ def decode_request(StructCodec header_codec, bint header_v2, StructCodec codec, 
             skip_tagged_fields(&cur)
     except ProtocolError as exc:
         raise type(exc)(f"request header: {exc}") from None
-    return header, decode_all(codec, &cur, ctx)
+    return header, decode_all(codec, &cur, ctx, allow_trailing)
 
 
 def decode_response(StructCodec codec, bint header_v1, object frame) -> tuple:

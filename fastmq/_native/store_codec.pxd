@@ -5,6 +5,8 @@ cimport cython
 from libc.stdint cimport int32_t, int64_t
 from cpython cimport array
 
+from fastmq._native.buffer cimport WriteBuffer
+
 cdef enum:
     MESSAGE_MAGIC_CODE = -626843481      # 0xDAA320A7: a record whose topic length is one byte
     MESSAGE_MAGIC_CODE_V2 = -626843477   # 0xDAA320AB: the topic length is two bytes (topics > 127 bytes)
@@ -113,6 +115,17 @@ cdef class QueueUnits:
     cdef int _trim(self) except -1
 
 
+ctypedef struct PendingMessage:
+    # What a MessageBatch keeps per message until it is encoded; the bytes are in the batch's arena.
+    int64_t data_offset              # where [born host][properties][body] start in the arena
+    int64_t born_timestamp           # BORNTIMESTAMP
+    int64_t tags_code                # ConsumeQueue tags code (Java hashCode of TAGS, 0 without tags)
+    int32_t body_length              # BODY bytes
+    int32_t properties_length        # PROPERTIES bytes
+    int32_t born_host_length         # BORNHOST bytes; 0: the store host
+    int32_t flag                     # FLAG
+
+
 @cython.final
 cdef class MessageBatch:
     cdef readonly str topic                       # every message's topic
@@ -124,13 +137,9 @@ cdef class MessageBatch:
     cdef readonly int32_t sys_flag                # SYSFLAG of every message (transaction type)
     cdef readonly int32_t reconsume_times         # RECONSUMETIMES of every message
     cdef readonly int64_t prepared_transaction_offset  # PREPAREDTRANSACTIONOFFSET of every message
-    cdef list _bodies                             # bytes-like bodies, in order
-    cdef list _properties                         # encoded PROPERTIES (bytes)
-    cdef list _born_hosts                         # packed BORNHOST per message
-    cdef array.array _born_timestamps             # 'q' BORNTIMESTAMP per message
-    cdef array.array _tags_codes                  # 'q' ConsumeQueue tags code per message
-    cdef array.array _flags                       # 'i' FLAG per message
-    cdef array.array _record_sizes                # 'i' record size per message (computed by add)
+    cdef WriteBuffer _arena                       # the messages' bytes: per message [born host][properties][body]
+    cdef WriteBuffer _pending                     # one PendingMessage per message, in order
+    cdef array.array _record_sizes                # 'i' record size per message (computed by append)
     cdef array.array _commitlog_offsets           # 'q' where each written record starts
     cdef readonly list index_items                # (message index, KEYS, UNIQ_KEY) of messages to index
     cdef readonly Py_ssize_t count                # messages added
@@ -138,3 +147,8 @@ cdef class MessageBatch:
     cdef readonly int64_t total_bytes             # sum of the record sizes
     cdef readonly int64_t first_queue_offset      # queue offset of message 0 (set by begin)
     cdef readonly int64_t store_timestamp         # STORETIMESTAMP of every message (set by begin)
+
+    cdef int reserve(self, Py_ssize_t messages, Py_ssize_t data_bytes) except -1
+    cdef int append(self, const char* body, Py_ssize_t body_length, const char* properties,
+                    Py_ssize_t properties_length, int64_t tags_code, int64_t born_timestamp, int32_t flag,
+                    const char* born_host, Py_ssize_t born_host_length) except -1

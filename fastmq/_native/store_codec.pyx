@@ -41,7 +41,9 @@ from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memcmp, memcpy, memchr
 
-from fastmq._native.buffer cimport load_i16be, load_i32be, load_i64be, store_i16be, store_i32be, store_i64be
+from fastmq._native.buffer cimport (
+    WriteBuffer, load_i16be, load_i32be, load_i64be, store_i16be, store_i32be, store_i64be,
+)
 from fastmq._native.checksum cimport crc32_of
 
 from fastmq.errors import CorruptDataError, TruncatedError
@@ -597,13 +599,18 @@ def encode_message(buf, Py_ssize_t pos, str topic, int32_t queue_id, int32_t fla
         PyBuffer_Release(&body_view)
 
 
+cdef inline const PendingMessage* pending_row(MessageBatch batch, Py_ssize_t i) noexcept:
+    return (<const PendingMessage*>batch._pending.pointer_at(0)) + i
+
+
 @cython.final
 cdef class MessageBatch:
     """Messages of one topic/queue on their way into the CommitLog, kept as columns.
 
-    add() validates and collects; the CommitLog then calls begin() under its lock and encode() once per file
-    until done, and the ConsumeQueue writes the batch's units with put_units(). Afterwards commitlog_offsets,
-    sizes and queue_offset(i) tell where each message went. No Python object is made per message.
+    add() (or append() from compiled front ends) validates and copies each message into one arena; the CommitLog
+    then calls begin() under its lock and encode() once per file until done, and the ConsumeQueue writes the
+    batch's units with put_units(). Afterwards commitlog_offsets, sizes and queue_offset(i) tell where each
+    message went. No Python object is made or kept per message.
     """
 
     def __cinit__(self, str topic, int32_t queue_id, bytes store_host, Py_ssize_t max_body_size,
@@ -621,12 +628,8 @@ cdef class MessageBatch:
         self.sys_flag = sys_flag
         self.reconsume_times = reconsume_times
         self.prepared_transaction_offset = prepared_transaction_offset
-        self._bodies = []
-        self._properties = []
-        self._born_hosts = []
-        self._born_timestamps = array.clone(INT64_TEMPLATE, 0, False)
-        self._tags_codes = array.clone(INT64_TEMPLATE, 0, False)
-        self._flags = array.clone(INT32_TEMPLATE, 0, False)
+        self._arena = WriteBuffer(4096)
+        self._pending = WriteBuffer(sizeof(PendingMessage) * 16)
         self._record_sizes = array.clone(INT32_TEMPLATE, 0, False)
         self._commitlog_offsets = array.clone(INT64_TEMPLATE, 0, False)
         self.index_items = []
@@ -640,41 +643,65 @@ cdef class MessageBatch:
             str keys=None, str uniq_key=None, bytes born_host=None) -> None:
         """Queue one message. Raises ValueError when it is too large for max_body_size or for one file."""
         cdef Py_buffer view
-        cdef Py_ssize_t body_length
+        cdef const char* host = NULL
+        if born_host is not None:
+            check_host(born_host, "born_host")
+            host = born_host
+        PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
+        try:
+            self.append(<const char*>view.buf, view.len, properties, len(properties), tags_code, born_timestamp,
+                        flag, host, 0 if born_host is None else len(born_host))
+        finally:
+            PyBuffer_Release(&view)
+        if keys or uniq_key:
+            self.index_items.append((self.count - 1, keys, uniq_key))
+
+    cdef int reserve(self, Py_ssize_t messages, Py_ssize_t data_bytes) except -1:
+        # Room for this many more messages and bytes, so that appends do not grow the buffers step by step.
+        self._pending.ensure(messages * sizeof(PendingMessage))
+        self._arena.ensure(data_bytes)
+        return 0
+
+    cdef int append(self, const char* body, Py_ssize_t body_length, const char* properties,
+                    Py_ssize_t properties_length, int64_t tags_code, int64_t born_timestamp, int32_t flag,
+                    const char* born_host, Py_ssize_t born_host_length) except -1:
+        # add() without Python objects, for compiled front ends that fill a batch record by record. born_host
+        # NULL: the store host. The bytes are copied: the caller's memory may go once this returns.
         cdef Py_ssize_t total
-        cdef long long born = born_timestamp
-        cdef long long code = tags_code
-        cdef int flag_value = flag
         cdef int size_value
+        cdef PendingMessage* row
+        cdef char* data
         if self.written:
             raise ValueError("the batch was already appended")
-        if born_host is None:
-            born_host = self._store_host
-        else:
-            check_host(born_host, "born_host")
-        if len(properties) > MAX_PROPERTIES_LENGTH:
-            raise ValueError(f"properties are {len(properties)} bytes, at most {MAX_PROPERTIES_LENGTH} fit")
-        PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
-        body_length = view.len
-        PyBuffer_Release(&view)
+        if properties_length > MAX_PROPERTIES_LENGTH:
+            raise ValueError(f"properties are {properties_length} bytes, at most {MAX_PROPERTIES_LENGTH} fit")
         if body_length > self._max_body_size:
             raise ValueError(f"message body of {body_length} bytes exceeds the maximum {self._max_body_size}")
-        total = record_length(body_length, self._topic_length, len(properties), len(born_host),
+        total = record_length(body_length, self._topic_length, properties_length,
+                              born_host_length if born_host != NULL else len(self._store_host),
                               len(self._store_host))
         if total > self._max_record_size:
             raise ValueError(f"a {total}-byte record exceeds the {self._max_record_size} bytes one file holds")
+        row = <PendingMessage*>self._pending.claim(sizeof(PendingMessage))
+        row.data_offset = self._arena.size()
+        row.born_timestamp = born_timestamp
+        row.tags_code = tags_code
+        row.body_length = <int32_t>body_length
+        row.properties_length = <int32_t>properties_length
+        row.born_host_length = <int32_t>born_host_length if born_host != NULL else 0
+        row.flag = flag
+        data = self._arena.claim(row.born_host_length + properties_length + body_length)
+        if row.born_host_length:
+            memcpy(data, born_host, row.born_host_length)
+        if properties_length:
+            memcpy(data + row.born_host_length, properties, properties_length)
+        if body_length:
+            memcpy(data + row.born_host_length + properties_length, body, body_length)
         size_value = <int>total
-        self._bodies.append(body)
-        self._properties.append(properties)
-        self._born_hosts.append(born_host)
-        array.extend_buffer(self._born_timestamps, <char*>&born, 1)
-        array.extend_buffer(self._tags_codes, <char*>&code, 1)
-        array.extend_buffer(self._flags, <char*>&flag_value, 1)
         array.extend_buffer(self._record_sizes, <char*>&size_value, 1)
-        if keys or uniq_key:
-            self.index_items.append((self.count, keys, uniq_key))
         self.total_bytes += total
         self.count += 1
+        return 0
 
     def __len__(self):
         return self.count
@@ -694,13 +721,15 @@ cdef class MessageBatch:
         file_offset) from pos on, as many as fit; when the next does not fit, close the file with the blank.
         Returns the new write position (len(buf) once the blank is written)."""
         cdef Py_buffer out
-        cdef Py_buffer body_view
         cdef Py_ssize_t topic_length
         cdef const char* topic_bytes = PyUnicode_AsUTF8AndSize(self.topic, &topic_length)
         cdef Py_ssize_t i
         cdef Py_ssize_t total
-        cdef bytes properties
-        cdef bytes born_host
+        cdef const PendingMessage* row
+        cdef const char* data
+        cdef const char* born_host
+        cdef Py_ssize_t born_length
+        cdef const char* body
         cdef const char* store_host = self._store_host
         cdef Py_ssize_t store_length = len(self._store_host)
         cdef bint consumable = (self.sys_flag & SYSFLAG_TRANSACTION_MASK) not in (
@@ -714,23 +743,22 @@ cdef class MessageBatch:
                 if total + END_FILE_MIN_BLANK_LENGTH > out.len - pos:
                     write_blank(<char*>out.buf + pos, out.len - pos)
                     return out.len
-                properties = <bytes>self._properties[i]
-                born_host = <bytes>self._born_hosts[i]
-                PyObject_GetBuffer(self._bodies[i], &body_view, PyBUF_SIMPLE)
-                try:
-                    if record_length(body_view.len, topic_length, len(properties), len(born_host),
-                                     store_length) != total:
-                        raise ValueError("a message body changed size after it was added to the batch")
-                    write_record(<char*>out.buf + pos, total, body_crc_of(<const char*>body_view.buf, body_view.len),
-                                 topic_bytes, topic_length, self.queue_id, self._flags.data.as_ints[i],
-                                 self.first_queue_offset + i if consumable else 0, file_offset + pos,
-                                 host_sys_flag(self.sys_flag, len(born_host), store_length),
-                                 self._born_timestamps.data.as_longlongs[i], born_host, len(born_host),
-                                 self.store_timestamp, store_host, store_length, self.reconsume_times,
-                                 self.prepared_transaction_offset, <const char*>body_view.buf, body_view.len,
-                                 properties, len(properties))
-                finally:
-                    PyBuffer_Release(&body_view)
+                row = pending_row(self, i)
+                data = self._arena.pointer_at(row.data_offset)
+                if row.born_host_length:
+                    born_host = data
+                    born_length = row.born_host_length
+                else:
+                    born_host = store_host
+                    born_length = store_length
+                body = data + row.born_host_length + row.properties_length
+                write_record(<char*>out.buf + pos, total, body_crc_of(body, row.body_length),
+                             topic_bytes, topic_length, self.queue_id, row.flag,
+                             self.first_queue_offset + i if consumable else 0, file_offset + pos,
+                             host_sys_flag(self.sys_flag, born_length, store_length), row.born_timestamp,
+                             born_host, born_length, self.store_timestamp, store_host, store_length,
+                             self.reconsume_times, self.prepared_transaction_offset, body, row.body_length,
+                             data + row.born_host_length, row.properties_length)
                 self._commitlog_offsets.data.as_longlongs[i] = file_offset + pos
                 pos += total
                 self.written = i + 1
@@ -754,7 +782,7 @@ cdef class MessageBatch:
                 p = <char*>out.buf + pos
                 store_i64be(p, self._commitlog_offsets.data.as_longlongs[i])
                 store_i32be(p + 8, self._record_sizes.data.as_ints[i])
-                store_i64be(p + 12, self._tags_codes.data.as_longlongs[i])
+                store_i64be(p + 12, pending_row(self, i).tags_code)
                 pos += CQ_STORE_UNIT_SIZE
                 i += 1
             return i - start

@@ -2,6 +2,8 @@
 
     fastmq bench [TARGET]     benchmarks: `codec`, `produce`, ... (no target: the main job)
     fastmq produce ...        produce lines from stdin or files (like kcat -P)
+    fastmq consume ...        write records to stdout (like kcat -C)
+    fastmq broker ...         run the embedded broker; fastmq broker-stats: what a running one counts
 """
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from collections.abc import Sequence
 
 # Each module defines register(commands, bench_targets); one names the bench target that `fastmq bench`
 # without a target runs (DEFAULT_BENCH: the main job).
-COMMAND_MODULES = ("fastmq.cli.codec", "fastmq.cli.produce")
+COMMAND_MODULES = ("fastmq.cli.codec", "fastmq.cli.produce", "fastmq.cli.consume", "fastmq.cli.broker",
+                   "fastmq.cli.embedded")
 
 
 def build_parser() -> argparse.ArgumentParser:

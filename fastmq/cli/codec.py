@@ -73,7 +73,3 @@ def register(commands: argparse._SubParsersAction, bench_targets: argparse._SubP
     bench.add_argument("--value-size", type=int, default=100, help="bytes per value (default 100)")
     bench.add_argument("--seconds", type=float, default=1.0, help="time spent per case (default 1)")
     bench.set_defaults(func=run)
-
-
-# Until the embedded broker's produce/consume job exists, `fastmq bench` runs this one.
-DEFAULT_BENCH = "codec"

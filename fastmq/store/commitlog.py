@@ -83,6 +83,7 @@ class CommitLog:
             try:
                 while not batch.done:
                     mapped = queue.get_writable_file()
+                    mapped.warm(mapped.wrote_position + batch.total_bytes)
                     position = batch.encode(mapped.view, mapped.wrote_position, mapped.file_from_offset)
                     if position == mapped.file_size and mapped.wrote_position == 0:
                         raise MessageIllegalError(f"a message does not fit in an empty {self.file_size}-byte "

@@ -328,3 +328,22 @@ class SubscriptionGroupManager(ConfigManager):
         self.subscription_group_table = {name: SubscriptionGroupConfig.from_json(name, value)
                                          for name, value in table.items()}
         self.data_version = DataVersion.from_json(obj.get("dataVersion"))
+
+
+class DeletedTopicManager(ConfigManager):
+    """deletedTopics.json (fastmq's own): {"deletedTopics": {topic: CommitLog offset at deletion}}. A replay after
+    a crash skips a deleted topic's messages below that offset, so that deleting a topic (and creating it again)
+    never brings its old messages back."""
+
+    file_name = "deletedTopics.json"
+
+    def __init__(self, config_dir: Path, read_only: bool = False) -> None:
+        super().__init__(config_dir, read_only)
+        self.deleted: dict[str, int] = {}
+
+    def encode(self) -> dict:
+        return {"deletedTopics": dict(self.deleted)}
+
+    def decode(self, obj: Any) -> None:
+        table = _require_dict(_require_dict(obj, "deletedTopics.json").get("deletedTopics", {}), "deletedTopics")
+        self.deleted = {str(topic): int(offset) for topic, offset in table.items()}

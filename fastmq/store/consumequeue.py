@@ -250,3 +250,14 @@ class ConsumeQueue:
 
     def close(self) -> None:
         self.mapped_file_queue.close()
+
+    def destroy(self) -> None:
+        """Delete the queue's files and its directory (its topic is deleted)."""
+        with self.mapped_file_queue._lock:
+            files, self.mapped_file_queue.files = self.mapped_file_queue.files, []
+        for mapped in files:
+            mapped.destroy()
+        try:
+            self.mapped_file_queue.store_path.rmdir()
+        except OSError:
+            pass

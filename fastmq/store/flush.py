@@ -2,6 +2,8 @@
 
 - GroupCommitService (SYNC_FLUSH): an appender asks for its end offset to be durable and waits; the service
   fsyncs everything written so far, so every appender that arrived during one fsync is covered by the next one.
+  request_flush() is the same without waiting: a callback runs on the service thread once the offset is durable
+  (front ends answering acks=all from their I/O thread; the store runs one for them in ASYNC_FLUSH mode too).
 - FlushRealTimeService (ASYNC_FLUSH): every flush_interval_commit_log_ms, fsync when at least
   flush_commit_log_least_pages are dirty, and everything every flush_commit_log_thorough_interval_ms.
 - FlushConsumeQueueService: the same for ConsumeQueues and index files; a thorough round also advances and
@@ -13,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from fastmq.store.checkpoint import StoreCheckpoint
 from fastmq.store.commitlog import CommitLog
@@ -64,6 +66,7 @@ class GroupCommitService(ServiceThread):
         self._requests = threading.Condition(lock)   # appenders -> service: "please flush up to here"
         self._flushed = threading.Condition(lock)    # service -> appenders: "durable up to flushed_offset"
         self._requested = 0
+        self._callbacks: list[tuple[int, Callable[[bool], None]]] = []   # (offset, callback) not yet durable
         self.flushed_offset = commit_log.flushed_where
         self.flush_count = 0     # fsync rounds so far: far fewer than appends when appenders are concurrent
 
@@ -77,6 +80,22 @@ class GroupCommitService(ServiceThread):
                 self._requests.notify()
             return self._flushed.wait_for(lambda: self.flushed_offset >= offset, timeout_seconds)
 
+    def request_flush(self, offset: int, callback: Callable[[bool], None]) -> None:
+        """Have callback(True) called once the CommitLog is durable up to `offset`, without waiting: at once if
+        it is already, else on the service thread. callback(False) when a flush fails or the service stops
+        first (the data may or may not be durable)."""
+        with self._requests:
+            durable = self.flushed_offset >= offset
+            if not durable and self.stopped:
+                durable = None
+            elif not durable:
+                self._callbacks.append((offset, callback))
+                if offset > self._requested:
+                    self._requested = offset
+                    self._requests.notify()
+        if durable is not False:
+            callback(bool(durable))
+
     def run(self) -> None:
         while not self.stopped:
             with self._requests:
@@ -85,12 +104,14 @@ class GroupCommitService(ServiceThread):
             if pending and not self._flush():
                 time.sleep(RETRY_AFTER_ERROR_SECONDS)
         self._flush()
+        self._complete_callbacks(False)
 
     def _flush(self) -> bool:
         try:
             store_timestamp = self.commit_log.flush(0)
         except Exception:   # waiting appenders time out with FLUSH_DISK_TIMEOUT; the next request retries
             log.exception("CommitLog flush failed")
+            self._complete_callbacks(False)
             return False
         if store_timestamp:
             self.checkpoint.physic_msg_timestamp = store_timestamp
@@ -98,7 +119,22 @@ class GroupCommitService(ServiceThread):
             self.flush_count += 1
             self.flushed_offset = self.commit_log.flushed_where
             self._flushed.notify_all()
+        self._complete_callbacks(True)
         return True
+
+    def _complete_callbacks(self, ok: bool) -> None:
+        # With ok, the callbacks whose offsets are durable now; without, every pending one (a failed round).
+        with self._requests:
+            if ok:
+                done = [entry for entry in self._callbacks if entry[0] <= self.flushed_offset]
+                self._callbacks = [entry for entry in self._callbacks if entry[0] > self.flushed_offset]
+            else:
+                done, self._callbacks = self._callbacks, []
+        for _offset, callback in done:
+            try:
+                callback(ok)
+            except Exception:   # one front end's bug must not stop the flushing
+                log.exception("flush callback %r failed", callback)
 
     def shutdown(self, timeout: float = 10.0) -> None:
         self._stopped.set()

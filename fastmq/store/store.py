@@ -26,7 +26,8 @@ from fastmq.errors import ProtocolError
 from fastmq.store.checkpoint import StoreCheckpoint
 from fastmq.store.cleanup import CleanupService
 from fastmq.store.commitlog import CommitLog, is_consumable
-from fastmq.store.config import ConsumerOffsetManager, SubscriptionGroupManager, TopicConfigManager
+from fastmq.store.config import (ConsumerOffsetManager, DeletedTopicManager, SubscriptionGroupManager,
+                                 TopicConfigManager)
 from fastmq.store.consumequeue import ConsumeQueue
 from fastmq.store.errors import (DiskFullError, MessageIllegalError, ReadOnlyStoreError, StoreClosedError,
                                  StoreConfigError, StoreLockedError)
@@ -86,6 +87,8 @@ class MessageStore:
         self._lock_fd = -1
         self._services: list = []
         self.group_commit_service: GroupCommitService | None = None
+        # Serves when_flushed(): the group commit service in SYNC_FLUSH mode, an idle one of its own otherwise.
+        self._flush_on_request: GroupCommitService | None = None
         self.flush_consume_queue_service: FlushConsumeQueueService | None = None
         self.ha_service: HAService | None = None
         self.ha_client: HAClient | None = None
@@ -125,7 +128,9 @@ class MessageStore:
         self.topic_config_manager = TopicConfigManager(config_dir, self.read_only)
         self.consumer_offset_manager = ConsumerOffsetManager(config_dir, self.read_only)
         self.subscription_group_manager = SubscriptionGroupManager(config_dir, self.read_only)
-        for manager in (self.topic_config_manager, self.consumer_offset_manager, self.subscription_group_manager):
+        self.deleted_topic_manager = DeletedTopicManager(config_dir, self.read_only)
+        for manager in (self.topic_config_manager, self.consumer_offset_manager, self.subscription_group_manager,
+                        self.deleted_topic_manager):
             manager.load()
 
         abort_file = self.root / "abort"
@@ -163,9 +168,11 @@ class MessageStore:
         config = self.config
         if config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self.group_commit_service = GroupCommitService(self.commit_log, self.checkpoint)
-            self._services.append(self.group_commit_service)
+            self._flush_on_request = self.group_commit_service
         else:
+            self._flush_on_request = GroupCommitService(self.commit_log, self.checkpoint)
             self._services.append(FlushRealTimeService(self.commit_log, self.checkpoint, config))
+        self._services.append(self._flush_on_request)
         self.flush_consume_queue_service = FlushConsumeQueueService(self)
         self.cleanup = CleanupService(self)
         self.cleanup.clean_commit_log.is_space_to_delete()    # refuse writes at once on a full disk
@@ -241,6 +248,9 @@ class MessageStore:
 
     def dispatch(self, request: DispatchRequest) -> None:
         """Record one replayed CommitLog message (recovery, replication) in its ConsumeQueue and the index."""
+        deleted = self.deleted_topic_manager.deleted
+        if deleted and request.commitlog_offset < deleted.get(request.topic, -1):
+            return      # a message of a topic deleted since
         if is_consumable(request.sys_flag):
             self._consume_queue_for(request.topic, request.queue_id).put_message_position_info(request)
         if self.index_service is not None:
@@ -254,6 +264,22 @@ class MessageStore:
         if self.index_service is not None and batch.index_items:
             self.index_service.build_batch_index(batch)
         self.last_dispatched_timestamp = batch.store_timestamp
+
+    def delete_topic(self, topic: str) -> None:
+        """Forget every queue of `topic`: their ConsumeQueue files go now; the messages stay in the CommitLog until
+        the cleanup deletes their files, and replays skip them from now on (the tombstone in deletedTopics.json)."""
+        self._check_writable()
+        with self.commit_log.put_lock:
+            self.deleted_topic_manager.deleted[topic] = self.commit_log.get_max_offset()
+            self.deleted_topic_manager.persist()
+            for key in [key for key in self.consume_queue_table if key[0] == topic]:
+                self.consume_queue_table.pop(key).destroy()
+                self.commit_log.topic_queue_table.pop(key, None)
+        try:
+            (self.root / "consumequeue" / topic).rmdir()
+        except OSError:
+            pass
+        log.info("deleted topic %s from the store", topic)
 
     # -- writing ----------------------------------------------------------------------------------------------
 
@@ -329,6 +355,35 @@ class MessageStore:
             raise MessageIllegalError("put_messages needs at least one message")
         self.commit_log.put_batch(batch)
         return self._complete_put(batch)
+
+    def new_batch(self, topic: str, queue_id: int) -> MessageBatch:
+        """An empty batch for topic/queue_id, for front ends that fill it themselves (compiled converters from
+        their wire format) and hand it to append_batch()."""
+        return self.commit_log.new_batch(topic, queue_id)
+
+    def append_batch(self, batch: MessageBatch) -> PutMessageResult:
+        """Append a filled batch and return at once, whatever the flush mode: a front end that must not block
+        (acks=all answered from an I/O thread) asks for durability separately with when_flushed(result.end_offset).
+        """
+        self._check_writable()
+        self._check_destination(batch.topic, batch.queue_id)
+        if not batch.count:
+            raise MessageIllegalError("append_batch needs at least one message")
+        self.commit_log.put_batch(batch)
+        self._notify_arrival(batch.topic, batch.queue_id, batch.first_queue_offset + batch.count)
+        if self.ha_service is not None:
+            self.ha_service.notify_data()
+        return PutMessageResult(PutMessageStatus.PUT_OK, batch, self.commit_log.store_host)
+
+    def when_flushed(self, offset: int, callback: Callable[[bool], None]) -> None:
+        """callback(True) once the CommitLog is durable (fsynced) up to `offset`: at once if it already is, else
+        from the flush thread, where concurrent requests share one fsync (group commit). callback(False) if the
+        flush failed or the store closed first. Never blocks."""
+        service = self._flush_on_request
+        if service is None:       # read-only or slave: nothing is appended here
+            callback(self.commit_log.flushed_where >= offset)
+            return
+        service.request_flush(offset, callback)
 
     def _complete_put(self, batch: MessageBatch) -> PutMessageResult:
         self._notify_arrival(batch.topic, batch.queue_id, batch.first_queue_offset + batch.count)
@@ -511,11 +566,18 @@ class MessageStore:
                            max(MIN_FILTER_SCAN_UNITS, max_count) if codes is not None else -1)
         return units
 
-    def read_records(self, units: QueueUnits) -> tuple[bytearray, int]:
+    def read_records(self, units: QueueUnits, buffer: bytearray | None = None) -> tuple[bytearray | memoryview, int]:
         """Copy the records of `units` (from scan_queue) back to back into one buffer (a RocketMQ pull response
         body). Returns (buffer, number of leading units whose records it holds); records
-        deleted meanwhile end it. A unit that does not point at its own record raises CorruptDataError."""
-        out = bytearray(units.total_bytes)
+        deleted meanwhile end it. A unit that does not point at its own record raises CorruptDataError.
+        With `buffer` (a bytearray a reader reuses, grown when too small, to spare a fresh allocation and its
+        page faults per read) the records are copied there and a memoryview of them is returned."""
+        if buffer is None:
+            out = bytearray(units.total_bytes)
+        else:
+            if len(buffer) < units.total_bytes:
+                buffer.extend(bytes(units.total_bytes - len(buffer)))
+            out = buffer
         position = 0
         index = 0
         while index < len(units):
@@ -530,6 +592,8 @@ class MessageStore:
             if gathered == index:
                 break
             index = gathered
+        if buffer is not None:
+            return memoryview(out)[:position], index
         del out[position:]
         return out, index
 

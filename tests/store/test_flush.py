@@ -77,3 +77,32 @@ def test_consume_queue_flush_writes_the_checkpoint(open_store):
     assert wait_until(lambda: struct.unpack_from(">qqq", (store.root / "checkpoint").read_bytes())[1:]
                       == (result.store_timestamp, result.store_timestamp))
     assert all(index_file.flushed for index_file in store.index_service.files)
+
+
+def test_request_flush_calls_back_once_durable_and_shares_fsyncs(open_store):
+    store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commit_log=1 << 20)
+    service = store.group_commit_service
+    results = []
+    called = threading.Semaphore(0)
+
+    def durable(ok, end_offset):
+        results.append((ok, service.flushed_offset >= end_offset))
+        called.release()
+
+    for i in range(20):
+        batch = store.new_batch("T", 0)
+        batch.add(b"y" * 100)
+        result = store.append_batch(batch)
+        service.request_flush(result.end_offset, lambda ok, end=result.end_offset: durable(ok, end))
+    for _ in range(20):
+        assert called.acquire(timeout=DEADLINE_SECONDS)
+    assert results == [(True, True)] * 20
+
+
+def test_request_flush_fails_pending_callbacks_when_the_service_stops(open_store):
+    store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH)
+    service = store.group_commit_service
+    service.shutdown()
+    outcomes = []
+    service.request_flush(service.flushed_offset + 100, outcomes.append)
+    assert outcomes == [False]

@@ -134,3 +134,23 @@ class TestLoad:
         with pytest.raises(TypeError):
             mapped.view[0:1] = b"x"
         mapped.close()
+
+
+def test_warm_zeroes_ahead_of_the_write_position_only(tmp_path):
+    from fastmq.store import mapped_file
+
+    path = tmp_path / offset_to_file_name(0)
+    mapped = MappedFile(path, 3 * 1024 * 1024)
+    try:
+        mapped.view[:100] = b"\x07" * 100
+        mapped.wrote_position = 100
+        mapped.warm(200)
+        # Warmed a whole WARM_AHEAD window (capped at the file size), without touching written bytes.
+        assert mapped.warmed_position == min(mapped.file_size, 200 + mapped_file.WARM_AHEAD)
+        assert bytes(mapped.view[:100]) == b"\x07" * 100
+        assert bytes(mapped.view[100:4096]) == bytes(4096 - 100)
+        before = mapped.warmed_position
+        mapped.warm(150)                     # already warm: nothing happens
+        assert mapped.warmed_position == before
+    finally:
+        mapped.close()

@@ -168,3 +168,21 @@ def test_damaged_commitlog_never_yields_garbage(tmp_path_factory, data, position
         assert set(bodies) <= written and len(bodies) == len(set(bodies))
         store.put_message("T", 0, b"after")
         assert store.get_messages("T", 0, store.get_max_offset("T", 0) - 1).messages[0].body == b"after"
+
+
+def test_deleted_topic_stays_deleted_after_a_crash_replay(tmp_path):
+    with MessageStore(tmp_path, small_config()) as store:
+        for i in range(5):
+            store.put_message("T", 0, b"old-%d" % i)
+            store.put_message("V", 0, b"gone-%d" % i)
+        store.put_message("U", 0, b"other")
+        store.delete_topic("T")
+        store.delete_topic("V")
+        assert store.find_consume_queue("T", 0) is None and store.get_max_offset("T", 0) == 0
+        assert not (tmp_path / "consumequeue" / "T").exists()
+        assert store.put_message("T", 0, b"new").queue_offset == 0
+    (tmp_path / "abort").touch()           # the next opening replays the CommitLog as after a crash
+    with MessageStore(tmp_path, small_config()) as store:
+        assert [m.body for m in store.get_messages("T", 0, 0)] == [b"new"]
+        assert store.find_consume_queue("V", 0) is None
+        assert [m.body for m in store.get_messages("U", 0, 0)] == [b"other"]

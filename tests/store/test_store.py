@@ -257,3 +257,52 @@ def test_concurrent_appenders_and_readers(open_store):
         for thread_id in (queue_id, queue_id + 2):
             mine = [b for b in bodies if b.startswith(b"%d:" % thread_id)]
             assert mine == [b"%d:%d" % (thread_id, i) for i in range(per_thread)]
+
+
+def test_append_batch_returns_before_the_flush_and_when_flushed_reports_durability(open_store):
+    # ASYNC_FLUSH with a flush interval far away: only when_flushed() can make the records durable.
+    store = open_store(flush_interval_commit_log_ms=3_600_000, mapped_file_size_commit_log=1 << 20)
+    arrivals = []
+    store.add_arrival_listener(lambda topic, queue_id, max_offset: arrivals.append((topic, queue_id, max_offset)))
+    batch = store.new_batch("T", 2)
+    for i in range(3):
+        batch.add(b"m%d" % i, born_timestamp=1000 + i)
+    result = store.append_batch(batch)
+    assert result.ok and result.queue_offsets == [0, 1, 2]
+    assert arrivals == [("T", 2, 3)]
+    assert store.commit_log.flushed_where < result.end_offset
+    outcomes = []
+    done = threading.Event()
+    store.when_flushed(result.end_offset, lambda ok: (outcomes.append(ok), done.set()))
+    assert done.wait(10)
+    assert outcomes == [True] and store.commit_log.flushed_where >= result.end_offset
+    store.when_flushed(result.end_offset, outcomes.append)      # already durable: answered at once
+    assert outcomes == [True, True]
+    assert [m.body for m in store.get_messages("T", 2, 0)] == [b"m0", b"m1", b"m2"]
+    with pytest.raises(MessageIllegalError):
+        store.append_batch(store.new_batch("T", 2))
+
+
+def test_when_flushed_after_close_reports_failure(open_store):
+    store = open_store()
+    batch = store.new_batch("T", 0)
+    batch.add(b"x")
+    result = store.append_batch(batch)
+    store.close()
+    outcomes = []
+    store.when_flushed(result.end_offset + 1, outcomes.append)
+    assert outcomes == [False]
+
+
+def test_read_records_into_a_reused_buffer(open_store):
+    store = open_store()
+    for i in range(5):
+        store.put_message("T", 0, b"m%d" % i)
+    fresh, count = store.read_records(store.scan_queue("T", 0, 0, 5))
+    buffer = bytearray()
+    view, reused_count = store.read_records(store.scan_queue("T", 0, 0, 5), buffer)
+    assert (bytes(view), reused_count) == (bytes(fresh), count) and count == 5
+    view.release()
+    smaller, _ = store.read_records(store.scan_queue("T", 0, 3, 5), buffer)   # the same buffer, no growth
+    assert bytes(smaller) == bytes(fresh)[len(fresh) * 3 // 5:] and len(buffer) == len(fresh)
+    smaller.release()

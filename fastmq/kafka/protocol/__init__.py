@@ -29,10 +29,12 @@ from fastmq.kafka.protocol.framing import (
     request_header_version, response_header_version,
 )
 from fastmq.kafka.protocol.messages import *  # noqa: F401,F403  (ApiKey, APIS, body_codec and the message classes)
-from fastmq.kafka.protocol.versions import SUPPORTED_VERSIONS, highest_common_version, negotiate_versions
+from fastmq.kafka.protocol.versions import (
+    CLIENT_MAX_VERSIONS, SUPPORTED_VERSIONS, highest_common_version, negotiate_versions,
+)
 
 __all__ = messages.__all__ + [
-    "RequestHeader", "SUPPORTED_VERSIONS", "Struct", "WriteBuffer", "decode_request", "decode_response",
+    "CLIENT_MAX_VERSIONS", "RequestHeader", "SUPPORTED_VERSIONS", "Struct", "WriteBuffer", "decode_request", "decode_response",
     "encode_request", "encode_response", "highest_common_version", "negotiate_versions", "peek_correlation_id",
     "request_header_version", "response_header_version",
 ]

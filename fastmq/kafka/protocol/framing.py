@@ -57,17 +57,19 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
                                   correlation_id, client_id, body, out)
 
 
-def decode_request(frame: Any) -> tuple[Any, Any]:
+def decode_request(frame: Any, allow_trailing_bytes: bool = False) -> tuple[Any, Any]:
     """(RequestHeader, body) of a request frame without its size prefix.
 
     UnsupportedRequestError (carrying api_key, api_version and correlation_id) if fastmq does not implement
-    that API or version; ProtocolError subclasses for anything malformed."""
+    that API or version; ProtocolError subclasses for anything malformed. allow_trailing_bytes ignores bytes
+    after the body, as Kafka's broker does (librdkafka sends three with some Metadata requests)."""
     api_key, api_version, correlation_id = _native.peek_request_header(frame)
     try:
         codec = body_codec(api_key, api_version, False)
     except UnsupportedVersionError as exc:
         raise UnsupportedRequestError(str(exc), api_key, api_version, correlation_id) from None
-    return _native.decode_request(_HEADER_CODEC, request_header_version(api_key, api_version) == 2, codec, frame)
+    return _native.decode_request(_HEADER_CODEC, request_header_version(api_key, api_version) == 2, codec, frame,
+                                  allow_trailing_bytes)
 
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Any,

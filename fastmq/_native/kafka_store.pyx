@@ -1,0 +1,701 @@
+# cython: language_level=3
+"""Kafka record batches <-> store CommitLog messages: the data path of the embedded broker's Kafka front end.
+
+One Kafka record is one CommitLog message (layouts: records.pyx for RecordBatch v2, store_codec.pyx for the
+CommitLog record):
+    value       -> BODY (empty for a null value, which KAFKA_RECORD then marks)
+    timestamp   -> BORNTIMESTAMP (the batch's first timestamp + the record's delta; CreateTime)
+    key         -> the KEYS property
+    headers     -> one property per header, name -> value, in order
+    offset      -> QUEUEOFFSET, the ConsumeQueue logical offset the store assigns (a partition is a queue)
+
+PROPERTIES are UTF-8 text, "name \\x01 value \\x02" repeated, and the store's recovery rejects a record whose
+properties do not decode. So the plain form above is used only for what the properties can hold: text without
+\\x01/\\x02, non-null values, header names other than the reserved ones (KEYS, TAGS and UNIQ_KEY, which the store
+interprets, and this mapping's KAFKA_RECORD and KAFKA_PRODUCER). Any other record carries
+    KAFKA_RECORD = base64([flags u8: 1 = null value][key: varint length (-1 null), bytes][header count varint]
+                          [headers exactly as in the Kafka record])
+instead of its key and header properties, preceded by KEYS when the key alone is text (for the index and for
+RocketMQ consumers). The last record of a batch from an idempotent producer also carries
+    KAFKA_PRODUCER = "<producer id>.<epoch>.<first sequence>.<last sequence>"
+from which the broker rebuilds its de-duplication state after a crash. Headers cannot take more than the
+32767 bytes the properties' i16 length allows.
+
+Produce (fill_batch): the record set of one partition of a ProduceRequest (RecordBatch v2 only, CRC-32C checked,
+decompressed) fills a store MessageBatch in one call, copying each value and its properties into the batch's arena:
+no Python object is made per record, and Python runs once per batch.
+Fetch (build_batch): CommitLog records back to back (store.read_records) become one uncompressed RecordBatch v2:
+offsets are the QUEUEOFFSETs, timestamps the BORNTIMESTAMPs, producer fields -1 (no transactions here).
+KAFKA_RECORD gives key, headers and null values back exactly; without it KEYS is the key and every other property
+a header, so messages from other front ends show their TAGS, UNIQ_KEY, ... as headers.
+"""
+cimport cython
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
+from libc.string cimport memcmp, memcpy, memchr
+
+from fastmq._native.buffer cimport (
+    WriteBuffer, load_i32be, load_i64be, put_varint, store_i16be, store_i32be, store_i64be, store_u32be,
+    varint_size,
+)
+from fastmq._native.checksum cimport crc32c_of
+from fastmq._native.compression cimport CODEC_MASK, CODEC_NONE, decompress_into
+from fastmq._native.records cimport (
+    ATTRIBUTES_AT, BASE_OFFSET_AT, BASE_SEQUENCE_AT, BATCH_HEADER_SIZE, BatchHeader, CONTROL_BIT, CRC_AT,
+    FIRST_TIMESTAMP_AT, LAST_OFFSET_DELTA_AT, LEADER_EPOCH_AT, LENGTH_AT, LOG_OVERHEAD, MAGIC_AT, MAX_TIMESTAMP_AT,
+    NO_PRODUCER_ID, PRODUCER_EPOCH_AT, PRODUCER_ID_AT, RECORD_COUNT_AT, RecordView, TRANSACTIONAL_BIT,
+    batch_crc, parse_record as parse_kafka_record, raise_record_error, read_batch_header, take_bytes,
+)
+from fastmq._native.store_codec cimport (
+    MAX_PROPERTIES_LENGTH, MessageBatch, RECORD_OK, RecordLayout, RecordStatus, parse_record as parse_store_record,
+)
+
+from array import array
+
+from fastmq.errors import CompressionError, CorruptDataError
+from fastmq.kafka.errors import (
+    CorruptRecordError, InvalidRecordError, InvalidTxnStateError, MessageSizeTooLargeError,
+    UnsupportedForMessageFormatError,
+)
+
+cdef enum:
+    RAW_NULL_VALUE = 1                 # KAFKA_RECORD flags bit: the value is null
+    INT32_MAX = 0x7FFFFFFF
+    MAX_RECORD_PREFIX = 5 + 1 + 10 + 5  # length varint, attributes, timestamp delta, offset delta (at most)
+
+DEFAULT_MAX_DECOMPRESSED_SIZE = 256 * 1024 * 1024
+
+cdef bytes KEYS = b"KEYS"
+cdef bytes KAFKA_RECORD = b"KAFKA_RECORD"
+cdef bytes KAFKA_PRODUCER = b"KAFKA_PRODUCER"
+# Header names that never become plain properties: the store reads the first three, the last two are ours.
+cdef tuple RESERVED_NAMES = (b"KEYS", b"TAGS", b"UNIQ_KEY", b"KAFKA_RECORD", b"KAFKA_PRODUCER")
+cdef bytes EMPTY = b""
+cdef const char* BASE64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+cdef signed char BASE64_VALUES[256]
+
+
+cdef void init_base64_values() noexcept:
+    cdef int i
+    for i in range(256):
+        BASE64_VALUES[i] = -1
+    for i in range(64):
+        BASE64_VALUES[<uint8_t>BASE64_ALPHABET[i]] = i
+
+
+init_base64_values()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Text checks and base64
+# ---------------------------------------------------------------------------------------------------------
+
+cdef inline bint is_continuation(uint8_t c) noexcept nogil:
+    return (c & 0xC0) == 0x80
+
+
+cdef bint is_property_text(const char* data, Py_ssize_t n) noexcept nogil:
+    # Well-formed UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF: what Python's decoder accepts)
+    # without the \x01 / \x02 separators.
+    cdef const uint8_t* s = <const uint8_t*>data
+    cdef Py_ssize_t i = 0
+    cdef uint8_t c, lo, hi
+    cdef int extra
+    while i < n:
+        c = s[i]
+        if c < 0x80:
+            if c == 1 or c == 2:
+                return False
+            i += 1
+            continue
+        lo = 0x80
+        hi = 0xBF
+        if 0xC2 <= c <= 0xDF:
+            extra = 1
+        elif c == 0xE0:
+            extra = 2
+            lo = 0xA0
+        elif c == 0xED:
+            extra = 2
+            hi = 0x9F
+        elif 0xE1 <= c <= 0xEF:
+            extra = 2
+        elif c == 0xF0:
+            extra = 3
+            lo = 0x90
+        elif 0xF1 <= c <= 0xF3:
+            extra = 3
+        elif c == 0xF4:
+            extra = 3
+            hi = 0x8F
+        else:
+            return False
+        if n - i <= extra or s[i + 1] < lo or s[i + 1] > hi:
+            return False
+        if extra >= 2 and not is_continuation(s[i + 2]):
+            return False
+        if extra == 3 and not is_continuation(s[i + 3]):
+            return False
+        i += extra + 1
+    return True
+
+
+cdef bint is_reserved_name(const char* name, Py_ssize_t n) noexcept:
+    cdef bytes reserved
+    for reserved in RESERVED_NAMES:
+        if len(reserved) == n and memcmp(<const char*>reserved, name, n) == 0:
+            return True
+    return False
+
+
+cdef inline Py_ssize_t base64_size(Py_ssize_t n) noexcept nogil:
+    return (n + 2) // 3 * 4
+
+
+cdef char* base64_encode(const uint8_t* src, Py_ssize_t n, char* out) noexcept nogil:
+    cdef Py_ssize_t i = 0
+    cdef uint32_t v
+    while n - i >= 3:
+        v = (<uint32_t>src[i] << 16) | (<uint32_t>src[i + 1] << 8) | src[i + 2]
+        out[0] = BASE64_ALPHABET[(v >> 18) & 63]
+        out[1] = BASE64_ALPHABET[(v >> 12) & 63]
+        out[2] = BASE64_ALPHABET[(v >> 6) & 63]
+        out[3] = BASE64_ALPHABET[v & 63]
+        out += 4
+        i += 3
+    if n - i == 1:
+        v = <uint32_t>src[i] << 16
+        out[0] = BASE64_ALPHABET[(v >> 18) & 63]
+        out[1] = BASE64_ALPHABET[(v >> 12) & 63]
+        out[2] = b'='
+        out[3] = b'='
+        out += 4
+    elif n - i == 2:
+        v = (<uint32_t>src[i] << 16) | (<uint32_t>src[i + 1] << 8)
+        out[0] = BASE64_ALPHABET[(v >> 18) & 63]
+        out[1] = BASE64_ALPHABET[(v >> 12) & 63]
+        out[2] = BASE64_ALPHABET[(v >> 6) & 63]
+        out[3] = b'='
+        out += 4
+    return out
+
+
+cdef Py_ssize_t base64_decode(const char* src, Py_ssize_t n, char* out) noexcept nogil:
+    # Decoded length, or -1 for anything but canonical padded base64. `out` has room for n / 4 * 3 bytes.
+    cdef Py_ssize_t i, written = 0
+    cdef int padding = 0
+    cdef uint32_t v
+    cdef signed char d
+    cdef int j
+    if n % 4:
+        return -1
+    for i in range(0, n, 4):
+        v = 0
+        for j in range(4):
+            if src[i + j] == b'=':
+                # Padding only in the last quantum, only at its end, at most two.
+                if i + 4 != n or j < 2 or (j == 2 and src[i + 3] != b'='):
+                    return -1
+                padding += 1
+                v <<= 6
+                continue
+            d = BASE64_VALUES[<uint8_t>src[i + j]]
+            if d < 0 or padding:
+                return -1
+            v = (v << 6) | <uint32_t>d
+        out[written] = <char>(v >> 16)
+        out[written + 1] = <char>(v >> 8)
+        out[written + 2] = <char>v
+        written += 3
+    return written - padding
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Produce: Kafka batches -> MessageBatch
+# ---------------------------------------------------------------------------------------------------------
+
+cdef int put_property(WriteBuffer out, const char* name, Py_ssize_t name_len, const char* value,
+                      Py_ssize_t value_len) except -1:
+    cdef char* p = out.claim(name_len + value_len + 2)
+    memcpy(p, name, name_len)
+    p[name_len] = 1
+    if value_len:
+        memcpy(p + name_len + 1, value, value_len)
+    p[name_len + 1 + value_len] = 2
+    return 0
+
+
+cdef bint headers_are_plain(const RecordView* record) noexcept:
+    cdef const char* p = record.headers
+    cdef const char* end = record.headers + record.headers_len
+    cdef const char* name = NULL
+    cdef const char* value = NULL
+    cdef Py_ssize_t name_len = 0, value_len = 0
+    cdef int32_t i
+    for i in range(record.header_count):
+        # parse_record validated the region.
+        p = take_bytes(p, end, &name, &name_len)
+        p = take_bytes(p, end, &value, &value_len)
+        if (name_len <= 0 or value == NULL or not is_property_text(name, name_len)
+                or not is_property_text(value, value_len) or is_reserved_name(name, name_len)):
+            return False
+    return True
+
+
+cdef int encode_properties(const RecordView* record, bint key_is_text, WriteBuffer props,
+                           WriteBuffer raw) except -1:
+    # The record's key and headers as properties (appended to props), plain when possible.
+    cdef const char* p
+    cdef const char* end
+    cdef const char* name = NULL
+    cdef const char* value = NULL
+    cdef Py_ssize_t name_len = 0, value_len = 0, raw_len
+    cdef int32_t i
+    cdef char* q
+    if record.key != NULL and key_is_text:
+        put_property(props, KEYS, 4, record.key, record.key_len)
+    if record.value != NULL and (record.key == NULL or key_is_text) and headers_are_plain(record):
+        p = record.headers
+        end = record.headers + record.headers_len
+        for i in range(record.header_count):
+            p = take_bytes(p, end, &name, &name_len)
+            p = take_bytes(p, end, &value, &value_len)
+            put_property(props, name, name_len, value, value_len)
+        return 0
+    raw.clear()
+    raw.put_i8(RAW_NULL_VALUE if record.value == NULL else 0)
+    raw.put_varint(record.key_len)
+    if record.key != NULL:
+        raw.put_bytes(record.key, record.key_len)
+    raw.put_varint(record.header_count)
+    raw.put_bytes(record.headers, record.headers_len)
+    raw_len = raw.size()
+    q = props.claim(len(KAFKA_RECORD) + base64_size(raw_len) + 2)
+    memcpy(q, <const char*>KAFKA_RECORD, len(KAFKA_RECORD))
+    q += len(KAFKA_RECORD)
+    q[0] = 1
+    q = base64_encode(<const uint8_t*>raw.pointer_at(0), raw_len, q + 1)
+    q[0] = 2
+    return 0
+
+
+cdef int put_producer_marker(WriteBuffer props, const BatchHeader* header) except -1:
+    cdef int64_t last_sequence = <int64_t>header.base_sequence + header.last_offset_delta
+    if last_sequence > INT32_MAX:          # sequences wrap after Int.MaxValue, as Kafka's do
+        last_sequence -= <int64_t>INT32_MAX + 1
+    text = f"{header.producer_id}.{header.producer_epoch}.{header.base_sequence}.{last_sequence}".encode("ascii")
+    put_property(props, KAFKA_PRODUCER, len(KAFKA_PRODUCER), text, len(text))
+    return 0
+
+
+def fill_batch(MessageBatch batch, records, Py_ssize_t max_batch_bytes, bint index_keys=False,
+               Py_ssize_t max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE) -> list:
+    """Add every record of a produced record set (RecordBatch v2, back to back) to `batch`, one message each.
+
+    Returns one tuple per Kafka batch: (producer_id, producer_epoch, base_sequence, last_sequence,
+    record_count, max_timestamp). With index_keys, text keys go to the store's index too. Raises the Kafka error
+    the partition gets: CorruptRecordError (CRC, framing, compression), MessageSizeTooLargeError (a batch above
+    max_batch_bytes, a record the store cannot hold), InvalidRecordError (control batches, oversized headers,
+    an empty set), UnsupportedForMessageFormatError (magic 0/1), InvalidTxnStateError (transactional batches).
+    Nothing is added to the store here: the caller appends the batch (or drops it, e.g. a duplicate).
+    """
+    cdef Py_buffer view
+    cdef const char* data
+    cdef const char* pos
+    cdef const char* end
+    cdef Py_ssize_t remaining, batch_size
+    cdef BatchHeader header
+    cdef RecordView record
+    cdef int code
+    cdef int32_t i
+    cdef int64_t timestamp, max_timestamp
+    cdef bint key_is_text
+    cdef WriteBuffer props = WriteBuffer(256)
+    cdef WriteBuffer raw = WriteBuffer(256)
+    cdef WriteBuffer inflated = None
+    cdef list produced = []
+    PyObject_GetBuffer(records, &view, PyBUF_SIMPLE)
+    try:
+        data = <const char*>view.buf
+        remaining = view.len
+        if remaining == 0:
+            raise InvalidRecordError("the produce request holds no record batch for this partition")
+        while remaining > 0:
+            if remaining < LOG_OVERHEAD + 5:
+                raise CorruptRecordError(f"{remaining} bytes after the last batch are not a batch")
+            if data[MAGIC_AT] != 2:
+                raise UnsupportedForMessageFormatError(
+                    f"record batches of magic {data[MAGIC_AT]} are not accepted: produce RecordBatch v2 (magic 2)")
+            read_batch_header(data, remaining, &header)
+            batch_size = LOG_OVERHEAD + header.length
+            if batch_size > max_batch_bytes:
+                raise MessageSizeTooLargeError(
+                    f"a record batch of {batch_size} bytes exceeds max.message.bytes ({max_batch_bytes})")
+            if batch_crc(data, batch_size) != header.crc:
+                raise CorruptRecordError(f"record batch at offset {header.base_offset}: CRC-32C mismatch")
+            if header.attributes & CONTROL_BIT:
+                raise InvalidRecordError("control batches are written by brokers, not produced")
+            if header.attributes & TRANSACTIONAL_BIT:
+                raise InvalidTxnStateError("this broker does not support transactions")
+            if header.record_count <= 0:
+                raise InvalidRecordError("a record batch needs at least one record")
+            pos = data + BATCH_HEADER_SIZE
+            end = data + batch_size
+            if header.attributes & CODEC_MASK != CODEC_NONE:
+                if inflated is None:
+                    inflated = WriteBuffer(max(header.length * 4, 4096))
+                inflated.clear()
+                try:
+                    decompress_into(header.attributes & CODEC_MASK, pos, end - pos, inflated, max_decompressed_size)
+                except CompressionError as exc:
+                    raise CorruptRecordError(f"record batch does not decompress: {exc}") from None
+                pos = inflated.pointer_at(0)
+                end = pos + inflated.size()
+            max_timestamp = header.first_timestamp
+            # Values and properties take at most what the records take (plus a producer marker).
+            batch.reserve(header.record_count, (end - pos) + 64)
+            for i in range(header.record_count):
+                code = parse_kafka_record(&pos, end, &record)
+                if code:
+                    raise_record_error(code, header.base_offset + i)
+                timestamp = header.first_timestamp + record.timestamp_delta
+                if timestamp > max_timestamp:
+                    max_timestamp = timestamp
+                key_is_text = record.key != NULL and is_property_text(record.key, record.key_len)
+                props.clear()
+                encode_properties(&record, key_is_text, props, raw)
+                if i == header.record_count - 1 and header.producer_id != NO_PRODUCER_ID:
+                    put_producer_marker(props, &header)
+                if props.size() > MAX_PROPERTIES_LENGTH:
+                    raise InvalidRecordError(
+                        f"the key and headers of record {i} take {props.size()} bytes as store properties, "
+                        f"more than the {MAX_PROPERTIES_LENGTH} a message holds")
+                try:
+                    batch.append(record.value, max(record.value_len, 0), props.pointer_at(0), props.size(), 0,
+                                 timestamp, 0, NULL, 0)
+                except ValueError as exc:
+                    raise MessageSizeTooLargeError(str(exc)) from None
+                if index_keys and key_is_text and record.key_len > 0:
+                    batch.index_items.append((batch.count - 1, PyUnicode_DecodeUTF8(record.key, record.key_len,
+                                                                                    NULL), None))
+            if pos != end:
+                raise CorruptRecordError(f"record batch at offset {header.base_offset} has bytes after its "
+                                         f"{header.record_count} records")
+            produced.append((header.producer_id, header.producer_epoch, header.base_sequence,
+                             <int64_t>header.base_sequence + header.last_offset_delta, header.record_count,
+                             max_timestamp))
+            data += batch_size
+            remaining -= batch_size
+        return produced
+    finally:
+        PyBuffer_Release(&view)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Fetch: CommitLog records -> one Kafka batch
+# ---------------------------------------------------------------------------------------------------------
+
+ctypedef struct KafkaFields:
+    const char* key              # NULL for a null key
+    Py_ssize_t key_len           # -1 for a null key
+    const char* value            # NULL for a null value
+    Py_ssize_t value_len         # -1 for a null value
+    int32_t header_count         # headers to write
+    const char* raw_headers      # KAFKA_RECORD: the headers, Kafka-encoded; NULL: they are plain properties
+    Py_ssize_t headers_size      # bytes the headers take in the Kafka record (without the count)
+
+
+cdef inline bint name_is(const char* name, Py_ssize_t n, bytes expected) noexcept:
+    return n == len(expected) and memcmp(name, <const char*>expected, n) == 0
+
+
+cdef int kafka_fields(const RecordLayout* r, WriteBuffer scratch, KafkaFields* out) except -1:
+    # Where the Kafka key, value and headers of a stored message are. A KAFKA_RECORD is decoded into scratch,
+    # which must stay untouched while `out` is used.
+    cdef const char* p = r.properties
+    cdef const char* end = r.properties + r.properties_length
+    cdef const char* entry_end
+    cdef const char* separator
+    cdef const char* raw_text = NULL
+    cdef Py_ssize_t raw_text_len = 0
+    cdef Py_ssize_t name_len, value_len, decoded
+    out.key = NULL
+    out.key_len = -1
+    out.value = r.body
+    out.value_len = r.body_length
+    out.header_count = 0
+    out.raw_headers = NULL
+    out.headers_size = 0
+    while p < end:
+        entry_end = <const char*>memchr(p, 2, end - p)
+        if entry_end == NULL:
+            entry_end = end
+        separator = <const char*>memchr(p, 1, entry_end - p)
+        if separator != NULL:
+            name_len = separator - p
+            value_len = entry_end - separator - 1
+            if name_is(p, name_len, KEYS):
+                out.key = separator + 1
+                out.key_len = value_len
+            elif name_is(p, name_len, KAFKA_RECORD):
+                raw_text = separator + 1
+                raw_text_len = value_len
+            elif not name_is(p, name_len, KAFKA_PRODUCER):
+                out.header_count += 1
+                out.headers_size += varint_size(name_len) + name_len + varint_size(value_len) + value_len
+        p = entry_end + 1
+    if raw_text == NULL:
+        return 0
+    scratch.clear()
+    decoded = base64_decode(raw_text, raw_text_len, scratch.claim(raw_text_len // 4 * 3 + 1))
+    if decoded < 1 or parse_raw(scratch.pointer_at(0), decoded, out) != scratch.pointer_at(0) + decoded:
+        raise CorruptDataError("a stored KAFKA_RECORD property is malformed")
+    return 0
+
+
+cdef const char* parse_raw(const char* raw, Py_ssize_t n, KafkaFields* out) noexcept:
+    # Fills `out` from a decoded KAFKA_RECORD, checking every length. Returns the position after the last
+    # header (raw + n for a well-formed one), NULL when malformed.
+    cdef const char* end = raw + n
+    cdef const char* p
+    cdef const char* field
+    cdef Py_ssize_t field_len
+    cdef int32_t count, i
+    cdef int shift = 0
+    cdef uint32_t value = 0
+    cdef uint8_t byte
+    if <uint8_t>raw[0] & RAW_NULL_VALUE:
+        out.value = NULL
+        out.value_len = -1
+    p = take_bytes(raw + 1, end, &out.key, &out.key_len)
+    if p == NULL:
+        return NULL
+    # The header count: a zigzag varint of at most 5 bytes.
+    while True:
+        if p >= end or shift > 28:
+            return NULL
+        byte = <uint8_t>p[0]
+        p += 1
+        value |= <uint32_t>(byte & 0x7F) << shift
+        if byte < 0x80:
+            break
+        shift += 7
+    count = <int32_t>((value >> 1) ^ (0u - (value & 1)))
+    if count < 0 or count > (end - p) // 2:
+        return NULL
+    out.raw_headers = p
+    for i in range(count):
+        p = take_bytes(p, end, &field, &field_len)
+        if p == NULL or field_len < 0:
+            return NULL
+        p = take_bytes(p, end, &field, &field_len)
+        if p == NULL:
+            return NULL
+    out.header_count = count
+    out.headers_size = p - out.raw_headers
+    return p
+
+
+cdef inline Py_ssize_t bytes_field_size(Py_ssize_t length) noexcept:
+    return 1 if length < 0 else varint_size(length) + length
+
+
+cdef inline char* put_bytes_field(char* p, const char* data, Py_ssize_t length) noexcept:
+    if length < 0:
+        return put_varint(p, -1)
+    p = put_varint(p, length)
+    if length:
+        memcpy(p, data, length)
+    return p + length
+
+
+cdef char* put_plain_headers(char* p, const RecordLayout* r) noexcept:
+    cdef const char* q = r.properties
+    cdef const char* end = r.properties + r.properties_length
+    cdef const char* entry_end
+    cdef const char* separator
+    cdef Py_ssize_t name_len
+    while q < end:
+        entry_end = <const char*>memchr(q, 2, end - q)
+        if entry_end == NULL:
+            entry_end = end
+        separator = <const char*>memchr(q, 1, entry_end - q)
+        if separator != NULL:
+            name_len = separator - q
+            if not (name_is(q, name_len, KEYS) or name_is(q, name_len, KAFKA_PRODUCER)
+                    or name_is(q, name_len, KAFKA_RECORD)):
+                p = put_bytes_field(p, q, name_len)
+                p = put_bytes_field(p, separator + 1, entry_end - separator - 1)
+        q = entry_end + 1
+    return p
+
+
+cdef int parse_stored(const char* p, Py_ssize_t available, RecordLayout* r) except -1:
+    cdef RecordStatus status = parse_store_record(p, available, available, r)
+    if status != RECORD_OK:
+        raise CorruptDataError(f"a gathered CommitLog record does not parse "
+                               f"({r.error.decode('ascii') if r.error != NULL else 'truncated'})")
+    return 0
+
+
+def build_batch(records, Py_ssize_t count, Py_ssize_t max_bytes, bint take_first=True) -> tuple:
+    """One uncompressed RecordBatch v2 from `count` CommitLog records back to back (store.read_records).
+
+    Records are taken while the batch stays within max_bytes; with take_first the first one is taken whatever
+    its size (what KIP-74 allows the first partition of a fetch). Returns (batch bytes, records taken, offset
+    after the last one taken); (b"", 0, -1) when nothing is taken. Raises CorruptDataError for records that do
+    not parse.
+    """
+    cdef Py_buffer view
+    cdef const char* data
+    cdef const char* p
+    cdef Py_ssize_t available, i, taken = 0, size, body, total = BATCH_HEADER_SIZE
+    cdef RecordLayout r
+    cdef KafkaFields f
+    cdef WriteBuffer scratch = WriteBuffer(256)
+    cdef int64_t base_offset = 0, first_timestamp = 0, max_timestamp = 0, last_offset = -1
+    cdef bytes batch
+    cdef char* out
+    cdef char* start
+    if count <= 0:
+        return EMPTY, 0, -1
+    PyObject_GetBuffer(records, &view, PyBUF_SIMPLE)
+    try:
+        data = <const char*>view.buf
+        # Pass 1: how many records fit, and the batch's size.
+        p = data
+        available = view.len
+        for i in range(count):
+            parse_stored(p, available, &r)
+            if i == 0:
+                base_offset = r.queue_offset
+                first_timestamp = max_timestamp = r.born_timestamp
+            kafka_fields(&r, scratch, &f)
+            body = (1 + varint_size(r.born_timestamp - first_timestamp) + varint_size(r.queue_offset - base_offset)
+                    + bytes_field_size(f.key_len) + bytes_field_size(f.value_len) + varint_size(f.header_count)
+                    + f.headers_size)
+            size = varint_size(body) + body
+            if (taken or not take_first) and total + size > max_bytes:
+                break
+            if r.queue_offset - base_offset > INT32_MAX or r.queue_offset < base_offset:
+                break          # offsets a delta cannot express start the next batch
+            total += size
+            taken += 1
+            last_offset = r.queue_offset
+            if r.born_timestamp > max_timestamp:
+                max_timestamp = r.born_timestamp
+            p += r.total_size
+            available -= r.total_size
+        if taken == 0:
+            return EMPTY, 0, -1
+        # Pass 2: write.
+        batch = PyBytes_FromStringAndSize(NULL, total)
+        start = PyBytes_AS_STRING(batch)
+        out = start + BATCH_HEADER_SIZE
+        p = data
+        for i in range(taken):
+            parse_stored(p, view.len - (p - data), &r)
+            kafka_fields(&r, scratch, &f)
+            body = (1 + varint_size(r.born_timestamp - first_timestamp) + varint_size(r.queue_offset - base_offset)
+                    + bytes_field_size(f.key_len) + bytes_field_size(f.value_len) + varint_size(f.header_count)
+                    + f.headers_size)
+            out = put_varint(out, body)
+            out[0] = 0
+            out = put_varint(out + 1, r.born_timestamp - first_timestamp)
+            out = put_varint(out, r.queue_offset - base_offset)
+            out = put_bytes_field(out, f.key, f.key_len)
+            out = put_bytes_field(out, f.value, f.value_len)
+            out = put_varint(out, f.header_count)
+            if f.raw_headers != NULL:
+                memcpy(out, f.raw_headers, f.headers_size)
+                out += f.headers_size
+            else:
+                out = put_plain_headers(out, &r)
+            p += r.total_size
+        if out - start != total:
+            raise AssertionError(f"batch size {out - start} differs from the computed {total}")
+        store_i64be(start + BASE_OFFSET_AT, base_offset)
+        store_i32be(start + LENGTH_AT, <int32_t>(total - LOG_OVERHEAD))
+        store_i32be(start + LEADER_EPOCH_AT, 0)
+        start[MAGIC_AT] = 2
+        store_i16be(start + ATTRIBUTES_AT, 0)
+        store_i32be(start + LAST_OFFSET_DELTA_AT, <int32_t>(last_offset - base_offset))
+        store_i64be(start + FIRST_TIMESTAMP_AT, first_timestamp)
+        store_i64be(start + MAX_TIMESTAMP_AT, max_timestamp)
+        store_i64be(start + PRODUCER_ID_AT, -1)
+        store_i16be(start + PRODUCER_EPOCH_AT, -1)
+        store_i32be(start + BASE_SEQUENCE_AT, -1)
+        store_i32be(start + RECORD_COUNT_AT, <int32_t>taken)
+        store_u32be(start + CRC_AT, batch_crc(start, total))
+        return batch, taken, last_offset + 1
+    finally:
+        PyBuffer_Release(&view)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Scans for the broker's bookkeeping (time index, producer state)
+# ---------------------------------------------------------------------------------------------------------
+
+def record_timestamps(records, Py_ssize_t count) -> tuple:
+    """(queue offsets, born timestamps) of `count` CommitLog records back to back, as two array('q')."""
+    cdef Py_buffer view
+    cdef const char* p
+    cdef Py_ssize_t i
+    cdef RecordLayout r
+    cdef long long offset, timestamp
+    offsets = array("q")
+    timestamps = array("q")
+    PyObject_GetBuffer(records, &view, PyBUF_SIMPLE)
+    try:
+        p = <const char*>view.buf
+        for i in range(count):
+            parse_stored(p, view.len - (p - <const char*>view.buf), &r)
+            offset = r.queue_offset
+            timestamp = r.born_timestamp
+            offsets.append(offset)
+            timestamps.append(timestamp)
+            p += r.total_size
+        return offsets, timestamps
+    finally:
+        PyBuffer_Release(&view)
+
+
+def producer_markers(records, Py_ssize_t count) -> list:
+    """(queue offset, producer id, epoch, first sequence, last sequence) of every KAFKA_PRODUCER property in
+    `count` CommitLog records back to back (the last record of each idempotent batch)."""
+    cdef Py_buffer view
+    cdef const char* p
+    cdef const char* q
+    cdef const char* end
+    cdef const char* entry_end
+    cdef const char* separator
+    cdef Py_ssize_t i
+    cdef RecordLayout r
+    cdef list found = []
+    PyObject_GetBuffer(records, &view, PyBUF_SIMPLE)
+    try:
+        p = <const char*>view.buf
+        for i in range(count):
+            parse_stored(p, view.len - (p - <const char*>view.buf), &r)
+            q = r.properties
+            end = r.properties + r.properties_length
+            while q < end:
+                entry_end = <const char*>memchr(q, 2, end - q)
+                if entry_end == NULL:
+                    entry_end = end
+                separator = <const char*>memchr(q, 1, entry_end - q)
+                if separator != NULL and name_is(q, separator - q, KAFKA_PRODUCER):
+                    fields = PyBytes_FromStringAndSize(separator + 1, entry_end - separator - 1).split(b".")
+                    if len(fields) == 4:
+                        try:
+                            found.append((r.queue_offset, int(fields[0]), int(fields[1]), int(fields[2]),
+                                          int(fields[3])))
+                        except ValueError:
+                            pass      # not ours after all: a message from elsewhere with this property
+                q = entry_end + 1
+            p += r.total_size
+        return found
+    finally:
+        PyBuffer_Release(&view)

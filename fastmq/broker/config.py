@@ -1,0 +1,130 @@
+"""BrokerConfig: what the embedded broker listens on, how it stores, and its Kafka-facing defaults.
+
+Defaults suit one machine with nothing else installed: loopback, topics created on first use, CommitLog files of
+128 MiB (RocketMQ's 1 GiB is reserved on disk at once, a lot for a developer's temporary directory), no key index
+(5 million slots are reserved per index file), a group's first rebalance after 100 ms instead of Kafka's 3 s,
+acks=0/1 records fsynced every 10 s (acks=all: fsynced before the answer).
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from fastmq.errors import ConfigurationError
+from fastmq.store import MessageStoreConfig
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+@dataclasses.dataclass
+class ListenerConfig:
+    """One listening socket (Kafka's listeners / advertised.listeners entry)."""
+
+    host: str = "127.0.0.1"
+    port: int = 0                              # 0: a free port, known once the broker started
+    security_protocol: str = "PLAINTEXT"
+    advertised_host: str | None = None         # what Metadata tells clients (default: host)
+    advertised_port: int | None = None         # default: the bound port
+    ssl_certfile: str | None = None            # SSL / SASL_SSL: the server's certificate chain
+    ssl_keyfile: str | None = None
+    ssl_password: str | None = None
+    ssl_cafile: str | None = None              # CA for client certificates
+    ssl_client_auth: str = "none"              # Kafka's ssl.client.auth: none, requested, required
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL")
+
+    @classmethod
+    def parse(cls, text: str) -> ListenerConfig:
+        """"host:port" or "PROTOCOL://host:port" (Kafka's listener notation)."""
+        protocol = "PLAINTEXT"
+        if "://" in text:
+            protocol, text = text.split("://", 1)
+        host, sep, port = text.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ConfigurationError(f"a listener is host:port or PROTOCOL://host:port, not {text!r}")
+        return cls(host=host.strip("[]") or "127.0.0.1", port=int(port), security_protocol=protocol.upper())
+
+
+@dataclasses.dataclass
+class BrokerConfig:
+    data_dir: str | Path
+    listeners: list[ListenerConfig] = dataclasses.field(default_factory=lambda: [ListenerConfig()])
+    node_id: int = 0
+    # Topics
+    auto_create_topics: bool = True
+    num_partitions: int = 1                    # Kafka's num.partitions for auto-created topics
+    max_message_bytes: int = 1048588           # Kafka's default max.message.bytes (a batch's size limit)
+    index_keys: bool = False                   # put record keys into the store's index (query by key)
+    # Groups (Kafka's group.* settings)
+    group_initial_rebalance_delay_ms: int = 100
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    group_max_size: int = 1000
+    # Producer state
+    producer_state_snapshot_interval_ms: int = 10000
+    producer_id_expiration_ms: int = 86400000
+    # Connections
+    max_request_size: int = 104857600          # socket.request.max.bytes
+    fetch_max_bytes: int = 57671680            # fetch.max.bytes: the most a Fetch response holds, whatever it asks
+    max_connections: int = 1024
+    connections_max_idle_ms: int | None = 600000
+    max_pending_replies: int = 64              # requests in flight per connection before reading pauses
+    # Security: users for SASL (name -> password) and the mechanisms offered
+    users: dict[str, str] = dataclasses.field(default_factory=dict)
+    sasl_mechanisms: tuple[str, ...] = SASL_MECHANISMS
+    scram_iterations: int = 4096
+    # Statistics written to {data_dir}/stats.json for `fastmq broker-stats` (0: never)
+    stats_interval_ms: int = 5000
+    # The store (None: MessageStoreConfig with the sizes and interval above)
+    commit_log_file_size: int = 128 << 20
+    # How often records acknowledged with acks=0/1 are fsynced; acks=all always waits for its own fsync. Kafka
+    # leaves such records to the OS by default (Linux writes them back within ~30 s); RocketMQ's ASYNC_FLUSH
+    # fsyncs every 500 ms. Every 10 s bounds what a machine crash takes, and what recovery must replay (the
+    # flush advances the checkpoint), without a large fsync competing with clients every second.
+    flush_interval_ms: int = 10_000
+    store: MessageStoreConfig | None = None
+
+    def validate(self) -> None:
+        if not self.listeners:
+            raise ConfigurationError("the broker needs at least one listener")
+        for listener in self.listeners:
+            if listener.security_protocol not in SECURITY_PROTOCOLS:
+                raise ConfigurationError(f"security_protocol must be one of {SECURITY_PROTOCOLS}, "
+                                         f"not {listener.security_protocol!r}")
+            if listener.uses_tls and not listener.ssl_certfile:
+                raise ConfigurationError(f"a {listener.security_protocol} listener needs ssl_certfile")
+            if listener.uses_sasl and not self.users:
+                raise ConfigurationError(f"a {listener.security_protocol} listener needs users to authenticate")
+        for mechanism in self.sasl_mechanisms:
+            if mechanism not in SASL_MECHANISMS:
+                raise ConfigurationError(f"SASL mechanisms are {SASL_MECHANISMS}, not {mechanism!r}")
+        if self.num_partitions < 1:
+            raise ConfigurationError("num_partitions must be at least 1")
+        if self.max_message_bytes < 1024:
+            raise ConfigurationError("max_message_bytes must be at least 1024")
+        if not 0 < self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms:
+            raise ConfigurationError("group session timeouts need 0 < min <= max")
+        if self.flush_interval_ms <= 0:
+            raise ConfigurationError("flush_interval_ms must be positive")
+        if self.group_initial_rebalance_delay_ms < 0:
+            raise ConfigurationError("group_initial_rebalance_delay_ms must be >= 0")
+
+    def store_config(self) -> MessageStoreConfig:
+        """The store's configuration: the one given, else defaults sized for this broker."""
+        if self.store is not None:
+            return self.store
+        return MessageStoreConfig(
+            mapped_file_size_commit_log=self.commit_log_file_size,
+            flush_interval_commit_log_ms=self.flush_interval_ms,
+            flush_commit_log_thorough_interval_ms=max(10_000, self.flush_interval_ms),
+            message_index_enable=self.index_keys,
+            # One record must hold the largest batch's largest record.
+            max_message_size=max(4 << 20, self.max_message_bytes),
+        )

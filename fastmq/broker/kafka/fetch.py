@@ -1,0 +1,217 @@
+"""Fetch, with the pull Hold of seed 003 (broker chapter 4.7) as Kafka's long poll.
+
+A Fetch that finds fewer than min_bytes is not answered at once: it is parked on the partitions it asked for
+until a produce brings data to one of them (the store's arrival listener) or max_wait_ms passes, then it is run
+again and answered. So a consumer at the end of a partition costs one request per max_wait or per arrival,
+never a busy loop, and a new record reaches it as soon as it is stored.
+
+Per partition: OFFSET_OUT_OF_RANGE outside [log start, high watermark], nothing at the high watermark, else one
+RecordBatch of at most partition_max_bytes; the response stops growing at max_bytes, and at the broker's own
+fetch_max_bytes whatever a client asks (the first partition with data always gets its first record, as KIP-74
+asks). Fetch sessions (KIP-227) are not kept: every response carries session id 0, which tells clients to send
+full fetches; an incremental fetch (epoch > 0) gets FETCH_SESSION_ID_NOT_FOUND and the client starts over with a
+full one. isolation_level read_committed reads the same records (no transactions here) with an empty
+aborted-transactions list.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from fastmq.broker.kafka.front import Request
+from fastmq.broker.kafka.metadata import ZERO_UUID, resolve_topic
+from fastmq.kafka import errors as kerrors
+from fastmq.kafka import protocol as kp
+from fastmq.kafka.protocol import ApiKey
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fastmq.broker.broker import Broker
+    from fastmq.io import ServerConnection
+
+log = logging.getLogger(__name__)
+
+NONE = 0
+OFFSET_OUT_OF_RANGE = kerrors.OffsetOutOfRangeError.errno
+UNKNOWN_TOPIC_OR_PARTITION = kerrors.UnknownTopicOrPartitionError.errno
+UNKNOWN_TOPIC_ID = kerrors.UnknownTopicIdError.errno
+FETCH_SESSION_ID_NOT_FOUND = kerrors.FetchSessionIdNotFoundError.errno
+TOPIC_ID_VERSION = 13
+MAX_WAIT_CAP_MS = 300_000        # a client asking to be held longer is held this long
+
+PartitionData = kp.FetchResponse.PartitionData
+TopicResponse = kp.FetchResponse.FetchableTopicResponse
+
+
+def run_fetch(request: Request, body: Any) -> tuple[Any, int, bool, list[tuple[str, int]]]:
+    """(response, record bytes in it, whether any partition has an error, the (topic, partition) keys read)."""
+    broker = request.broker
+    logs = broker.logs
+    by_id = request.version >= TOPIC_ID_VERSION
+    remaining = min(body.max_bytes if request.version >= 3 else 0x7FFFFFFF, broker.config.fetch_max_bytes)
+    read_committed = body.isolation_level == 1
+    total = 0
+    errors = False
+    keys = []
+    topics = []
+    fetched = request.session.info.fetched
+    for wanted in body.topics:
+        topic = resolve_topic(broker, None if by_id else wanted.topic, wanted.topic_id if by_id else None)
+        partitions = []
+        for part in wanted.partitions:
+            index = part.partition
+            if topic is None or not 0 <= index < topic.partitions:
+                code = UNKNOWN_TOPIC_ID if by_id and topic is None else UNKNOWN_TOPIC_OR_PARTITION
+                partitions.append(PartitionData(partition_index=index, error_code=code, high_watermark=-1,
+                                                last_stable_offset=-1, log_start_offset=-1, records=b""))
+                errors = True
+                continue
+            name = topic.name
+            keys.append((name, index))
+            start = logs.log_start_offset(name, index)
+            end = logs.high_watermark(name, index)
+            offset = part.fetch_offset
+            records = b""
+            code = NONE
+            if offset < start or offset > end:
+                code = OFFSET_OUT_OF_RANGE
+                errors = True
+            elif offset < end and remaining > 0:
+                # The first partition with data gets at least one record, however large (KIP-74), so that a
+                # consumer never stalls behind a limit; the others only what fits.
+                records = logs.read(name, index, offset, min(part.partition_max_bytes, remaining),
+                                    request.client_id, take_first=total == 0)
+                total += len(records)
+                remaining -= len(records)
+                if records:
+                    fetched.add(name)
+            partitions.append(PartitionData(
+                partition_index=index, error_code=code, high_watermark=end, last_stable_offset=end,
+                log_start_offset=start, aborted_transactions=[] if read_committed else None,
+                preferred_read_replica=-1, records=records))
+        topics.append(TopicResponse(topic=wanted.topic if topic is None else topic.name,
+                                    topic_id=topic.topic_id if topic is not None else (wanted.topic_id or ZERO_UUID),
+                                    partitions=partitions))
+    response = kp.FetchResponse(throttle_time_ms=0, error_code=NONE, session_id=0, responses=topics)
+    return response, total, errors, keys
+
+
+def handle_fetch(request: Request, body: Any) -> None:
+    if request.version >= 7 and body.session_epoch > 0:
+        # An incremental fetch of a session this broker never created (it creates none).
+        request.respond(kp.FetchResponse(throttle_time_ms=0, error_code=FETCH_SESSION_ID_NOT_FOUND, session_id=0,
+                                         responses=[]))
+        return
+    response, total, errors, keys = run_fetch(request, body)
+    if total >= body.min_bytes or body.max_wait_ms <= 0 or errors or not keys:
+        request.respond(response)
+        return
+    request.broker.fetch_hold.park(request, body, keys)
+
+
+class ParkedFetch:
+    __slots__ = ("request", "body", "keys", "timer", "done")
+
+    def __init__(self, request: Request, body: Any, keys: list[tuple[str, int]]) -> None:
+        self.request = request
+        self.body = body
+        self.keys = keys
+        self.timer: Any = None
+        self.done = False
+
+
+class FetchHold:
+    """Fetches waiting for data, by (topic, partition). Lives on the broker's I/O thread."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.loop = broker.loop
+        self._by_key: dict[tuple[str, int], set[ParkedFetch]] = {}
+        self._by_conn: dict[int, set[ParkedFetch]] = {}
+        self._arrived: set[tuple[str, int]] = set()
+        self._wake_scheduled = False
+
+    @property
+    def parked(self) -> int:
+        return sum(len(fetches) for fetches in self._by_conn.values())
+
+    def park(self, request: Request, body: Any, keys: list[tuple[str, int]]) -> None:
+        parked = ParkedFetch(request, body, keys)
+        wait = min(body.max_wait_ms, MAX_WAIT_CAP_MS) / 1000.0
+        parked.timer = self.loop.call_later(wait, self._expired, parked)
+        for key in keys:
+            self._by_key.setdefault(key, set()).add(parked)
+        self._by_conn.setdefault(id(request.conn), set()).add(parked)
+
+    def _unpark(self, parked: ParkedFetch) -> None:
+        parked.done = True
+        if parked.timer is not None:
+            parked.timer.cancel()
+        for key in parked.keys:
+            waiting = self._by_key.get(key)
+            if waiting is not None:
+                waiting.discard(parked)
+                if not waiting:
+                    del self._by_key[key]
+        waiting = self._by_conn.get(id(parked.request.conn))
+        if waiting is not None:
+            waiting.discard(parked)
+            if not waiting:
+                del self._by_conn[id(parked.request.conn)]
+
+    def _expired(self, parked: ParkedFetch) -> None:
+        parked.timer = None
+        if parked.done:
+            return
+        self._unpark(parked)
+        self._answer(parked)
+
+    def _answer(self, parked: ParkedFetch) -> None:
+        if parked.request.conn.closed:
+            return
+        response, _total, _errors, _keys = run_fetch(parked.request, parked.body)
+        parked.request.respond(response)
+
+    def on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
+        """The store's arrival listener: runs in the appending thread, so the work moves to the I/O thread."""
+        if self.loop.in_loop_thread():
+            self._note((topic, queue_id))
+        else:
+            self.loop.call_soon_threadsafe(self._note, (topic, queue_id))
+
+    def _note(self, key: tuple[str, int]) -> None:
+        if key not in self._by_key:
+            return
+        self._arrived.add(key)
+        if not self._wake_scheduled:
+            self._wake_scheduled = True
+            self.loop.call_soon(self._wake)
+
+    def _wake(self) -> None:
+        # One run per parked fetch per loop iteration, however many appends arrived in it.
+        self._wake_scheduled = False
+        arrived, self._arrived = self._arrived, set()
+        candidates: set[ParkedFetch] = set()
+        for key in arrived:
+            candidates |= self._by_key.get(key, set())
+        for parked in candidates:
+            if parked.done:
+                continue
+            if parked.request.conn.closed:
+                self._unpark(parked)
+                continue
+            response, total, errors, _keys = run_fetch(parked.request, parked.body)
+            if total >= parked.body.min_bytes or errors:
+                self._unpark(parked)
+                parked.request.respond(response)
+
+    def connection_lost(self, conn: ServerConnection) -> None:
+        for parked in list(self._by_conn.get(id(conn), ())):
+            self._unpark(parked)
+
+    def close(self) -> None:
+        for fetches in list(self._by_conn.values()):
+            for parked in list(fetches):
+                self._unpark(parked)
+
+
+HANDLERS = {ApiKey.FETCH: handle_fetch}

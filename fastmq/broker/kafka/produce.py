@@ -1,0 +1,106 @@
+"""Produce and InitProducerId.
+
+acks=0: stored, never answered (an error closes the connection, the only signal such a producer gets);
+acks=1: answered once the records are in the CommitLog (the page cache); acks=all (-1): answered once the
+CommitLog is fsynced up to them. On one node "all replicas" is this one, and an fsync is what makes an
+acknowledged record survive a crash of the machine, so acks=all waits for it, through the store's group commit:
+the I/O thread asks and goes on, the flush thread answers (concurrent producers share fsyncs).
+Transactions are not supported: transactional batches are refused with INVALID_TXN_STATE, InitProducerId with a
+transactional id with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (the producer gets a clear fatal error), and the
+transactional APIs are absent from ApiVersions.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastmq.broker.kafka.front import Request
+from fastmq.broker.kafka.log import KAFKA_STORAGE_ERROR, AppendResult
+from fastmq.broker.kafka.metadata import resolve_topic
+from fastmq.io.errors import ConnectionClosedError
+from fastmq.kafka import errors as kerrors
+from fastmq.kafka import protocol as kp
+from fastmq.kafka.protocol import ApiKey
+
+log = logging.getLogger(__name__)
+
+UNKNOWN_TOPIC_OR_PARTITION = kerrors.UnknownTopicOrPartitionError.errno
+INVALID_REQUIRED_ACKS = kerrors.InvalidRequiredAcksError.errno
+PartitionResponse = kp.ProduceResponse.PartitionProduceResponse
+TopicResponse = kp.ProduceResponse.TopicProduceResponse
+
+
+def handle_produce(request: Request, body: Any) -> None:
+    broker = request.broker
+    acks = body.acks
+    results: list[tuple[Any, list[tuple[int, AppendResult]]]] = []
+    flush_to = 0
+    produced = request.session.info.produced
+    for topic_data in body.topic_data:
+        topic = resolve_topic(broker, topic_data.name, topic_data.topic_id)
+        partitions = []
+        for partition_data in topic_data.partition_data:
+            index = partition_data.index
+            if acks not in (0, 1, -1):
+                result = AppendResult(INVALID_REQUIRED_ACKS, message=f"acks must be 0, 1 or -1, not {acks}")
+            elif topic is None or not 0 <= index < topic.partitions:
+                result = AppendResult(UNKNOWN_TOPIC_OR_PARTITION)
+            elif partition_data.records is None:
+                result = AppendResult(kerrors.InvalidRecordError.errno, message="no records")
+            else:
+                result = broker.logs.append(topic, index, partition_data.records)
+                if result.error == 0:
+                    flush_to = max(flush_to, result.end_position)
+                if result.appended:
+                    produced.add(topic.name)
+            partitions.append((index, result))
+        results.append((topic_data, partitions))
+    if acks == 0:
+        request.no_response()
+        if any(result.error for _, partitions in results for _, result in partitions):
+            request.conn.close(ConnectionClosedError(f"{request.conn}: a produce with acks=0 failed"))
+        return
+    if acks == -1 and flush_to:
+        broker.store.when_flushed(flush_to, lambda ok: _respond(request, results, ok))
+        return
+    _respond(request, results, True)
+
+
+def _respond(request: Request, results: list, durable: bool) -> None:
+    topics = []
+    for topic_data, partitions in results:
+        responses = []
+        for index, result in partitions:
+            error, message = result.error, result.message
+            if error == 0 and not durable:
+                error, message = KAFKA_STORAGE_ERROR, "the CommitLog could not be flushed to disk"
+            responses.append(PartitionResponse(index=index, error_code=error, base_offset=result.base_offset,
+                                               log_append_time_ms=-1, log_start_offset=result.log_start_offset,
+                                               record_errors=[], error_message=message))
+        topics.append(TopicResponse(name=topic_data.name, topic_id=topic_data.topic_id,
+                                    partition_responses=responses))
+    request.respond(kp.ProduceResponse(responses=topics, throttle_time_ms=0))
+
+
+def handle_init_producer_id(request: Request, body: Any) -> None:
+    if body.transactional_id is not None:
+        request.respond(kp.InitProducerIdResponse(
+            throttle_time_ms=0, error_code=kerrors.TransactionalIdAuthorizationFailedError.errno, producer_id=-1,
+            producer_epoch=-1))
+        return
+    producers = request.broker.producers
+    if body.producer_id >= 0 and body.producer_epoch >= 0:
+        # An idempotent producer bumping its epoch (KIP-360) keeps its id.
+        producer_id, epoch = body.producer_id, body.producer_epoch + 1
+        if epoch > 32767:
+            producer_id, epoch = producers.allocate_producer_id(), 0
+    else:
+        producer_id, epoch = producers.allocate_producer_id(), 0
+    request.respond(kp.InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=producer_id,
+                                              producer_epoch=epoch))
+
+
+HANDLERS = {
+    ApiKey.PRODUCE: handle_produce,
+    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+}

@@ -1,0 +1,110 @@
+"""BrokerProcess: `fastmq broker` in a child process.
+
+For what needs the broker outside this interpreter: benchmarks (the broker should not share the client's GIL, as
+Tansu or Kafka would not) and crash tests (kill -9 the broker, start it again on the same directory). The child
+prints its listening address on stdout when ready; its log goes to a file in the data directory's parent.
+"""
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Sequence
+
+READY_PREFIX = "fastmq broker listening on "
+
+
+class BrokerProcess:
+    def __init__(self, data_dir: str | os.PathLike | None = None, *, port: int = 0, args: Sequence[str] = (),
+                 start_timeout: float = 60.0) -> None:
+        self._temporary = None
+        if data_dir is None:
+            self._temporary = tempfile.TemporaryDirectory(prefix="fastmq-broker-")
+            data_dir = Path(self._temporary.name) / "data"
+        self.data_dir = Path(data_dir)
+        self.port = port
+        self.args = list(args)
+        self.start_timeout = start_timeout
+        self.process: subprocess.Popen | None = None
+        self.log_path = self.data_dir.parent / f"{self.data_dir.name}-broker.log"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> BrokerProcess:
+        command = [sys.executable, "-m", "fastmq", "broker", "--data-dir", str(self.data_dir),
+                   "--listen", f"127.0.0.1:{self.port}", *self.args]
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as log_file:
+            self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log_file,
+                                            start_new_session=True)
+        deadline = time.monotonic() + self.start_timeout
+        line = b""
+        assert self.process.stdout is not None
+        while not line.endswith(b"\n"):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self.process.poll() is not None:
+                self.kill()
+                raise RuntimeError(f"the broker did not start; its log {self.log_path}:\n{self.log_tail()}")
+            ready, _, _ = select.select([self.process.stdout], [], [], min(remaining, 0.5))
+            if ready:
+                chunk = os.read(self.process.stdout.fileno(), 4096)
+                if not chunk:
+                    continue
+                line += chunk
+        text = line.decode("utf-8", "replace").strip()
+        if not text.startswith(READY_PREFIX):
+            self.kill()
+            raise RuntimeError(f"unexpected output from the broker: {text!r}")
+        self.port = int(text.rsplit(":", 1)[1])
+        return self
+
+    def log_tail(self, limit: int = 4000) -> str:
+        try:
+            return self.log_path.read_bytes()[-limit:].decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown at all, as a crash (kill -9)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+        self._reap()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM: a clean shutdown."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        self._reap()
+
+    def _reap(self) -> None:
+        if self.process is not None:
+            self.process.wait(30)
+            if self.process.stdout is not None:
+                self.process.stdout.close()
+
+    def close(self) -> None:
+        self.stop()
+        if self._temporary is not None:
+            self._temporary.cleanup()
+            self._temporary = None
+
+    def __enter__(self) -> BrokerProcess:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

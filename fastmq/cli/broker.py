@@ -1,0 +1,128 @@
+"""`fastmq broker` (run the embedded broker as a server) and `fastmq broker-stats` (what a running one counts)."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+from typing import Any
+
+from fastmq.cli.progress import format_rate, print_table
+
+
+def _users(items: list[str]) -> dict[str, str]:
+    users = {}
+    for item in items:
+        name, sep, password = item.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"fastmq: --user wants name=password, not {item!r}")
+        users[name] = password
+    return users
+
+
+def broker_config(args: argparse.Namespace) -> Any:
+    from fastmq.broker import BrokerConfig, ListenerConfig
+
+    listeners = []
+    for text in args.listen or ["127.0.0.1:9092"]:
+        listener = ListenerConfig.parse(text)
+        listener.ssl_certfile, listener.ssl_keyfile = args.ssl_certfile, args.ssl_keyfile
+        listener.ssl_password, listener.ssl_cafile = args.ssl_password, args.ssl_cafile
+        listener.ssl_client_auth = args.ssl_client_auth
+        listeners.append(listener)
+    if args.advertise:
+        host, _, port = args.advertise.rpartition(":")
+        listeners[0].advertised_host, listeners[0].advertised_port = host, int(port)
+    return BrokerConfig(data_dir=args.data_dir, listeners=listeners, num_partitions=args.partitions,
+                        auto_create_topics=not args.no_auto_create, max_message_bytes=args.max_message_bytes,
+                        users=_users(args.user), commit_log_file_size=args.commit_log_file_size,
+                        flush_interval_ms=args.flush_interval_ms, index_keys=args.index_keys)
+
+
+def run_broker(args: argparse.Namespace) -> int:
+    from fastmq.broker import Broker
+    from fastmq.broker.process import READY_PREFIX
+
+    logging.basicConfig(level=getattr(logging, args.log_level.upper()), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    broker = Broker(broker_config(args))
+    try:
+        for front in broker.front_ends:
+            host, port = front.address
+            print(f"{READY_PREFIX}{front.config.security_protocol}://{host}:{port}", flush=True)
+        while not stop.wait(1.0):
+            pass
+    finally:
+        broker.close()
+    return 0
+
+
+def _stats_rows(snapshot: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for topic, meters in snapshot.get("topics", {}).items():
+        for kind in ("put", "get"):
+            meter = meters.get(kind)
+            if meter:
+                rows.append([topic, kind, str(meter["messages"]), f"{meter['bytes'] / 1e6:.1f}",
+                             format_rate(meter["tps_10s"]), format_rate(meter["tps_60s"])])
+    for group, topics in snapshot.get("groups", {}).items():
+        for topic, meter in topics.items():
+            rows.append([f"{group or '(no group)'} <- {topic}", "get", str(meter["messages"]),
+                         f"{meter['bytes'] / 1e6:.1f}", format_rate(meter["tps_10s"]), format_rate(meter["tps_60s"])])
+    return rows
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    from fastmq.broker import read_stats
+
+    try:
+        snapshot = read_stats(args.data_dir)
+    except (OSError, ValueError) as exc:
+        print(f"fastmq: no statistics in {args.data_dir} ({exc}); is a broker running there?", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(snapshot, indent=2, sort_keys=True))
+        return 0
+    clients = snapshot.get("clients", {})
+    print(f"uptime {snapshot.get('uptime_s', 0)} s, {clients.get('connections', 0)} connection(s): "
+          f"{clients.get('producers', 0)} producing, {clients.get('consumers', 0)} consuming")
+    print_table(["topic / group", "kind", "messages", "MB", "TPS 10 s", "TPS 60 s"], _stats_rows(snapshot))
+    for group, members in sorted(clients.get("members_by_group", {}).items()):
+        print(f"group {group}: {members} member(s)")
+    return 0
+
+
+def register(commands: argparse._SubParsersAction, bench_targets: argparse._SubParsersAction) -> None:
+    broker = commands.add_parser("broker", help="run the embedded broker (Kafka protocol) on a data directory")
+    broker.add_argument("--data-dir", required=True, help="the store's directory (created if missing)")
+    broker.add_argument("--listen", action="append", metavar="[PROTOCOL://]HOST:PORT",
+                        help="a listener (repeatable; PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; "
+                             "default 127.0.0.1:9092, port 0 picks a free one)")
+    broker.add_argument("--advertise", metavar="HOST:PORT", help="the address Metadata gives clients")
+    broker.add_argument("--partitions", type=int, default=1, help="partitions of auto-created topics (default 1)")
+    broker.add_argument("--no-auto-create", action="store_true", help="do not create topics on first use")
+    broker.add_argument("--max-message-bytes", type=int, default=1048588)
+    broker.add_argument("--commit-log-file-size", type=int, default=128 << 20)
+    broker.add_argument("--flush-interval-ms", type=int, default=10_000,
+                        help="fsync acks=0/1 records this often (default 10 s; acks=all always waits for its "
+                             "fsync)")
+    broker.add_argument("--index-keys", action="store_true", help="index record keys (RocketMQ query by key)")
+    broker.add_argument("--user", action="append", default=[], metavar="NAME=PASSWORD",
+                        help="a SASL user (PLAIN, SCRAM-SHA-256/512); repeatable")
+    broker.add_argument("--ssl-certfile")
+    broker.add_argument("--ssl-keyfile")
+    broker.add_argument("--ssl-password")
+    broker.add_argument("--ssl-cafile")
+    broker.add_argument("--ssl-client-auth", choices=["none", "requested", "required"], default="none")
+    broker.add_argument("--log-level", default="warning")
+    broker.set_defaults(func=run_broker)
+
+    stats = commands.add_parser("broker-stats", help="statistics of the broker running on a data directory")
+    stats.add_argument("--data-dir", required=True)
+    stats.add_argument("--json", action="store_true", help="everything, as JSON")
+    stats.set_defaults(func=run_stats)

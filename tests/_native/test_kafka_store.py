@@ -1,0 +1,185 @@
+"""fastmq._native.kafka_store: Kafka batches -> CommitLog messages -> Kafka batches, exactly, for any record;
+bad input raises fastmq's errors only. The oracle for the batches is fastmq's kafka-python-compatible record
+layer and, for the stored messages, the store's own decoder."""
+from __future__ import annotations
+
+import base64
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fastmq._native import kafka_store
+from fastmq._native.store_codec import MessageBatch
+from fastmq.errors import FastMQError
+from fastmq.kafka import errors as kerrors
+from fastmq.kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from fastmq.store import MessageStore, MessageStoreConfig
+
+HOST = b"\x7f\x00\x00\x01\x00\x00\x00\x01"
+FILE = 1 << 20
+
+
+def new_batch(topic: str = "t", queue_id: int = 0) -> MessageBatch:
+    return MessageBatch(topic, queue_id, HOST, 4 << 20, FILE)
+
+
+def kafka_batch(records, producer=(-1, -1, -1), codec: int = 0) -> bytes:
+    builder = DefaultRecordBatchBuilder(2, codec, False, producer[0], producer[1], producer[2], 1 << 30)
+    for i, (key, value, headers, timestamp) in enumerate(records):
+        builder.append(i, timestamp, key, value, headers)
+    return bytes(builder.build())
+
+
+@pytest.fixture
+def store(tmp_path):
+    with MessageStore(tmp_path, MessageStoreConfig(mapped_file_size_commit_log=FILE,
+                                                   message_index_enable=False)) as opened:
+        yield opened
+
+
+def round_trip(store: MessageStore, records, **options) -> list:
+    batch = store.new_batch("t", 0)
+    kafka_store.fill_batch(batch, kafka_batch(records, **options), 1 << 30)
+    start = store.append_batch(batch).queue_offset
+    units = store.scan_queue("t", 0, start, len(records))
+    data, count = store.read_records(units)
+    out, taken, next_offset = kafka_store.build_batch(data, count, 1 << 30)
+    assert taken == len(records) and next_offset == start + len(records)
+    return list(DefaultRecordBatch(out))
+
+
+texts = st.text(max_size=20)
+blobs = st.one_of(st.none(), st.binary(max_size=40), texts.map(lambda s: s.encode("utf-8")))
+headers = st.lists(st.tuples(texts, st.one_of(st.none(), st.binary(max_size=20),
+                                              texts.map(lambda s: s.encode("utf-8")))), max_size=4)
+record = st.tuples(blobs, blobs, headers, st.integers(0, 2 ** 45))
+
+
+@settings(max_examples=150)
+@given(st.lists(record, min_size=1, max_size=8))
+def test_every_record_round_trips_exactly(tmp_path_factory, records):
+    path = tmp_path_factory.mktemp("rt")
+    with MessageStore(path, MessageStoreConfig(mapped_file_size_commit_log=FILE, message_index_enable=False)) as s:
+        got = round_trip(s, records)
+    assert [(r.key, r.value, list(r.headers), r.timestamp) for r in got] == [
+        (key, value, list(hs), ts) for key, value, hs, ts in records]
+    assert [r.offset for r in got] == list(range(len(records)))
+
+
+def test_plain_records_become_readable_properties(store):
+    batch = store.new_batch("t", 0)
+    kafka_store.fill_batch(batch, kafka_batch([(b"user-1", b"v", [("trace", b"abc")], 5)]), 1 << 30)
+    store.append_batch(batch)
+    (message,) = store.get_messages("t", 0, 0).messages
+    assert message.body == b"v" and message.born_timestamp == 5
+    assert message.properties == {"KEYS": "user-1", "trace": "abc"}
+
+
+def test_binary_keys_go_to_kafka_record_and_text_keys_stay_visible(store):
+    batch = store.new_batch("t", 0)
+    kafka_store.fill_batch(batch, kafka_batch([(b"k", None, [("h", None)], 1)]), 1 << 30)
+    store.append_batch(batch)
+    (message,) = store.get_messages("t", 0, 0).messages
+    assert message.properties["KEYS"] == "k"
+    raw = base64.b64decode(message.properties["KAFKA_RECORD"])
+    assert raw[0] == 1                       # null value
+
+
+def test_idempotent_batches_are_described_and_marked(store):
+    records = [(None, b"a", [], 1), (None, b"b", [], 2), (None, b"c", [], 9)]
+    batch = store.new_batch("t", 0)
+    produced = kafka_store.fill_batch(batch, kafka_batch(records, producer=(42, 3, 2 ** 31 - 2)), 1 << 30)
+    assert produced == [(42, 3, 2 ** 31 - 2, 2 ** 31, 3, 9)]
+    store.append_batch(batch)
+    units = store.scan_queue("t", 0, 0, 10)
+    data, count = store.read_records(units)
+    # The marker is on the last record only; the last sequence wrapped past Int.MaxValue.
+    assert kafka_store.producer_markers(data, count) == [(2, 42, 3, 2 ** 31 - 2, 0)]
+    offsets, timestamps = kafka_store.record_timestamps(data, count)
+    assert list(offsets) == [0, 1, 2] and list(timestamps) == [1, 2, 9]
+    # The marker does not become a header.
+    out, _, _ = kafka_store.build_batch(data, count, 1 << 30)
+    assert [list(r.headers) for r in DefaultRecordBatch(out)] == [[], [], []]
+
+
+def test_several_batches_in_one_record_set(store):
+    data = kafka_batch([(None, b"1", [], 1)]) + kafka_batch([(None, b"2", [], 2), (None, b"3", [], 3)])
+    batch = store.new_batch("t", 0)
+    assert [p[4] for p in kafka_store.fill_batch(batch, data, 1 << 30)] == [1, 2]
+    assert batch.count == 3
+
+
+def test_build_batch_respects_max_bytes_but_takes_a_first_record(store):
+    records = [(None, b"x" * 100, [], i) for i in range(10)]
+    batch = store.new_batch("t", 0)
+    kafka_store.fill_batch(batch, kafka_batch(records), 1 << 30)
+    store.append_batch(batch)
+    data, count = store.read_records(store.scan_queue("t", 0, 0, 10))
+    out, taken, next_offset = kafka_store.build_batch(data, count, 350)
+    assert len(out) <= 350 and 1 <= taken < 10 and next_offset == taken
+    out, taken, _ = kafka_store.build_batch(data, count, 1)
+    assert taken == 1 and len(list(DefaultRecordBatch(out))) == 1
+    assert kafka_store.build_batch(data, count, 1, take_first=False) == (b"", 0, -1)
+    assert kafka_store.build_batch(data, 0, 100) == (b"", 0, -1)
+
+
+def test_produce_errors_are_kafka_errors():
+    ok = kafka_batch([(None, b"v", [], 1)])
+    with pytest.raises(kerrors.MessageSizeTooLargeError):
+        kafka_store.fill_batch(new_batch(), ok, 10)
+    corrupt = bytearray(ok)
+    corrupt[-1] ^= 1
+    with pytest.raises(kerrors.CorruptRecordError):
+        kafka_store.fill_batch(new_batch(), bytes(corrupt), 1 << 30)
+    with pytest.raises(kerrors.InvalidRecordError):
+        kafka_store.fill_batch(new_batch(), b"", 1 << 30)
+    huge_header = kafka_batch([(None, b"v", [("h", b"x" * 40000)], 1)])
+    with pytest.raises(kerrors.InvalidRecordError):
+        kafka_store.fill_batch(new_batch(), huge_header, 1 << 30)
+    too_big = MessageBatch("t", 0, HOST, 10, FILE)       # a store whose max message size is 10 bytes
+    with pytest.raises(kerrors.MessageSizeTooLargeError):
+        kafka_store.fill_batch(too_big, kafka_batch([(None, b"y" * 20, [], 1)]), 1 << 30)
+    # A batch announcing more records than it holds.
+    short = bytearray(kafka_batch([(None, b"v", [], 1)]))
+    struct.pack_into(">i", short, 57, 2)
+    from fastmq._native.checksum import crc32c
+    struct.pack_into(">I", short, 17, crc32c(bytes(short[21:])))
+    with pytest.raises(kerrors.CorruptRecordError):
+        kafka_store.fill_batch(new_batch(), bytes(short), 1 << 30)
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=300), st.integers(0, 200), st.binary(max_size=8))
+def test_fill_batch_fuzz_raises_only_fastmq_errors(blob, cut, garbage):
+    valid = kafka_batch([(b"k", b"value", [("h", b"v")], 7)], codec=3)
+    for data in (blob, valid[:cut], valid[:cut] + garbage + valid[cut + len(garbage):]):
+        batch = new_batch()
+        try:
+            kafka_store.fill_batch(batch, data, 1 << 20)
+        except FastMQError:
+            pass
+
+
+@settings(max_examples=200)
+@given(st.binary(min_size=0, max_size=400), st.integers(0, 5))
+def test_build_batch_fuzz_raises_only_fastmq_errors(blob, count):
+    try:
+        kafka_store.build_batch(blob, count, 1 << 20)
+        kafka_store.record_timestamps(blob, count)
+        kafka_store.producer_markers(blob, count)
+    except FastMQError:
+        pass
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(max_size=30))
+def test_corrupt_kafka_record_property_is_reported(store, text):
+    # "!" is not base64: whatever precedes it, the property cannot decode.
+    batch = store.new_batch("t", 0)
+    batch.add(b"v", b"KAFKA_RECORD\x01" + text.replace("\x01", "").replace("\x02", "").encode() + b"!\x02")
+    store.append_batch(batch)
+    data, count = store.read_records(store.scan_queue("t", 0, store.get_max_offset("t", 0) - 1, 1))
+    with pytest.raises(FastMQError):
+        kafka_store.build_batch(data, count, 1 << 20)

@@ -1,0 +1,52 @@
+"""`fastmq broker` as a server process and `fastmq broker-stats` reading what it counts."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+from fastmq.broker import BrokerProcess
+from fastmq.kafka import Producer
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fastmq", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_broker_serves_and_reports_statistics(tmp_path):
+    data = tmp_path / "data"
+    with BrokerProcess(data, args=["--partitions", "2"]) as broker:
+        with Producer(broker.bootstrap_servers, linger_ms=1) as producer:
+            for i in range(30):
+                producer.send("cli-topic", b"value-%d" % i, partition=i % 2)
+            producer.flush(30)
+        broker.stop()                       # SIGTERM: a clean shutdown writes the final statistics
+        assert broker.process.returncode == 0
+    result = run_cli("broker-stats", "--data-dir", str(data))
+    assert result.returncode == 0, result.stderr
+    assert "cli-topic" in result.stdout and "put" in result.stdout
+    stats = json.loads(run_cli("broker-stats", "--data-dir", str(data), "--json").stdout)
+    assert stats["topics"]["cli-topic"]["put"]["messages"] == 30
+    assert [p["high_watermark"] for p in stats["partitions"]["cli-topic"]] == [15, 15]
+
+
+def test_broker_stats_without_a_broker(tmp_path):
+    result = run_cli("broker-stats", "--data-dir", str(tmp_path))
+    assert result.returncode == 1 and "is a broker running there" in result.stderr
+
+
+def test_broker_refuses_bad_options(tmp_path):
+    result = run_cli("broker", "--data-dir", str(tmp_path), "--listen", "SASL_PLAINTEXT://127.0.0.1:0")
+    assert result.returncode != 0 and "needs users" in result.stderr
+    result = run_cli("broker", "--data-dir", str(tmp_path), "--user", "no-password-separator")
+    assert result.returncode != 0 and "name=password" in result.stderr
+
+
+def test_broker_holds_its_data_directory(tmp_path):
+    data = tmp_path / "data"
+    with BrokerProcess(data):
+        started = time.monotonic()
+        result = run_cli("broker", "--data-dir", str(data), "--listen", "127.0.0.1:0")
+        assert result.returncode != 0 and "in use by another process" in result.stderr
+        assert time.monotonic() - started < 60
