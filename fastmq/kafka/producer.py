@@ -225,11 +225,7 @@ class Producer:
         """Send everything queued now and wait until it is acknowledged (or failed)."""
         pending = self._accumulator.begin_flush()
         try:
-            deadline = None if timeout is None else time.monotonic() + timeout
-            for batch in pending:
-                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                if not batch._wait(remaining):
-                    raise kerrors.KafkaTimeoutError(f"Timeout after waiting for {timeout} secs.")
+            wait_for_batches(pending, timeout)
         finally:
             self._accumulator.end_flush()
 
@@ -319,15 +315,24 @@ class BulkSendResult:
 
     def get(self, timeout: float | None = None) -> int:
         """Wait until every record is acknowledged; returns how many were sent, raises the first error."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        pending = list(self._batches)
-        while pending:
-            batch = pending.pop()
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not batch._wait(remaining):
-                raise kerrors.KafkaTimeoutError(f"Timeout after waiting for {timeout} secs.")
-            if not batch.is_done:           # split: its records moved to smaller batches
-                pending.extend(batch.leaves())
-            elif batch.error is not None:
+        for batch in wait_for_batches(self._batches, timeout):
+            if batch.error is not None:
                 raise batch.error
         return self.count
+
+
+def wait_for_batches(batches: list, timeout: float | None) -> list:
+    """Wait until these batches are done (following batches split after a too-large refusal to the smaller
+    ones that took their records); returns the done batches. KafkaTimeoutError when time runs out."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    pending, done = list(batches), []
+    while pending:
+        batch = pending.pop()
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        if not batch._wait(remaining):
+            raise kerrors.KafkaTimeoutError(f"Timeout after waiting for {timeout} secs.")
+        if batch.is_done:
+            done.append(batch)
+        else:
+            pending.extend(batch.leaves())
+    return done

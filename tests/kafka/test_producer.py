@@ -358,3 +358,27 @@ def test_metrics(tansu, producer):
     assert metrics["byte-total"] > 100000 * 0.5
     assert metrics["request-latency-avg"] > 0
     assert metrics["record-error-total"] == 0
+
+
+def test_a_batch_refused_as_too_large_is_split_and_delivered(embedded_broker):
+    """The broker enforces max.message.bytes (Tansu does not): the sender halves refused batches until they
+    fit, keeping order and sequence numbers; a single record too large fails alone."""
+    from fastmq.kafka import Admin
+    from fastmq.kafka.admin import NewTopic
+
+    topic = topic_name("split")
+    with Admin(embedded_broker.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1, topic_configs={"max.message.bytes": "20000"})])
+    p = Producer(embedded_broker.bootstrap_servers, batch_size=256 * 1024, linger_ms=50)
+    try:
+        futures = [p.send(topic, b"%06d" % i + b"x" * 994) for i in range(400)]
+        p.flush(WAIT)
+        assert [f.get(0).offset for f in futures] == list(range(400))
+        assert p.metrics()["producer-metrics"]["record-error-total"] == 0
+        too_big = p.send(topic, b"y" * 50000)
+        p.flush(WAIT)
+        assert isinstance(too_big.exception, kerrors.MessageSizeTooLargeError)
+    finally:
+        p.close(5)
+    records = read_with_kafka_python(embedded_broker.bootstrap_servers, topic, 400)
+    assert [r.value[:6] for r in records] == [b"%06d" % i for i in range(400)]
