@@ -199,3 +199,11 @@ def _proxied(tls_context: Any):
             broker.stop()
             if broker in _running:
                 _running.remove(broker)
+
+
+@pytest.fixture(scope="module")
+def kafka_broker(request):
+    """The session's Tansu, or the embedded broker for tests parametrized by on_both_brokers
+    (tests/support/brokers.py): anything with .bootstrap_servers."""
+    return request.getfixturevalue("embedded_broker" if getattr(request, "param", "tansu") == "embedded"
+                                   else "tansu")
