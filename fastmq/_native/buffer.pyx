@@ -2,7 +2,7 @@
 """Out-of-line parts of the buffer core (see buffer.pxd) and the Python-facing methods of its classes."""
 cimport cython
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_FillInfo, PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
-from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_Resize
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from libc.string cimport memcpy, memmove
@@ -42,6 +42,11 @@ cdef uint64_t cursor_uvarint_slow(ReadCursor* cur, int max_len) except? 0xFFFFFF
     raise_bad_varint(max_len)
 
 
+cdef inline bytearray _unfilled_bytearray(Py_ssize_t size):
+    # bytearray(n) zero-fills; a batch builder's megabyte of capacity would cost more to clear than to encode.
+    return PyByteArray_FromStringAndSize(NULL, size)
+
+
 @cython.final
 cdef class WriteBuffer:
     """A growable byte buffer. Python callers use the write_* methods; compiled codecs use put_* / claim()."""
@@ -49,7 +54,7 @@ cdef class WriteBuffer:
     def __cinit__(self, Py_ssize_t capacity=1024):
         if capacity < 16:
             capacity = 16
-        self._storage = bytearray(capacity)
+        self._storage = _unfilled_bytearray(capacity)
         self._data = PyByteArray_AS_STRING(self._storage)
         self._capacity = capacity
         self._length = 0
@@ -78,7 +83,7 @@ cdef class WriteBuffer:
         if self._exports:
             raise BufferError("WriteBuffer cannot be detached while a memoryview of it is alive")
         PyByteArray_Resize(out, self._length)
-        self._storage = bytearray(self._capacity)
+        self._storage = _unfilled_bytearray(self._capacity)
         self._data = PyByteArray_AS_STRING(self._storage)
         self._length = 0
         return out
