@@ -12,20 +12,27 @@ CommitLog record):
 PROPERTIES are UTF-8 text, "name \\x01 value \\x02" repeated, and the store's recovery rejects a record whose
 properties do not decode. So the plain form above is used only for what the properties can hold: text without
 \\x01/\\x02, non-null values, header names other than the reserved ones (KEYS, TAGS and UNIQ_KEY, which the store
-interprets, and this mapping's KAFKA_RECORD and KAFKA_PRODUCER). Any other record carries
+interprets, and this mapping's own KAFKA_* names). Any other record carries
     KAFKA_RECORD = base64([flags u8: 1 = null value][key: varint length (-1 null), bytes][header count varint]
                           [headers exactly as in the Kafka record])
 instead of its key and header properties, preceded by KEYS when the key alone is text (for the index and for
-RocketMQ consumers). The last record of a batch from an idempotent producer also carries
-    KAFKA_PRODUCER = "<producer id>.<epoch>.<first sequence>.<last sequence>"
-from which the broker rebuilds its de-duplication state after a crash. Headers cannot take more than the
-32767 bytes the properties' i16 length allows.
+RocketMQ consumers). Headers cannot take more than the 32767 bytes the properties' i16 length allows.
+Producer fields:
+    KAFKA_PRODUCER = "<producer id>.<epoch>.<first sequence>.<last sequence>"   on the last record of a batch of
+        an idempotent producer, from which the broker rebuilds its de-duplication state after a crash;
+    KAFKA_TXN = "<producer id>.<epoch>"   on every record of a transactional batch, since a fetch may cut a
+        batch anywhere and every rebuilt batch must say whose transaction it belongs to;
+    KAFKA_TXN and KAFKA_CONTROL = "0" (abort) or "1" (commit) on a transaction marker (add_control_record),
+        whose body is the control record's value ([version i16 = 0][coordinator epoch i32]); its key
+        ([version i16 = 0][type i16]) follows from KAFKA_CONTROL.
 
 Produce (fill_batch): the record set of one partition of a ProduceRequest (RecordBatch v2 only, CRC-32C checked,
 decompressed) fills a store MessageBatch in one call, copying each value and its properties into the batch's arena:
 no Python object is made per record, and Python runs once per batch.
-Fetch (build_batch): CommitLog records back to back (store.read_records) become one uncompressed RecordBatch v2:
-offsets are the QUEUEOFFSETs, timestamps the BORNTIMESTAMPs, producer fields -1 (no transactions here).
+Fetch (build_batches): CommitLog records back to back (store.read_records) become uncompressed RecordBatches v2,
+one per run of records with the same producer fields: offsets are the QUEUEOFFSETs, timestamps the
+BORNTIMESTAMPs; a run of transactional records is a transactional batch of its producer id and epoch, a marker a
+control batch, anything else a batch without producer (-1: a fetch never needs the sequences).
 KAFKA_RECORD gives key, headers and null values back exactly; without it KEYS is the key and every other property
 a header, so messages from other front ends show their TAGS, UNIQ_KEY, ... as headers.
 """
@@ -56,7 +63,7 @@ from array import array
 
 from fastmq.errors import CompressionError, CorruptDataError
 from fastmq.kafka.errors import (
-    CorruptRecordError, InvalidRecordError, InvalidTxnStateError, MessageSizeTooLargeError,
+    CorruptRecordError, InvalidRecordError, MessageSizeTooLargeError,
     UnsupportedForMessageFormatError,
 )
 
@@ -64,14 +71,22 @@ cdef enum:
     RAW_NULL_VALUE = 1                 # KAFKA_RECORD flags bit: the value is null
     INT32_MAX = 0x7FFFFFFF
     MAX_RECORD_PREFIX = 5 + 1 + 10 + 5  # length varint, attributes, timestamp delta, offset delta (at most)
+    CONTROL_VALUE_SIZE = 6             # a control record's value: version i16, coordinator epoch i32
+    NO_CONTROL = -1
 
 DEFAULT_MAX_DECOMPRESSED_SIZE = 256 * 1024 * 1024
 
 cdef bytes KEYS = b"KEYS"
 cdef bytes KAFKA_RECORD = b"KAFKA_RECORD"
 cdef bytes KAFKA_PRODUCER = b"KAFKA_PRODUCER"
-# Header names that never become plain properties: the store reads the first three, the last two are ours.
-cdef tuple RESERVED_NAMES = (b"KEYS", b"TAGS", b"UNIQ_KEY", b"KAFKA_RECORD", b"KAFKA_PRODUCER")
+cdef bytes KAFKA_TXN = b"KAFKA_TXN"
+cdef bytes KAFKA_CONTROL = b"KAFKA_CONTROL"
+# Header names that never become plain properties: the store reads the first three, the others are ours.
+cdef tuple RESERVED_NAMES = (b"KEYS", b"TAGS", b"UNIQ_KEY", b"KAFKA_RECORD", b"KAFKA_PRODUCER", b"KAFKA_TXN",
+                             b"KAFKA_CONTROL")
+# The keys of control records ([version i16 = 0][type i16]): abort (0) and commit (1).
+cdef const char* CONTROL_KEYS = b"\x00\x00\x00\x00\x00\x00\x00\x01"
+
 cdef bytes EMPTY = b""
 cdef const char* BASE64_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 cdef signed char BASE64_VALUES[256]
@@ -295,11 +310,12 @@ def fill_batch(MessageBatch batch, records, Py_ssize_t max_batch_bytes, bint ind
     """Add every record of a produced record set (RecordBatch v2, back to back) to `batch`, one message each.
 
     Returns one tuple per Kafka batch: (producer_id, producer_epoch, base_sequence, last_sequence,
-    record_count, max_timestamp). With index_keys, text keys go to the store's index too. Raises the Kafka error
-    the partition gets: CorruptRecordError (CRC, framing, compression), MessageSizeTooLargeError (a batch above
-    max_batch_bytes, a record the store cannot hold), InvalidRecordError (control batches, oversized headers,
-    an empty set), UnsupportedForMessageFormatError (magic 0/1), InvalidTxnStateError (transactional batches).
-    Nothing is added to the store here: the caller appends the batch (or drops it, e.g. a duplicate).
+    record_count, max_timestamp, transactional). With index_keys, text keys go to the store's index too. Raises
+    the Kafka error the partition gets: CorruptRecordError (CRC, framing, compression), MessageSizeTooLargeError
+    (a batch above max_batch_bytes, a record the store cannot hold), InvalidRecordError (control batches,
+    transactional batches without a producer id, oversized headers, an empty set), UnsupportedForMessageFormatError
+    (magic 0/1). Nothing is added to the store here: the caller checks the producer (sequences, transaction)
+    and appends the batch, or drops it (a duplicate).
     """
     cdef Py_buffer view
     cdef const char* data
@@ -311,7 +327,8 @@ def fill_batch(MessageBatch batch, records, Py_ssize_t max_batch_bytes, bint ind
     cdef int code
     cdef int32_t i
     cdef int64_t timestamp, max_timestamp
-    cdef bint key_is_text
+    cdef bint key_is_text, transactional
+    cdef bytes txn_text = None
     cdef WriteBuffer props = WriteBuffer(256)
     cdef WriteBuffer raw = WriteBuffer(256)
     cdef WriteBuffer inflated = None
@@ -337,8 +354,11 @@ def fill_batch(MessageBatch batch, records, Py_ssize_t max_batch_bytes, bint ind
                 raise CorruptRecordError(f"record batch at offset {header.base_offset}: CRC-32C mismatch")
             if header.attributes & CONTROL_BIT:
                 raise InvalidRecordError("control batches are written by brokers, not produced")
-            if header.attributes & TRANSACTIONAL_BIT:
-                raise InvalidTxnStateError("this broker does not support transactions")
+            transactional = header.attributes & TRANSACTIONAL_BIT != 0
+            if transactional:
+                if header.producer_id < 0:
+                    raise InvalidRecordError("a transactional record batch needs a producer id")
+                txn_text = f"{header.producer_id}.{header.producer_epoch}".encode("ascii")
             if header.record_count <= 0:
                 raise InvalidRecordError("a record batch needs at least one record")
             pos = data + BATCH_HEADER_SIZE
@@ -366,6 +386,8 @@ def fill_batch(MessageBatch batch, records, Py_ssize_t max_batch_bytes, bint ind
                 key_is_text = record.key != NULL and is_property_text(record.key, record.key_len)
                 props.clear()
                 encode_properties(&record, key_is_text, props, raw)
+                if transactional:
+                    put_property(props, KAFKA_TXN, len(KAFKA_TXN), txn_text, len(txn_text))
                 if i == header.record_count - 1 and header.producer_id != NO_PRODUCER_ID:
                     put_producer_marker(props, &header)
                 if props.size() > MAX_PROPERTIES_LENGTH:
@@ -385,7 +407,7 @@ def fill_batch(MessageBatch batch, records, Py_ssize_t max_batch_bytes, bint ind
                                          f"{header.record_count} records")
             produced.append((header.producer_id, header.producer_epoch, header.base_sequence,
                              <int64_t>header.base_sequence + header.last_offset_delta, header.record_count,
-                             max_timestamp))
+                             max_timestamp, transactional))
             data += batch_size
             remaining -= batch_size
         return produced
@@ -393,8 +415,23 @@ def fill_batch(MessageBatch batch, records, Py_ssize_t max_batch_bytes, bint ind
         PyBuffer_Release(&view)
 
 
+def add_control_record(MessageBatch batch, int64_t producer_id, int producer_epoch, bint commit,
+                       int32_t coordinator_epoch, int64_t timestamp) -> None:
+    """Add a transaction marker of this producer to `batch`: commit or abort."""
+    cdef char value[CONTROL_VALUE_SIZE]
+    cdef WriteBuffer props = WriteBuffer(64)
+    if producer_id < 0 or not 0 <= producer_epoch <= 32767:
+        raise ValueError(f"a transaction marker needs a producer id and epoch, not {producer_id}/{producer_epoch}")
+    txn_text = f"{producer_id}.{producer_epoch}".encode("ascii")
+    put_property(props, KAFKA_TXN, len(KAFKA_TXN), txn_text, len(txn_text))
+    put_property(props, KAFKA_CONTROL, len(KAFKA_CONTROL), b"1" if commit else b"0", 1)
+    store_i16be(value, 0)
+    store_i32be(value + 2, coordinator_epoch)
+    batch.append(value, CONTROL_VALUE_SIZE, props.pointer_at(0), props.size(), 0, timestamp, 0, NULL, 0)
+
+
 # ---------------------------------------------------------------------------------------------------------
-# Fetch: CommitLog records -> one Kafka batch
+# Fetch: CommitLog records -> Kafka batches
 # ---------------------------------------------------------------------------------------------------------
 
 ctypedef struct KafkaFields:
@@ -405,10 +442,48 @@ ctypedef struct KafkaFields:
     int32_t header_count         # headers to write
     const char* raw_headers      # KAFKA_RECORD: the headers, Kafka-encoded; NULL: they are plain properties
     Py_ssize_t headers_size      # bytes the headers take in the Kafka record (without the count)
+    int64_t producer_id          # KAFKA_TXN: the transaction's producer; -1 outside transactions
+    int16_t producer_epoch
+    int control                  # a marker: 0 abort, 1 commit; NO_CONTROL for a data record
 
 
 cdef inline bint name_is(const char* name, Py_ssize_t n, bytes expected) noexcept:
     return n == len(expected) and memcmp(name, <const char*>expected, n) == 0
+
+
+cdef inline bint is_producer_field(const char* name, Py_ssize_t n) noexcept:
+    return name_is(name, n, KAFKA_PRODUCER) or name_is(name, n, KAFKA_TXN) or name_is(name, n, KAFKA_CONTROL)
+
+
+cdef bint parse_decimal(const char* s, Py_ssize_t n, int64_t limit, int64_t* out) noexcept:
+    # A non-negative decimal of at most `limit`, nothing else.
+    cdef int64_t value = 0
+    cdef Py_ssize_t i
+    if n <= 0 or n > 19:
+        return False
+    for i in range(n):
+        if not c'0' <= s[i] <= c'9':
+            return False
+        value = value * 10 + (s[i] - c'0')
+    if value > limit:
+        return False
+    out[0] = value
+    return True
+
+
+cdef bint parse_txn(const char* s, Py_ssize_t n, KafkaFields* out) noexcept:
+    # "<producer id>.<epoch>"; False (and nothing set) when it is not that.
+    cdef const char* dot = <const char*>memchr(s, c'.', n)
+    cdef int64_t producer_id, epoch
+    if dot == NULL:
+        return False
+    if not parse_decimal(s, dot - s, 0x7FFFFFFFFFFFFFFF, &producer_id):
+        return False
+    if not parse_decimal(dot + 1, n - (dot + 1 - s), 32767, &epoch):
+        return False
+    out.producer_id = producer_id
+    out.producer_epoch = <int16_t>epoch
+    return True
 
 
 cdef int kafka_fields(const RecordLayout* r, WriteBuffer scratch, KafkaFields* out) except -1:
@@ -421,6 +496,7 @@ cdef int kafka_fields(const RecordLayout* r, WriteBuffer scratch, KafkaFields* o
     cdef const char* raw_text = NULL
     cdef Py_ssize_t raw_text_len = 0
     cdef Py_ssize_t name_len, value_len, decoded
+    cdef int control = NO_CONTROL
     out.key = NULL
     out.key_len = -1
     out.value = r.body
@@ -428,6 +504,9 @@ cdef int kafka_fields(const RecordLayout* r, WriteBuffer scratch, KafkaFields* o
     out.header_count = 0
     out.raw_headers = NULL
     out.headers_size = 0
+    out.producer_id = -1
+    out.producer_epoch = -1
+    out.control = NO_CONTROL
     while p < end:
         entry_end = <const char*>memchr(p, 2, end - p)
         if entry_end == NULL:
@@ -442,10 +521,23 @@ cdef int kafka_fields(const RecordLayout* r, WriteBuffer scratch, KafkaFields* o
             elif name_is(p, name_len, KAFKA_RECORD):
                 raw_text = separator + 1
                 raw_text_len = value_len
+            elif name_is(p, name_len, KAFKA_TXN):
+                parse_txn(separator + 1, value_len, out)
+            elif name_is(p, name_len, KAFKA_CONTROL):
+                if value_len == 1 and (separator[1] == c'0' or separator[1] == c'1'):
+                    control = separator[1] - c'0'
             elif not name_is(p, name_len, KAFKA_PRODUCER):
                 out.header_count += 1
                 out.headers_size += varint_size(name_len) + name_len + varint_size(value_len) + value_len
         p = entry_end + 1
+    if control != NO_CONTROL and out.producer_id >= 0 and r.body_length == CONTROL_VALUE_SIZE:
+        # A transaction marker: a control record, whatever else the message carries.
+        out.control = control
+        out.key = CONTROL_KEYS + 4 * control
+        out.key_len = 4
+        out.header_count = 0
+        out.headers_size = 0
+        return 0
     if raw_text == NULL:
         return 0
     scratch.clear()
@@ -524,8 +616,8 @@ cdef char* put_plain_headers(char* p, const RecordLayout* r) noexcept:
         separator = <const char*>memchr(q, 1, entry_end - q)
         if separator != NULL:
             name_len = separator - q
-            if not (name_is(q, name_len, KEYS) or name_is(q, name_len, KAFKA_PRODUCER)
-                    or name_is(q, name_len, KAFKA_RECORD)):
+            if not (name_is(q, name_len, KEYS) or name_is(q, name_len, KAFKA_RECORD)
+                    or is_producer_field(q, name_len)):
                 p = put_bytes_field(p, q, name_len)
                 p = put_bytes_field(p, separator + 1, entry_end - separator - 1)
         q = entry_end + 1
@@ -540,23 +632,74 @@ cdef int parse_stored(const char* p, Py_ssize_t available, RecordLayout* r) exce
     return 0
 
 
-def build_batch(records, Py_ssize_t count, Py_ssize_t max_bytes, bint take_first=True) -> tuple:
-    """One uncompressed RecordBatch v2 from `count` CommitLog records back to back (store.read_records).
+ctypedef struct BatchPlan:
+    Py_ssize_t count             # records in the batch
+    Py_ssize_t size              # bytes, header included
+    int64_t base_offset
+    int64_t last_offset
+    int64_t first_timestamp
+    int64_t max_timestamp
+    int64_t producer_id
+    int16_t producer_epoch
+    int control
 
-    Records are taken while the batch stays within max_bytes; with take_first the first one is taken whatever
-    its size (what KIP-74 allows the first partition of a fetch). Returns (batch bytes, records taken, offset
-    after the last one taken); (b"", 0, -1) when nothing is taken. Raises CorruptDataError for records that do
-    not parse.
+
+cdef inline Py_ssize_t record_body_size(const RecordLayout* r, const KafkaFields* f, const BatchPlan* plan
+                                        ) noexcept:
+    return (1 + varint_size(r.born_timestamp - plan.first_timestamp) + varint_size(r.queue_offset - plan.base_offset)
+            + bytes_field_size(f.key_len) + bytes_field_size(f.value_len) + varint_size(f.header_count)
+            + f.headers_size)
+
+
+cdef inline bint continues(const BatchPlan* plan, const RecordLayout* r, const KafkaFields* f) noexcept:
+    # Whether the record can join the batch: same producer fields, not a marker (a control batch holds one
+    # record, as Kafka's do), and offsets a delta can express.
+    return (f.producer_id == plan.producer_id and f.producer_epoch == plan.producer_epoch
+            and f.control == NO_CONTROL and plan.control == NO_CONTROL and plan.base_offset <= r.queue_offset
+            and r.queue_offset - plan.base_offset <= INT32_MAX)
+
+
+cdef void write_batch_header(char* start, const BatchPlan* plan) noexcept:
+    cdef int16_t attributes = 0
+    if plan.producer_id >= 0:
+        attributes = TRANSACTIONAL_BIT
+        if plan.control != NO_CONTROL:
+            attributes |= CONTROL_BIT
+    store_i64be(start + BASE_OFFSET_AT, plan.base_offset)
+    store_i32be(start + LENGTH_AT, <int32_t>(plan.size - LOG_OVERHEAD))
+    store_i32be(start + LEADER_EPOCH_AT, 0)
+    start[MAGIC_AT] = 2
+    store_i16be(start + ATTRIBUTES_AT, attributes)
+    store_i32be(start + LAST_OFFSET_DELTA_AT, <int32_t>(plan.last_offset - plan.base_offset))
+    store_i64be(start + FIRST_TIMESTAMP_AT, plan.first_timestamp)
+    store_i64be(start + MAX_TIMESTAMP_AT, plan.max_timestamp)
+    store_i64be(start + PRODUCER_ID_AT, plan.producer_id)
+    store_i16be(start + PRODUCER_EPOCH_AT, plan.producer_epoch)
+    store_i32be(start + BASE_SEQUENCE_AT, -1)
+    store_i32be(start + RECORD_COUNT_AT, <int32_t>plan.count)
+    store_u32be(start + CRC_AT, batch_crc(start, plan.size))
+
+
+def build_batches(records, Py_ssize_t count, Py_ssize_t max_bytes, bint take_first=True) -> tuple:
+    """Uncompressed RecordBatches v2 from `count` CommitLog records back to back (store.read_records): one per
+    run of records with the same producer fields (see the top of this module), back to back.
+
+    Records are taken while the batches stay within max_bytes; with take_first the first one is taken whatever
+    its size (what KIP-74 allows the first partition of a fetch). Returns (batches, records taken, offset after
+    the last one taken); (b"", 0, -1) when nothing is taken. Raises CorruptDataError for records that do not
+    parse.
     """
     cdef Py_buffer view
     cdef const char* data
     cdef const char* p
-    cdef Py_ssize_t available, i, taken = 0, size, body, total = BATCH_HEADER_SIZE
+    cdef Py_ssize_t available, i, b, taken = 0, size, body, total = 0, batches = 0
     cdef RecordLayout r
     cdef KafkaFields f
     cdef WriteBuffer scratch = WriteBuffer(256)
-    cdef int64_t base_offset = 0, first_timestamp = 0, max_timestamp = 0, last_offset = -1
-    cdef bytes batch
+    cdef WriteBuffer plans = WriteBuffer(sizeof(BatchPlan) * 4)
+    cdef BatchPlan* plan = NULL
+    cdef BatchPlan candidate
+    cdef bytes out_bytes
     cdef char* out
     cdef char* start
     if count <= 0:
@@ -564,72 +707,73 @@ def build_batch(records, Py_ssize_t count, Py_ssize_t max_bytes, bint take_first
     PyObject_GetBuffer(records, &view, PyBUF_SIMPLE)
     try:
         data = <const char*>view.buf
-        # Pass 1: how many records fit, and the batch's size.
+        # Pass 1: how many records fit, in which batches, and their sizes.
         p = data
         available = view.len
         for i in range(count):
             parse_stored(p, available, &r)
-            if i == 0:
-                base_offset = r.queue_offset
-                first_timestamp = max_timestamp = r.born_timestamp
             kafka_fields(&r, scratch, &f)
-            body = (1 + varint_size(r.born_timestamp - first_timestamp) + varint_size(r.queue_offset - base_offset)
-                    + bytes_field_size(f.key_len) + bytes_field_size(f.value_len) + varint_size(f.header_count)
-                    + f.headers_size)
-            size = varint_size(body) + body
-            if (taken or not take_first) and total + size > max_bytes:
-                break
-            if r.queue_offset - base_offset > INT32_MAX or r.queue_offset < base_offset:
-                break          # offsets a delta cannot express start the next batch
-            total += size
+            if plan == NULL or not continues(plan, &r, &f):
+                candidate.count = 0
+                candidate.size = BATCH_HEADER_SIZE
+                candidate.base_offset = candidate.last_offset = r.queue_offset
+                candidate.first_timestamp = candidate.max_timestamp = r.born_timestamp
+                candidate.producer_id = f.producer_id
+                candidate.producer_epoch = f.producer_epoch
+                candidate.control = f.control
+                body = record_body_size(&r, &f, &candidate)
+                size = BATCH_HEADER_SIZE + varint_size(body) + body
+                if (taken or not take_first) and total + size > max_bytes:
+                    break
+                plans.put_bytes(<const char*>&candidate, sizeof(BatchPlan))
+                plan = <BatchPlan*>plans.pointer_at((plans.size() // sizeof(BatchPlan) - 1) * sizeof(BatchPlan))
+                size -= BATCH_HEADER_SIZE
+            else:
+                body = record_body_size(&r, &f, plan)
+                size = varint_size(body) + body
+                if (taken or not take_first) and total + size > max_bytes:
+                    break
+            total += size + (BATCH_HEADER_SIZE if plan.count == 0 else 0)
+            plan.size += size
+            plan.count += 1
+            plan.last_offset = r.queue_offset
+            if r.born_timestamp > plan.max_timestamp:
+                plan.max_timestamp = r.born_timestamp
             taken += 1
-            last_offset = r.queue_offset
-            if r.born_timestamp > max_timestamp:
-                max_timestamp = r.born_timestamp
             p += r.total_size
             available -= r.total_size
         if taken == 0:
             return EMPTY, 0, -1
         # Pass 2: write.
-        batch = PyBytes_FromStringAndSize(NULL, total)
-        start = PyBytes_AS_STRING(batch)
-        out = start + BATCH_HEADER_SIZE
+        out_bytes = PyBytes_FromStringAndSize(NULL, total)
+        out = PyBytes_AS_STRING(out_bytes)
         p = data
-        for i in range(taken):
-            parse_stored(p, view.len - (p - data), &r)
-            kafka_fields(&r, scratch, &f)
-            body = (1 + varint_size(r.born_timestamp - first_timestamp) + varint_size(r.queue_offset - base_offset)
-                    + bytes_field_size(f.key_len) + bytes_field_size(f.value_len) + varint_size(f.header_count)
-                    + f.headers_size)
-            out = put_varint(out, body)
-            out[0] = 0
-            out = put_varint(out + 1, r.born_timestamp - first_timestamp)
-            out = put_varint(out, r.queue_offset - base_offset)
-            out = put_bytes_field(out, f.key, f.key_len)
-            out = put_bytes_field(out, f.value, f.value_len)
-            out = put_varint(out, f.header_count)
-            if f.raw_headers != NULL:
-                memcpy(out, f.raw_headers, f.headers_size)
-                out += f.headers_size
-            else:
-                out = put_plain_headers(out, &r)
-            p += r.total_size
-        if out - start != total:
-            raise AssertionError(f"batch size {out - start} differs from the computed {total}")
-        store_i64be(start + BASE_OFFSET_AT, base_offset)
-        store_i32be(start + LENGTH_AT, <int32_t>(total - LOG_OVERHEAD))
-        store_i32be(start + LEADER_EPOCH_AT, 0)
-        start[MAGIC_AT] = 2
-        store_i16be(start + ATTRIBUTES_AT, 0)
-        store_i32be(start + LAST_OFFSET_DELTA_AT, <int32_t>(last_offset - base_offset))
-        store_i64be(start + FIRST_TIMESTAMP_AT, first_timestamp)
-        store_i64be(start + MAX_TIMESTAMP_AT, max_timestamp)
-        store_i64be(start + PRODUCER_ID_AT, -1)
-        store_i16be(start + PRODUCER_EPOCH_AT, -1)
-        store_i32be(start + BASE_SEQUENCE_AT, -1)
-        store_i32be(start + RECORD_COUNT_AT, <int32_t>taken)
-        store_u32be(start + CRC_AT, batch_crc(start, total))
-        return batch, taken, last_offset + 1
+        batches = plans.size() // sizeof(BatchPlan)
+        for b in range(batches):
+            plan = <BatchPlan*>plans.pointer_at(b * sizeof(BatchPlan))
+            start = out
+            out += BATCH_HEADER_SIZE
+            for i in range(plan.count):
+                parse_stored(p, view.len - (p - data), &r)
+                kafka_fields(&r, scratch, &f)
+                body = record_body_size(&r, &f, plan)
+                out = put_varint(out, body)
+                out[0] = 0
+                out = put_varint(out + 1, r.born_timestamp - plan.first_timestamp)
+                out = put_varint(out, r.queue_offset - plan.base_offset)
+                out = put_bytes_field(out, f.key, f.key_len)
+                out = put_bytes_field(out, f.value, f.value_len)
+                out = put_varint(out, f.header_count)
+                if f.raw_headers != NULL:
+                    memcpy(out, f.raw_headers, f.headers_size)
+                    out += f.headers_size
+                elif f.control == NO_CONTROL:
+                    out = put_plain_headers(out, &r)
+                p += r.total_size
+            if out - start != plan.size:
+                raise AssertionError(f"batch size {out - start} differs from the computed {plan.size}")
+            write_batch_header(start, plan)
+        return out_bytes, taken, plan.last_offset + 1
     finally:
         PyBuffer_Release(&view)
 

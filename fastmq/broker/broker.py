@@ -4,8 +4,8 @@ and its front ends, started and stopped together.
     with EmbeddedBroker() as broker:                 # a temporary directory and a free port
         producer = Producer(broker.bootstrap_servers)
 
-Threads: one I/O loop runs every front end, the group coordinator and the Fetch hold; the store's flush threads
-answer acks=all produces; the config writer persists offsets and the broker's files. Nothing a client sends
+Threads: one I/O loop runs every front end, the group and transaction coordinators and the Fetch hold; the
+store's flush threads answer acks=all produces; the config writer persists offsets and the broker's files. Nothing a client sends
 blocks the I/O loop on the disk: fsync happens on those other threads.
 """
 from __future__ import annotations
@@ -25,12 +25,14 @@ from fastmq.broker.config import BrokerConfig, ListenerConfig
 from fastmq.broker.groups import GroupCoordinator, GroupSettings, Member
 from fastmq.broker.idempotence import ProducerStateManager
 from fastmq.broker.kafka.fetch import FetchHold
+from fastmq.broker.kafka.fetch_sessions import FetchSessionCache
 from fastmq.broker.kafka.front import KafkaFrontEnd
 from fastmq.broker.kafka.log import PartitionLogs
 from fastmq.broker.offsets import OffsetStore
 from fastmq.broker.persist import ConfigWriter
 from fastmq.broker.stats import BrokerStats, ConnectionRegistry
 from fastmq.broker.topics import TopicManager
+from fastmq.broker.transactions import TransactionCoordinator, TransactionSettings
 from fastmq.io import IOLoop
 from fastmq.store import MessageStore, SubscriptionGroupConfig
 from fastmq.store.config import ConfigManager, _require_dict, write_atomically
@@ -97,19 +99,26 @@ class Broker:
             self.stats = BrokerStats(self.clock)
             self.connections = ConnectionRegistry(self.clock)
             self._stats_file = StatsFile(self.store.root / STATS_FILE)
-            self.logs = PartitionLogs(self.store, self.producers, self.stats, config.index_keys)
+            self.logs = PartitionLogs(self.store, self.producers, self.stats, self.writer, config.index_keys)
             self.authenticator = (Authenticator(config.users, config.sasl_mechanisms, config.scram_iterations)
                                   if config.users else None)
             self.coordinator = GroupCoordinator(self.loop, GroupSettings(
                 config.group_initial_rebalance_delay_ms, config.group_min_session_timeout_ms,
                 config.group_max_session_timeout_ms, config.group_max_size))
             self.coordinator.membership_listeners.append(self._member_changed)
+            self.transactions = TransactionCoordinator(
+                self.loop, self.logs, self.offsets, self.writer, self.producers.allocate_producer_id,
+                self._known_partition, self.store.root / "config",
+                TransactionSettings(config.transaction_max_timeout_ms, config.transaction_abort_check_interval_ms,
+                                    config.transactional_id_expiration_ms), self.clock)
+            self.fetch_sessions = FetchSessionCache(config.fetch_max_sessions)
             self.fetch_hold = FetchHold(self)
             self.store.add_arrival_listener(self.fetch_hold.on_arrival)
             for forget in (self.offsets.forget_topic, self.producers.forget_topic, self.stats.forget_topic,
-                           self.logs.forget):
+                           self.logs.forget, self.transactions.forget_topic):
                 self.topics.deletion_listeners.append(forget)
             self.loop.start()
+            self.loop.run_in_loop(self.transactions.start, timeout=60)
             for listener in config.listeners:
                 self.front_ends.append(KafkaFrontEnd(self, listener))
             self.loop.call_soon_threadsafe(self._schedule_periodic)
@@ -138,12 +147,17 @@ class Broker:
         snapshot["clients"] = self.connections.snapshot()
         snapshot["partitions"] = {
             topic.name: [{"partition": p, "log_start_offset": self.logs.log_start_offset(topic.name, p),
-                          "high_watermark": self.logs.high_watermark(topic.name, p)}
+                          "high_watermark": self.logs.high_watermark(topic.name, p),
+                          "last_stable_offset": self.logs.last_stable_offset(topic.name, p)}
                          for p in range(topic.partitions)] for topic in self.topics.all()}
         snapshot["groups_state"] = {group_id: {"state": group.state, "generation": group.generation,
                                                "members": len(group.members)}
                                     for group_id, group in list(self.coordinator.groups.items())}
         return snapshot
+
+    def _known_partition(self, topic: str, partition: int) -> bool:
+        info = self.topics.get(topic)
+        return info is not None and 0 <= partition < info.partitions
 
     def _member_changed(self, group_id: str, member: Member, joined: bool) -> None:
         self.stats.member_changed(group_id, member.client_id, joined)
@@ -186,6 +200,7 @@ class Broker:
             return
         try:
             self.producers.save()
+            self.transactions.trim(self.logs.log_start_offset)
             if self.config.stats_interval_ms > 0:
                 self._stats_file.snapshot = self.stats_snapshot()
                 self.writer.write(self._stats_file)
@@ -202,6 +217,7 @@ class Broker:
             front.close()
         self.fetch_hold.close()
         self.coordinator.close()
+        self.transactions.close()
         self.producers.save(wait=True)
         if self.config.stats_interval_ms > 0:
             self._stats_file.snapshot = self.stats_snapshot()

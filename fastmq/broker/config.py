@@ -70,9 +70,15 @@ class BrokerConfig:
     # Producer state
     producer_state_snapshot_interval_ms: int = 10000
     producer_id_expiration_ms: int = 86400000
+    # Transactions (Kafka's transaction.max.timeout.ms, transaction.abort.timed.out.transaction.cleanup.interval.ms,
+    # transactional.id.expiration.ms)
+    transaction_max_timeout_ms: int = 900_000
+    transaction_abort_check_interval_ms: int = 10_000
+    transactional_id_expiration_ms: int = 7 * 24 * 3600 * 1000
     # Connections
     max_request_size: int = 104857600          # socket.request.max.bytes
     fetch_max_bytes: int = 57671680            # fetch.max.bytes: the most a Fetch response holds, whatever it asks
+    fetch_max_sessions: int = 1000             # max.incremental.fetch.session.cache.slots (KIP-227)
     max_connections: int = 1024
     connections_max_idle_ms: int | None = 600000
     max_pending_replies: int = 64              # requests in flight per connection before reading pauses
@@ -111,10 +117,15 @@ class BrokerConfig:
             raise ConfigurationError("max_message_bytes must be at least 1024")
         if not 0 < self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms:
             raise ConfigurationError("group session timeouts need 0 < min <= max")
+        if self.fetch_max_sessions < 0:
+            raise ConfigurationError("fetch_max_sessions must be >= 0")
         if self.flush_interval_ms <= 0:
             raise ConfigurationError("flush_interval_ms must be positive")
         if self.group_initial_rebalance_delay_ms < 0:
             raise ConfigurationError("group_initial_rebalance_delay_ms must be >= 0")
+        if min(self.transaction_max_timeout_ms, self.transaction_abort_check_interval_ms,
+               self.transactional_id_expiration_ms) <= 0:
+            raise ConfigurationError("the transaction timeouts and intervals must be positive")
 
     def store_config(self) -> MessageStoreConfig:
         """The store's configuration: the one given, else defaults sized for this broker."""

@@ -7,7 +7,8 @@ sequence) arriving at a partition:
 - an older epoch is fenced (INVALID_PRODUCER_EPOCH); a newer one must start at sequence 0;
 - one of the last five batches again is a duplicate: answered with the offset it got, nothing is stored;
 - otherwise the first sequence must follow the last one stored (OUT_OF_ORDER_SEQUENCE_NUMBER), wrapping after
-  2**31 - 1.
+  2**31 - 1;
+- a transaction marker written under a newer epoch (fence()) makes the older epochs of its producer fenced here.
 
 Surviving a restart: the state is written to config/kafkaProducerState.json every few seconds and at shutdown,
 with the queue offset of each partition it covers; at start-up the records stored after those offsets are read
@@ -138,6 +139,14 @@ class ProducerStateManager:
                 entry = producers[producer_id] = ProducerEntry(epoch, self._clock())
             entry.batches.append((first_sequence, last_sequence, base_offset))
             entry.last_timestamp = self._clock()
+
+    def fence(self, topic: str, partition: int, producer_id: int, epoch: int) -> None:
+        """A transaction marker of this epoch was written: older epochs of the producer are fenced here."""
+        with self._lock:
+            producers = self._partitions.setdefault((topic, partition), {})
+            entry = producers.get(producer_id)
+            if entry is None or entry.epoch < epoch:
+                producers[producer_id] = ProducerEntry(epoch, self._clock())
 
     def forget_topic(self, topic: str) -> None:
         with self._lock:

@@ -333,7 +333,9 @@ class Fetcher:
                 decoded, next_offset, decode_error = self.decoder.decode(
                     records, topic, data.partition_index, fetch_offset, data.aborted_transactions)
                 state.fetch_offset = next_offset
-                if decoded or decode_error is not None:
+                # A response of control batches or aborted records only still moves the position past them
+                # (drain() does that for an empty CompletedFetch); else later fetches would not follow on.
+                if decoded or decode_error is not None or next_offset != fetch_offset:
                     count = len(decoded)
                     self.records_fetched += count
                     self.completed.append(CompletedFetch(state, epoch, fetch_offset, decoded, next_offset,

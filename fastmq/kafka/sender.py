@@ -206,8 +206,10 @@ class Sender:
                 name=name, topic_id=getattr(info, "topic_id", None) if info is not None else None,
                 partition_data=[kp.ProduceRequest.PartitionProduceData(
                     index=b.topic_partition.partition, records=b.payload) for b in topic_batches]))
-        request = kp.ProduceRequest(transactional_id=None, acks=self.acks, timeout_ms=self.request_timeout_ms,
-                                    topic_data=topic_data)
+        # Brokers authorize transactional records by the request's transactional id (and refuse them without).
+        transactional_id = self.transactions.transactional_id if self.transactions is not None else None
+        request = kp.ProduceRequest(transactional_id=transactional_id, acks=self.acks,
+                                    timeout_ms=self.request_timeout_ms, topic_data=topic_data)
         sent_at = now
         self.metrics.requests += 1
         self.metrics.batches += len(batches)
@@ -263,6 +265,10 @@ class Sender:
 
     def _handle_error(self, batch: Any, result: Any, now: float) -> None:
         code = result.error_code
+        if code == kerrors.InvalidProducerEpochError.errno and self.transactions is not None:
+            # A newer producer of the transactional id bumped the epoch: this one is a zombie (the Java and
+            # kafka-python producers end up with the same fatal error).
+            code = kerrors.ProducerFencedError.errno
         error_class = kerrors.for_code(code)
         detail = result.error_message or ""
         if result.record_errors:

@@ -55,6 +55,7 @@ class TransactionManager:
         self.state = TxnState.UNINITIALIZED
         self._lock = threading.Lock()
         self._partitions: set[TopicPartition] = set()        # registered in the current transaction
+        self._offsets_added = False                           # AddOffsetsToTxn in the current transaction
         self._coordinator: int | None = None
         self._fatal: BaseException | None = None
 
@@ -127,6 +128,7 @@ class TransactionManager:
         self._call(kp.AddOffsetsToTxnRequest(transactional_id=self.transactional_id, producer_id=pid,
                                              producer_epoch=epoch, group_id=group_id),
                    lambda r: r.error_code, timeout)
+        self._offsets_added = True
         topics: dict[str, list[Any]] = {}
         for tp, meta in offsets.items():
             offset = meta.offset if hasattr(meta, "offset") else meta
@@ -176,12 +178,15 @@ class TransactionManager:
     # ---- internals ----------------------------------------------------------------------------------------
 
     def _end(self, committed: bool, timeout: float) -> None:
-        if self._partitions:
+        # A transaction the coordinator knows of (a partition or a group joined it) ends there; an empty one
+        # only here.
+        if self._partitions or self._offsets_added:
             pid, epoch = self.accumulator.producer_identity
             self._call(kp.EndTxnRequest(transactional_id=self.transactional_id, producer_id=pid,
                                         producer_epoch=epoch, committed=committed),
                        lambda r: r.error_code, timeout)
         self._partitions = set()
+        self._offsets_added = False
         self.accumulator.clear_transaction_failure()
         self.state = TxnState.READY
 

@@ -45,7 +45,7 @@ def round_trip(store: MessageStore, records, **options) -> list:
     start = store.append_batch(batch).queue_offset
     units = store.scan_queue("t", 0, start, len(records))
     data, count = store.read_records(units)
-    out, taken, next_offset = kafka_store.build_batch(data, count, 1 << 30)
+    out, taken, next_offset = kafka_store.build_batches(data, count, 1 << 30)
     assert taken == len(records) and next_offset == start + len(records)
     return list(DefaultRecordBatch(out))
 
@@ -91,7 +91,7 @@ def test_idempotent_batches_are_described_and_marked(store):
     records = [(None, b"a", [], 1), (None, b"b", [], 2), (None, b"c", [], 9)]
     batch = store.new_batch("t", 0)
     produced = kafka_store.fill_batch(batch, kafka_batch(records, producer=(42, 3, 2 ** 31 - 2)), 1 << 30)
-    assert produced == [(42, 3, 2 ** 31 - 2, 2 ** 31, 3, 9)]
+    assert produced == [(42, 3, 2 ** 31 - 2, 2 ** 31, 3, 9, False)]
     store.append_batch(batch)
     units = store.scan_queue("t", 0, 0, 10)
     data, count = store.read_records(units)
@@ -100,7 +100,7 @@ def test_idempotent_batches_are_described_and_marked(store):
     offsets, timestamps = kafka_store.record_timestamps(data, count)
     assert list(offsets) == [0, 1, 2] and list(timestamps) == [1, 2, 9]
     # The marker does not become a header.
-    out, _, _ = kafka_store.build_batch(data, count, 1 << 30)
+    out, _, _ = kafka_store.build_batches(data, count, 1 << 30)
     assert [list(r.headers) for r in DefaultRecordBatch(out)] == [[], [], []]
 
 
@@ -111,18 +111,100 @@ def test_several_batches_in_one_record_set(store):
     assert batch.count == 3
 
 
-def test_build_batch_respects_max_bytes_but_takes_a_first_record(store):
+def test_build_batches_respects_max_bytes_but_takes_a_first_record(store):
     records = [(None, b"x" * 100, [], i) for i in range(10)]
     batch = store.new_batch("t", 0)
     kafka_store.fill_batch(batch, kafka_batch(records), 1 << 30)
     store.append_batch(batch)
     data, count = store.read_records(store.scan_queue("t", 0, 0, 10))
-    out, taken, next_offset = kafka_store.build_batch(data, count, 350)
+    out, taken, next_offset = kafka_store.build_batches(data, count, 350)
     assert len(out) <= 350 and 1 <= taken < 10 and next_offset == taken
-    out, taken, _ = kafka_store.build_batch(data, count, 1)
+    out, taken, _ = kafka_store.build_batches(data, count, 1)
     assert taken == 1 and len(list(DefaultRecordBatch(out))) == 1
-    assert kafka_store.build_batch(data, count, 1, take_first=False) == (b"", 0, -1)
-    assert kafka_store.build_batch(data, 0, 100) == (b"", 0, -1)
+    assert kafka_store.build_batches(data, count, 1, take_first=False) == (b"", 0, -1)
+    assert kafka_store.build_batches(data, 0, 100) == (b"", 0, -1)
+
+
+def transactional_batch(records, producer_id: int, epoch: int, sequence: int = 0) -> bytes:
+    builder = DefaultRecordBatchBuilder(2, 0, True, producer_id, epoch, sequence, 1 << 30)
+    for i, (key, value) in enumerate(records):
+        builder.append(i, 1000 + i, key, value, [])
+    return bytes(builder.build())
+
+
+def read_back(store: MessageStore, start: int = 0, count: int = 100, max_bytes: int = 1 << 30):
+    data, taken = store.read_records(store.scan_queue("t", 0, start, count))
+    return kafka_store.build_batches(data, taken, max_bytes)
+
+
+def batches_of(data: bytes) -> list[DefaultRecordBatch]:
+    out = []
+    while data:
+        size = struct.unpack(">i", data[8:12])[0] + 12
+        out.append(DefaultRecordBatch(data[:size]))
+        data = data[size:]
+    return out
+
+
+def test_transactional_records_and_markers_come_back_as_their_own_batches(store):
+    def append(records):
+        batch = store.new_batch("t", 0)
+        produced = kafka_store.fill_batch(batch, records, 1 << 30)
+        store.append_batch(batch)
+        return produced
+
+    assert append(kafka_batch([(None, b"plain-1", [], 1)])) == [(-1, -1, -1, -1, 1, 1, False)]
+    assert append(transactional_batch([(b"k", b"txn-1"), (None, b"txn-2")], 7, 2)) == [
+        (7, 2, 0, 1, 2, 1001, True)]
+    append(kafka_batch([(None, b"plain-2", [], 2)]))
+    marker = store.new_batch("t", 0)
+    kafka_store.add_control_record(marker, 7, 2, True, 5, 3000)
+    kafka_store.add_control_record(marker, 7, 2, False, 5, 3001)
+    store.append_batch(marker)
+
+    data, taken, next_offset = read_back(store)
+    assert (taken, next_offset) == (6, 6)
+    batches = batches_of(data)
+    shapes = [(b.base_offset, b.is_transactional, b.is_control_batch, b.producer_id, b.producer_epoch)
+              for b in batches]
+    # A marker is a control batch of its own, as Kafka writes them.
+    assert shapes == [(0, False, False, -1, -1), (1, True, False, 7, 2), (3, False, False, -1, -1),
+                      (4, True, True, 7, 2), (5, True, True, 7, 2)]
+    records = [list(b) for b in batches]
+    assert [r.value for r in records[1]] == [b"txn-1", b"txn-2"] and records[1][0].key == b"k"
+    assert [list(r.headers) for r in records[1]] == [[], []]        # KAFKA_TXN is not a header
+    (commit,), (abort,) = records[3], records[4]
+    assert (commit.key, commit.value) == (b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x05")
+    assert abort.key == b"\x00\x00\x00\x00" and abort.timestamp == 3001
+    # Cut anywhere, every batch still says whose records it holds.
+    data, taken, next_offset = read_back(store, start=2, count=1)
+    assert taken == 1 and next_offset == 3
+    (only,) = batches_of(data)
+    assert only.is_transactional and only.producer_id == 7 and [r.value for r in only] == [b"txn-2"]
+    # The byte budget counts every batch header.
+    data, taken, _ = read_back(store, max_bytes=140)
+    assert len(data) <= 140 and taken == sum(len(list(b)) for b in batches_of(data)) < 6
+
+
+def test_a_transactional_batch_needs_a_producer_id():
+    with pytest.raises(kerrors.InvalidRecordError):
+        kafka_store.fill_batch(new_batch(), transactional_batch([(None, b"v")], -1, -1, -1), 1 << 30)
+
+
+def test_markers_need_a_producer():
+    with pytest.raises(ValueError):
+        kafka_store.add_control_record(new_batch(), -1, 0, True, 0, 1)
+
+
+def test_lookalike_producer_properties_from_other_front_ends_are_plain_messages(store):
+    batch = store.new_batch("t", 0)
+    batch.add(b"v", b"KAFKA_TXN\x01not-a-producer\x02")                 # malformed: no producer
+    batch.add(b"123456", b"KAFKA_CONTROL\x011\x02")                       # a marker needs KAFKA_TXN too
+    store.append_batch(batch)
+    data, taken, _ = read_back(store)
+    (only,) = batches_of(data)
+    assert taken == 2 and not only.is_transactional and not only.is_control_batch
+    assert [r.value for r in only] == [b"v", b"123456"]
 
 
 def test_produce_errors_are_kafka_errors():
@@ -164,9 +246,9 @@ def test_fill_batch_fuzz_raises_only_fastmq_errors(blob, cut, garbage):
 
 @settings(max_examples=200)
 @given(st.binary(min_size=0, max_size=400), st.integers(0, 5))
-def test_build_batch_fuzz_raises_only_fastmq_errors(blob, count):
+def test_build_batches_fuzz_raises_only_fastmq_errors(blob, count):
     try:
-        kafka_store.build_batch(blob, count, 1 << 20)
+        kafka_store.build_batches(blob, count, 1 << 20)
         kafka_store.record_timestamps(blob, count)
         kafka_store.producer_markers(blob, count)
     except FastMQError:
@@ -182,4 +264,40 @@ def test_corrupt_kafka_record_property_is_reported(store, text):
     store.append_batch(batch)
     data, count = store.read_records(store.scan_queue("t", 0, store.get_max_offset("t", 0) - 1, 1))
     with pytest.raises(FastMQError):
-        kafka_store.build_batch(data, count, 1 << 20)
+        kafka_store.build_batches(data, count, 1 << 20)
+
+
+producer_texts = st.one_of(
+    st.builds(lambda pid, epoch: f"{pid}.{epoch}", st.integers(-5, 2 ** 63), st.integers(-5, 40000)),
+    st.text(alphabet="0123456789.-x", max_size=25))
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.binary(max_size=12), st.one_of(st.none(), producer_texts),
+                          st.sampled_from([None, "0", "1", "2", "", "01"])), min_size=1, max_size=6))
+def test_any_producer_properties_build_valid_batches(store, messages):
+    # Whatever KAFKA_TXN / KAFKA_CONTROL hold (they may come from other front ends), the batches built are
+    # well-formed, with their CRCs, and only well-formed producer fields make transactional batches.
+    start = store.get_max_offset("t", 0)
+    batch = store.new_batch("t", 0)
+    for body, txn, control in messages:
+        props = b""
+        if txn is not None:
+            props += b"KAFKA_TXN\x01" + txn.encode() + b"\x02"
+        if control is not None:
+            props += b"KAFKA_CONTROL\x01" + control.encode() + b"\x02"
+        batch.add(body, props)
+    store.append_batch(batch)
+    data, taken, next_offset = read_back(store, start=start)
+    assert taken == len(messages) and next_offset == start + len(messages)
+    seen = 0
+    for built in batches_of(data):
+        assert built.validate_crc()
+        records = list(built)
+        seen += len(records)
+        if built.is_transactional:
+            pid, epoch = messages[built.base_offset - start][1].split(".")
+            assert (built.producer_id, built.producer_epoch) == (int(pid), int(epoch))
+        if built.is_control_batch:
+            assert len(records) == 1 and records[0].key in (b"\x00\x00\x00\x00", b"\x00\x00\x00\x01")
+    assert seen == len(messages)

@@ -107,9 +107,12 @@ def record_batch(values, *, keys=None, headers=None, timestamps=None, producer=(
     return bytes(builder.build())
 
 
-def produce(wire: Wire, topic: str, partition: int, records: bytes, acks: int = 1, version: int = 9) -> Any:
-    request = kp.ProduceRequest(acks=acks, timeout_ms=10000, topic_data=[kp.ProduceRequest.TopicProduceData(
-        name=topic, partition_data=[kp.ProduceRequest.PartitionProduceData(index=partition, records=records)])])
+def produce(wire: Wire, topic: str, partition: int, records: bytes, acks: int = 1, version: int = 9,
+            transactional_id: str | None = None) -> Any:
+    request = kp.ProduceRequest(transactional_id=transactional_id, acks=acks, timeout_ms=10000,
+                                topic_data=[kp.ProduceRequest.TopicProduceData(
+                                    name=topic, partition_data=[kp.ProduceRequest.PartitionProduceData(
+                                        index=partition, records=records)])])
     if acks == 0:
         wire.send(0, version, request)
         return None
@@ -118,8 +121,10 @@ def produce(wire: Wire, topic: str, partition: int, records: bytes, acks: int = 
 
 
 def fetch(wire: Wire, topic: str, partition: int, offset: int, *, max_wait_ms: int = 0, min_bytes: int = 1,
-          max_bytes: int = 1 << 20, partition_max_bytes: int = 1 << 20, version: int = 11) -> Any:
-    request = kp.FetchRequest(max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=0,
+          max_bytes: int = 1 << 20, partition_max_bytes: int = 1 << 20, version: int = 11,
+          isolation_level: int = 0) -> Any:
+    request = kp.FetchRequest(max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
+                              isolation_level=isolation_level,
                               session_id=0, session_epoch=-1, topics=[kp.FetchRequest.FetchTopic(
                                   topic=topic, partitions=[kp.FetchRequest.FetchPartition(
                                       partition=partition, fetch_offset=offset,

@@ -27,6 +27,29 @@ class Peer:
         """Create `topic` with 3 partitions, list topics, describe its configs, delete it; what was seen."""
         raise NotImplementedError
 
+    def produce_transactions(self, servers: str, topic: str, transactional_id: str, aborted: list[bytes],
+                             committed: list[bytes]) -> None:
+        """Send `aborted` to partition 0 in a transaction that is aborted, then `committed` in one committed."""
+        raise NotImplementedError
+
+    def read_committed(self, servers: str, topic: str, count: int) -> list[bytes]:
+        """Values of partition 0 from the beginning, read_committed, until `count` came or WAIT passed."""
+        raise NotImplementedError
+
+    @staticmethod
+    def abort_then_commit(producer, send, aborted: list[bytes], committed: list[bytes], wait=lambda call: call()):
+        """The two transactions of produce_transactions, given a producer with kafka-python's transaction
+        method names, send(value), and how to call a method that takes a timeout."""
+        producer.begin_transaction()
+        for value in aborted:
+            send(value)
+        wait(producer.flush)
+        wait(producer.abort_transaction)
+        producer.begin_transaction()
+        for value in committed:
+            send(value)
+        wait(producer.commit_transaction)
+
 
 class FastMQ(Peer):
     name = "fastmq"
@@ -64,6 +87,26 @@ class FastMQ(Peer):
             partitions = len(admin.describe_topics([topic])[topic].partitions)
             admin.delete_topics([topic])
         return {"listed": listed, "partitions": partitions, "cleanup.policy": values.get("cleanup.policy")}
+
+    def produce_transactions(self, servers, topic, transactional_id, aborted, committed):
+        from fastmq.kafka import Producer
+
+        with Producer(servers, transactional_id=transactional_id, linger_ms=2) as producer:
+            producer.init_transactions(WAIT)
+            self.abort_then_commit(producer, lambda value: producer.send(topic, value, partition=0), aborted,
+                                   committed, lambda call: call(WAIT))
+
+    def read_committed(self, servers, topic, count):
+        from fastmq.kafka import Consumer, TopicPartition
+
+        got = []
+        with Consumer(bootstrap_servers=servers, isolation_level="read_committed", enable_auto_commit=False,
+                      auto_offset_reset="earliest") as consumer:
+            consumer.assign([TopicPartition(topic, 0)])
+            deadline = time.monotonic() + WAIT
+            while len(got) < count and time.monotonic() < deadline:
+                got += [r.value for r in consumer.consume(1000, 0.5)]
+        return got
 
 
 class Confluent(Peer):
@@ -112,6 +155,31 @@ class Confluent(Peer):
         return {"listed": topic in metadata.topics, "partitions": len(metadata.topics[topic].partitions),
                 "cleanup.policy": values["cleanup.policy"].value}
 
+    def produce_transactions(self, servers, topic, transactional_id, aborted, committed):
+        import confluent_kafka
+
+        producer = confluent_kafka.Producer({"bootstrap.servers": servers, "transactional.id": transactional_id,
+                                             "linger.ms": 2})
+        producer.init_transactions(WAIT)
+        self.abort_then_commit(producer, lambda value: producer.produce(topic, value, partition=0), aborted,
+                               committed, lambda call: call(WAIT))
+
+    def read_committed(self, servers, topic, count):
+        import confluent_kafka
+
+        consumer = confluent_kafka.Consumer({"bootstrap.servers": servers, "group.id": f"rc-{uuid.uuid4().hex}",
+                                             "isolation.level": "read_committed", "enable.auto.commit": False,
+                                             "fetch.queue.backoff.ms": 0})
+        consumer.assign([confluent_kafka.TopicPartition(topic, 0, confluent_kafka.OFFSET_BEGINNING)])
+        got = []
+        deadline = time.monotonic() + WAIT
+        while len(got) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and not message.error():
+                got.append(message.value())
+        consumer.close()
+        return got
+
 
 class KafkaPython(Peer):
     name = "kafka-python"
@@ -152,6 +220,29 @@ class KafkaPython(Peer):
         admin.delete_topics([topic])
         admin.close()
         return {"listed": listed, "partitions": partitions, "cleanup.policy": values["cleanup.policy"]}
+
+    def produce_transactions(self, servers, topic, transactional_id, aborted, committed):
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=servers, transactional_id=transactional_id, linger_ms=2)
+        producer.init_transactions()
+        self.abort_then_commit(producer, lambda value: producer.send(topic, value, partition=0), aborted,
+                               committed)
+        producer.close()
+
+    def read_committed(self, servers, topic, count):
+        from kafka import KafkaConsumer, TopicPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=servers, isolation_level="read_committed",
+                                 enable_auto_commit=False, auto_offset_reset="earliest")
+        consumer.assign([TopicPartition(topic, 0)])
+        got = []
+        deadline = time.monotonic() + WAIT
+        while len(got) < count and time.monotonic() < deadline:
+            for records in consumer.poll(500).values():
+                got += [r.value for r in records]
+        consumer.close()
+        return got
 
 
 class AioKafka(Peer):
@@ -208,6 +299,46 @@ class AioKafka(Peer):
 
         return asyncio.run(run())
 
+    def produce_transactions(self, servers, topic, transactional_id, aborted, committed):
+        from aiokafka import AIOKafkaProducer
+
+        async def run():
+            producer = AIOKafkaProducer(bootstrap_servers=servers, transactional_id=transactional_id)
+            await producer.start()
+            try:
+                await producer.begin_transaction()
+                for value in aborted:
+                    await producer.send_and_wait(topic, value, partition=0)
+                await producer.abort_transaction()
+                await producer.begin_transaction()
+                for value in committed:
+                    await producer.send_and_wait(topic, value, partition=0)
+                await producer.commit_transaction()
+            finally:
+                await producer.stop()
+
+        asyncio.run(run())
+
+    def read_committed(self, servers, topic, count):
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        async def run():
+            consumer = AIOKafkaConsumer(bootstrap_servers=servers, isolation_level="read_committed",
+                                        enable_auto_commit=False, auto_offset_reset="earliest")
+            await consumer.start()
+            got = []
+            try:
+                consumer.assign([TopicPartition(topic, 0)])
+                deadline = time.monotonic() + WAIT
+                while len(got) < count and time.monotonic() < deadline:
+                    for records in (await consumer.getmany(timeout_ms=500)).values():
+                        got.extend(r.value for r in records)
+            finally:
+                await consumer.stop()
+            return got
+
+        return asyncio.run(run())
+
 
 PEERS = [FastMQ(), Confluent(), KafkaPython(), AioKafka()]
 
@@ -245,3 +376,15 @@ def test_every_client_reads_what_every_other_wrote(broker, producer):
     for reader in PEERS:
         assert reader.consume_group(broker.bootstrap_servers, topic, f"{reader.name}-{uuid.uuid4().hex[:6]}",
                                     20) == records
+
+
+@pytest.mark.parametrize("producer", PEERS, ids=lambda peer: peer.name)
+def test_every_client_reads_committed_what_every_other_wrote_in_transactions(broker, producer):
+    topic = f"txn-{producer.name}-{uuid.uuid4().hex[:6]}"
+    aborted = [b"aborted-%d" % i for i in range(5)]
+    committed = [b"committed-%d" % i for i in range(5)]
+    producer.produce_transactions(broker.bootstrap_servers, topic, f"tid-{uuid.uuid4().hex[:6]}", aborted,
+                                  committed)
+    # The aborted records come first in the log: a reader that let any through would show it in these five.
+    for reader in PEERS:
+        assert reader.read_committed(broker.bootstrap_servers, topic, 5) == committed, reader.name

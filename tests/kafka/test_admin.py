@@ -268,7 +268,7 @@ def test_bad_partition_counts_are_refused_before_sending(admin):
 
 @on_both_brokers(raises=kerrors.KafkaConnectionError,
                  reason="Tansu 0.6.0's memory storage panics on DeleteRecords (not yet implemented) and drops "
-                        "the connection", embedded_gap="the embedded broker does not implement DeleteRecords")
+                        "the connection")
 def test_delete_records_moves_the_log_start(admin, kafka_broker):
     name = topic_name()
     admin.create_topics([NewTopic(name, 2, 1)])

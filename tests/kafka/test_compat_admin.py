@@ -209,8 +209,7 @@ def test_delete_records_of_unknown_partitions_fails_like_kafka_python(ours, thei
 
 
 @on_both_brokers(raises=kerrors.KafkaConnectionError,
-                 reason="Tansu 0.6.0's memory storage panics on DeleteRecords and drops the connection",
-                 embedded_gap="the embedded broker does not implement DeleteRecords")
+                 reason="Tansu 0.6.0's memory storage panics on DeleteRecords and drops the connection")
 def test_delete_records_returns_the_partitions(ours):
     name = topic_name()
     ours.create_topics({name: {"num_partitions": 1}}, wait_for_metadata=True)

@@ -18,6 +18,8 @@ from fastmq.kafka import errors as kerrors
 from fastmq.kafka.consumer import Consumer
 from fastmq.kafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
+from tests.support.brokers import on_both_brokers
+
 WAIT = 20.0
 TANSU_LATEST = ("Tansu 0.6.0: ListOffsets(LATEST) answers the start of the last batch + 1, not the log end "
                 "(end_offsets, seek_to_end and auto_offset_reset='latest' are wrong against it)")
@@ -73,13 +75,9 @@ def consumer(tansu):
         instance.close(timeout=5)
 
 
-def exact_brokers(tansu_bug: str, embedded_gap: str | None = None):
-    """Run a test against Tansu (an expected failure: `tansu_bug`) and the embedded broker (expected to pass,
-    unless it lacks the feature: `embedded_gap`)."""
-    embedded_marks = [pytest.mark.xfail(strict=True, reason=embedded_gap)] if embedded_gap else []
-    return pytest.mark.parametrize("exact", [
-        pytest.param("tansu", marks=pytest.mark.xfail(strict=True, reason=tansu_bug)),
-        pytest.param("embedded", marks=embedded_marks)], indirect=True)
+def exact_brokers(tansu_bug: str):
+    """Run a test against Tansu (an expected failure: `tansu_bug`) and the embedded broker (expected to pass)."""
+    return on_both_brokers(tansu_bug, fixture="exact")
 
 
 @pytest.fixture
@@ -291,11 +289,11 @@ def test_offsets_for_times_rejects_negative_times(tansu, consumer):
         consumer().offsets_for_times({TopicPartition("x", 0): -5})
 
 
-@exact_brokers(TANSU_READ_COMMITTED, "the embedded broker does not support transactions yet")
+@exact_brokers(TANSU_READ_COMMITTED)
 def test_read_committed_skips_aborted_transactions(exact):
-    tansu, consumer = exact
+    broker, consumer = exact
     topic = topic_name()
-    producer = confluent_kafka.Producer({"bootstrap.servers": tansu.bootstrap_servers,
+    producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers,
                                          "transactional.id": f"tx-{uuid.uuid4().hex}"})
     producer.init_transactions(WAIT)
     producer.begin_transaction()

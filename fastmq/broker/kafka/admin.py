@@ -1,8 +1,11 @@
-"""CreateTopics, DeleteTopics, CreatePartitions, DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
+"""CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords, DescribeConfigs, AlterConfigs and
+IncrementalAlterConfigs.
 
 There is one broker: a replication factor other than 1 (or -1, the default) is INVALID_REPLICATION_FACTOR, and
 replica assignments may only name this broker. Topic configs are the ones fastmq.broker.topics knows; broker
-configs are described (read-only) but not altered.
+configs are described (read-only) but not altered. DeleteRecords moves a partition's log start offset (Kafka's
+low watermark) to the offset given, -1 meaning the high watermark, and answers once that is on disk; an offset
+beyond the high watermark is OFFSET_OUT_OF_RANGE, one below the log start leaves it where it is.
 """
 from __future__ import annotations
 
@@ -33,6 +36,8 @@ INVALID_REQUEST = kerrors.InvalidRequestError.errno
 INVALID_CONFIG = kerrors.InvalidConfigurationError.errno
 UNKNOWN_TOPIC_OR_PARTITION = kerrors.UnknownTopicOrPartitionError.errno
 UNKNOWN_TOPIC_ID = kerrors.UnknownTopicIdError.errno
+OFFSET_OUT_OF_RANGE = kerrors.OffsetOutOfRangeError.errno
+KAFKA_STORAGE_ERROR = kerrors.KafkaStorageError.errno
 
 
 def _config_type(value: str) -> int:
@@ -234,10 +239,50 @@ def handle_incremental_alter_configs(request: Request, body: Any) -> None:
     request.respond(kp.IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=responses))
 
 
+# -- records ----------------------------------------------------------------------------------------------------
+
+def handle_delete_records(request: Request, body: Any) -> None:
+    broker = request.broker
+    logs = broker.logs
+    results: list[tuple[str, list[list[int]]]] = []       # (topic, [[partition, low watermark, error], ...])
+    moves: list[tuple[str, int, int]] = []
+    for topic in body.topics:
+        info = broker.topics.get(topic.name)
+        partitions = []
+        for part in topic.partitions:
+            index = part.partition_index
+            if info is None or not 0 <= index < info.partitions:
+                partitions.append([index, -1, UNKNOWN_TOPIC_OR_PARTITION])
+            elif part.offset < -1 or part.offset > logs.high_watermark(topic.name, index):
+                partitions.append([index, -1, OFFSET_OUT_OF_RANGE])
+            else:
+                partitions.append([index, -1, NONE])
+                moves.append((topic.name, index, part.offset))
+        results.append((topic.name, partitions))
+
+    def respond(ok: bool = True) -> None:
+        topic_type = kp.DeleteRecordsResponse.DeleteRecordsTopicResult
+        partition_type = kp.DeleteRecordsResponse.DeleteRecordsPartitionResult
+        request.respond(kp.DeleteRecordsResponse(throttle_time_ms=0, topics=[topic_type(name=name, partitions=[
+            partition_type(partition_index=index, low_watermark=low if ok or error else -1,
+                           error_code=error if ok or error else KAFKA_STORAGE_ERROR)
+            for index, low, error in partitions]) for name, partitions in results]))
+
+    if not moves:
+        respond()
+        return
+    moved = iter(logs.delete_records(moves, lambda ok: broker.loop.call_soon_threadsafe(respond, ok)))
+    for _name, partitions in results:
+        for entry in partitions:
+            if entry[2] == NONE:
+                entry[1] = next(moved)
+
+
 HANDLERS = {
     ApiKey.CREATE_TOPICS: handle_create_topics,
     ApiKey.DELETE_TOPICS: handle_delete_topics,
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,
+    ApiKey.DELETE_RECORDS: handle_delete_records,
     ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
     ApiKey.ALTER_CONFIGS: handle_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,

@@ -1,25 +1,25 @@
 """Fetch, with the pull Hold of seed 003 (broker chapter 4.7) as Kafka's long poll.
 
-A Fetch that finds fewer than min_bytes is not answered at once: it is parked on the partitions it asked for
-until a produce brings data to one of them (the store's arrival listener) or max_wait_ms passes, then it is run
-again and answered. So a consumer at the end of a partition costs one request per max_wait or per arrival,
-never a busy loop, and a new record reaches it as soon as it is stored.
+A Fetch that finds fewer than min_bytes is not answered at once: it is parked on the partitions it reads until a
+produce brings data to one of them (the store's arrival listener) or max_wait_ms passes, then it is run again and
+answered. So a consumer at the end of a partition costs one request per max_wait or per arrival, never a busy
+loop, and a new record reaches it as soon as it is stored.
 
-Per partition: OFFSET_OUT_OF_RANGE outside [log start, high watermark], nothing at the high watermark, else one
-RecordBatch of at most partition_max_bytes; the response stops growing at max_bytes, and at the broker's own
+Per partition: OFFSET_OUT_OF_RANGE outside [log start, high watermark], nothing at the high watermark, else record
+batches of at most partition_max_bytes; the response stops growing at max_bytes, and at the broker's own
 fetch_max_bytes whatever a client asks (the first partition with data always gets its first record, as KIP-74
-asks). Fetch sessions (KIP-227) are not kept: every response carries session id 0, which tells clients to send
-full fetches; an incremental fetch (epoch > 0) gets FETCH_SESSION_ID_NOT_FOUND and the client starts over with a
-full one. isolation_level read_committed reads the same records (no transactions here) with an empty
-aborted-transactions list.
+asks). Which partitions a Fetch reads, and which of them an incremental fetch session's answer holds, is
+fetch_sessions.py's. isolation_level read_committed reads up to the last stable offset instead of the high
+watermark, and gets the aborted transactions that overlap what it read (partition_transactions.py).
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any
 
+from fastmq.broker.kafka.fetch_sessions import FetchPlan, SessionPartition, Target, plan_fetch
 from fastmq.broker.kafka.front import Request
-from fastmq.broker.kafka.metadata import ZERO_UUID, resolve_topic
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.protocol import ApiKey
@@ -34,86 +34,121 @@ NONE = 0
 OFFSET_OUT_OF_RANGE = kerrors.OffsetOutOfRangeError.errno
 UNKNOWN_TOPIC_OR_PARTITION = kerrors.UnknownTopicOrPartitionError.errno
 UNKNOWN_TOPIC_ID = kerrors.UnknownTopicIdError.errno
-FETCH_SESSION_ID_NOT_FOUND = kerrors.FetchSessionIdNotFoundError.errno
 TOPIC_ID_VERSION = 13
 MAX_WAIT_CAP_MS = 300_000        # a client asking to be held longer is held this long
 
 PartitionData = kp.FetchResponse.PartitionData
+AbortedTransaction = kp.FetchResponse.AbortedTransaction
 TopicResponse = kp.FetchResponse.FetchableTopicResponse
 
 
-def run_fetch(request: Request, body: Any) -> tuple[Any, int, bool, list[tuple[str, int]]]:
-    """(response, record bytes in it, whether any partition has an error, the (topic, partition) keys read)."""
+@dataclasses.dataclass
+class FetchResult:
+    response: Any
+    total: int                                   # record bytes in it
+    errors: bool                                 # whether a partition has an error
+    keys: list[tuple[str, int]]                  # the partitions read (where a parked fetch waits)
+    told: list[tuple[SessionPartition, tuple[int, int, int]]]   # what the session learns once it is sent
+
+    def send(self, request: Request) -> None:
+        for entry, values in self.told:
+            entry.told = values
+        request.respond(self.response)
+
+
+def run_fetch(request: Request, body: Any, plan: FetchPlan) -> FetchResult:
     broker = request.broker
     logs = broker.logs
     by_id = request.version >= TOPIC_ID_VERSION
     remaining = min(body.max_bytes if request.version >= 3 else 0x7FFFFFFF, broker.config.fetch_max_bytes)
     read_committed = body.isolation_level == 1
+    session = plan.session
     total = 0
     errors = False
     keys = []
-    topics = []
+    told = []
+    topics: list[Any] = []
     fetched = request.session.info.fetched
-    for wanted in body.topics:
-        topic = resolve_topic(broker, None if by_id else wanted.topic, wanted.topic_id if by_id else None)
-        partitions = []
-        for part in wanted.partitions:
-            index = part.partition
-            if topic is None or not 0 <= index < topic.partitions:
-                code = UNKNOWN_TOPIC_ID if by_id and topic is None else UNKNOWN_TOPIC_OR_PARTITION
-                partitions.append(PartitionData(partition_index=index, error_code=code, high_watermark=-1,
-                                                last_stable_offset=-1, log_start_offset=-1, records=b""))
-                errors = True
-                continue
-            name = topic.name
-            keys.append((name, index))
-            start = logs.log_start_offset(name, index)
-            end = logs.high_watermark(name, index)
-            offset = part.fetch_offset
-            records = b""
-            code = NONE
-            if offset < start or offset > end:
-                code = OFFSET_OUT_OF_RANGE
-                errors = True
-            elif offset < end and remaining > 0:
-                # The first partition with data gets at least one record, however large (KIP-74), so that a
-                # consumer never stalls behind a limit; the others only what fits.
-                records = logs.read(name, index, offset, min(part.partition_max_bytes, remaining),
-                                    request.client_id, take_first=total == 0)
-                total += len(records)
-                remaining -= len(records)
-                if records:
-                    fetched.add(name)
-            partitions.append(PartitionData(
-                partition_index=index, error_code=code, high_watermark=end, last_stable_offset=end,
-                log_start_offset=start, aborted_transactions=[] if read_committed else None,
-                preferred_read_replica=-1, records=records))
-        topics.append(TopicResponse(topic=wanted.topic if topic is None else topic.name,
-                                    topic_id=topic.topic_id if topic is not None else (wanted.topic_id or ZERO_UUID),
-                                    partitions=partitions))
-    response = kp.FetchResponse(throttle_time_ms=0, error_code=NONE, session_id=0, responses=topics)
-    return response, total, errors, keys
+    for target in plan.targets:
+        topic, index = target.topic, target.partition
+        if topic is None or not 0 <= index < topic.partitions:
+            code = UNKNOWN_TOPIC_ID if by_id and topic is None else UNKNOWN_TOPIC_OR_PARTITION
+            _add(topics, target, PartitionData(partition_index=index, error_code=code, high_watermark=-1,
+                                               last_stable_offset=-1, log_start_offset=-1, records=b""))
+            errors = True
+            continue
+        name = topic.name
+        keys.append((name, index))
+        start = logs.log_start_offset(name, index)
+        end = logs.high_watermark(name, index)
+        stable = logs.last_stable_offset(name, index)
+        offset = target.fetch_offset
+        records = b""
+        code = NONE
+        aborted = None
+        if offset < start or offset > end:
+            code = OFFSET_OUT_OF_RANGE
+            errors = True
+        elif remaining > 0:
+            # The first partition with data gets at least one record, however large (KIP-74), so that a consumer
+            # never stalls behind a limit; the others only what fits.
+            records, next_offset = logs.read(name, index, offset, stable if read_committed else end,
+                                             min(target.max_bytes, remaining), request.client_id,
+                                             take_first=total == 0)
+            total += len(records)
+            remaining -= len(records)
+            if records:
+                fetched.add(name)
+                if read_committed:
+                    aborted = [AbortedTransaction(producer_id=producer_id, first_offset=first)
+                               for producer_id, first in logs.transactions.aborted_transactions(
+                                   (name, index), offset, next_offset)]
+        if session is not None:
+            entry = session.partitions.get((name, index))
+            values = (end, stable, start)
+            if plan.incremental and not records and code == NONE and entry is not None and entry.told == values:
+                continue                         # nothing new: an incremental answer leaves it out
+            if entry is not None:
+                told.append((entry, values))
+        _add(topics, target, PartitionData(
+            partition_index=index, error_code=code, high_watermark=end, last_stable_offset=stable,
+            log_start_offset=start, aborted_transactions=(aborted or []) if read_committed else None,
+            preferred_read_replica=-1, records=records))
+    response = kp.FetchResponse(throttle_time_ms=0, error_code=NONE, session_id=plan.session_id, responses=topics)
+    return FetchResult(response, total, errors, keys, told)
+
+
+def _add(topics: list[Any], target: Target, data: Any) -> None:
+    # Consecutive partitions of one topic share its entry.
+    topic = target.topic
+    name = topic.name if topic is not None else target.wire_name
+    if topics and topics[-1].topic == name and (topic is not None or topics[-1].topic_id == target.wire_id):
+        topics[-1].partitions.append(data)
+        return
+    topics.append(TopicResponse(topic=name, topic_id=topic.topic_id if topic is not None else target.wire_id,
+                                partitions=[data]))
 
 
 def handle_fetch(request: Request, body: Any) -> None:
-    if request.version >= 7 and body.session_epoch > 0:
-        # An incremental fetch of a session this broker never created (it creates none).
-        request.respond(kp.FetchResponse(throttle_time_ms=0, error_code=FETCH_SESSION_ID_NOT_FOUND, session_id=0,
-                                         responses=[]))
+    broker = request.broker
+    plan = plan_fetch(broker, broker.fetch_sessions, request.version, body)
+    if isinstance(plan, int):
+        request.respond(kp.FetchResponse(throttle_time_ms=0, error_code=plan, session_id=0, responses=[]))
         return
-    response, total, errors, keys = run_fetch(request, body)
-    if total >= body.min_bytes or body.max_wait_ms <= 0 or errors or not keys:
-        request.respond(response)
+    result = run_fetch(request, body, plan)
+    if result.total >= body.min_bytes or body.max_wait_ms <= 0 or result.errors or not result.keys:
+        result.send(request)
         return
-    request.broker.fetch_hold.park(request, body, keys)
+    broker.fetch_hold.park(request, body, plan, result.keys)
 
 
 class ParkedFetch:
-    __slots__ = ("request", "body", "keys", "timer", "done")
+    __slots__ = ("request", "body", "plan", "keys", "timer", "done")
 
-    def __init__(self, request: Request, body: Any, keys: list[tuple[str, int]]) -> None:
+    def __init__(self, request: Request, body: Any, plan: FetchPlan, keys: list[tuple[str, int]]) -> None:
         self.request = request
         self.body = body
+        self.plan = plan
         self.keys = keys
         self.timer: Any = None
         self.done = False
@@ -134,8 +169,8 @@ class FetchHold:
     def parked(self) -> int:
         return sum(len(fetches) for fetches in self._by_conn.values())
 
-    def park(self, request: Request, body: Any, keys: list[tuple[str, int]]) -> None:
-        parked = ParkedFetch(request, body, keys)
+    def park(self, request: Request, body: Any, plan: FetchPlan, keys: list[tuple[str, int]]) -> None:
+        parked = ParkedFetch(request, body, plan, keys)
         wait = min(body.max_wait_ms, MAX_WAIT_CAP_MS) / 1000.0
         parked.timer = self.loop.call_later(wait, self._expired, parked)
         for key in keys:
@@ -168,8 +203,7 @@ class FetchHold:
     def _answer(self, parked: ParkedFetch) -> None:
         if parked.request.conn.closed:
             return
-        response, _total, _errors, _keys = run_fetch(parked.request, parked.body)
-        parked.request.respond(response)
+        run_fetch(parked.request, parked.body, parked.plan).send(parked.request)
 
     def on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
         """The store's arrival listener: runs in the appending thread, so the work moves to the I/O thread."""
@@ -199,10 +233,10 @@ class FetchHold:
             if parked.request.conn.closed:
                 self._unpark(parked)
                 continue
-            response, total, errors, _keys = run_fetch(parked.request, parked.body)
-            if total >= parked.body.min_bytes or errors:
+            result = run_fetch(parked.request, parked.body, parked.plan)
+            if result.total >= parked.body.min_bytes or result.errors:
                 self._unpark(parked)
-                parked.request.respond(response)
+                result.send(parked.request)
 
     def connection_lost(self, conn: ServerConnection) -> None:
         for parked in list(self._by_conn.get(id(conn), ())):

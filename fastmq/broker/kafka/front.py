@@ -64,6 +64,11 @@ BROKER_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
+    ApiKey.END_TXN: (0, 4),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 4),
 }
 PRE_AUTHENTICATION_APIS = (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 UNSUPPORTED_VERSION = 35
@@ -120,9 +125,9 @@ Handler = Callable[[Request, Any], None]
 
 
 def handler_table() -> dict[int, Handler]:
-    from fastmq.broker.kafka import admin, fetch, groups, metadata, offsets, produce, sasl
+    from fastmq.broker.kafka import admin, fetch, groups, metadata, offsets, produce, sasl, txn
     table: dict[int, Handler] = {}
-    for module in (admin, fetch, groups, metadata, offsets, produce, sasl):
+    for module in (admin, fetch, groups, metadata, offsets, produce, sasl, txn):
         table.update(module.HANDLERS)
     missing = set(BROKER_VERSIONS) - set(table)
     if missing:

@@ -1,7 +1,6 @@
 """FindCoordinator and the consumer-group APIs, on the codec-free GroupCoordinator (fastmq/broker/groups.py).
 
-This broker coordinates every group. Transactions are not supported, so FindCoordinator for a transactional id
-answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED (a fatal, explained error instead of endless retries).
+This broker coordinates every group and every transactional id.
 Groups that exist only through committed offsets (after a restart, or simple consumers) are listed and described
 as Empty.
 """
@@ -18,7 +17,6 @@ from fastmq.kafka.protocol import ApiKey
 NONE = 0
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED = kerrors.TransactionalIdAuthorizationFailedError.errno
 INVALID_REQUEST = kerrors.InvalidRequestError.errno
 GROUP_TYPE = "classic"
 
@@ -26,10 +24,8 @@ GROUP_TYPE = "classic"
 def handle_find_coordinator(request: Request, body: Any) -> None:
     host, port = request.front.advertised
     node = request.broker.config.node_id
-    if body.key_type == KEY_TYPE_GROUP:
+    if body.key_type in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         error, message = NONE, None
-    elif body.key_type == KEY_TYPE_TRANSACTION:
-        error, message = TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "this broker does not support transactions"
     else:
         error, message = INVALID_REQUEST, f"key type {body.key_type} is not supported"
     ok = error == NONE

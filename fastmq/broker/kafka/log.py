@@ -1,10 +1,15 @@
 """Kafka partitions on the store: a partition is a store queue, an offset its ConsumeQueue logical offset.
 
 PartitionLogs.append turns a produced record set into CommitLog messages (kafka_store.fill_batch, one compiled
-call), checks the idempotent producer's sequences, appends, and counts; read() turns ConsumeQueue units into one
-RecordBatch (scan_queue -> read_records -> kafka_store.build_batch). Offsets: the log start offset is the queue's
-minimum, the high watermark its maximum (a single node acknowledges what it stored, and there are no
-transactions, so the last stable offset is the high watermark too).
+call), checks the producer (idempotent sequences; for a transactional batch, that its transaction is open on the
+partition: PartitionTransactions), appends, and counts; read() turns ConsumeQueue units into record batches
+(scan_queue -> read_records -> kafka_store.build_batches). write_marker() appends a transaction's commit or abort
+marker and closes it on the partition.
+
+Offsets: the high watermark is the queue's maximum (a single node acknowledges what it stored); the last stable
+offset is where the earliest open transaction starts, else the high watermark; the log start offset is the
+queue's minimum, or where DeleteRecords moved it (config/kafkaLogStartOffsets.json; the store's cleanup removes
+the files below it in its own time).
 
 Offsets by timestamp follow the records' own timestamps, which need not grow with the offsets: a time index per
 partition keeps, for every full window of WINDOW records, the largest timestamp up to the end of that window (a
@@ -17,15 +22,22 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import logging
+import time
 from array import array
+
+from pathlib import Path
+from typing import Any, Callable
 
 from fastmq._native import kafka_store
 from fastmq.broker.idempotence import NONE, OUT_OF_ORDER_SEQUENCE_NUMBER, ProducerStateManager, next_sequence
+from fastmq.broker.partition_transactions import PartitionTransactions
+from fastmq.broker.persist import ConfigWriter
 from fastmq.broker.stats import BrokerStats
 from fastmq.broker.topics import Topic
 from fastmq.errors import ProtocolError
 from fastmq.kafka import errors as kerrors
 from fastmq.store import MessageStore
+from fastmq.store.config import ConfigManager, _require_dict
 from fastmq.store.errors import MessageIllegalError, StoreError
 
 log = logging.getLogger(__name__)
@@ -37,8 +49,9 @@ MAX_UNITS_PER_READ = 65536    # ConsumeQueue units one read looks at
 COMMITLOG_BYTES_PER_KAFKA_BYTE = 2
 
 KAFKA_STORAGE_ERROR = kerrors.KafkaStorageError.errno
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED = kerrors.TransactionalIdAuthorizationFailedError.errno
 _PRODUCE_ERRORS = (kerrors.CorruptRecordError, kerrors.MessageSizeTooLargeError, kerrors.InvalidRecordError,
-                   kerrors.UnsupportedForMessageFormatError, kerrors.InvalidTxnStateError)
+                   kerrors.UnsupportedForMessageFormatError)
 
 
 @dataclasses.dataclass
@@ -60,28 +73,76 @@ class TimeIndex:
         self.indexed_to = -1          # offset after the last full window (-1: nothing indexed yet)
 
 
+class LogStartFile(ConfigManager):
+    """config/kafkaLogStartOffsets.json: {"p@topic": offset} for the partitions DeleteRecords moved."""
+
+    file_name = "kafkaLogStartOffsets.json"
+
+    def __init__(self, config_dir: Path) -> None:
+        super().__init__(config_dir)
+        self.offsets: dict[tuple[str, int], int] = {}
+        self.snapshot: dict[str, int] = {}
+
+    def encode(self) -> dict:
+        return self.snapshot
+
+    def decode(self, obj: Any) -> None:
+        for key, offset in _require_dict(obj, self.file_name).items():
+            partition, _, topic = key.partition("@")
+            self.offsets[(topic, int(partition))] = int(offset)
+
+
 class PartitionLogs:
     def __init__(self, store: MessageStore, producers: ProducerStateManager, stats: BrokerStats,
-                 index_keys: bool = False) -> None:
+                 writer: ConfigWriter, index_keys: bool = False) -> None:
         self.store = store
         self.producers = producers
         self.stats = stats
+        self.writer = writer
         self.index_keys = index_keys
+        self.transactions = PartitionTransactions()
         self._time_indexes: dict[tuple[str, int], TimeIndex] = {}
         # Records gathered for a fetch, reused from one read to the next (reads happen on one thread).
         self._read_buffer = bytearray()
+        self._log_starts = LogStartFile(store.root / "config")
+        self._log_starts.load()
 
     # -- offsets ----------------------------------------------------------------------------------------------
 
     def log_start_offset(self, topic: str, partition: int) -> int:
-        return self.store.get_min_offset(topic, partition)
+        start = self.store.get_min_offset(topic, partition)
+        moved = self._log_starts.offsets.get((topic, partition))
+        return start if moved is None else max(start, moved)
 
     def high_watermark(self, topic: str, partition: int) -> int:
         return self.store.get_max_offset(topic, partition)
 
+    def last_stable_offset(self, topic: str, partition: int) -> int:
+        return self.transactions.last_stable_offset((topic, partition), self.high_watermark(topic, partition))
+
+    def delete_records(self, entries: list[tuple[str, int, int]], on_durable: Callable[[bool], None]) -> list[int]:
+        """Move the log starts of (topic, partition, offset) entries up to offset (-1: the high watermark); the
+        new log starts. on_durable(ok) once they are written. The caller checked the offsets are within the logs.
+        """
+        starts = []
+        for topic, partition, offset in entries:
+            if offset < 0:
+                offset = self.high_watermark(topic, partition)
+            start = max(offset, self.log_start_offset(topic, partition))
+            self._log_starts.offsets[(topic, partition)] = start
+            starts.append(start)
+        self._write_log_starts(on_durable)
+        return starts
+
+    def _write_log_starts(self, on_durable: Callable[[bool], None] | None = None) -> None:
+        self._log_starts.snapshot = {f"{p}@{t}": offset for (t, p), offset in self._log_starts.offsets.items()}
+        self.writer.write(self._log_starts, on_durable)
+
     # -- produce ----------------------------------------------------------------------------------------------
 
-    def append(self, topic: Topic, partition: int, records) -> AppendResult:
+    def append(self, topic: Topic, partition: int, records, transactional: bool = False) -> AppendResult:
+        """Append a produced record set; `transactional`: the request named a transactional id, without which
+        transactional batches are refused."""
         store = self.store
         try:
             batch = store.new_batch(topic.name, partition)
@@ -90,9 +151,17 @@ class PartitionLogs:
             return AppendResult(exc.errno, message=str(exc))
         except ProtocolError as exc:          # framing that is not even a batch
             return AppendResult(kerrors.CorruptRecordError.errno, message=str(exc))
+        if not transactional and any(entry[6] for entry in produced):
+            return AppendResult(TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                message="transactional records need the request's transactional id")
         duplicate = self._check_sequences(topic.name, partition, produced)
         if duplicate is not None:
             return duplicate
+        for producer_id, epoch, _first, _last, _count, _ts, in_transaction in produced:
+            code = self.transactions.check((topic.name, partition), producer_id, epoch) if in_transaction else NONE
+            if code:
+                return AppendResult(code, message=f"producer {producer_id} epoch {epoch} has no open transaction "
+                                                  f"on {topic.name}-{partition}")
         try:
             result = store.append_batch(batch)
         except MessageIllegalError as exc:
@@ -102,18 +171,33 @@ class PartitionLogs:
             return AppendResult(KAFKA_STORAGE_ERROR, message=str(exc))
         base_offset = result.queue_offset
         offset = base_offset
-        for producer_id, epoch, first, last, count, _max_timestamp in produced:
+        for producer_id, epoch, first, last, count, _max_timestamp, in_transaction in produced:
             if producer_id >= 0:
                 self.producers.record(topic.name, partition, producer_id, epoch, first, last, offset)
+            if in_transaction:
+                self.transactions.appended((topic.name, partition), producer_id, offset)
             offset += count
         self.stats.put(topic.name, batch.count, len(records))
-        return AppendResult(NONE, base_offset, store.get_min_offset(topic.name, partition), result.end_offset,
+        return AppendResult(NONE, base_offset, self.log_start_offset(topic.name, partition), result.end_offset,
                             appended=True)
+
+    def write_marker(self, topic: str, partition: int, producer_id: int, epoch: int, commit: bool) -> int:
+        """Append a transaction marker and close the transaction on the partition; the CommitLog position that
+        makes it durable."""
+        batch = self.store.new_batch(topic, partition)
+        kafka_store.add_control_record(batch, producer_id, epoch, commit, 0, int(time.time() * 1000))
+        result = self.store.append_batch(batch)
+        self.transactions.close((topic, partition), producer_id, result.queue_offset, aborted=not commit)
+        self.producers.fence(topic, partition, producer_id, epoch)
+        return result.end_offset
+
+    def when_flushed(self, position: int, callback: Callable[[bool], None]) -> None:
+        self.store.when_flushed(position, callback)
 
     def _check_sequences(self, topic: str, partition: int, produced: list) -> AppendResult | None:
         """None to append; else the answer (a duplicate's original offset, or a sequence error)."""
         previous = None
-        for index, (producer_id, epoch, first, last, _count, _ts) in enumerate(produced):
+        for index, (producer_id, epoch, first, last, _count, _ts, _transactional) in enumerate(produced):
             if producer_id < 0:
                 previous = None
                 continue
@@ -133,29 +217,35 @@ class PartitionLogs:
                     log.debug("%s-%d: duplicate batch of producer %d (sequence %d) answered with offset %d",
                               topic, partition, producer_id, first, duplicate_offset)
                     # The original may still wait for its fsync: an acks=all answer waits for everything written.
-                    return AppendResult(NONE, duplicate_offset, self.store.get_min_offset(topic, partition),
+                    return AppendResult(NONE, duplicate_offset, self.log_start_offset(topic, partition),
                                         self.store.get_max_phy_offset())
             previous = (producer_id, epoch, last)
         return None
 
     # -- fetch ------------------------------------------------------------------------------------------------
 
-    def read(self, topic: str, partition: int, offset: int, max_bytes: int, client_id: str | None = None,
-             take_first: bool = True) -> bytes:
-        """One RecordBatch from `offset` holding at most max_bytes (with take_first, at least one record if there
-        is one); b"" at the end of the log. The caller has checked that offset lies within the log."""
-        units = self.store.scan_queue(topic, partition, offset, min(MAX_UNITS_PER_READ, max(1, max_bytes // 16)),
+    def read(self, topic: str, partition: int, offset: int, end: int, max_bytes: int, client_id: str | None = None,
+             take_first: bool = True) -> tuple[bytes, int]:
+        """Record batches of the records from `offset` up to `end` (exclusive: the high watermark, or the last
+        stable offset), within max_bytes (with take_first, at least one record if there is one), and the offset
+        after the last record in them; (b"", offset) when there is nothing to read. The caller has checked that
+        offset lies within the log."""
+        if offset >= end:
+            return b"", offset
+        units = self.store.scan_queue(topic, partition, offset,
+                                      min(MAX_UNITS_PER_READ, max(1, max_bytes // 16), end - offset),
                                       max_bytes=max(1, max_bytes) * COMMITLOG_BYTES_PER_KAFKA_BYTE)
         if not len(units):
-            return b""
+            return b"", offset
         records, count = self.store.read_records(units, self._read_buffer)
         try:
-            batch, taken, _next_offset = kafka_store.build_batch(records, count, max_bytes, take_first)
+            batches, taken, next_offset = kafka_store.build_batches(records, count, max_bytes, take_first)
         finally:
             records.release()
-        if taken:
-            self.stats.get(topic, client_id, taken, len(batch))
-        return batch
+        if not taken:
+            return b"", offset
+        self.stats.get(topic, client_id, taken, len(batches))
+        return batches, next_offset
 
     # -- offsets by time --------------------------------------------------------------------------------------
 
@@ -219,3 +309,7 @@ class PartitionLogs:
     def forget(self, topic: str) -> None:
         for key in [key for key in self._time_indexes if key[0] == topic]:
             del self._time_indexes[key]
+        self.transactions.forget_topic(topic)
+        if any(tp[0] == topic for tp in self._log_starts.offsets):
+            self._log_starts.offsets = {tp: o for tp, o in self._log_starts.offsets.items() if tp[0] != topic}
+            self._write_log_starts()

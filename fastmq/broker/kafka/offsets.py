@@ -1,9 +1,12 @@
 """ListOffsets, OffsetForLeaderEpoch, OffsetCommit, OffsetFetch and OffsetDelete.
 
 ListOffsets: EARLIEST (-2, and -4, earliest local) is the log start offset, LATEST (-1) the high watermark (the
-log end: a single node has nothing unreplicated, and no transactions keep a stable offset behind it),
-MAX_TIMESTAMP (-3) the record with the largest timestamp, and a time T the first record whose own timestamp is
-T or later (not the time it was stored): offset -1 when there is none. Every partition has leader epoch 0.
+log end: a single node has nothing unreplicated) or, for read_committed, the last stable offset; MAX_TIMESTAMP
+(-3) the record with the largest timestamp, and a time T the first record whose own timestamp is T or later (not
+the time it was stored): offset -1 when there is none, or when a read_committed caller could not read it yet.
+Every partition has leader epoch 0.
+OffsetFetch with require_stable (v7+) answers UNSTABLE_OFFSET_COMMIT for a partition whose offset an open
+transaction is about to commit, so that a read_committed consumer does not start from a stale one.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ OFFSET_METADATA_TOO_LARGE = kerrors.OffsetMetadataTooLargeError.errno
 UNKNOWN_SERVER_ERROR = kerrors.UnknownError.errno
 GROUP_ID_NOT_FOUND = kerrors.GroupIdNotFoundError.errno
 GROUP_SUBSCRIBED_TO_TOPIC = kerrors.GroupSubscribedToTopicError.errno
+UNSTABLE_OFFSET_COMMIT = kerrors.UnstableOffsetCommitError.errno
 
 
 def _known_partition(request: Request, name: str, partition: int) -> bool:
@@ -41,25 +45,27 @@ def _known_partition(request: Request, name: str, partition: int) -> bool:
 
 # -- ListOffsets ------------------------------------------------------------------------------------------------
 
-def _list_offset(request: Request, name: str, partition: int, timestamp: int, leader_epoch: int
-                 ) -> tuple[int, int, int]:
+def _list_offset(request: Request, name: str, partition: int, timestamp: int, leader_epoch: int,
+                 read_committed: bool) -> tuple[int, int, int]:
     """(error, offset, timestamp) for one partition."""
     if not _known_partition(request, name, partition):
         return UNKNOWN_TOPIC_OR_PARTITION, -1, -1
     if leader_epoch > LEADER_EPOCH:
         return UNKNOWN_LEADER_EPOCH, -1, -1
     logs = request.broker.logs
+    readable_end = (logs.last_stable_offset(name, partition) if read_committed
+                    else logs.high_watermark(name, partition))
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return NONE, logs.log_start_offset(name, partition), -1
     if timestamp == LATEST:
-        return NONE, logs.high_watermark(name, partition), -1
+        return NONE, readable_end, -1
     if timestamp == MAX_TIMESTAMP:
         found = logs.max_timestamp(name, partition)
     elif timestamp >= 0:
         found = logs.offset_for_timestamp(name, partition, timestamp)
     else:
         return INVALID_REQUEST, -1, -1
-    return (NONE, found[0], found[1]) if found is not None else (NONE, -1, -1)
+    return (NONE, found[0], found[1]) if found is not None and found[0] < readable_end else (NONE, -1, -1)
 
 
 def handle_list_offsets(request: Request, body: Any) -> None:
@@ -70,7 +76,7 @@ def handle_list_offsets(request: Request, body: Any) -> None:
         partitions = []
         for part in topic.partitions:
             error, offset, timestamp = _list_offset(request, topic.name, part.partition_index, part.timestamp,
-                                                    part.current_leader_epoch)
+                                                    part.current_leader_epoch, body.isolation_level == 1)
             partitions.append(partition_response(partition_index=part.partition_index, error_code=error,
                                                  timestamp=timestamp, offset=offset,
                                                  leader_epoch=LEADER_EPOCH if error == NONE else -1))
@@ -150,12 +156,16 @@ def handle_offset_commit(request: Request, body: Any) -> None:
 
 # -- OffsetFetch ------------------------------------------------------------------------------------------------
 
-def _fetch_group(request: Request, group_id: str, topics: list[tuple[str, list[int]]] | None
-                 ) -> list[tuple[str, list[tuple[int, CommittedOffset | None]]]]:
+def _fetch_group(request: Request, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool
+                 ) -> list[tuple[str, list[tuple[int, CommittedOffset | None | int]]]]:
+    """Per topic, (partition, committed offset, or the error code UNSTABLE_OFFSET_COMMIT)."""
     offsets = request.broker.offsets
+    transactions = request.broker.transactions
     if topics is None:
         topics = sorted(offsets.partitions(group_id).items())
-    return [(name, [(partition, offsets.fetch(group_id, name, partition)) for partition in partitions])
+    return [(name, [(partition, UNSTABLE_OFFSET_COMMIT
+                     if require_stable and transactions.has_pending_offset(group_id, name, partition)
+                     else offsets.fetch(group_id, name, partition)) for partition in partitions])
             for name, partitions in topics]
 
 
@@ -167,14 +177,14 @@ def handle_offset_fetch(request: Request, body: Any) -> None:
         groups = []
         for group in body.groups:
             wanted = None if group.topics is None else [(t.name, list(t.partition_indexes)) for t in group.topics]
-            found = _fetch_group(request, group.group_id, wanted)
+            found = _fetch_group(request, group.group_id, wanted, body.require_stable)
             groups.append(group_type(group_id=group.group_id, error_code=NONE, topics=[
                 topic_type(name=name, partitions=[_partition(partition_type, p, c) for p, c in partitions])
                 for name, partitions in found]))
         request.respond(kp.OffsetFetchResponse(throttle_time_ms=0, groups=groups))
         return
     wanted = None if body.topics is None else [(t.name, list(t.partition_indexes)) for t in body.topics]
-    found = _fetch_group(request, body.group_id, wanted)
+    found = _fetch_group(request, body.group_id, wanted, request.version >= 7 and body.require_stable)
     topic_type = kp.OffsetFetchResponse.OffsetFetchResponseTopic
     partition_type = kp.OffsetFetchResponse.OffsetFetchResponsePartition
     request.respond(kp.OffsetFetchResponse(throttle_time_ms=0, error_code=NONE, topics=[
@@ -182,10 +192,10 @@ def handle_offset_fetch(request: Request, body: Any) -> None:
         for name, partitions in found]))
 
 
-def _partition(partition_type: type, partition: int, committed: CommittedOffset | None) -> Any:
-    if committed is None:
+def _partition(partition_type: type, partition: int, committed: CommittedOffset | None | int) -> Any:
+    if committed is None or isinstance(committed, int):
         return partition_type(partition_index=partition, committed_offset=-1, committed_leader_epoch=-1,
-                              metadata="", error_code=NONE)
+                              metadata="", error_code=committed or NONE)
     return partition_type(partition_index=partition, committed_offset=committed.offset,
                           committed_leader_epoch=committed.leader_epoch, metadata=committed.metadata,
                           error_code=NONE)

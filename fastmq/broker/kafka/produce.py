@@ -1,13 +1,12 @@
-"""Produce and InitProducerId.
+"""Produce.
 
 acks=0: stored, never answered (an error closes the connection, the only signal such a producer gets);
 acks=1: answered once the records are in the CommitLog (the page cache); acks=all (-1): answered once the
 CommitLog is fsynced up to them. On one node "all replicas" is this one, and an fsync is what makes an
 acknowledged record survive a crash of the machine, so acks=all waits for it, through the store's group commit:
 the I/O thread asks and goes on, the flush thread answers (concurrent producers share fsyncs).
-Transactions are not supported: transactional batches are refused with INVALID_TXN_STATE, InitProducerId with a
-transactional id with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (the producer gets a clear fatal error), and the
-transactional APIs are absent from ApiVersions.
+A request with transactional batches must name its transactional id (as Kafka requires, to authorize it):
+without one, TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition.
 """
 from __future__ import annotations
 
@@ -48,7 +47,8 @@ def handle_produce(request: Request, body: Any) -> None:
             elif partition_data.records is None:
                 result = AppendResult(kerrors.InvalidRecordError.errno, message="no records")
             else:
-                result = broker.logs.append(topic, index, partition_data.records)
+                result = broker.logs.append(topic, index, partition_data.records,
+                                            transactional=body.transactional_id is not None)
                 if result.error == 0:
                     flush_to = max(flush_to, result.end_position)
                 if result.appended:
@@ -82,25 +82,6 @@ def _respond(request: Request, results: list, durable: bool) -> None:
     request.respond(kp.ProduceResponse(responses=topics, throttle_time_ms=0))
 
 
-def handle_init_producer_id(request: Request, body: Any) -> None:
-    if body.transactional_id is not None:
-        request.respond(kp.InitProducerIdResponse(
-            throttle_time_ms=0, error_code=kerrors.TransactionalIdAuthorizationFailedError.errno, producer_id=-1,
-            producer_epoch=-1))
-        return
-    producers = request.broker.producers
-    if body.producer_id >= 0 and body.producer_epoch >= 0:
-        # An idempotent producer bumping its epoch (KIP-360) keeps its id.
-        producer_id, epoch = body.producer_id, body.producer_epoch + 1
-        if epoch > 32767:
-            producer_id, epoch = producers.allocate_producer_id(), 0
-    else:
-        producer_id, epoch = producers.allocate_producer_id(), 0
-    request.respond(kp.InitProducerIdResponse(throttle_time_ms=0, error_code=0, producer_id=producer_id,
-                                              producer_epoch=epoch))
-
-
 HANDLERS = {
     ApiKey.PRODUCE: handle_produce,
-    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
 }

@@ -1,0 +1,466 @@
+"""The transaction coordinator (Kafka's, KIP-98) as a state machine that knows no wire format. Front ends call it
+with plain values on the broker's I/O thread and get their answers through callbacks, once what the answer
+promises is on disk.
+
+A transactional id has a producer id and epoch and a state (Kafka's): Empty -> Ongoing (a partition or a group
+joined) -> PrepareCommit / PrepareAbort (EndTxn decided) -> CompleteCommit / CompleteAbort -> Ongoing ...
+- InitProducerId: a new id gets a producer id; a known one has its epoch bumped, which fences every older
+  producer of that id, after its open transaction (if any) is aborted. KIP-360 callers name the producer id and
+  epoch they had: anything else than the current ones is fenced.
+- AddPartitionsToTxn / AddOffsetsToTxn open the transaction on partitions (their PartitionTransactions entry) and
+  groups; TxnOffsetCommit keeps the group's offsets pending until the end.
+- EndTxn writes a commit or abort marker to every partition of the transaction, applies (or drops) the pending
+  offsets, and answers once the markers are flushed, the offsets committed and the state file written.
+- A transaction open for longer than its timeout is aborted, and its epoch bumped (the producer is a zombie).
+- Ids idle for transactional_id_expiration_ms are forgotten.
+Every state change is written to config/kafkaTransactions.json (through the ConfigWriter, so that changes in
+flight share fsyncs) before it is acknowledged. A crash between the decision and the markers leaves a Prepare
+state, which start-up completes; a marker written twice is harmless.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable, Protocol
+
+from fastmq.broker.offsets import CommittedOffset, OffsetStore
+from fastmq.broker.partition_transactions import PartitionTransactions
+from fastmq.broker.persist import ConfigWriter
+from fastmq.store.config import ConfigManager, _require_dict
+
+log = logging.getLogger(__name__)
+
+EMPTY = "Empty"
+ONGOING = "Ongoing"
+PREPARE_COMMIT = "PrepareCommit"
+PREPARE_ABORT = "PrepareAbort"
+COMPLETE_COMMIT = "CompleteCommit"
+COMPLETE_ABORT = "CompleteAbort"
+STATES = (EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT)
+
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+COORDINATOR_NOT_AVAILABLE = 15
+INVALID_REQUEST = 42
+INVALID_PRODUCER_EPOCH = 47
+INVALID_TXN_STATE = 48
+INVALID_PRODUCER_ID_MAPPING = 49
+INVALID_TRANSACTION_TIMEOUT = 50
+CONCURRENT_TRANSACTIONS = 51
+OPERATION_NOT_ATTEMPTED = 55
+PRODUCER_FENCED = 90
+
+MAX_EPOCH = 32767
+TopicPartition = tuple[str, int]
+ErrorCallback = Callable[[int], None]
+
+
+class Scheduler(Protocol):
+    """What the coordinator needs of the I/O loop (fastmq.io.IOLoop is one)."""
+
+    def call_later(self, delay: float, callback: Callable[..., Any], *args: Any) -> Any: ...
+
+    def call_soon_threadsafe(self, callback: Callable[..., Any], *args: Any) -> Any: ...
+
+
+class PartitionLog(Protocol):
+    """What the coordinator needs of the partitions (fastmq.broker.kafka.log.PartitionLogs)."""
+
+    transactions: PartitionTransactions
+
+    def high_watermark(self, topic: str, partition: int) -> int: ...
+
+    def write_marker(self, topic: str, partition: int, producer_id: int, epoch: int, commit: bool) -> int:
+        """Append the marker and close the transaction on the partition; the CommitLog position to flush."""
+
+    def when_flushed(self, position: int, callback: Callable[[bool], None]) -> None: ...
+
+
+@dataclasses.dataclass
+class TransactionSettings:
+    max_timeout_ms: int = 900_000                     # Kafka's transaction.max.timeout.ms
+    abort_check_interval_ms: int = 10_000             # ...abort.timed.out.transaction.cleanup.interval.ms
+    id_expiration_ms: int = 7 * 24 * 3600 * 1000      # transactional.id.expiration.ms
+
+
+@dataclasses.dataclass
+class Transaction:
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    timeout_ms: int
+    state: str = EMPTY
+    partitions: set[TopicPartition] = dataclasses.field(default_factory=set)
+    groups: set[str] = dataclasses.field(default_factory=set)
+    pending_offsets: dict[str, dict[TopicPartition, CommittedOffset]] = dataclasses.field(default_factory=dict)
+    started: float = 0.0            # wall-clock seconds when it became Ongoing
+    updated: float = 0.0
+    previous_epoch: int = -1        # the epoch before the last bump (a KIP-360 caller retrying its bump)
+    busy: bool = False              # a change is being completed: other requests get CONCURRENT_TRANSACTIONS
+
+    def encode(self) -> dict[str, Any]:
+        return {"producerId": self.producer_id, "epoch": self.epoch, "timeoutMs": self.timeout_ms,
+                "state": self.state, "partitions": sorted([t, p] for t, p in self.partitions),
+                "groups": sorted(self.groups), "started": self.started, "updated": self.updated,
+                "previousEpoch": self.previous_epoch,
+                "pendingOffsets": {group: [[t, p, c.offset, c.metadata, c.leader_epoch, c.commit_timestamp]
+                                           for (t, p), c in offsets.items()]
+                                   for group, offsets in self.pending_offsets.items()}}
+
+    @classmethod
+    def decode(cls, transactional_id: str, obj: dict[str, Any]) -> Transaction:
+        if obj.get("state") not in STATES:
+            raise ValueError(f"transaction {transactional_id!r} has no valid state: {obj.get('state')!r}")
+        txn = cls(transactional_id, int(obj["producerId"]), int(obj["epoch"]), int(obj["timeoutMs"]),
+                  str(obj["state"]), {(str(t), int(p)) for t, p in obj.get("partitions", [])},
+                  {str(g) for g in obj.get("groups", [])}, {}, float(obj.get("started", 0)),
+                  float(obj.get("updated", 0)), int(obj.get("previousEpoch", -1)))
+        for group, entries in _require_dict(obj.get("pendingOffsets", {}), "pendingOffsets").items():
+            txn.pending_offsets[group] = {(str(t), int(p)): CommittedOffset(int(o), m, int(e), int(ts))
+                                          for t, p, o, m, e, ts in entries}
+        return txn
+
+
+class TransactionStateFile(ConfigManager):
+    """config/kafkaTransactions.json: the transactions and the partitions' transaction state."""
+
+    file_name = "kafkaTransactions.json"
+
+    def __init__(self, config_dir: Path) -> None:
+        super().__init__(config_dir)
+        self.transactions: dict[str, Transaction] = {}
+        self.partitions: dict[str, Any] = {}     # PartitionTransactions.snapshot() as read
+        self.snapshot: dict[str, Any] = {}       # taken on the I/O thread, written by the config writer
+
+    def encode(self) -> dict:
+        return self.snapshot
+
+    def decode(self, obj: Any) -> None:
+        # Everything is parsed here, so that a damaged file is the load's clear error (or its backup is used).
+        obj = _require_dict(obj, self.file_name)
+        self.transactions = {str(tid): Transaction.decode(str(tid), _require_dict(value, str(tid)))
+                             for tid, value in _require_dict(obj.get("transactions", {}), "transactions").items()}
+        self.partitions = _require_dict(obj.get("partitions", {}), "partitions")
+        PartitionTransactions().restore(self.partitions)
+
+
+class TransactionCoordinator:
+    def __init__(self, scheduler: Scheduler, logs: PartitionLog, offsets: OffsetStore, writer: ConfigWriter,
+                 allocate_producer_id: Callable[[], int], known_partition: Callable[[str, int], bool],
+                 config_dir: Path, settings: TransactionSettings | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.scheduler = scheduler
+        self.clock = clock
+        self.logs = logs
+        self.partitions: PartitionTransactions = logs.transactions
+        self.offsets = offsets
+        self.writer = writer
+        self.allocate_producer_id = allocate_producer_id
+        self.known_partition = known_partition
+        self.settings = settings or TransactionSettings()
+        self.transactions: dict[str, Transaction] = {}
+        self._timer: Any = None
+        self._closed = False
+        self._file = TransactionStateFile(config_dir)
+        self._file.load()
+        self.transactions.update(self._file.transactions)
+        self.partitions.restore(self._file.partitions)
+
+    def start(self) -> None:
+        """Finish what a crash interrupted and start the timeout checks (on the I/O thread)."""
+        for txn in list(self.transactions.values()):
+            if txn.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                log.info("transaction %r: completing %s after a restart", txn.transactional_id, txn.state)
+                self._seal(txn)
+                self._complete(txn, txn.state == PREPARE_COMMIT, lambda error: None)
+        self._schedule()
+
+    # -- InitProducerId ---------------------------------------------------------------------------------------
+
+    def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int, epoch: int,
+                         callback: Callable[[int, int, int], None]) -> None:
+        """callback(error, producer id, epoch)."""
+        if not transactional_id:
+            callback(INVALID_REQUEST, -1, -1)
+            return
+        if not 0 < timeout_ms <= self.settings.max_timeout_ms:
+            callback(INVALID_TRANSACTION_TIMEOUT, -1, -1)
+            return
+        txn = self.transactions.get(transactional_id)
+        if txn is None:
+            txn = Transaction(transactional_id, self.allocate_producer_id(), 0, timeout_ms,
+                              updated=self.clock())
+            self.transactions[transactional_id] = txn
+            self._persist(txn, lambda error: callback(error, txn.producer_id, txn.epoch))
+            return
+        if txn.busy:
+            callback(CONCURRENT_TRANSACTIONS, -1, -1)
+            return
+        if producer_id >= 0 and producer_id == txn.producer_id and epoch == txn.previous_epoch and (
+                txn.state == EMPTY):
+            callback(NONE, txn.producer_id, txn.epoch)     # the answer to this bump was lost: the same again
+            return
+        if producer_id >= 0 and (producer_id, epoch) != (txn.producer_id, txn.epoch):
+            callback(PRODUCER_FENCED, -1, -1)
+            return
+
+        def bump(error: int = NONE) -> None:
+            if error:
+                callback(error, -1, -1)
+                return
+            if txn.epoch >= MAX_EPOCH - 1:
+                txn.producer_id, txn.epoch, txn.previous_epoch = self.allocate_producer_id(), 0, -1
+            else:
+                txn.previous_epoch = txn.epoch
+                txn.epoch += 1
+            txn.timeout_ms = timeout_ms
+            txn.state = EMPTY
+            txn.updated = self.clock()
+            self._persist(txn, lambda error: callback(error, txn.producer_id, txn.epoch))
+
+        if txn.state == ONGOING:
+            # The old producer's transaction is aborted under the new epoch, which fences it on every partition.
+            self._fence_and_abort(txn, bump)
+        elif txn.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            self._complete(txn, txn.state == PREPARE_COMMIT, bump)
+        else:
+            bump()
+
+    # -- joining a transaction --------------------------------------------------------------------------------
+
+    def _validate(self, transactional_id: str, producer_id: int, epoch: int) -> tuple[Transaction | None, int]:
+        txn = self.transactions.get(transactional_id)
+        if txn is None or txn.producer_id != producer_id:
+            return None, INVALID_PRODUCER_ID_MAPPING
+        if epoch != txn.epoch:
+            return None, PRODUCER_FENCED
+        if txn.busy or txn.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            return None, CONCURRENT_TRANSACTIONS
+        return txn, NONE
+
+    def _begin(self, txn: Transaction) -> None:
+        now = self.clock()
+        if txn.state != ONGOING:
+            txn.state = ONGOING
+            txn.started = now
+        txn.updated = now
+
+    def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                       partitions: Iterable[TopicPartition],
+                       callback: Callable[[dict[TopicPartition, int]], None]) -> None:
+        """callback({partition: error})."""
+        wanted = list(dict.fromkeys(partitions))
+        txn, error = self._validate(transactional_id, producer_id, epoch)
+        if txn is None:
+            callback({tp: error for tp in wanted})
+            return
+        unknown = [tp for tp in wanted if not self.known_partition(*tp)]
+        if unknown:
+            callback({tp: UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else OPERATION_NOT_ATTEMPTED for tp in wanted})
+            return
+        new = [tp for tp in wanted if tp not in txn.partitions]
+        if not new and txn.state == ONGOING:
+            callback({tp: NONE for tp in wanted})
+            return
+        self._begin(txn)
+        for tp in new:
+            txn.partitions.add(tp)
+            self.partitions.open(tp, txn.producer_id, txn.epoch, self.logs.high_watermark(*tp))
+        self._persist(txn, lambda error: callback({tp: error for tp in wanted}))
+
+    def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, group: str,
+                    callback: ErrorCallback) -> None:
+        txn, error = self._validate(transactional_id, producer_id, epoch)
+        if txn is None:
+            callback(error)
+            return
+        if group in txn.groups and txn.state == ONGOING:
+            callback(NONE)
+            return
+        self._begin(txn)
+        txn.groups.add(group)
+        self._persist(txn, callback)
+
+    def commit_offsets(self, transactional_id: str, group: str, producer_id: int, epoch: int,
+                       offsets: list[tuple[str, int, CommittedOffset]], callback: ErrorCallback) -> None:
+        """TxnOffsetCommit: the offsets wait for the transaction's end. One error for all of them."""
+        txn, error = self._validate(transactional_id, producer_id, epoch)
+        if txn is None:
+            callback(error)
+            return
+        if txn.state != ONGOING or group not in txn.groups:
+            callback(INVALID_TXN_STATE)       # AddOffsetsToTxn first
+            return
+        pending = txn.pending_offsets.setdefault(group, {})
+        for topic, partition, committed in offsets:
+            pending[(topic, partition)] = committed
+        txn.updated = self.clock()
+        self._persist(txn, callback)
+
+    def has_pending_offset(self, group: str, topic: str, partition: int) -> bool:
+        """Whether an open transaction holds an offset of the group for this partition (OffsetFetch's
+        require_stable answers UNSTABLE_OFFSET_COMMIT then)."""
+        return any((topic, partition) in txn.pending_offsets.get(group, {}) for txn in self.transactions.values())
+
+    # -- EndTxn -----------------------------------------------------------------------------------------------
+
+    def end_transaction(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
+                        callback: ErrorCallback) -> None:
+        txn = self.transactions.get(transactional_id)
+        if txn is None or txn.producer_id != producer_id:
+            callback(INVALID_PRODUCER_ID_MAPPING)
+            return
+        if epoch != txn.epoch:
+            callback(PRODUCER_FENCED)
+            return
+        if txn.busy:
+            callback(CONCURRENT_TRANSACTIONS)
+            return
+        decided = PREPARE_COMMIT if commit else PREPARE_ABORT
+        if txn.state == (COMPLETE_COMMIT if commit else COMPLETE_ABORT):
+            callback(NONE)                    # a retry of an EndTxn that completed
+            return
+        if txn.state == decided:              # a retry after a failure to complete
+            self._complete(txn, commit, callback)
+            return
+        if txn.state != ONGOING:
+            callback(INVALID_TXN_STATE)
+            return
+        txn.state = decided
+        txn.updated = self.clock()
+        self._seal(txn)
+
+        def decided_durably(error: int) -> None:
+            if error:
+                callback(error)
+                return
+            self._complete(txn, commit, callback)
+
+        self._persist(txn, decided_durably)
+
+    def _seal(self, txn: Transaction) -> None:
+        for tp in txn.partitions:
+            self.partitions.seal(tp, txn.producer_id, txn.epoch)
+
+    def _complete(self, txn: Transaction, commit: bool, callback: ErrorCallback) -> None:
+        """Markers, offsets, the Complete state; callback once all three are durable."""
+        txn.busy = True
+        partitions, groups, pending = set(txn.partitions), set(txn.groups), dict(txn.pending_offsets)
+        waits = 1                    # what must still finish; one for this function itself
+        failed = False
+
+        def one_done(ok: bool) -> None:
+            nonlocal waits, failed
+            failed = failed or not ok
+            waits -= 1
+            if waits:
+                return
+            txn.busy = False
+            if failed:
+                # The decision stands (its Prepare state is on disk): a retry, or the next start, completes it.
+                txn.state = PREPARE_COMMIT if commit else PREPARE_ABORT
+                txn.partitions, txn.groups, txn.pending_offsets = partitions, groups, pending
+            callback(COORDINATOR_NOT_AVAILABLE if failed else NONE)
+
+        position = 0
+        try:
+            for tp in sorted(partitions):
+                if self.known_partition(*tp):          # else deleted meanwhile
+                    position = max(position, self.logs.write_marker(tp[0], tp[1], txn.producer_id, txn.epoch,
+                                                                    commit))
+        except Exception:
+            log.exception("transaction %r: writing its markers failed", txn.transactional_id)
+            one_done(False)
+            return
+        if position:
+            waits += 1
+            self.logs.when_flushed(position, self._on_loop(one_done))
+        for group, offsets in pending.items() if commit else ():
+            waits += 1
+            self.offsets.commit(group, [(t, p, c) for (t, p), c in offsets.items()], self._on_loop(one_done))
+        txn.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
+        txn.partitions, txn.groups, txn.pending_offsets = set(), set(), {}
+        txn.updated = self.clock()
+        waits += 1
+        self._write(one_done)
+        one_done(True)
+
+    def _fence_and_abort(self, txn: Transaction, then: ErrorCallback) -> None:
+        """Abort an open transaction under a bumped epoch, which fences its producer."""
+        if txn.epoch < MAX_EPOCH - 1:
+            txn.previous_epoch = txn.epoch
+            txn.epoch += 1
+        txn.state = PREPARE_ABORT
+        txn.updated = self.clock()
+        self._seal(txn)
+        self._persist(txn, lambda error: then(error) if error else self._complete(txn, False, then))
+
+    # -- timeouts and expiry ----------------------------------------------------------------------------------
+
+    def _schedule(self) -> None:
+        if not self._closed:
+            self._timer = self.scheduler.call_later(self.settings.abort_check_interval_ms / 1000.0, self._check)
+
+    def _check(self) -> None:
+        self._timer = None
+        try:
+            self.check_timeouts()
+        except Exception:
+            log.exception("transaction timeout check failed")
+        self._schedule()
+
+    def check_timeouts(self) -> None:
+        now = self.clock()
+        for txn in list(self.transactions.values()):
+            if txn.busy:
+                continue
+            if txn.state == ONGOING and now - txn.started > txn.timeout_ms / 1000.0:
+                log.info("transaction %r (producer %d epoch %d) timed out after %d ms: aborting",
+                         txn.transactional_id, txn.producer_id, txn.epoch, txn.timeout_ms)
+                self._fence_and_abort(txn, lambda error: None)
+            elif (txn.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT)
+                  and now - txn.updated > self.settings.id_expiration_ms / 1000.0):
+                del self.transactions[txn.transactional_id]
+                self._write()
+
+    def forget_topic(self, topic: str) -> None:
+        for txn in self.transactions.values():
+            txn.partitions = {tp for tp in txn.partitions if tp[0] != topic}
+            for offsets in txn.pending_offsets.values():
+                for tp in [tp for tp in offsets if tp[0] == topic]:
+                    del offsets[tp]
+        self._write()
+
+    def trim(self, log_start_offset: Callable[[str, int], int]) -> None:
+        """Drop aborted ranges below each partition's log start."""
+        for tp in self.partitions.partitions():
+            self.partitions.trim(tp, log_start_offset(*tp))
+
+    # -- persistence ------------------------------------------------------------------------------------------
+
+    def _persist(self, txn: Transaction, callback: ErrorCallback) -> None:
+        """Write the state; callback(NONE) once durable, else a retriable error. txn is busy meanwhile."""
+        txn.busy = True
+
+        def written(ok: bool) -> None:
+            txn.busy = False
+            callback(NONE if ok else COORDINATOR_NOT_AVAILABLE)
+
+        self._write(written)
+
+    def _write(self, callback: Callable[[bool], None] | None = None) -> None:
+        self._file.snapshot = {"transactions": {tid: txn.encode() for tid, txn in self.transactions.items()},
+                               "partitions": self.partitions.snapshot()}
+        self.writer.write(self._file, self._on_loop(callback) if callback is not None else None)
+
+    def _on_loop(self, callback: Callable[[bool], None]) -> Callable[[bool], None]:
+        # The writer and the flush thread call back on their own threads; the state is the I/O thread's.
+        return lambda ok: self.scheduler.call_soon_threadsafe(callback, ok)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
