@@ -14,12 +14,14 @@ Kafka's rules, per partition:
 A transaction opened here but that has written nothing has no first offset yet and holds nothing back. The
 first offsets are only persisted as the high watermark at the time the transaction opened (the state file is
 written when it opens, not per record), so after a restart an open transaction holds the LSO at that bound:
-never beyond its first record, at worst a little before it.
+never beyond its first record, at worst a little before it. A crash may also have taken the unflushed tail of a
+log: at restart bounds beyond the high watermark come down to it, and aborted ranges whose marker is gone are
+dropped (their transaction is still in its Prepare state, whose completion writes the marker again).
 """
 from __future__ import annotations
 
 import bisect
-from typing import Any
+from typing import Any, Callable
 
 NONE = 0
 INVALID_PRODUCER_EPOCH = 47
@@ -144,7 +146,8 @@ class PartitionTransactions:
                         for tp, entries in self._aborted.items() if entries},
         }
 
-    def restore(self, obj: dict[str, Any]) -> None:
+    def restore(self, obj: dict[str, Any], high_watermark: Callable[[TopicPartition], int]) -> None:
+        """Load a snapshot() against the logs as they are now (see the top of this module)."""
         def tp_of(key: str) -> TopicPartition:
             partition, _, topic = key.partition("@")
             return topic, int(partition)
@@ -153,8 +156,10 @@ class PartitionTransactions:
             tp = tp_of(key)
             for pid, (epoch, first) in dict(producers).items():
                 # Written before or after its first record: either way nothing of it is before `first`.
-                self._open.setdefault(tp, {})[int(pid)] = OpenTransaction(int(epoch), int(first), int(first))
+                first = min(int(first), high_watermark(tp))
+                self._open.setdefault(tp, {})[int(pid)] = OpenTransaction(int(epoch), first, first)
         for key, entries in dict(obj.get("aborted", {})).items():
             tp = tp_of(key)
             for pid, first, end in entries:
-                self._add_aborted(tp, int(pid), int(first), int(end))
+                if int(end) < high_watermark(tp):
+                    self._add_aborted(tp, int(pid), int(first), int(end))

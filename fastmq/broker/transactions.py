@@ -143,7 +143,7 @@ class TransactionStateFile(ConfigManager):
         self.transactions = {str(tid): Transaction.decode(str(tid), _require_dict(value, str(tid)))
                              for tid, value in _require_dict(obj.get("transactions", {}), "transactions").items()}
         self.partitions = _require_dict(obj.get("partitions", {}), "partitions")
-        PartitionTransactions().restore(self.partitions)
+        PartitionTransactions().restore(self.partitions, lambda tp: 2 ** 63 - 1)
 
 
 class TransactionCoordinator:
@@ -166,7 +166,7 @@ class TransactionCoordinator:
         self._file = TransactionStateFile(config_dir)
         self._file.load()
         self.transactions.update(self._file.transactions)
-        self.partitions.restore(self._file.partitions)
+        self.partitions.restore(self._file.partitions, lambda tp: logs.high_watermark(*tp))
 
     def start(self) -> None:
         """Finish what a crash interrupted and start the timeout checks (on the I/O thread)."""
@@ -345,47 +345,48 @@ class TransactionCoordinator:
             self.partitions.seal(tp, txn.producer_id, txn.epoch)
 
     def _complete(self, txn: Transaction, commit: bool, callback: ErrorCallback) -> None:
-        """Markers, offsets, the Complete state; callback once all three are durable."""
+        """Write the markers and apply the offsets; once both are durable, the Complete state; callback once
+        that is. Complete is never on disk before the markers are: a crash in between leaves the Prepare state,
+        and start() writes the markers again."""
         txn.busy = True
-        partitions, groups, pending = set(txn.partitions), set(txn.groups), dict(txn.pending_offsets)
-        waits = 1                    # what must still finish; one for this function itself
-        failed = False
-
-        def one_done(ok: bool) -> None:
-            nonlocal waits, failed
-            failed = failed or not ok
-            waits -= 1
-            if waits:
-                return
-            txn.busy = False
-            if failed:
-                # The decision stands (its Prepare state is on disk): a retry, or the next start, completes it.
-                txn.state = PREPARE_COMMIT if commit else PREPARE_ABORT
-                txn.partitions, txn.groups, txn.pending_offsets = partitions, groups, pending
-            callback(COORDINATOR_NOT_AVAILABLE if failed else NONE)
-
         position = 0
         try:
-            for tp in sorted(partitions):
+            for tp in sorted(txn.partitions):
                 if self.known_partition(*tp):          # else deleted meanwhile
                     position = max(position, self.logs.write_marker(tp[0], tp[1], txn.producer_id, txn.epoch,
                                                                     commit))
         except Exception:
             log.exception("transaction %r: writing its markers failed", txn.transactional_id)
-            one_done(False)
+            txn.busy = False
+            callback(COORDINATOR_NOT_AVAILABLE)
             return
+        waits = 1                    # what must still finish; one for this function itself
+        failed = False
+
+        def markers_and_offsets_done(ok: bool) -> None:
+            nonlocal waits, failed
+            failed = failed or not ok
+            waits -= 1
+            if waits:
+                return
+            if failed:
+                # The decision stands (its Prepare state is on disk): a retry, or the next start, completes it.
+                txn.busy = False
+                callback(COORDINATOR_NOT_AVAILABLE)
+                return
+            txn.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
+            txn.partitions, txn.groups, txn.pending_offsets = set(), set(), {}
+            txn.updated = self.clock()
+            self._persist(txn, callback)
+
         if position:
             waits += 1
-            self.logs.when_flushed(position, self._on_loop(one_done))
-        for group, offsets in pending.items() if commit else ():
+            self.logs.when_flushed(position, self._on_loop(markers_and_offsets_done))
+        for group, offsets in txn.pending_offsets.items() if commit else ():
             waits += 1
-            self.offsets.commit(group, [(t, p, c) for (t, p), c in offsets.items()], self._on_loop(one_done))
-        txn.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
-        txn.partitions, txn.groups, txn.pending_offsets = set(), set(), {}
-        txn.updated = self.clock()
-        waits += 1
-        self._write(one_done)
-        one_done(True)
+            self.offsets.commit(group, [(t, p, c) for (t, p), c in offsets.items()],
+                                self._on_loop(markers_and_offsets_done))
+        markers_and_offsets_done(True)
 
     def _fence_and_abort(self, txn: Transaction, then: ErrorCallback) -> None:
         """Abort an open transaction under a bumped epoch, which fences its producer."""

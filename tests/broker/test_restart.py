@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -100,25 +101,32 @@ PRODUCER_CHILD = textwrap.dedent("""
 """)
 
 
-@pytest.mark.slow
-def test_kill_9_during_acks_all_production_loses_no_acknowledged_record(tmp_path):
-    rng = random.Random(os.getpid())
-    process = BrokerProcess(tmp_path / "data").start()
-    acks_path = tmp_path / "acks.txt"
-    child = None
+def crash_while_producing(process: BrokerProcess, topic: str, script: str, args: list[str], progress: Path,
+                          min_progress: int) -> None:
+    """Run `script` (a producer writing what was acknowledged to `progress`) against the broker, kill -9 the
+    broker at a random moment once min_progress bytes were written, then the producer."""
+    wire = Wire(process.bootstrap_servers)
+    wire.request(ApiKey.CREATE_TOPICS, 5, kp.CreateTopicsRequest(topics=[kp.CreateTopicsRequest.CreatableTopic(
+        name=topic, num_partitions=1, replication_factor=1, assignments=[], configs=[])]))
+    wire.close()
+    child = subprocess.Popen([sys.executable, "-c", script, process.bootstrap_servers, topic, *args, str(progress)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wire = Wire(process.bootstrap_servers)
-        wire.request(ApiKey.CREATE_TOPICS, 5, kp.CreateTopicsRequest(topics=[kp.CreateTopicsRequest.CreatableTopic(
-            name="durable", num_partitions=1, replication_factor=1, assignments=[], configs=[])]))
-        wire.close()
-        child = subprocess.Popen([sys.executable, "-c", PRODUCER_CHILD, process.bootstrap_servers, "durable",
-                                  str(acks_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        assert wait_for(lambda: acks_path.exists() and acks_path.stat().st_size > 1000, 30)
-        time.sleep(rng.uniform(0.2, 1.5))
+        assert wait_for(lambda: progress.exists() and progress.stat().st_size > min_progress, 30)
+        time.sleep(random.Random(os.getpid()).uniform(0.1, 1.5))
         process.kill()
         time.sleep(0.3)
+    finally:
         child.kill()
         child.wait(30)
+
+
+@pytest.mark.slow
+def test_kill_9_during_acks_all_production_loses_no_acknowledged_record(tmp_path):
+    process = BrokerProcess(tmp_path / "data").start()
+    acks_path = tmp_path / "acks.txt"
+    try:
+        crash_while_producing(process, "durable", PRODUCER_CHILD, [], acks_path, 1000)
         acknowledged = {}
         for line in acks_path.read_text().splitlines():
             offset, value = line.split()
@@ -139,7 +147,56 @@ def test_kill_9_during_acks_all_production_loses_no_acknowledged_record(tmp_path
         missing = {o: v for o, v in acknowledged.items() if stored.get(o) != v}
         assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing.items())[:3]}"
     finally:
-        if child is not None and child.poll() is None:
-            child.kill()
-            child.wait(30)
+        process.close()
+
+
+TRANSACTIONAL_CHILD = textwrap.dedent("""
+    import sys
+    from fastmq.kafka import Producer
+
+    servers, topic, transactional_id, path = sys.argv[1:5]
+    out = open(path, "w", buffering=1)
+
+    with Producer(servers, transactional_id=transactional_id, linger_ms=1) as producer:
+        producer.init_transactions(30)
+        for k in range(100_000):
+            producer.begin_transaction()
+            for i in range(20):
+                producer.send(topic, b"txn-%d-%d" % (k, i), partition=0)
+            producer.commit_transaction(30)
+            out.write(f"{k}\\n")
+""")
+
+
+@pytest.mark.slow
+def test_kill_9_during_transactions_keeps_them_atomic_and_committed_ones_durable(tmp_path):
+    from fastmq.kafka import Consumer, Producer, TopicPartition
+
+    process = BrokerProcess(tmp_path / "data").start()
+    committed_path = tmp_path / "committed.txt"
+    try:
+        crash_while_producing(process, "atomic", TRANSACTIONAL_CHILD, ["tid-atomic"], committed_path, 20)
+        acknowledged = {int(line) for line in committed_path.read_text().split()}
+        assert len(acknowledged) >= 5
+        process.start()
+        # A new producer of the id fences the old one and aborts what it left open.
+        with Producer(process.bootstrap_servers, transactional_id="tid-atomic") as successor:
+            successor.init_transactions(30)
+        seen: dict[int, list[int]] = {}
+        with Consumer(bootstrap_servers=process.bootstrap_servers, isolation_level="read_committed",
+                      auto_offset_reset="earliest") as consumer:
+            tp = TopicPartition("atomic", 0)
+            consumer.assign([tp])
+            end = consumer.end_offsets([tp])[tp]
+            deadline = time.monotonic() + 60
+            while consumer.position(tp) < end and time.monotonic() < deadline:
+                for record in consumer.consume(1000, 0.5):
+                    _, k, i = record.value.split(b"-")
+                    seen.setdefault(int(k), []).append(int(i))
+            assert consumer.position(tp) >= end
+        # Every transaction read is whole and in order; every acknowledged one is there.
+        broken = {k: items for k, items in seen.items() if items != list(range(20))}
+        assert not broken, f"partial transactions visible: {sorted(broken.items())[:3]}"
+        assert acknowledged <= set(seen), f"committed transactions lost: {sorted(acknowledged - set(seen))[:5]}"
+    finally:
         process.close()

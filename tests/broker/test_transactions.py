@@ -382,7 +382,7 @@ def test_a_damaged_state_file_is_a_clear_error(tmp_path_factory, content):
     except CorruptStoreError:
         return
     # Loaded: then it restores without surprises.
-    PartitionTransactions().restore(state.partitions)
+    PartitionTransactions().restore(state.partitions, lambda tp: 0)
 
 
 def test_the_broker_refuses_to_start_on_a_damaged_state_file(tmp_path):
