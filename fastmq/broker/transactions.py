@@ -413,6 +413,7 @@ class TransactionCoordinator:
         self._schedule()
 
     def check_timeouts(self) -> None:
+        """Abort timed-out transactions, finish ones whose completion failed, forget idle ids."""
         now = self.clock()
         for txn in list(self.transactions.values()):
             if txn.busy:
@@ -421,6 +422,9 @@ class TransactionCoordinator:
                 log.info("transaction %r (producer %d epoch %d) timed out after %d ms: aborting",
                          txn.transactional_id, txn.producer_id, txn.epoch, txn.timeout_ms)
                 self._fence_and_abort(txn, lambda error: None)
+            elif txn.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                # Its completion failed (a disk error): try again rather than wait for the producer.
+                self._complete(txn, txn.state == PREPARE_COMMIT, lambda error: None)
             elif (txn.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT)
                   and now - txn.updated > self.settings.id_expiration_ms / 1000.0):
                 del self.transactions[txn.transactional_id]

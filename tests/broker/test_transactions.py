@@ -257,6 +257,18 @@ def test_open_transactions_time_out(tmp_path):
         wire.close()
 
 
+def test_idle_transactional_ids_are_forgotten(tmp_path):
+    with small_broker(tmp_path / "data", transaction_abort_check_interval_ms=50,
+                      transactional_id_expiration_ms=300) as broker:
+        wire = Wire(broker.bootstrap_servers)
+        _topic, tid = names()
+        first = init(wire, tid).producer_id
+        coordinator = broker.broker.transactions
+        assert wait_for(lambda: tid not in coordinator.transactions)
+        assert init(wire, tid).producer_id != first          # a new id: the old one is gone
+        wire.close()
+
+
 # -- offsets in transactions ---------------------------------------------------------------------------------------
 
 def txn_offset_commit(wire: Wire, tid: str, group: str, pid: int, epoch: int, topic: str, offset: int) -> int:
