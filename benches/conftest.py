@@ -35,11 +35,18 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             info = bench.extra_info
             median = bench.stats.median
             entries.append((info.get("impl", bench.name), median, info))
-        # Speeds, not times, are compared: entries may process different amounts (items, else bytes).
-        def speed(median: float, info: dict) -> float:
-            return (info.get("items") or info.get("bytes") or 1) / median
+        # Speeds, not times, are compared: entries may process different amounts. Both rows must be measured in
+        # the same unit (items where both count items, else bytes), or the ratio would mix items/s with B/s.
+        def ratio(ours: tuple[float, dict], theirs: tuple[float, dict]) -> float:
+            for unit in ("items", "bytes"):
+                if ours[1].get(unit) and theirs[1].get(unit):
+                    return (ours[1][unit] / ours[0]) / (theirs[1][unit] / theirs[0])
+            return theirs[0] / ours[0]
 
-        fastmq_entries = [(impl, speed(median, info)) for impl, median, info in entries if impl.startswith("fastmq")]
+        def speed(median: float, info: dict) -> float:
+            return (info.get("bytes") or info.get("items") or 1) / median
+
+        fastmq_entries = [(impl, (median, info)) for impl, median, info in entries if impl.startswith("fastmq")]
         for impl, median, info in sorted(entries, key=lambda e: -speed(e[1], e[2])):
             cols = [f"{impl:<28}", f"{median * 1e6:12.1f} us"]
             if info.get("items"):
@@ -47,7 +54,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             if info.get("bytes"):
                 cols.append(_rate(info["bytes"] / median, "B/s"))
             if not impl.startswith("fastmq"):
-                cols += [f"{name} x{ours / speed(median, info):.2f}" for name, ours in fastmq_entries]
+                cols += [f"{name} x{ratio(ours, (median, info)):.2f}" for name, ours in fastmq_entries]
             write("   " + "  ".join(cols))
 
 
