@@ -51,6 +51,7 @@ FMQ_COLD const char *fmq_take_uvarint_long(const char *p, const char *end, uint6
             return p + i + 1;
         }
     }
+    *out = 0;
     return NULL;
 }
 
@@ -73,7 +74,7 @@ FMQ_ALWAYS_INLINE const char *fmq_take_uvarint(const char *p, const char *end, u
 /* Zigzag int32 of up to 5 bytes; as Java's readVarint, bits beyond 32 are dropped. */
 FMQ_ALWAYS_INLINE const char *fmq_take_varint32(const char *p, const char *end, int32_t *out)
 {
-    uint64_t raw = 0;
+    uint64_t raw;   /* always set by fmq_take_uvarint: no store of a zero on the hot path */
     p = fmq_take_uvarint(p, end, &raw, 5);
     *out = (int32_t)(((uint32_t)raw >> 1) ^ (0u - ((uint32_t)raw & 1)));
     return p;
@@ -81,7 +82,7 @@ FMQ_ALWAYS_INLINE const char *fmq_take_varint32(const char *p, const char *end, 
 
 FMQ_ALWAYS_INLINE const char *fmq_take_varint64(const char *p, const char *end, int64_t *out)
 {
-    uint64_t raw = 0;
+    uint64_t raw;
     p = fmq_take_uvarint(p, end, &raw, 10);
     *out = (int64_t)((raw >> 1) ^ (0 - (raw & 1)));
     return p;
