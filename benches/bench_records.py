@@ -1,11 +1,12 @@
 """Kafka record batches through the kafka-python-compatible API: fastmq vs aiokafka's Cython records vs
-kafka-python's pure-Python records. Also the columnar reader, CRC-32C and varints.
+kafka-python's pure-Python records. Also the columnar reader, CRC-32C, CRC-32 and varints.
 
 Run: pytest benches/bench_records.py --benchmark-only
 """
 from __future__ import annotations
 
 import os
+import zlib
 
 import aiokafka.record.default_records as aiokafka_records
 import crc32c as crc32c_package
@@ -15,7 +16,7 @@ import pytest
 
 import fastmq.kafka.record.default_records as fastmq_records
 import fastmq.kafka.record.util as fastmq_util
-from fastmq._native.checksum import crc32c
+from fastmq._native.checksum import crc32, crc32c
 from fastmq._native.columnar import decode_columns
 
 RECORDS = 1000
@@ -78,18 +79,25 @@ def test_read_batch_columnar_to_arrow(compare):
 CRC_DATA = os.urandom(16 * 1024 * 1024)
 
 
-@pytest.mark.parametrize(("impl", "function"), [("fastmq", crc32c), ("crc32c package", crc32c_package.crc32c)])
-def test_crc32c_throughput(compare, impl, function):
-    bench = compare("crc32c 16 MiB", impl, nbytes=len(CRC_DATA))
-    assert bench(function, CRC_DATA) == crc32c_package.crc32c(CRC_DATA)
+CHECKSUMS = [
+    ("crc32c", "fastmq", crc32c), ("crc32c", "crc32c package", crc32c_package.crc32c),
+    ("crc32", "fastmq", crc32), ("crc32", "zlib", zlib.crc32),
+]
+REFERENCE = {"crc32c": crc32c_package.crc32c, "crc32": zlib.crc32}
+
+
+@pytest.mark.parametrize(("checksum", "impl", "function"), CHECKSUMS)
+def test_checksum_throughput(compare, checksum, impl, function):
+    bench = compare(f"{checksum} 16 MiB", impl, nbytes=len(CRC_DATA))
+    assert bench(function, CRC_DATA) == REFERENCE[checksum](CRC_DATA)
 
 
 SMALL_CRC = os.urandom(1024)
 
 
-@pytest.mark.parametrize(("impl", "function"), [("fastmq", crc32c), ("crc32c package", crc32c_package.crc32c)])
-def test_crc32c_small(compare, impl, function):
-    bench = compare("crc32c 1 KiB", impl, items=1, nbytes=len(SMALL_CRC))
+@pytest.mark.parametrize(("checksum", "impl", "function"), CHECKSUMS)
+def test_checksum_small(compare, checksum, impl, function):
+    bench = compare(f"{checksum} 1 KiB", impl, items=1, nbytes=len(SMALL_CRC))
     bench(function, SMALL_CRC)
 
 

@@ -9,6 +9,10 @@ cdef extern from "crc32c.h" nogil:
 
 cdef extern from "crc32.h" nogil:
     uint32_t crc32_update "fmq_crc32"(uint32_t crc, const void* buf, size_t n)
+    uint32_t crc32_portable_update "fmq_crc32_portable"(uint32_t crc, const void* buf, size_t n)
+    int crc32_hw_available "fmq_crc32_hw_available"()
+
+ctypedef uint32_t (*checksum_update)(uint32_t crc, const void* buf, size_t n) noexcept nogil
 
 
 cdef uint32_t crc32c_nogil(uint32_t crc, const char* buf, Py_ssize_t n) noexcept nogil:
@@ -53,18 +57,32 @@ def crc32(data, uint32_t crc=0) -> int:
         PyBuffer_Release(&view)
 
 
-def crc32c_portable(data, uint32_t crc=0) -> int:
-    """The table-driven CRC-32C, whatever the CPU has (for tests and benchmarks of the fallback)."""
+cdef object _table_driven(data, uint32_t crc, checksum_update update):
     cdef Py_buffer view
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
         with nogil:
-            crc = crc32c_portable_update(crc, view.buf, view.len)
+            crc = update(crc, view.buf, view.len)
         return crc
     finally:
         PyBuffer_Release(&view)
 
 
+def crc32c_portable(data, uint32_t crc=0) -> int:
+    """The table-driven CRC-32C, whatever the CPU has (for tests and benchmarks of the fallback)."""
+    return _table_driven(data, crc, crc32c_portable_update)
+
+
+def crc32_portable(data, uint32_t crc=0) -> int:
+    """The table-driven CRC-32, whatever the CPU has (for tests and benchmarks of the fallback)."""
+    return _table_driven(data, crc, crc32_portable_update)
+
+
 def crc32c_uses_hardware() -> bool:
     """True when crc32c() runs on the SSE4.2 instruction."""
     return crc32c_hw_available() != 0
+
+
+def crc32_uses_hardware() -> bool:
+    """True when crc32() folds with the PCLMULQDQ instruction."""
+    return crc32_hw_available() != 0
