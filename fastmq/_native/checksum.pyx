@@ -23,59 +23,49 @@ cdef uint32_t crc32_nogil(uint32_t crc, const char* buf, Py_ssize_t n) noexcept 
     return crc32_update(crc, buf, n)
 
 
-cdef uint32_t crc32c_of(const char* buf, Py_ssize_t n, uint32_t crc=0) noexcept:
+cdef inline uint32_t checksum_of(checksum_update update, const char* buf, Py_ssize_t n, uint32_t crc) noexcept:
+    # `update` is a constant at every call site, so the compiler calls it directly.
     if n >= GIL_RELEASE_THRESHOLD:
         with nogil:
-            return crc32c_update(crc, buf, n)
-    return crc32c_update(crc, buf, n)
+            return update(crc, buf, n)
+    return update(crc, buf, n)
+
+
+cdef uint32_t crc32c_of(const char* buf, Py_ssize_t n, uint32_t crc=0) noexcept:
+    return checksum_of(crc32c_update, buf, n, crc)
 
 
 cdef uint32_t crc32_of(const char* buf, Py_ssize_t n, uint32_t crc=0) noexcept:
-    if n >= GIL_RELEASE_THRESHOLD:
-        with nogil:
-            return crc32_update(crc, buf, n)
-    return crc32_update(crc, buf, n)
+    return checksum_of(crc32_update, buf, n, crc)
+
+
+cdef object checksum_of_buffer(checksum_update update, data, uint32_t crc):
+    cdef Py_buffer view
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        return checksum_of(update, <const char*>view.buf, view.len, crc)
+    finally:
+        PyBuffer_Release(&view)
 
 
 def crc32c(data, uint32_t crc=0) -> int:
     """CRC-32C (Castagnoli) of any bytes-like object, continuing from `crc`."""
-    cdef Py_buffer view
-    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-    try:
-        return crc32c_of(<const char*>view.buf, view.len, crc)
-    finally:
-        PyBuffer_Release(&view)
+    return checksum_of_buffer(crc32c_update, data, crc)
 
 
 def crc32(data, uint32_t crc=0) -> int:
     """zlib's CRC-32 of any bytes-like object, continuing from `crc` (same results as zlib.crc32)."""
-    cdef Py_buffer view
-    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-    try:
-        return crc32_of(<const char*>view.buf, view.len, crc)
-    finally:
-        PyBuffer_Release(&view)
-
-
-cdef object _table_driven(data, uint32_t crc, checksum_update update):
-    cdef Py_buffer view
-    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-    try:
-        with nogil:
-            crc = update(crc, view.buf, view.len)
-        return crc
-    finally:
-        PyBuffer_Release(&view)
+    return checksum_of_buffer(crc32_update, data, crc)
 
 
 def crc32c_portable(data, uint32_t crc=0) -> int:
     """The table-driven CRC-32C, whatever the CPU has (for tests and benchmarks of the fallback)."""
-    return _table_driven(data, crc, crc32c_portable_update)
+    return checksum_of_buffer(crc32c_portable_update, data, crc)
 
 
 def crc32_portable(data, uint32_t crc=0) -> int:
     """The table-driven CRC-32, whatever the CPU has (for tests and benchmarks of the fallback)."""
-    return _table_driven(data, crc, crc32_portable_update)
+    return checksum_of_buffer(crc32_portable_update, data, crc)
 
 
 def crc32c_uses_hardware() -> bool:
