@@ -451,7 +451,7 @@ cdef class RecordBatchBuilder(DefaultRecordBase):
             compressed.claim(BATCH_HEADER_SIZE)
             compress_into(self._codec, self._buffer.pointer_at(BATCH_HEADER_SIZE), records_size, compressed,
                           self._compression_level)
-            # As the Java client does, keep the records uncompressed when compression does not pay.
+            # As librdkafka does, keep the records uncompressed when compression does not pay.
             if compressed.size() < self._buffer.size():
                 chosen = compressed
                 codec = self._codec
