@@ -30,6 +30,7 @@ cdef class ProducerBatch:
     cdef list children                      # after a split: (first index, ProducerBatch) pairs
 
     cdef int finish(self) except -1
+    cdef bytearray take_storage(self)
     cdef int resolve(self) except -1
 
 

@@ -14,6 +14,10 @@ the sender to free some, up to max_block.
 
 A node is ready when one of its partitions has a batch that is full, whose linger elapsed, whose retry
 backoff elapsed, or while memory is exhausted, a flush is in progress or the accumulator is closing.
+
+Memory: a done batch of batch_size passes its storage on to a later batch (BufferPool), as the Java
+client's BufferPool does, so a busy producer writes into memory that is already mapped. Idle pooled storage
+counts against buffer_memory and is freed first when a new batch needs room.
 """
 import collections
 import random
@@ -26,6 +30,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SI
 from cpython.unicode cimport PyUnicode_Check
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
 
+from fastmq._native.buffer cimport BufferPool
 from fastmq._native.hashing cimport murmur2_nogil
 from fastmq._native.records cimport RecordBatchBuilder, now_ms
 
@@ -38,6 +43,10 @@ cdef extern from "Python.h":
 
 
 cdef object _monotonic = time.monotonic
+
+# Capacity a batch's storage has beyond the bytes it reserves.
+cdef enum:
+    BATCH_SLACK = 64
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -74,6 +83,15 @@ cdef class ProducerBatch:
         if self.payload is None:
             self.payload = self.builder.finish()
         return 0
+
+    cdef bytearray take_storage(self):
+        # Once the batch is done: the memory its records were encoded into (the payload itself unless it
+        # was compressed); the batch lets go of it and of the payload.
+        cdef bytearray storage = self.builder.take_storage()
+        if storage is None and type(self.payload) is bytearray:
+            storage = self.payload
+        self.payload = None
+        return storage
 
     cdef int resolve(self) except -1:
         # Runs the callbacks registered on this batch's futures, in record order, then wakes waiters.
@@ -290,6 +308,8 @@ cdef class RecordAccumulator:
     cdef int compression_level              # -1 = codec default
     cdef readonly Py_ssize_t buffer_memory  # bytes all unfinished batches may hold
     cdef readonly Py_ssize_t used_memory    # bytes held now
+    cdef BufferPool pool                    # storage of finished batches, for the next ones
+    cdef readonly Py_ssize_t pooled_memory  # bytes idle in the pool (counted against buffer_memory too)
     cdef double max_block                   # seconds send() waits for memory
     cdef double delivery_timeout            # seconds from first append to failure
     cdef double retry_backoff               # seconds between attempts of a batch
@@ -321,6 +341,7 @@ cdef class RecordAccumulator:
         self.codec = compression_type
         self.compression_level = compression_level
         self.buffer_memory = buffer_memory
+        self.pool = BufferPool(self.batch_size + BATCH_SLACK)
         self.max_block = max_block_ms / 1000.0
         self.delivery_timeout = delivery_timeout_ms / 1000.0
         self.retry_backoff = retry_backoff_ms / 1000.0
@@ -510,6 +531,7 @@ cdef class RecordAccumulator:
         cdef ProducerBatch batch
         cdef Py_ssize_t need = max(self.batch_size, max(key_len, 0) + max(value_len, 0) + 128)
         cdef bint woke = False
+        cdef bytearray storage = None
         with self.lock:
             batch = queue.open_batch
             if batch is not None:
@@ -522,12 +544,20 @@ cdef class RecordAccumulator:
                 woke = True
                 if topic.sticky == queue.topic_partition[1]:
                     topic.sticky = -1       # KIP-480: a full batch moves keyless records elsewhere
-            self._reserve(need)
+            if need == self.batch_size:
+                storage = self.pool.acquire()
+            if storage is not None:
+                # The idle storage's share of buffer memory passes to the batch.
+                self.pooled_memory -= need
+                self.used_memory += need
+            else:
+                self._reserve(need)
             batch = ProducerBatch.__new__(ProducerBatch)
             batch.topic_partition = queue.topic_partition
             batch.builder = RecordBatchBuilder(2, self.codec, False, self.producer_id, self.producer_epoch, -1,
                                                self.batch_size, compression_level=self.compression_level,
-                                               leader_epoch=-1, initial_capacity=need + 64)
+                                               leader_epoch=-1, initial_capacity=need + BATCH_SLACK,
+                                               storage=storage)
             batch.reserved = need
             batch.created = _monotonic()
             batch.builder.append_raw(0, timestamp, key, key_len, value, value_len, headers, True)
@@ -544,7 +574,7 @@ cdef class RecordAccumulator:
         # Called with the lock held; Condition.wait releases both it and the GIL.
         cdef double deadline
         if self.used_memory + need <= self.buffer_memory or self.used_memory == 0:
-            self.used_memory += need
+            self._take_memory(need)
             return 0
         deadline = _monotonic() + self.max_block
         self.waiting_for_memory += 1
@@ -562,6 +592,13 @@ cdef class RecordAccumulator:
                 self.memory_freed.wait(remaining)
         finally:
             self.waiting_for_memory -= 1
+        self._take_memory(need)
+        return 0
+
+    cdef int _take_memory(self, Py_ssize_t need) except -1:
+        # Idle pooled storage gives way to new batches: together they stay within buffer_memory.
+        while self.used_memory + self.pooled_memory + need > self.buffer_memory and self.pool.drop():
+            self.pooled_memory -= self.batch_size
         self.used_memory += need
         return 0
 
@@ -660,6 +697,7 @@ cdef class RecordAccumulator:
 
     cdef _finish(self, ProducerBatch batch, error):
         cdef PartitionQueue queue = self._queue_of(batch)
+        cdef bytearray storage
         with self.lock:
             if batch.state == BATCH_DONE:
                 return
@@ -677,6 +715,13 @@ cdef class RecordAccumulator:
                 self.transaction_error = error
             self.incomplete.discard(batch)
             self.used_memory -= batch.reserved
+            storage = batch.take_storage()
+            # A batch's storage is kept for the next batch unless a sender waits for memory.
+            if (batch.reserved == self.batch_size and not self.waiting_for_memory
+                    and self.used_memory + self.pooled_memory + self.batch_size <= self.buffer_memory
+                    and self.pool.release(storage)):
+                self.pooled_memory += self.batch_size
+            storage = None
             batch.reserved = 0
             self.memory_freed.notify_all()
         batch.resolve()

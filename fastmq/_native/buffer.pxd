@@ -5,7 +5,9 @@ ReadCursor: a zero-copy cursor over borrowed memory (the caller keeps the owner 
 the remaining length first and raises TruncatedError on underflow, so parsers never slice Python objects
 and never read past the end.
 WriteBuffer: a growable output buffer backed by a bytearray, so that a finished buffer is handed to the
-socket or the caller without a copy (detach()).
+socket or the caller without a copy (detach()). Given splice_min, it references large bytes-like objects
+(a producer's record batches) instead of copying them, and hands the whole as a list of parts for one
+vectored write (parts()).
 ReadBuffer: an incremental input buffer for stream protocols: bytes are fed (or received) at the end and
 consumed from the front.
 
@@ -154,16 +156,30 @@ cdef inline int64_t cursor_varint64(ReadCursor* cur) except? -1:
 # ---------------------------------------------------------------------------------------------------------
 
 cdef class WriteBuffer:
-    cdef bytearray _storage     # owns the bytes; its length is the capacity
+    cdef bytearray _storage     # owns the bytes; its length is the capacity (None from take() to the next write)
     cdef char* _data            # start of _storage's bytes (refreshed after every resize)
     cdef Py_ssize_t _length     # bytes written so far
-    cdef Py_ssize_t _capacity   # len(_storage)
+    cdef Py_ssize_t _capacity   # len(_storage), 0 without storage
     cdef Py_ssize_t _exports    # live buffer-protocol views; resizing is refused while any exist
+    cdef Py_ssize_t _next_capacity  # what the first write after take() allocates
+    cdef Py_ssize_t _splice_min # bytes-like objects of this size or more are referenced, not copied (0: never)
+    cdef list _spliced          # [(position in _storage, object)] of referenced objects, in order; or None
+    cdef Py_ssize_t _spliced_bytes  # their total size
 
     cdef int _grow(self, Py_ssize_t needed) except -1
     cdef int clear(self) except -1
     cdef bytearray take(self)
     cdef int write_from(self, object data) except -1
+    cdef int put_bytes_like(self, object owner, const char* data, Py_ssize_t n) except -1
+    cdef int rewind(self, Py_ssize_t length, Py_ssize_t splice_count) except -1
+    cdef int _refuse_spliced(self, str action) except -1
+
+    cdef inline Py_ssize_t total_size(self) noexcept:
+        # Bytes written, referenced parts included.
+        return self._length + self._spliced_bytes
+
+    cdef inline Py_ssize_t splice_count(self) noexcept:
+        return 0 if self._spliced is None else len(self._spliced)
 
     cdef inline int ensure(self, Py_ssize_t extra) except -1:
         # Room for `extra` more bytes without a further resize.
@@ -228,6 +244,15 @@ cdef class WriteBuffer:
 
     cdef inline int put_varint(self, int64_t v) except -1:
         return self.put_uvarint(zigzag64(v))
+
+
+cdef class BufferPool:
+    cdef readonly Py_ssize_t capacity   # size of every pooled storage
+    cdef list _free                     # idle storage, most recently released last
+
+    cdef bytearray acquire(self)
+    cdef bint release(self, bytearray storage) except -1
+    cdef bint drop(self) except -1
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_FillInfo, PyObject_GetBuffe
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.ref cimport Py_REFCNT
 from libc.string cimport memcpy, memmove
 
 from fastmq.errors import ProtocolError, TruncatedError
@@ -42,6 +43,10 @@ cdef uint64_t cursor_uvarint_slow(ReadCursor* cur, int max_len) except? 0xFFFFFF
     raise_bad_varint(max_len)
 
 
+# Where _data points while the buffer has no storage (after take()): never written through, as capacity is 0.
+cdef char _NO_STORAGE[1]
+
+
 cdef inline bytearray _unfilled_bytearray(Py_ssize_t size):
     # bytearray(n) zero-fills; a batch builder's megabyte of capacity would cost more to clear than to encode.
     return PyByteArray_FromStringAndSize(NULL, size)
@@ -49,24 +54,42 @@ cdef inline bytearray _unfilled_bytearray(Py_ssize_t size):
 
 @cython.final
 cdef class WriteBuffer:
-    """A growable byte buffer. Python callers use the write_* methods; compiled codecs use put_* / claim()."""
+    """A growable byte buffer. Python callers use the write_* methods; compiled codecs use put_* / claim().
 
-    def __cinit__(self, Py_ssize_t capacity=1024):
+    With splice_min > 0, put_bytes_like() keeps a reference to bytes-like objects of at least that size
+    instead of copying them: the buffer is then read through parts() (or getvalue(), which joins them), and
+    the referenced objects must not change until the parts are written.
+    """
+
+    def __cinit__(self, Py_ssize_t capacity=1024, *, Py_ssize_t splice_min=0, bytearray storage=None):
         if capacity < 16:
             capacity = 16
-        self._storage = _unfilled_bytearray(capacity)
+        if storage is None:
+            storage = _unfilled_bytearray(capacity)
+        else:
+            # Recycled storage (BufferPool): its bytes are stale, and are written before they are read.
+            PyByteArray_Resize(storage, capacity)
+        self._storage = storage
         self._data = PyByteArray_AS_STRING(self._storage)
         self._capacity = capacity
+        self._next_capacity = capacity
         self._length = 0
         self._exports = 0
+        self._splice_min = splice_min
+        self._spliced = None
+        self._spliced_bytes = 0
 
     cdef int _grow(self, Py_ssize_t needed) except -1:
-        cdef Py_ssize_t capacity = self._capacity
+        # Without storage, take() handed it out and this is the first write since.
+        cdef Py_ssize_t capacity = self._capacity if self._storage is not None else self._next_capacity
         if self._exports:
             raise BufferError("WriteBuffer cannot grow while a memoryview of it is alive")
         while capacity < needed:
             capacity = capacity * 2 if capacity < (1 << 24) else capacity + (capacity >> 1)
-        PyByteArray_Resize(self._storage, capacity)
+        if self._storage is None:
+            self._storage = _unfilled_bytearray(capacity)
+        else:
+            PyByteArray_Resize(self._storage, capacity)
         self._data = PyByteArray_AS_STRING(self._storage)
         self._capacity = capacity
         return 0
@@ -75,16 +98,30 @@ cdef class WriteBuffer:
         if self._exports:
             raise BufferError("WriteBuffer cannot be cleared while a memoryview of it is alive")
         self._length = 0
+        self._spliced = None
+        self._spliced_bytes = 0
+        return 0
+
+    cdef int _refuse_spliced(self, str action) except -1:
+        if self._spliced:
+            raise BufferError(f"WriteBuffer cannot {action}: it references {len(self._spliced)} part(s) "
+                              f"it did not copy (read it with parts())")
         return 0
 
     cdef bytearray take(self):
-        # Hands over the storage (trimmed to what was written) and starts a fresh one of the same capacity.
+        # Hands over the storage, trimmed to what was written. No new storage is allocated until the next
+        # write: a finished batch or frame is usually the buffer's last use.
         cdef bytearray out = self._storage
         if self._exports:
             raise BufferError("WriteBuffer cannot be detached while a memoryview of it is alive")
+        self._refuse_spliced("be detached")
+        if out is None:
+            return bytearray()
         PyByteArray_Resize(out, self._length)
-        self._storage = _unfilled_bytearray(self._capacity)
-        self._data = PyByteArray_AS_STRING(self._storage)
+        self._next_capacity = self._capacity
+        self._storage = None
+        self._data = _NO_STORAGE
+        self._capacity = 0
         self._length = 0
         return out
 
@@ -92,15 +129,50 @@ cdef class WriteBuffer:
         cdef Py_buffer view
         PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
         try:
-            self.put_bytes(<const char*>view.buf, view.len)
+            self.put_bytes_like(data, <const char*>view.buf, view.len)
         finally:
             PyBuffer_Release(&view)
         return 0
 
+    cdef int put_bytes_like(self, object owner, const char* data, Py_ssize_t n) except -1:
+        # data/n are owner's bytes: copied, or (from splice_min bytes on) referenced through owner.
+        if self._splice_min <= 0 or n < self._splice_min:
+            return self.put_bytes(data, n)
+        if self._spliced is None:
+            self._spliced = []
+        self._spliced.append((self._length, owner, n))
+        self._spliced_bytes += n
+        return 0
+
+    cdef int rewind(self, Py_ssize_t length, Py_ssize_t splice_count) except -1:
+        # Forget what was written after the buffer held `length` bytes and `splice_count` references.
+        while self.splice_count() > splice_count:
+            self._spliced_bytes -= <Py_ssize_t>self._spliced.pop()[2]
+        self.truncate_to(length)
+        return 0
+
+    def parts(self) -> list:
+        """What was written, as a list of bytes-like parts in order (referenced objects in place), for one
+        vectored write. The buffer's own bytes are memoryviews: it cannot grow while they are alive."""
+        cdef list parts = []
+        cdef Py_ssize_t start = 0, position
+        if self._length == 0 and not self._spliced:
+            return parts
+        storage = memoryview(self._storage) if self._storage is not None else None
+        for position, owner, _ in self._spliced or ():
+            if position > start:
+                parts.append(storage[start:position])
+            parts.append(owner)
+            start = position
+        if self._length > start:
+            parts.append(storage[start:self._length])
+        return parts
+
     def __len__(self):
-        return self._length
+        return self.total_size()
 
     def __getbuffer__(self, Py_buffer* view, int flags):
+        self._refuse_spliced("export one buffer")
         PyBuffer_FillInfo(view, self, self._data, self._length, 1, flags)
         self._exports += 1
 
@@ -108,7 +180,9 @@ cdef class WriteBuffer:
         self._exports -= 1
 
     def getvalue(self) -> bytes:
-        """A copy of the bytes written so far."""
+        """A copy of the bytes written so far (referenced parts joined in)."""
+        if self._spliced:
+            return b"".join(self.parts())
         return PyBytes_FromStringAndSize(self._data, self._length)
 
     def detach(self) -> bytearray:
@@ -145,6 +219,49 @@ cdef class WriteBuffer:
     def write_varint(self, int64_t v) -> None:
         """Zigzag varint (Kafka record fields, protobuf sint64)."""
         self.put_varint(v)
+
+
+@cython.final
+cdef class BufferPool:
+    """Storage for WriteBuffers of one capacity, recycled: a producer's batch buffers.
+
+    A buffer taken from the pool has been written before, so its pages are mapped; fresh storage of a
+    batch's size costs a page fault and the kernel's zeroing for every 4 KiB on its first write, which at
+    high volume costs more than encoding the records. The owner bounds the pool (drop()) and counts it
+    against its memory budget.
+    """
+
+    def __cinit__(self, Py_ssize_t capacity):
+        if capacity <= 0:
+            raise ValueError(f"BufferPool capacity must be positive, not {capacity}")
+        self.capacity = capacity
+        self._free = []
+
+    def __len__(self):
+        return len(self._free)
+
+    cdef bytearray acquire(self):
+        # Idle storage (the most recently used: likeliest still in the cache), or None.
+        return self._free.pop() if self._free else None
+
+    cdef bint release(self, bytearray storage) except -1:
+        # Keeps storage for reuse when the caller's reference is the only one, so nothing that may still
+        # read it (a queued write, a user's view) can see it rewritten; returns whether it was kept.
+        if storage is None or Py_REFCNT(storage) != 1:
+            return False
+        try:
+            PyByteArray_Resize(storage, self.capacity)
+        except (BufferError, MemoryError):
+            return False
+        self._free.append(storage)
+        return True
+
+    cdef bint drop(self) except -1:
+        # Frees one idle storage; False when there was none.
+        if not self._free:
+            return False
+        self._free.pop(0)
+        return True
 
 
 @cython.final

@@ -423,7 +423,7 @@ cdef int encode_bytes_like(object value, bint nullable, WriteBuffer out, bint co
             out.put_uvarint(<uint64_t>view.len + 1)
         else:
             out.put_i32(<int32_t>view.len)
-        out.put_bytes(<const char*>view.buf, view.len)
+        out.put_bytes_like(value, <const char*>view.buf, view.len)
     finally:
         PyBuffer_Release(&view)
     return 0
@@ -525,7 +525,7 @@ cdef bint tagged_is_default(const FieldOp* op, object value) except -1:
 
 cdef int encode_tagged(StructCodec codec, object obj, WriteBuffer out) except -1:
     cdef uint64_t present = 0
-    cdef Py_ssize_t i, start, size, extra, count = 0
+    cdef Py_ssize_t i, start, size, extra, splice_min, count = 0
     cdef const FieldOp* op
     cdef char* where
     for i in range(codec.n_tagged):
@@ -548,11 +548,16 @@ cdef int encode_tagged(StructCodec codec, object obj, WriteBuffer out) except -1
         # value right in the rare case that its size needs a longer varint.
         start = out.size()
         out.put_i8(0)
+        # The value is measured and shifted in out's own bytes, so nothing in it may be referenced.
+        splice_min = out._splice_min
+        out._splice_min = 0
         try:
             encode_field(op, <object>slot_address(obj, op.offset)[0], out, True)
         except EncodeError as exc:
             exc.path_segments.append(<object>op.name)
             raise
+        finally:
+            out._splice_min = splice_min
         size = out.size() - start - 1
         extra = uvarint_size(size) - 1
         if extra:
@@ -762,11 +767,14 @@ def decode_message(StructCodec codec, object data):
 
 def encode_request(StructCodec codec, int16_t api_key, int16_t api_version, bint header_v2,
                    int32_t correlation_id, object client_id, object body, WriteBuffer out=None) -> WriteBuffer:
-    """Appends a whole request frame, size prefix included, to out (a new WriteBuffer by default)."""
-    cdef Py_ssize_t start
+    """Appends a whole request frame, size prefix included, to out (a new WriteBuffer by default).
+
+    An out made with splice_min references large bytes and records values instead of copying them (a
+    produce request's batches): send it with out.parts(), before those values change."""
+    cdef Py_ssize_t start, total_start, splices
     if out is None:
         out = WriteBuffer()
-    start = out.size()
+    start, total_start, splices = out.size(), out.total_size(), out.splice_count()
     out.put_i32(0)
     out.put_i16(api_key)
     out.put_i16(api_version)
@@ -782,19 +790,20 @@ def encode_request(StructCodec codec, int16_t api_key, int16_t api_version, bint
     try:
         encode_struct(codec, body, out)
     except BaseException:
-        out.truncate_to(start)
+        out.rewind(start, splices)
         raise
-    store_i32be(out.pointer_at(start), <int32_t>(out.size() - start - 4))
+    store_i32be(out.pointer_at(start), <int32_t>(out.total_size() - total_start - 4))
     return out
 
 
 def encode_response(StructCodec codec, bint header_v1, int32_t correlation_id, object body,
                     WriteBuffer out=None) -> WriteBuffer:
-    """Appends a whole response frame, size prefix included, to out (a new WriteBuffer by default)."""
-    cdef Py_ssize_t start
+    """Appends a whole response frame, size prefix included, to out (a new WriteBuffer by default); with
+    splice_min, large values are referenced as in encode_request()."""
+    cdef Py_ssize_t start, total_start, splices
     if out is None:
         out = WriteBuffer()
-    start = out.size()
+    start, total_start, splices = out.size(), out.total_size(), out.splice_count()
     out.put_i32(0)
     out.put_i32(correlation_id)
     if header_v1:
@@ -802,9 +811,9 @@ def encode_response(StructCodec codec, bint header_v1, int32_t correlation_id, o
     try:
         encode_struct(codec, body, out)
     except BaseException:
-        out.truncate_to(start)
+        out.rewind(start, splices)
         raise
-    store_i32be(out.pointer_at(start), <int32_t>(out.size() - start - 4))
+    store_i32be(out.pointer_at(start), <int32_t>(out.total_size() - total_start - 4))
     return out
 
 

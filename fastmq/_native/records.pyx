@@ -232,7 +232,8 @@ cdef class RecordBatchBuilder(DefaultRecordBase):
     def __init__(self, int magic, int compression_type, is_transactional, int64_t producer_id,
                  int producer_epoch, int32_t base_sequence, Py_ssize_t batch_size, *,
                  int compression_level=-1, int64_t base_offset=0, int32_t leader_epoch=0,
-                 int timestamp_type=CREATE_TIME, bint control=False, Py_ssize_t initial_capacity=-1):
+                 int timestamp_type=CREATE_TIME, bint control=False, Py_ssize_t initial_capacity=-1,
+                 bytearray storage=None):
         if magic < 2:
             raise ValueError(f"RecordBatchBuilder writes magic 2, not {magic} (use LegacyRecordBatchBuilder)")
         self._codec = compression_type & CODEC_MASK
@@ -254,8 +255,13 @@ cdef class RecordBatchBuilder(DefaultRecordBase):
         self._built = False
         if initial_capacity < 0:
             initial_capacity = min(max(batch_size, 256), 1 << 20) + BATCH_HEADER_SIZE
-        self._buffer = WriteBuffer(initial_capacity)
+        self._buffer = WriteBuffer(initial_capacity, storage=storage)
         self._buffer.claim(BATCH_HEADER_SIZE)
+
+    cdef bytearray take_storage(self):
+        # The memory the records were encoded into, for reuse, unless build() handed it out as the batch
+        # (it does when the batch is not compressed); None then.
+        return self._buffer.take() if self._buffer._capacity else None
 
     cdef int set_producer_fields(self, int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
                                  bint transactional) except -1:

@@ -234,7 +234,10 @@ class KafkaClient:
         api_key = request.API_KEY
         version = conn.adapter.version_for(api_key)
         correlation_id = conn.next_correlation_id()
-        frame = kp.encode_request(api_key, version, correlation_id, self.config.client_id, request)
+        # Record batches are referenced, not copied, into the frame: they stay unchanged until written (the
+        # producer recycles a batch's memory only once nothing else refers to it).
+        frame = kp.encode_request(api_key, version, correlation_id, self.config.client_id, request,
+                                  kp.WriteBuffer(splice_min=kp.SPLICE_MIN))
 
         def on_frame(response_frame: Any, error: BaseException | None) -> None:
             if callback is None:
@@ -253,7 +256,7 @@ class KafkaClient:
                 return
             callback(response, None)
 
-        conn.request(frame, on_frame, correlation_id, expect_response=expect_response, timeout=timeout)
+        conn.request(frame.parts(), on_frame, correlation_id, expect_response=expect_response, timeout=timeout)
         if not expect_response:
             conn.adapter.expect_no_response(correlation_id)
 

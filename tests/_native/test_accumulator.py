@@ -12,8 +12,9 @@ from fastmq._native.records import RecordBatch
 from fastmq.kafka.errors import IllegalStateError, KafkaTimeoutError, NotLeaderForPartitionError
 
 
-def drain_all(acc, now=None, complete=True, offsets=None):
-    """Drain every ready batch (as the sender would) and acknowledge it; returns the batches."""
+def drain_all(acc, now=None, complete=True, offsets=None, contents=None):
+    """Drain every ready batch (as the sender would) and acknowledge it; returns the batches. A done batch
+    lets go of its bytes (the accumulator reuses its memory): `contents` (a dict) keeps a copy per batch."""
     now = time.monotonic() + 3600 if now is None else now
     drained = []
     offsets = {} if offsets is None else offsets
@@ -24,14 +25,16 @@ def drain_all(acc, now=None, complete=True, offsets=None):
         for queues in nodes.values():
             for batch in acc.drain(queues, 1 << 30, now):
                 drained.append(batch)
+                if contents is not None:
+                    contents[batch] = bytes(batch.payload)
                 if complete:
                     tp = batch.topic_partition
                     acc.complete(batch, offsets.get(tp, 0))
                     offsets[tp] = offsets.get(tp, 0) + batch.record_count
 
 
-def records_of(batch):
-    return [(r.key, r.value) for r in RecordBatch(batch.payload)]
+def records_of(data):
+    return [(r.key, r.value) for r in RecordBatch(data)]
 
 
 def make(**config):
@@ -43,10 +46,11 @@ def make(**config):
 def test_keyed_records_use_the_java_partitioner_and_keep_order():
     acc, topic = make(batch_size=1000)
     futures = [acc.send(topic, None, b"key-%d" % (i % 7), b"value-%d" % i, None, None) for i in range(300)]
-    batches = drain_all(acc)
+    contents = {}
+    batches = drain_all(acc, contents=contents)
     by_partition = {}
     for batch in batches:
-        by_partition.setdefault(batch.topic_partition.partition, []).extend(records_of(batch))
+        by_partition.setdefault(batch.topic_partition.partition, []).extend(records_of(contents[batch]))
     for i, future in enumerate(futures):
         metadata = future.get(0)
         assert metadata.partition == kafka_partition(b"key-%d" % (i % 7), 4)
@@ -150,14 +154,15 @@ def test_split_halves_until_single_records_keeping_futures_callbacks_and_sequenc
     (first_half,) = acc.drain(nodes[1], 1 << 30, now)
     quarters = acc.split(first_half, now)
     assert [q.record_count for q in quarters] == [75, 75]
-    drained = drain_all(acc)
+    contents = {}
+    drained = drain_all(acc, contents=contents)
     assert [b.record_count for b in drained] == [75, 75, 150]
     assert [b.base_sequence for b in drained] == [0, 75, 150]
     for child in drained:
-        assert RecordBatch(child.payload).base_sequence == child.base_sequence
+        assert RecordBatch(contents[child]).base_sequence == child.base_sequence
     assert [f.get(1).offset for f in futures] == list(range(300))
     assert seen and seen[0].offset == 299
-    assert [r.headers for r in RecordBatch(drained[1].payload)][0] == [("i", b"75")]
+    assert [r.headers for r in RecordBatch(contents[drained[1]])][0] == [("i", b"75")]
     single = acc.send(topic, 0, None, b"v", None, None)
     nodes, _, _ = acc.ready(now)
     (lone,) = acc.drain(nodes[1], 1 << 30, now)
@@ -184,6 +189,51 @@ def test_memory_is_bounded_and_send_blocks_then_times_out():
     drain_all(acc)
     waiter.join(5)
     assert result and result[0] is not None
+
+
+def test_done_batches_lend_their_memory_to_the_next_ones():
+    acc, topic = make(batch_size=1000, buffer_memory=10_000)
+    for p in range(4):
+        acc.send(topic, p, None, b"x" * 800, None, None)
+    drain_all(acc)
+    assert (acc.used_memory, acc.pooled_memory) == (0, 4000)
+    # New batches take pooled storage: the total held stays the same.
+    for p in range(3):
+        acc.send(topic, p, None, b"y" * 800, None, None)
+    assert (acc.used_memory, acc.pooled_memory) == (3000, 1000)
+    contents = {}
+    drain_all(acc, contents=contents)
+    assert sorted(records_of(data) for data in contents.values()) == [[(None, b"y" * 800)]] * 3
+    # A record larger than a batch gets storage of its own, which is not pooled.
+    acc.send(topic, 0, None, b"z" * 5000, None, None)
+    assert acc.pooled_memory == 4000 and acc.used_memory == 5128
+    drain_all(acc)
+    assert (acc.used_memory, acc.pooled_memory) == (0, 4000)
+
+
+def test_pooled_memory_gives_way_within_the_buffer_memory():
+    acc, topic = make(batch_size=1000, buffer_memory=4000)
+    for p in range(4):
+        acc.send(topic, p, None, b"x" * 800, None, None)
+    drain_all(acc)
+    assert acc.pooled_memory == 4000
+    # 3128 bytes for one large record: pooled storage is freed to make room, without blocking.
+    acc.send(topic, 0, None, b"z" * 3000, None, None)
+    assert acc.used_memory + acc.pooled_memory <= 4000 and acc.pooled_memory == 0
+
+
+def test_a_payload_still_referenced_is_not_reused():
+    acc, topic = make(batch_size=1000)
+    acc.send(topic, 0, None, b"x" * 800, None, None)
+    now = time.monotonic() + 10
+    nodes, _, _ = acc.ready(now)
+    (batch,) = acc.drain(nodes[1], 1 << 30, now)
+    held = batch.payload                # as a queued socket write would hold it
+    acc.complete(batch, 0)
+    assert acc.pooled_memory == 0 and batch.payload is None
+    acc.send(topic, 0, None, b"y" * 800, None, None)
+    drain_all(acc)
+    assert [r.value for r in RecordBatch(held)] == [b"x" * 800]
 
 
 def test_delivery_timeout_expires_unsent_batches():

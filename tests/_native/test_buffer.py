@@ -92,6 +92,44 @@ def test_write_buffer_matches_struct(ops):
     assert len(buf) == 0
 
 
+@given(st.lists(st.binary(max_size=40), max_size=30), st.integers(min_value=1, max_value=30))
+def test_spliced_parts_read_back_in_order(blobs, splice_min):
+    buf = WriteBuffer(16, splice_min=splice_min)
+    for blob in blobs:
+        buf.write(blob)
+        buf.write_int8(7)
+    expected = b"".join(blob + b"\x07" for blob in blobs)
+    assert len(buf) == len(expected)
+    assert b"".join(bytes(part) for part in buf.parts()) == buf.getvalue() == expected
+    # Large blobs are referenced, not copied.
+    referenced = [part for part in buf.parts() if not isinstance(part, memoryview)]
+    assert referenced == [blob for blob in blobs if len(blob) >= splice_min]
+
+
+def test_a_buffer_with_references_is_read_only_through_its_parts():
+    blob = bytearray(b"z" * 64)
+    buf = WriteBuffer(16, splice_min=32)
+    buf.write(b"head")
+    buf.write(blob)
+    for refused in (memoryview, lambda b: b.detach()):
+        with pytest.raises(BufferError, match="parts"):
+            refused(buf)
+    assert buf.parts()[1] is blob
+    buf.reset()
+    buf.write(b"plain")
+    assert bytes(memoryview(buf)) == b"plain"
+
+
+def test_detach_hands_the_storage_over_and_the_next_write_starts_afresh():
+    buf = WriteBuffer(64)
+    buf.write(b"first")
+    first = buf.detach()
+    assert first == b"first" and len(buf) == 0
+    assert buf.detach() == b""
+    buf.write(b"x" * 200)
+    assert buf.detach() == b"x" * 200 and first == b"first"
+
+
 def test_write_buffer_refuses_to_grow_under_a_view():
     buf = WriteBuffer(16)
     buf.write(b"x" * 16)

@@ -429,6 +429,14 @@ def test_round_trip(api_key, version, kind, data):
         assert correlation_id == 42
     assert decoded == obj
     assert struct.unpack_from(">i", frame)[0] == len(frame) - 4
+    # Referencing every bytes and records value instead of copying it gives the same frame.
+    spliced = kp.WriteBuffer(splice_min=1)
+    if kind == "request":
+        kp.encode_request(api_key, version, 42, None, obj, spliced)
+    else:
+        kp.encode_response(api_key, version, 42, obj, spliced)
+    assert b"".join(bytes(part) for part in spliced.parts()) == spliced.getvalue() == bytes(frame)
+    assert len(spliced) == len(frame)
 
 
 def test_records_decode_as_views_of_the_frame():
@@ -535,6 +543,19 @@ def test_encode_error_leaves_the_buffer_as_it_was():
     with pytest.raises(EncodeError):
         kp.encode_request(kp.ApiKey.PRODUCE, 8, 2, "c", _produce(index=2**40), out)
     assert len(out) == size
+
+
+def test_encode_error_drops_the_values_it_referenced():
+    out = kp.WriteBuffer(splice_min=100)
+    kp.encode_request(kp.ApiKey.PRODUCE, 8, 1, "c", _produce(records=b"a" * 100), out)
+    before = out.getvalue()
+    failing = kp.ProduceRequest(acks=1, timeout_ms=100, topic_data=[kp.ProduceRequest.TopicProduceData(
+        name="t", partition_data=[kp.ProduceRequest.PartitionProduceData(index=0, records=b"b" * 200),
+                                  kp.ProduceRequest.PartitionProduceData(index=2**40, records=b"c")])])
+    with pytest.raises(EncodeError):
+        kp.encode_request(kp.ApiKey.PRODUCE, 8, 2, "c", failing, out)
+    assert out.getvalue() == before and len(out) == len(before)
+    assert [bytes(part) for part in out.parts()][1] == b"a" * 100
 
 
 def test_nullability_follows_the_version():

@@ -25,8 +25,8 @@ from fastmq._native.buffer import WriteBuffer
 from fastmq._native.kafka_protocol import Struct
 from fastmq.kafka.protocol import messages
 from fastmq.kafka.protocol.framing import (
-    RequestHeader, decode_request, decode_response, encode_request, encode_response, peek_correlation_id,
-    request_header_version, response_header_version,
+    SPLICE_MIN, RequestHeader, decode_request, decode_response, encode_request, encode_response,
+    peek_correlation_id, request_header_version, response_header_version,
 )
 from fastmq.kafka.protocol.messages import *  # noqa: F401,F403  (ApiKey, APIS, body_codec and the message classes)
 from fastmq.kafka.protocol.versions import (
@@ -34,7 +34,7 @@ from fastmq.kafka.protocol.versions import (
 )
 
 __all__ = messages.__all__ + [
-    "CLIENT_MAX_VERSIONS", "RequestHeader", "SUPPORTED_VERSIONS", "Struct", "WriteBuffer", "decode_request", "decode_response",
-    "encode_request", "encode_response", "highest_common_version", "negotiate_versions", "peek_correlation_id",
+    "CLIENT_MAX_VERSIONS", "RequestHeader", "SPLICE_MIN", "SUPPORTED_VERSIONS", "Struct", "WriteBuffer",
+    "decode_request", "decode_response", "encode_request", "encode_response", "highest_common_version", "negotiate_versions", "peek_correlation_id",
     "request_header_version", "response_header_version",
 ]
