@@ -716,8 +716,8 @@ cdef class RecordAccumulator:
             self.incomplete.discard(batch)
             self.used_memory -= batch.reserved
             storage = batch.take_storage()
-            # A batch's storage is kept for the next batch unless a sender waits for memory.
-            if (batch.reserved == self.batch_size and not self.waiting_for_memory
+            # A batch's storage is kept for the next batch unless a sender waits for memory or none will come.
+            if (batch.reserved == self.batch_size and not self.waiting_for_memory and not self.closing
                     and self.used_memory + self.pooled_memory + self.batch_size <= self.buffer_memory
                     and self.pool.release(storage)):
                 self.pooled_memory += self.batch_size
@@ -830,6 +830,8 @@ cdef class RecordAccumulator:
         """No new records from now on; everything already accepted is sent."""
         self.closing = True
         with self.lock:
+            while self.pool.drop():
+                self.pooled_memory -= self.batch_size
             self.memory_freed.notify_all()
         if self.wakeup is not None:
             self.wakeup()

@@ -2,7 +2,9 @@
 
 For what needs the broker outside this interpreter: benchmarks (the broker should not share the client's GIL, as
 Tansu or Kafka would not) and crash tests (kill -9 the broker, start it again on the same directory). The child
-prints its listening address on stdout when ready; its log goes to a file in the data directory's parent.
+prints its listening address on stdout when ready; its log goes to a file in the data directory's parent. It
+shuts down when its standard input (a pipe from this process) closes, so it does not outlive its owner even
+when the owner is killed.
 """
 from __future__ import annotations
 
@@ -39,11 +41,11 @@ class BrokerProcess:
 
     def start(self) -> BrokerProcess:
         command = [sys.executable, "-m", "fastmq", "broker", "--data-dir", str(self.data_dir),
-                   "--listen", f"127.0.0.1:{self.port}", *self.args]
+                   "--listen", f"127.0.0.1:{self.port}", "--stop-with-stdin", *self.args]
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log_file:
-            self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log_file,
-                                            start_new_session=True)
+            self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                            stderr=log_file, start_new_session=True)
         deadline = time.monotonic() + self.start_timeout
         line = b""
         assert self.process.stdout is not None
@@ -94,8 +96,9 @@ class BrokerProcess:
     def _reap(self) -> None:
         if self.process is not None:
             self.process.wait(30)
-            if self.process.stdout is not None:
-                self.process.stdout.close()
+            for pipe in (self.process.stdin, self.process.stdout):
+                if pipe is not None:
+                    pipe.close()
 
     def close(self) -> None:
         self.stop()

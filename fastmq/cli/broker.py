@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import threading
@@ -50,6 +51,8 @@ def run_broker(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
+    if args.stop_with_stdin:
+        threading.Thread(target=_stop_at_end_of_input, args=(stop,), name="fastmq-stdin-watch", daemon=True).start()
     broker = Broker(broker_config(args))
     try:
         for front in broker.front_ends:
@@ -60,6 +63,14 @@ def run_broker(args: argparse.Namespace) -> int:
     finally:
         broker.close()
     return 0
+
+
+def _stop_at_end_of_input(stop: threading.Event) -> None:
+    # The owner holds the other end of the pipe: it closes when the owner exits, however it exits. A raw read
+    # (not sys.stdin's buffered reader, whose lock this thread would hold at interpreter shutdown).
+    while os.read(0, 4096):
+        pass
+    stop.set()
 
 
 def _stats_rows(snapshot: dict[str, Any]) -> list[list[str]]:
@@ -120,6 +131,8 @@ def register(commands: argparse._SubParsersAction, bench_targets: argparse._SubP
     broker.add_argument("--ssl-cafile")
     broker.add_argument("--ssl-client-auth", choices=["none", "requested", "required"], default="none")
     broker.add_argument("--log-level", default="warning")
+    broker.add_argument("--stop-with-stdin", action="store_true",
+                        help="shut down when standard input closes (ties the broker to the process that started it)")
     broker.set_defaults(func=run_broker)
 
     stats = commands.add_parser("broker-stats", help="statistics of the broker running on a data directory")

@@ -209,6 +209,12 @@ def test_done_batches_lend_their_memory_to_the_next_ones():
     assert acc.pooled_memory == 4000 and acc.used_memory == 5128
     drain_all(acc)
     assert (acc.used_memory, acc.pooled_memory) == (0, 4000)
+    # Closing frees the pool, and what completes afterwards is not kept.
+    acc.send(topic, 0, None, b"w" * 800, None, None)
+    acc.begin_close()
+    assert acc.pooled_memory == 0
+    drain_all(acc)
+    assert (acc.used_memory, acc.pooled_memory) == (0, 0)
 
 
 def test_pooled_memory_gives_way_within_the_buffer_memory():

@@ -50,3 +50,36 @@ def test_broker_holds_its_data_directory(tmp_path):
         result = run_cli("broker", "--data-dir", str(data), "--listen", "127.0.0.1:0")
         assert result.returncode != 0 and "in use by another process" in result.stderr
         assert time.monotonic() - started < 60
+
+
+OWNER = """
+import sys, time
+from fastmq.broker import BrokerProcess
+broker = BrokerProcess(sys.argv[1]).start()
+print(broker.process.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def test_broker_process_does_not_outlive_a_killed_owner(tmp_path):
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(tmp_path / "data")], stdout=subprocess.PIPE, text=True)
+    try:
+        broker_pid = int(owner.stdout.readline())
+        owner.kill()                        # SIGKILL: the owner cleans nothing up
+        owner.wait(30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and _alive(broker_pid):
+            time.sleep(0.1)
+        assert not _alive(broker_pid)
+    finally:
+        owner.kill()
+        owner.stdout.close()
+
+
+def _alive(pid: int) -> bool:
+    # The broker is not our child: once it exits, init reaps it and the pid is gone (or a zombie until then).
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
