@@ -110,7 +110,10 @@ class Request:
         return self.front.broker
 
     def respond(self, body: Any) -> None:
-        self.reply(kp.encode_response(self.api_key, self.version, self.correlation_id, body))
+        # Fetched record batches are referenced, not copied, into the frame (they are built for this answer).
+        frame = kp.encode_response(self.api_key, self.version, self.correlation_id, body,
+                                   kp.WriteBuffer(splice_min=kp.SPLICE_MIN))
+        self.reply(frame.parts())
 
     def no_response(self) -> None:
         self.reply(None)
