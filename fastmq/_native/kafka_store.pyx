@@ -4,7 +4,8 @@
 One Kafka record is one CommitLog message (layouts: records.pyx for RecordBatch v2, store_codec.pyx for the
 CommitLog record):
     value       -> BODY (empty for a null value, which KAFKA_RECORD then marks)
-    timestamp   -> BORNTIMESTAMP (the batch's first timestamp + the record's delta; CreateTime)
+    timestamp   -> BORNTIMESTAMP (the batch's first timestamp + the record's delta; CreateTime), or the
+                   broker's append time in a LogAppendTime topic (which keeps that type from its creation)
     key         -> the KEYS property
     headers     -> one property per header, name -> value, in order
     offset      -> QUEUEOFFSET, the ConsumeQueue logical offset the store assigns (a partition is a queue)
@@ -32,7 +33,8 @@ no Python object is made per record, and Python runs once per batch.
 Fetch (build_batches): CommitLog records back to back (store.read_records) become uncompressed RecordBatches v2,
 one per run of records with the same producer fields: offsets are the QUEUEOFFSETs, timestamps the
 BORNTIMESTAMPs; a run of transactional records is a transactional batch of its producer id and epoch, a marker a
-control batch, anything else a batch without producer (-1: a fetch never needs the sequences).
+control batch, anything else a batch without producer (-1: a fetch never needs the sequences). In a LogAppendTime
+topic a run also shares its append time, and its batch says LogAppendTime with that time as its max timestamp.
 KAFKA_RECORD gives key, headers and null values back exactly; without it KEYS is the key and every other property
 a header, so messages from other front ends show their TAGS, UNIQ_KEY, ... as headers.
 """
@@ -52,7 +54,8 @@ from fastmq._native.compression cimport CODEC_MASK, CODEC_NONE, decompress_into
 from fastmq._native.records cimport (
     ATTRIBUTES_AT, BASE_OFFSET_AT, BASE_SEQUENCE_AT, BATCH_HEADER_SIZE, BatchHeader, CONTROL_BIT, CRC_AT,
     FIRST_TIMESTAMP_AT, LAST_OFFSET_DELTA_AT, LEADER_EPOCH_AT, LENGTH_AT, LOG_OVERHEAD, MAGIC_AT, MAX_TIMESTAMP_AT,
-    NO_PRODUCER_ID, PRODUCER_EPOCH_AT, PRODUCER_ID_AT, RECORD_COUNT_AT, RecordView, TRANSACTIONAL_BIT,
+    NO_PRODUCER_ID, PRODUCER_EPOCH_AT, PRODUCER_ID_AT, RECORD_COUNT_AT, RecordView, TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
     batch_crc, parse_record as parse_kafka_record, raise_record_error, read_batch_header, take_bytes,
 )
 from fastmq._native.store_codec cimport (
@@ -306,8 +309,9 @@ cdef int put_producer_marker(WriteBuffer props, const BatchHeader* header) excep
 
 
 def fill_batch(MessageBatch batch, records, Py_ssize_t max_batch_bytes, bint index_keys=False,
-               Py_ssize_t max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE) -> list:
-    """Add every record of a produced record set (RecordBatch v2, back to back) to `batch`, one message each.
+               Py_ssize_t max_decompressed_size=DEFAULT_MAX_DECOMPRESSED_SIZE, int64_t log_append_time=-1) -> list:
+    """Add every record of a produced record set (RecordBatch v2, back to back) to `batch`, one message each;
+    with a log_append_time (ms, >= 0) every record takes that timestamp instead of its own.
 
     Returns one tuple per Kafka batch: (producer_id, producer_epoch, base_sequence, last_sequence,
     record_count, max_timestamp, transactional). With index_keys, text keys go to the store's index too. Raises
@@ -373,14 +377,16 @@ def fill_batch(MessageBatch batch, records, Py_ssize_t max_batch_bytes, bint ind
                     raise CorruptRecordError(f"record batch does not decompress: {exc}") from None
                 pos = inflated.pointer_at(0)
                 end = pos + inflated.size()
-            max_timestamp = header.first_timestamp
+            max_timestamp = header.first_timestamp if log_append_time < 0 else log_append_time
             # Values and properties take at most what the records take (plus a producer marker).
             batch.reserve(header.record_count, (end - pos) + 64)
             for i in range(header.record_count):
                 code = parse_kafka_record(&pos, end, &record)
                 if code:
                     raise_record_error(code, header.base_offset + i)
-                timestamp = header.first_timestamp + record.timestamp_delta
+                timestamp = log_append_time
+                if timestamp < 0:
+                    timestamp = header.first_timestamp + record.timestamp_delta
                 if timestamp > max_timestamp:
                     max_timestamp = timestamp
                 key_is_text = record.key != NULL and is_property_text(record.key, record.key_len)
@@ -642,6 +648,7 @@ ctypedef struct BatchPlan:
     int64_t producer_id
     int16_t producer_epoch
     int control
+    bint log_append_time        # the batch says LogAppendTime (its records share first_timestamp)
 
 
 cdef inline Py_ssize_t record_body_size(const RecordLayout* r, const KafkaFields* f, const BatchPlan* plan
@@ -653,16 +660,17 @@ cdef inline Py_ssize_t record_body_size(const RecordLayout* r, const KafkaFields
 
 cdef inline bint continues(const BatchPlan* plan, const RecordLayout* r, const KafkaFields* f) noexcept:
     # Whether the record can join the batch: same producer fields, not a marker (a control batch holds one
-    # record, as Kafka's do), and offsets a delta can express.
+    # record, as Kafka's do), offsets a delta can express, and in a LogAppendTime batch the same append time.
     return (f.producer_id == plan.producer_id and f.producer_epoch == plan.producer_epoch
             and f.control == NO_CONTROL and plan.control == NO_CONTROL and plan.base_offset <= r.queue_offset
-            and r.queue_offset - plan.base_offset <= INT32_MAX)
+            and r.queue_offset - plan.base_offset <= INT32_MAX
+            and not (plan.log_append_time and r.born_timestamp != plan.first_timestamp))
 
 
 cdef void write_batch_header(char* start, const BatchPlan* plan) noexcept:
-    cdef int16_t attributes = 0
+    cdef int16_t attributes = TIMESTAMP_TYPE_BIT if plan.log_append_time else 0
     if plan.producer_id >= 0:
-        attributes = TRANSACTIONAL_BIT
+        attributes |= TRANSACTIONAL_BIT
         if plan.control != NO_CONTROL:
             attributes |= CONTROL_BIT
     store_i64be(start + BASE_OFFSET_AT, plan.base_offset)
@@ -680,9 +688,11 @@ cdef void write_batch_header(char* start, const BatchPlan* plan) noexcept:
     store_u32be(start + CRC_AT, batch_crc(start, plan.size))
 
 
-def build_batches(records, Py_ssize_t count, Py_ssize_t max_bytes, bint take_first=True) -> tuple:
+def build_batches(records, Py_ssize_t count, Py_ssize_t max_bytes, bint take_first=True,
+                  bint log_append_time=False) -> tuple:
     """Uncompressed RecordBatches v2 from `count` CommitLog records back to back (store.read_records): one per
-    run of records with the same producer fields (see the top of this module), back to back.
+    run of records with the same producer fields (see the top of this module), back to back. With
+    log_append_time (the records' topic is a LogAppendTime topic), the batches say so (markers excepted).
 
     Records are taken while the batches stay within max_bytes; with take_first the first one is taken whatever
     its size (what KIP-74 allows the first partition of a fetch). Returns (batches, records taken, offset after
@@ -721,6 +731,7 @@ def build_batches(records, Py_ssize_t count, Py_ssize_t max_bytes, bint take_fir
                 candidate.producer_id = f.producer_id
                 candidate.producer_epoch = f.producer_epoch
                 candidate.control = f.control
+                candidate.log_append_time = log_append_time and f.control == NO_CONTROL
                 body = record_body_size(&r, &f, &candidate)
                 size = BATCH_HEADER_SIZE + varint_size(body) + body
                 if (taken or not take_first) and total + size > max_bytes:

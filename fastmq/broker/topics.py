@@ -54,6 +54,8 @@ class TopicConfigDef:
     enforced: bool
     validate: Callable[[str], bool] = lambda value: True
     read_only: bool = False
+    # Set when the topic is created, never changed: records keep what they were written with.
+    fixed: bool = False
 
 
 def _positive_int(value: str) -> bool:
@@ -69,7 +71,8 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
     "max.message.bytes": TopicConfigDef("1048588", True, _positive_int),
     "cleanup.policy": TopicConfigDef("delete", True, lambda v: v == "delete"),
     "compression.type": TopicConfigDef("producer", True, lambda v: v == "producer"),
-    "message.timestamp.type": TopicConfigDef("CreateTime", True, lambda v: v == "CreateTime"),
+    "message.timestamp.type": TopicConfigDef("CreateTime", True, lambda v: v in ("CreateTime", "LogAppendTime"),
+                                             fixed=True),
     "min.insync.replicas": TopicConfigDef("1", True, lambda v: v == "1"),
     # Stored and reported, not acted on: the store's retention is the same for every topic.
     "retention.ms": TopicConfigDef("604800000", False, _long),
@@ -104,6 +107,11 @@ class Topic:
     @property
     def max_message_bytes(self) -> int:
         return int(self.config("max.message.bytes"))
+
+    @property
+    def log_append_time(self) -> bool:
+        """Records take the broker's time when appended (message.timestamp.type=LogAppendTime)."""
+        return self.config("message.timestamp.type") == "LogAppendTime"
 
 
 class KafkaTopicFile(ConfigManager):
@@ -266,12 +274,17 @@ class TopicManager:
             for key in delete:
                 if key not in TOPIC_CONFIGS:
                     raise TopicError(INVALID_CONFIG, f"unknown topic config {key!r}")
-            if validate_only:
-                return
             configs = {} if replace else dict(topic.configs)
             for key in delete:
                 configs.pop(key, None)
             configs.update(set_configs)
+            for key, definition in TOPIC_CONFIGS.items():
+                if definition.fixed and configs.get(key, definition.default) != topic.config(key):
+                    # The store keeps each record's timestamp, not its type: a change would rewrite history.
+                    raise TopicError(INVALID_CONFIG, f"{key} is set when a topic is created and cannot change "
+                                                     f"on this broker (topic {name!r} has {topic.config(key)})")
+            if validate_only:
+                return
             topic.configs = configs
             self._file.entries[name] = {"topicId": str(topic.topic_id), "configs": configs}
             self._file.persist()

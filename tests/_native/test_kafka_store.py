@@ -301,3 +301,30 @@ def test_any_producer_properties_build_valid_batches(store, messages):
         if built.is_control_batch:
             assert len(records) == 1 and records[0].key in (b"\x00\x00\x00\x00", b"\x00\x00\x00\x01")
     assert seen == len(messages)
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.lists(record, min_size=1, max_size=4), st.integers(0, 2 ** 45)), min_size=1,
+                max_size=4))
+def test_log_append_time_stamps_each_produced_set_with_its_append_time(store, produced):
+    start = store.get_max_offset("t", 0)
+    for records, append_time in produced:
+        batch = store.new_batch("t", 0)
+        kafka_store.fill_batch(batch, kafka_batch(records), 1 << 30, log_append_time=append_time)
+        store.append_batch(batch)
+    units = store.scan_queue("t", 0, start, 100)
+    data, count = store.read_records(units)
+    out, taken, _ = kafka_store.build_batches(data, count, 1 << 30, log_append_time=True)
+    batches = batches_of(out)
+    expected = [(append_time, (key, value, headers)) for records, append_time in produced
+                for key, value, headers, _ in records]
+    got = []
+    for batch in batches:
+        assert batch.validate_crc() and batch.timestamp_type == 1
+        for r in batch:
+            # Every record of a LogAppendTime batch reads as the batch's (append) time.
+            assert r.timestamp == batch.max_timestamp and r.timestamp_type == 1
+            got.append((r.timestamp, (r.key, r.value, [(k, v) for k, v in r.headers])))
+    assert taken == len(expected) and got == [(t, (k, v, [(n, h) for n, h in hs])) for t, (k, v, hs) in expected]
+    # Runs split where the append time changes (adjacent sets with equal times may share a batch).
+    assert len(batches) == 1 + sum(1 for a, b in zip(produced, produced[1:]) if a[1] != b[1])

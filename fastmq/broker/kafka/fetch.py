@@ -94,7 +94,7 @@ def run_fetch(request: Request, body: Any, plan: FetchPlan) -> FetchResult:
             # never stalls behind a limit; the others only what fits.
             records, next_offset = logs.read(name, index, offset, stable if read_committed else end,
                                              min(target.max_bytes, remaining), request.client_id,
-                                             take_first=total == 0)
+                                             take_first=total == 0, log_append_time=topic.log_append_time)
             total += len(records)
             remaining -= len(records)
             if records:

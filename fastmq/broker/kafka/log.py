@@ -62,6 +62,7 @@ class AppendResult:
     end_position: int = 0            # CommitLog offset that acks=all waits to be durable (0: nothing to wait for)
     message: str | None = None
     appended: bool = False
+    log_append_time: int = -1        # ms: the records' timestamp in a LogAppendTime topic, else -1
 
 
 class TimeIndex:
@@ -144,9 +145,11 @@ class PartitionLogs:
         """Append a produced record set; `transactional`: the request named a transactional id, without which
         transactional batches are refused."""
         store = self.store
+        append_time = int(time.time() * 1000) if topic.log_append_time else -1
         try:
             batch = store.new_batch(topic.name, partition)
-            produced = kafka_store.fill_batch(batch, records, topic.max_message_bytes, self.index_keys)
+            produced = kafka_store.fill_batch(batch, records, topic.max_message_bytes, self.index_keys,
+                                              log_append_time=append_time)
         except _PRODUCE_ERRORS as exc:
             return AppendResult(exc.errno, message=str(exc))
         except ProtocolError as exc:          # framing that is not even a batch
@@ -179,7 +182,7 @@ class PartitionLogs:
             offset += count
         self.stats.put(topic.name, batch.count, len(records))
         return AppendResult(NONE, base_offset, self.log_start_offset(topic.name, partition), result.end_offset,
-                            appended=True)
+                            appended=True, log_append_time=append_time)
 
     def write_marker(self, topic: str, partition: int, producer_id: int, epoch: int, commit: bool) -> int:
         """Append a transaction marker and close the transaction on the partition; the CommitLog position that
@@ -225,11 +228,11 @@ class PartitionLogs:
     # -- fetch ------------------------------------------------------------------------------------------------
 
     def read(self, topic: str, partition: int, offset: int, end: int, max_bytes: int, client_id: str | None = None,
-             take_first: bool = True) -> tuple[bytes, int]:
+             take_first: bool = True, log_append_time: bool = False) -> tuple[bytes, int]:
         """Record batches of the records from `offset` up to `end` (exclusive: the high watermark, or the last
         stable offset), within max_bytes (with take_first, at least one record if there is one), and the offset
         after the last record in them; (b"", offset) when there is nothing to read. The caller has checked that
-        offset lies within the log."""
+        offset lies within the log. log_append_time: the topic is a LogAppendTime topic."""
         if offset >= end:
             return b"", offset
         units = self.store.scan_queue(topic, partition, offset,
@@ -239,7 +242,8 @@ class PartitionLogs:
             return b"", offset
         records, count = self.store.read_records(units, self._read_buffer)
         try:
-            batches, taken, next_offset = kafka_store.build_batches(records, count, max_bytes, take_first)
+            batches, taken, next_offset = kafka_store.build_batches(records, count, max_bytes, take_first,
+                                                                    log_append_time)
         finally:
             records.release()
         if not taken:

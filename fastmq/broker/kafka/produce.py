@@ -75,7 +75,8 @@ def _respond(request: Request, results: list, durable: bool) -> None:
             if error == 0 and not durable:
                 error, message = KAFKA_STORAGE_ERROR, "the CommitLog could not be flushed to disk"
             responses.append(PartitionResponse(index=index, error_code=error, base_offset=result.base_offset,
-                                               log_append_time_ms=-1, log_start_offset=result.log_start_offset,
+                                               log_append_time_ms=result.log_append_time,
+                                               log_start_offset=result.log_start_offset,
                                                record_errors=[], error_message=message))
         topics.append(TopicResponse(name=topic_data.name, topic_id=topic_data.topic_id,
                                     partition_responses=responses))
