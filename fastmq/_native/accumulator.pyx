@@ -32,7 +32,7 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
 
 from fastmq._native.buffer cimport BufferPool
 from fastmq._native.hashing cimport murmur2_nogil
-from fastmq._native.records cimport RecordBatchBuilder, now_ms
+from fastmq._native.records cimport RecordBatchBuilder, now_ms, restamp_producer
 
 from fastmq._native.records import RecordBatch
 from fastmq.kafka.errors import IllegalStateError, KafkaTimeoutError
@@ -392,6 +392,19 @@ cdef class RecordAccumulator:
                 for queue in topic.partitions:
                     queue.next_sequence = 0
 
+    def reset_producer_id(self):
+        """The broker forgot this idempotent producer (UNKNOWN_PRODUCER_ID): drop the id, so that the sender
+        gets a new one, and give every unacknowledged batch a sequence under it when it is next sent. Call it
+        with nothing in flight: sequences restart at 0 and must follow the order of the queues."""
+        cdef ProducerBatch batch
+        with self.lock:
+            if any((<ProducerBatch>batch).state == BATCH_IN_FLIGHT for batch in self.incomplete):
+                raise IllegalStateError("the producer id cannot be reset while batches are in flight")
+            self.producer_id = -1
+            self.producer_epoch = -1
+            for batch in self.incomplete:
+                batch.base_sequence = -1
+
     @property
     def producer_identity(self):
         return self.producer_id, self.producer_epoch
@@ -665,13 +678,18 @@ cdef class RecordAccumulator:
                     break
                 if batch is queue.open_batch:
                     queue.open_batch = None
-                if batch.payload is None and self.idempotent and self.producer_id >= 0:
+                if self.idempotent and self.producer_id >= 0:
                     if batch.base_sequence < 0:
                         batch.base_sequence = queue.next_sequence
                         queue.next_sequence = <int32_t>((<int64_t>queue.next_sequence
                                                          + batch.builder._record_count) & 0x7FFFFFFF)
-                    batch.builder.set_producer_fields(self.producer_id, self.producer_epoch,
-                                                      batch.base_sequence, self.transactional)
+                        if batch.payload is not None:
+                            # Built under a producer id that was reset since (reset_producer_id).
+                            restamp_producer(batch.payload, self.producer_id, self.producer_epoch,
+                                             batch.base_sequence)
+                    if batch.payload is None:
+                        batch.builder.set_producer_fields(self.producer_id, self.producer_epoch,
+                                                          batch.base_sequence, self.transactional)
                 batch.state = BATCH_IN_FLIGHT
                 batch.attempts += 1
                 queue.in_flight += 1

@@ -102,6 +102,8 @@ cdef int raise_record_error(int code, int64_t offset) except -1
 cdef int read_batch_header(const char* data, Py_ssize_t size, BatchHeader* out) except -1
 cdef list decode_headers(const RecordView* record)
 cdef uint32_t batch_crc(const char* batch, Py_ssize_t size) noexcept
+cdef int restamp_producer(bytearray batch, int64_t producer_id, int16_t producer_epoch,
+                          int32_t base_sequence) except -1
 
 
 cdef class DefaultRecordBase:

@@ -41,6 +41,7 @@ import struct
 
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytearray cimport PyByteArray_AS_STRING
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.ref cimport Py_INCREF
@@ -139,6 +140,21 @@ cdef int read_batch_header(const char* data, Py_ssize_t size, BatchHeader* out) 
 
 cdef uint32_t batch_crc(const char* batch, Py_ssize_t size) noexcept:
     return crc32c_of(batch + ATTRIBUTES_AT, size - ATTRIBUTES_AT)
+
+
+cdef int restamp_producer(bytearray batch, int64_t producer_id, int16_t producer_epoch,
+                          int32_t base_sequence) except -1:
+    # Gives a built batch another producer identity and first sequence (the producer's id was reset), in place;
+    # the header's fields and CRC are rewritten, the records (compressed or not) stay as they are.
+    cdef char* p = PyByteArray_AS_STRING(batch)
+    cdef Py_ssize_t size = len(batch)
+    if size < BATCH_HEADER_SIZE or p[MAGIC_AT] != 2 or LOG_OVERHEAD + load_i32be(p + LENGTH_AT) != size:
+        raise ValueError(f"not one whole record batch v2 ({size} bytes)")
+    store_i64be(p + PRODUCER_ID_AT, producer_id)
+    store_i16be(p + PRODUCER_EPOCH_AT, producer_epoch)
+    store_i32be(p + BASE_SEQUENCE_AT, base_sequence)
+    store_u32be(p + CRC_AT, batch_crc(p, size))
+    return 0
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -4,7 +4,9 @@ Each iteration: make sure an idempotent producer has its producer id; fail batch
 ask the accumulator which leaders have ready batches; for every leader that can take a request, drain one
 batch per partition into a ProduceRequest and send it; return how long the loop may sleep (the next
 linger or backoff expiry). Responses come back on the same thread: batches are completed, retried
-(keeping their sequence numbers, so the broker drops duplicates), split when too large, or failed.
+(keeping their sequence numbers, so the broker drops duplicates), split when too large, or failed. When the
+broker has forgotten an idempotent producer (UNKNOWN_PRODUCER_ID), the sender waits for what is in flight,
+takes a new producer id and sends everything unacknowledged again, in order, under it.
 
 A broker that keeps failing is avoided for a while by records without key or partition (TubeMQ's "bad
 node blocking"): its partitions leave the sticky partitioner's choice until the penalty expires; records
@@ -98,6 +100,8 @@ class Sender:
         self._avoided: set[int] = set()
         self._producer_id_pending = False
         self._producer_id_retry_at = 0.0
+        self._producer_id_lost = False   # UNKNOWN_PRODUCER_ID: get a new id once nothing is in flight
+        self._produce_requests = 0       # produce requests awaiting their response (or, acks=0, their write)
         self._fatal: BaseException | None = None
         self._topic_ids: dict[Any, str] = {}
         self.closing = False            # set by the producer's close(): failures end batches, not retry them
@@ -115,6 +119,11 @@ class Sender:
     def _poll(self, now: float) -> float | None:
         acc = self.accumulator
         self._apply_metadata(now)
+        if self._producer_id_lost:
+            if self._produce_requests:
+                return None         # their responses wake the loop
+            acc.reset_producer_id()
+            self._producer_id_lost = False
         if self.idempotent and acc.producer_identity[0] < 0:
             if self.transactions is not None:
                 return None         # init_transactions() brings the producer id
@@ -217,14 +226,16 @@ class Sender:
             self.metrics.records += batch.record_count
             self.metrics.bytes += len(batch.payload)
         expect_response = self.acks != 0
+        self._produce_requests += 1
 
         def done(response: Any, error: BaseException | None) -> None:
+            self._produce_requests -= 1
             self._on_produce_response(node_id, batches, response, error, sent_at)
 
         try:
             self.client.send(node_id, request, done, expect_response=expect_response)
         except Exception as exc:
-            self._on_produce_response(node_id, batches, None, exc, sent_at)
+            done(None, exc)
 
     def _on_produce_response(self, node_id: int, batches: list, response: Any, error: BaseException | None,
                              sent_at: float) -> None:
@@ -276,6 +287,15 @@ class Sender:
                                       for e in result.record_errors)
         error = error_class(f"{batch.topic_partition}: {detail.strip()}" if detail.strip() else
                             str(batch.topic_partition))
+        if code == kerrors.UnknownProducerIdError.errno and self.idempotent and self.transactions is None:
+            # The broker dropped this producer's state (its records or its idle time expired): as the Java
+            # producer does (KIP-360), take a new producer id once nothing is in flight, and send again what was
+            # not acknowledged, in order, with sequences under the new id. Nothing of the refused batch was written.
+            _log.warning("%s: the broker no longer knows producer id %d; resetting it and retrying",
+                         batch.topic_partition, self.accumulator.producer_identity[0])
+            self._producer_id_lost = True
+            self._retry_or_fail(batch, error, now, True)
+            return
         if code in _TOO_LARGE_CODES and batch.record_count > 1:
             _log.info("%s was refused as too large (%d records): splitting", batch.topic_partition,
                       batch.record_count)

@@ -134,6 +134,34 @@ def test_idempotent_sequences_are_assigned_at_drain_and_kept_on_retry():
         expected += batch.record_count
 
 
+def test_a_reset_producer_id_restamps_unacknowledged_batches_in_order():
+    acc, topic = make(batch_size=200)
+    acc.set_producer_id(77, 3)
+    for i in range(12):
+        acc.send(topic, 0, None, b"%02d" % i + b"x" * 48, None, None)
+    now = time.monotonic() + 10
+    nodes, _, _ = acc.ready(now)
+    (sent,) = acc.drain(nodes[1], 1 << 30, now)     # in flight under producer 77
+    with pytest.raises(IllegalStateError):
+        acc.reset_producer_id()
+    assert acc.producer_identity == (77, 3)
+    acc.retry(sent, now)                            # its answer came back: UNKNOWN_PRODUCER_ID
+    acc.reset_producer_id()
+    assert acc.producer_identity == (-1, -1)
+    acc.set_producer_id(78, 0)
+    contents = {}
+    batches = drain_all(acc, now=now + 2, contents=contents)
+    assert batches[0] is sent
+    expected = 0
+    for batch in batches:
+        header = RecordBatch(contents[batch])
+        assert header.validate_crc()
+        assert (header.producer_id, header.producer_epoch, header.base_sequence) == (78, 0, expected)
+        expected += batch.record_count
+    values = [r.value[:2] for batch in batches for r in RecordBatch(contents[batch])]
+    assert values == [b"%02d" % i for i in range(12)]
+
+
 def test_split_halves_until_single_records_keeping_futures_callbacks_and_sequences():
     acc = RecordAccumulator(batch_size=1 << 20)
     acc.update_topic("t", [1])
