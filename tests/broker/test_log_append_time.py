@@ -20,11 +20,13 @@ def create(broker, name: str, timestamp_type: str) -> None:
 
 
 def produce_in_two_requests(broker, topic: str) -> list:
-    """Two produce requests a few milliseconds apart, records stamped long ago; their metadata."""
+    """Two batches of 3 records (each flushed as one batch) a few milliseconds apart, stamped long ago; their
+    metadata."""
     metadata = []
-    with Producer(broker.bootstrap_servers, linger_ms=0) as producer:
+    with Producer(broker.bootstrap_servers, linger_ms=60_000) as producer:
         for round_ in range(2):
             futures = [producer.send(topic, b"v%d-%d" % (round_, i), timestamp_ms=OLD + i) for i in range(3)]
+            producer.flush(WAIT)
             metadata += [future.get(WAIT) for future in futures]
             time.sleep(0.02)
     return metadata
