@@ -156,12 +156,11 @@ cdef inline int64_t cursor_varint64(ReadCursor* cur) except? -1:
 # ---------------------------------------------------------------------------------------------------------
 
 cdef class WriteBuffer:
-    cdef bytearray _storage     # owns the bytes; its length is the capacity (None from take() to the next write)
+    cdef bytearray _storage     # owns the bytes; its length is the capacity
     cdef char* _data            # start of _storage's bytes (refreshed after every resize)
     cdef Py_ssize_t _length     # bytes written so far
-    cdef Py_ssize_t _capacity   # len(_storage), 0 without storage
+    cdef Py_ssize_t _capacity   # len(_storage)
     cdef Py_ssize_t _exports    # live buffer-protocol views; resizing is refused while any exist
-    cdef Py_ssize_t _next_capacity  # what the first write after take() allocates
     cdef Py_ssize_t _splice_min # bytes-like objects of this size or more are referenced, not copied (0: never)
     cdef list _spliced          # [(position in _storage, object)] of referenced objects, in order; or None
     cdef Py_ssize_t _spliced_bytes  # their total size

@@ -43,10 +43,6 @@ cdef uint64_t cursor_uvarint_slow(ReadCursor* cur, int max_len) except? 0xFFFFFF
     raise_bad_varint(max_len)
 
 
-# Where _data points while the buffer has no storage (after take()): never written through, as capacity is 0.
-cdef char _NO_STORAGE[1]
-
-
 cdef inline bytearray _unfilled_bytearray(Py_ssize_t size):
     # bytearray(n) zero-fills; a batch builder's megabyte of capacity would cost more to clear than to encode.
     return PyByteArray_FromStringAndSize(NULL, size)
@@ -72,7 +68,6 @@ cdef class WriteBuffer:
         self._storage = storage
         self._data = PyByteArray_AS_STRING(self._storage)
         self._capacity = capacity
-        self._next_capacity = capacity
         self._length = 0
         self._exports = 0
         self._splice_min = splice_min
@@ -80,16 +75,12 @@ cdef class WriteBuffer:
         self._spliced_bytes = 0
 
     cdef int _grow(self, Py_ssize_t needed) except -1:
-        # Without storage, take() handed it out and this is the first write since.
-        cdef Py_ssize_t capacity = self._capacity if self._storage is not None else self._next_capacity
+        cdef Py_ssize_t capacity = self._capacity
         if self._exports:
             raise BufferError("WriteBuffer cannot grow while a memoryview of it is alive")
         while capacity < needed:
             capacity = capacity * 2 if capacity < (1 << 24) else capacity + (capacity >> 1)
-        if self._storage is None:
-            self._storage = _unfilled_bytearray(capacity)
-        else:
-            PyByteArray_Resize(self._storage, capacity)
+        PyByteArray_Resize(self._storage, capacity)
         self._data = PyByteArray_AS_STRING(self._storage)
         self._capacity = capacity
         return 0
@@ -109,19 +100,16 @@ cdef class WriteBuffer:
         return 0
 
     cdef bytearray take(self):
-        # Hands over the storage, trimmed to what was written. No new storage is allocated until the next
-        # write: a finished batch or frame is usually the buffer's last use.
+        # Hands over the storage (trimmed to what was written) and starts a fresh one of the same capacity.
+        # (Allocating it now rather than at the next write matters: freeing a large unused block is what
+        # lets glibc serve the next ones from its heap, whose pages are mapped, instead of fresh mmaps.)
         cdef bytearray out = self._storage
         if self._exports:
             raise BufferError("WriteBuffer cannot be detached while a memoryview of it is alive")
         self._refuse_spliced("be detached")
-        if out is None:
-            return bytearray()
         PyByteArray_Resize(out, self._length)
-        self._next_capacity = self._capacity
-        self._storage = None
-        self._data = _NO_STORAGE
-        self._capacity = 0
+        self._storage = _unfilled_bytearray(self._capacity)
+        self._data = PyByteArray_AS_STRING(self._storage)
         self._length = 0
         return out
 

@@ -129,6 +129,7 @@ cdef class RecordBatchBuilder(DefaultRecordBase):
     cdef Py_ssize_t _batch_size         # soft limit: an append that would cross it is refused
     cdef Py_ssize_t _uncompressed_size  # size before compression, once built
     cdef bint _built                    # build() ran; appends are refused afterwards
+    cdef bint _compressed               # build() returned compressed records (not the encoding buffer)
 
     cdef Py_ssize_t append_raw(self, int64_t offset_delta, int64_t timestamp,
                                const char* key, Py_ssize_t key_len,

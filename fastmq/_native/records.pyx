@@ -275,9 +275,12 @@ cdef class RecordBatchBuilder(DefaultRecordBase):
         self._buffer.claim(BATCH_HEADER_SIZE)
 
     cdef bytearray take_storage(self):
-        # The memory the records were encoded into, for reuse, unless build() handed it out as the batch
-        # (it does when the batch is not compressed); None then.
-        return self._buffer.take() if self._buffer._capacity else None
+        # For the end of a producer batch's life: the builder lets go of its memory (its counters stay
+        # readable) and returns, for reuse, what the records were encoded into when build() compressed them
+        # (None when the batch it returned is that memory, or it was not built).
+        cdef WriteBuffer buffer = self._buffer
+        self._buffer = WriteBuffer(16)
+        return buffer._storage if self._compressed else None
 
     cdef int set_producer_fields(self, int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
                                  bint transactional) except -1:
@@ -477,6 +480,7 @@ cdef class RecordBatchBuilder(DefaultRecordBase):
             if compressed.size() < self._buffer.size():
                 chosen = compressed
                 codec = self._codec
+                self._compressed = True
         self._write_header(chosen, codec)
         self._built = True
         return chosen.take()
