@@ -59,7 +59,8 @@ from fastmq._native.records cimport (
     batch_crc, parse_record as parse_kafka_record, raise_record_error, read_batch_header, take_bytes,
 )
 from fastmq._native.store_codec cimport (
-    MAX_PROPERTIES_LENGTH, MessageBatch, RECORD_OK, RecordLayout, RecordStatus, parse_record as parse_store_record,
+    MAX_PROPERTIES_LENGTH, MessageBatch, Property, RECORD_OK, RecordLayout, RecordStatus, next_property,
+    parse_record as parse_store_record,
 )
 
 from array import array
@@ -497,11 +498,10 @@ cdef int kafka_fields(const RecordLayout* r, WriteBuffer scratch, KafkaFields* o
     # which must stay untouched while `out` is used.
     cdef const char* p = r.properties
     cdef const char* end = r.properties + r.properties_length
-    cdef const char* entry_end
-    cdef const char* separator
+    cdef Property prop
     cdef const char* raw_text = NULL
     cdef Py_ssize_t raw_text_len = 0
-    cdef Py_ssize_t name_len, value_len, decoded
+    cdef Py_ssize_t decoded
     cdef int control = NO_CONTROL
     out.key = NULL
     out.key_len = -1
@@ -513,29 +513,22 @@ cdef int kafka_fields(const RecordLayout* r, WriteBuffer scratch, KafkaFields* o
     out.producer_id = -1
     out.producer_epoch = -1
     out.control = NO_CONTROL
-    while p < end:
-        entry_end = <const char*>memchr(p, 2, end - p)
-        if entry_end == NULL:
-            entry_end = end
-        separator = <const char*>memchr(p, 1, entry_end - p)
-        if separator != NULL:
-            name_len = separator - p
-            value_len = entry_end - separator - 1
-            if name_is(p, name_len, KEYS):
-                out.key = separator + 1
-                out.key_len = value_len
-            elif name_is(p, name_len, KAFKA_RECORD):
-                raw_text = separator + 1
-                raw_text_len = value_len
-            elif name_is(p, name_len, KAFKA_TXN):
-                parse_txn(separator + 1, value_len, out)
-            elif name_is(p, name_len, KAFKA_CONTROL):
-                if value_len == 1 and (separator[1] == c'0' or separator[1] == c'1'):
-                    control = separator[1] - c'0'
-            elif not name_is(p, name_len, KAFKA_PRODUCER):
-                out.header_count += 1
-                out.headers_size += varint_size(name_len) + name_len + varint_size(value_len) + value_len
-        p = entry_end + 1
+    while next_property(&p, end, &prop):
+        if name_is(prop.name, prop.name_length, KEYS):
+            out.key = prop.value
+            out.key_len = prop.value_length
+        elif name_is(prop.name, prop.name_length, KAFKA_RECORD):
+            raw_text = prop.value
+            raw_text_len = prop.value_length
+        elif name_is(prop.name, prop.name_length, KAFKA_TXN):
+            parse_txn(prop.value, prop.value_length, out)
+        elif name_is(prop.name, prop.name_length, KAFKA_CONTROL):
+            if prop.value_length == 1 and (prop.value[0] == c'0' or prop.value[0] == c'1'):
+                control = prop.value[0] - c'0'
+        elif not name_is(prop.name, prop.name_length, KAFKA_PRODUCER):
+            out.header_count += 1
+            out.headers_size += (varint_size(prop.name_length) + prop.name_length + varint_size(prop.value_length)
+                                 + prop.value_length)
     if control != NO_CONTROL and out.producer_id >= 0 and r.body_length == CONTROL_VALUE_SIZE:
         # A transaction marker: a control record, whatever else the message carries.
         out.control = control
@@ -612,21 +605,12 @@ cdef inline char* put_bytes_field(char* p, const char* data, Py_ssize_t length) 
 cdef char* put_plain_headers(char* p, const RecordLayout* r) noexcept:
     cdef const char* q = r.properties
     cdef const char* end = r.properties + r.properties_length
-    cdef const char* entry_end
-    cdef const char* separator
-    cdef Py_ssize_t name_len
-    while q < end:
-        entry_end = <const char*>memchr(q, 2, end - q)
-        if entry_end == NULL:
-            entry_end = end
-        separator = <const char*>memchr(q, 1, entry_end - q)
-        if separator != NULL:
-            name_len = separator - q
-            if not (name_is(q, name_len, KEYS) or name_is(q, name_len, KAFKA_RECORD)
-                    or is_producer_field(q, name_len)):
-                p = put_bytes_field(p, q, name_len)
-                p = put_bytes_field(p, separator + 1, entry_end - separator - 1)
-        q = entry_end + 1
+    cdef Property prop
+    while next_property(&q, end, &prop):
+        if not (name_is(prop.name, prop.name_length, KEYS) or name_is(prop.name, prop.name_length, KAFKA_RECORD)
+                or is_producer_field(prop.name, prop.name_length)):
+            p = put_bytes_field(p, prop.name, prop.name_length)
+            p = put_bytes_field(p, prop.value, prop.value_length)
     return p
 
 
@@ -824,8 +808,7 @@ def producer_markers(records, Py_ssize_t count) -> list:
     cdef const char* p
     cdef const char* q
     cdef const char* end
-    cdef const char* entry_end
-    cdef const char* separator
+    cdef Property prop
     cdef Py_ssize_t i
     cdef RecordLayout r
     cdef list found = []
@@ -836,20 +819,15 @@ def producer_markers(records, Py_ssize_t count) -> list:
             parse_stored(p, view.len - (p - <const char*>view.buf), &r)
             q = r.properties
             end = r.properties + r.properties_length
-            while q < end:
-                entry_end = <const char*>memchr(q, 2, end - q)
-                if entry_end == NULL:
-                    entry_end = end
-                separator = <const char*>memchr(q, 1, entry_end - q)
-                if separator != NULL and name_is(q, separator - q, KAFKA_PRODUCER):
-                    fields = PyBytes_FromStringAndSize(separator + 1, entry_end - separator - 1).split(b".")
+            while next_property(&q, end, &prop):
+                if name_is(prop.name, prop.name_length, KAFKA_PRODUCER):
+                    fields = PyBytes_FromStringAndSize(prop.value, prop.value_length).split(b".")
                     if len(fields) == 4:
                         try:
                             found.append((r.queue_offset, int(fields[0]), int(fields[1]), int(fields[2]),
                                           int(fields[3])))
                         except ValueError:
                             pass      # not ours after all: a message from elsewhere with this property
-                q = entry_end + 1
             p += r.total_size
         return found
     finally:

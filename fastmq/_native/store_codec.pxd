@@ -3,6 +3,7 @@
 for the byte layouts). Everything here works on borrowed memory: mmap'd store files or bytes from the wire."""
 cimport cython
 from libc.stdint cimport int32_t, int64_t
+from libc.string cimport memchr
 from cpython cimport array
 
 from fastmq._native.buffer cimport WriteBuffer
@@ -77,6 +78,35 @@ ctypedef struct RecordLayout:
     const char* properties               # PROPERTIES bytes: key \x01 value \x02 ...
     int32_t properties_length            # PROPERTIES length
     const char* error                    # why the record is RECORD_CORRUPT (a static string)
+
+ctypedef struct Property:
+    const char* name
+    Py_ssize_t name_length
+    const char* value
+    Py_ssize_t value_length
+
+
+cdef inline bint next_property(const char** p, const char* end, Property* out) noexcept nogil:
+    # Steps through PROPERTIES (name \x01 value \x02 entries; the last \x02 may be missing) from p[0] to end,
+    # skipping entries without \x01 as RocketMQ's MessageDecoder does; False once there is none left.
+    cdef const char* start
+    cdef const char* entry_end
+    cdef const char* separator
+    while p[0] < end:
+        start = p[0]
+        entry_end = <const char*>memchr(start, 2, end - start)
+        if entry_end == NULL:
+            entry_end = end
+        p[0] = entry_end + 1
+        separator = <const char*>memchr(start, 1, entry_end - start)
+        if separator != NULL:
+            out.name = start
+            out.name_length = separator - start
+            out.value = separator + 1
+            out.value_length = entry_end - separator - 1
+            return True
+    return False
+
 
 cdef RecordStatus parse_record(const char* p, Py_ssize_t readable, Py_ssize_t room,
                                RecordLayout* r) noexcept nogil

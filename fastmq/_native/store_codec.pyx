@@ -39,7 +39,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyOb
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
-from libc.string cimport memcmp, memcpy, memchr
+from libc.string cimport memcmp, memcpy
 
 from fastmq._native.buffer cimport (
     WriteBuffer, load_i16be, load_i32be, load_i64be, store_i16be, store_i32be, store_i64be,
@@ -187,23 +187,16 @@ cdef inline bint body_crc_matches(const RecordLayout* r) noexcept:
 
 
 cdef bint find_property(const char* p, Py_ssize_t n, bytes name, const char** value, Py_ssize_t* value_length):
-    # Walks key \x01 value \x02 entries (the last \x02 may be missing; entries without \x01 are skipped, as
-    # RocketMQ's MessageDecoder does) and points at the value of `name`.
+    # Points at the value of `name` in PROPERTIES (see next_property).
     cdef const char* end = p + n
-    cdef const char* entry_end
-    cdef const char* separator
+    cdef Property prop
     cdef Py_ssize_t name_length = len(name)
     cdef const char* name_bytes = name
-    while p < end:
-        entry_end = <const char*>memchr(p, 2, end - p)
-        if entry_end == NULL:
-            entry_end = end
-        separator = <const char*>memchr(p, 1, entry_end - p)
-        if separator != NULL and separator - p == name_length and memcmp(p, name_bytes, name_length) == 0:
-            value[0] = separator + 1
-            value_length[0] = entry_end - separator - 1
+    while next_property(&p, end, &prop):
+        if prop.name_length == name_length and memcmp(prop.name, name_bytes, name_length) == 0:
+            value[0] = prop.value
+            value_length[0] = prop.value_length
             return True
-        p = entry_end + 1
     return False
 
 
@@ -360,17 +353,10 @@ def check_message(buf, Py_ssize_t pos, Py_ssize_t readable_end=-1, int64_t expec
 cdef dict parse_properties(const char* p, Py_ssize_t n):
     cdef dict result = {}
     cdef const char* end = p + n
-    cdef const char* entry_end
-    cdef const char* separator
-    while p < end:
-        entry_end = <const char*>memchr(p, 2, end - p)
-        if entry_end == NULL:
-            entry_end = end
-        separator = <const char*>memchr(p, 1, entry_end - p)
-        if separator != NULL:
-            result[decode_utf8(p, separator - p, "a property name")] = decode_utf8(
-                separator + 1, entry_end - separator - 1, "a property value")
-        p = entry_end + 1
+    cdef Property prop
+    while next_property(&p, end, &prop):
+        result[decode_utf8(prop.name, prop.name_length, "a property name")] = decode_utf8(
+            prop.value, prop.value_length, "a property value")
     return result
 
 
