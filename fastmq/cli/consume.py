@@ -174,7 +174,7 @@ def _at_end(consumer: Any) -> bool:
 # ---- fastmq bench consume -----------------------------------------------------------------------------------
 
 def consume_records(bootstrap_servers: str, topic: str, records: int, options: dict[str, Any],
-                    progress: bool = True) -> float:
+                    progress: bool = True, timeout: float = 600.0) -> float:
     """Seconds to read `records` records of `topic` from the beginning (all partitions)."""
     from fastmq.kafka import Consumer
     from fastmq.kafka.structs import TopicPartition
@@ -188,7 +188,7 @@ def consume_records(bootstrap_servers: str, topic: str, records: int, options: d
         consumer.seek_to_beginning(*partitions)
         count = 0
         start = time.monotonic()
-        deadline = start + 600
+        deadline = start + timeout
         while count < records and time.monotonic() < deadline:
             for chunk in consumer.poll(1.0).values():
                 count += len(chunk)

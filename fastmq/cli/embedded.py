@@ -16,34 +16,12 @@ import time
 import uuid
 from typing import Any
 
+from fastmq.cli.consume import consume_records
 from fastmq.cli.produce import ProduceResult, TABLE_HEADERS, latency_cells, produce_records
 from fastmq.cli.progress import ProgressBar, format_rate, print_table
 
-
-def consume_records(bootstrap_servers: str, topic: str, expected: int, value_size: int,
-                    progress: bool = True, timeout: float = 300.0) -> tuple[int, float]:
-    """Read `expected` records of every partition of topic from the beginning; (records, seconds)."""
-    from fastmq.kafka import Consumer, TopicPartition
-
-    bar = ProgressBar("consume", expected) if progress else None
-    with Consumer(bootstrap_servers=bootstrap_servers, fetch_max_wait_ms=100,
-                  max_partition_fetch_bytes=4 << 20) as consumer:
-        partitions = sorted(consumer.partitions_for_topic(topic, timeout=30))
-        consumer.assign([TopicPartition(topic, p) for p in partitions])
-        consumer.seek_to_beginning()
-        received = 0
-        start = time.monotonic()
-        deadline = start + timeout
-        while received < expected and time.monotonic() < deadline:
-            received += len(consumer.consume(100_000, 1.0))
-            if bar is not None:
-                bar.update(min(received, expected))
-        elapsed = time.monotonic() - start
-    if bar is not None:
-        bar.finish()
-    if received < expected:
-        raise SystemExit(f"fastmq: consumed {received} of {expected} records within {timeout:.0f} s")
-    return received, elapsed
+# The consume stage reads in large gulps: fetches wait little for more data, polls return many records.
+CONSUMER_OPTIONS = {"fetch_max_wait_ms": 100, "max_partition_fetch_bytes": 4 << 20, "max_poll_records": 100_000}
 
 
 def end_to_end(bootstrap_servers: str, topic: str, records: int, value_size: int, options: dict[str, Any],
@@ -120,7 +98,8 @@ def run_main_job(args: argparse.Namespace) -> int:
         produced: ProduceResult = produce_records(servers, topic, args.records, args.value_size, options,
                                                   progress=progress)
         # produce_records sends one warm-up record before the measured ones.
-        consumed, consume_seconds = consume_records(servers, topic, args.records + 1, args.value_size, progress)
+        consumed = args.records + 1
+        consume_seconds = consume_records(servers, topic, consumed, CONSUMER_OPTIONS, progress, timeout=300)
         rows = produced.rows()
         mb = consumed * args.value_size / 1e6
         rows.append(["consume (from the start)", format_rate(consumed / consume_seconds),
