@@ -309,7 +309,6 @@ cdef class RecordAccumulator:
     cdef readonly Py_ssize_t buffer_memory  # bytes all unfinished batches may hold
     cdef readonly Py_ssize_t used_memory    # bytes held now
     cdef BufferPool pool                    # storage of finished batches, for the next ones
-    cdef readonly Py_ssize_t pooled_memory  # bytes idle in the pool (counted against buffer_memory too)
     cdef double max_block                   # seconds send() waits for memory
     cdef double delivery_timeout            # seconds from first append to failure
     cdef double retry_backoff               # seconds between attempts of a batch
@@ -398,12 +397,33 @@ cdef class RecordAccumulator:
         with nothing in flight: sequences restart at 0 and must follow the order of the queues."""
         cdef ProducerBatch batch
         with self.lock:
-            if any((<ProducerBatch>batch).state == BATCH_IN_FLIGHT for batch in self.incomplete):
+            if self._any_in_flight():
                 raise IllegalStateError("the producer id cannot be reset while batches are in flight")
             self.producer_id = -1
             self.producer_epoch = -1
             for batch in self.incomplete:
                 batch.base_sequence = -1
+
+    def has_in_flight(self):
+        """Whether a produce request still carries one of the batches (awaiting its answer, or its write)."""
+        with self.lock:
+            return self._any_in_flight()
+
+    cdef bint _any_in_flight(self):
+        cdef ProducerBatch batch
+        for batch in self.incomplete:
+            if batch.state == BATCH_IN_FLIGHT:
+                return True
+        return False
+
+    cdef inline Py_ssize_t _pooled_memory(self):
+        # Each idle storage in the pool counts as the batch_size it reserved.
+        return len(self.pool) * self.batch_size
+
+    @property
+    def pooled_memory(self):
+        """Bytes of buffer memory held by idle pooled storage (counted against buffer_memory too)."""
+        return self._pooled_memory()
 
     @property
     def producer_identity(self):
@@ -561,7 +581,6 @@ cdef class RecordAccumulator:
                 storage = self.pool.acquire()
             if storage is not None:
                 # The idle storage's share of buffer memory passes to the batch.
-                self.pooled_memory -= need
                 self.used_memory += need
             else:
                 self._reserve(need)
@@ -610,8 +629,8 @@ cdef class RecordAccumulator:
 
     cdef int _take_memory(self, Py_ssize_t need) except -1:
         # Idle pooled storage gives way to new batches: together they stay within buffer_memory.
-        while self.used_memory + self.pooled_memory + need > self.buffer_memory and self.pool.drop():
-            self.pooled_memory -= self.batch_size
+        while self.used_memory + self._pooled_memory() + need > self.buffer_memory and self.pool.drop():
+            pass
         self.used_memory += need
         return 0
 
@@ -736,9 +755,8 @@ cdef class RecordAccumulator:
             storage = batch.take_storage()
             # A batch's storage is kept for the next batch unless a sender waits for memory or none will come.
             if (batch.reserved == self.batch_size and not self.waiting_for_memory and not self.closing
-                    and self.used_memory + self.pooled_memory + self.batch_size <= self.buffer_memory
-                    and self.pool.release(storage)):
-                self.pooled_memory += self.batch_size
+                    and self.used_memory + self._pooled_memory() + self.batch_size <= self.buffer_memory):
+                self.pool.release(storage)
             storage = None
             batch.reserved = 0
             self.memory_freed.notify_all()
@@ -848,8 +866,7 @@ cdef class RecordAccumulator:
         """No new records from now on; everything already accepted is sent."""
         self.closing = True
         with self.lock:
-            while self.pool.drop():
-                self.pooled_memory -= self.batch_size
+            self.pool.clear()
             self.memory_freed.notify_all()
         if self.wakeup is not None:
             self.wakeup()

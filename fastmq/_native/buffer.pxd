@@ -162,7 +162,7 @@ cdef class WriteBuffer:
     cdef Py_ssize_t _capacity   # len(_storage)
     cdef Py_ssize_t _exports    # live buffer-protocol views; resizing is refused while any exist
     cdef Py_ssize_t _splice_min # bytes-like objects of this size or more are referenced, not copied (0: never)
-    cdef list _spliced          # [(position in _storage, object)] of referenced objects, in order; or None
+    cdef list _spliced          # [(position in _storage, object, size)] of referenced objects, in order; or None
     cdef Py_ssize_t _spliced_bytes  # their total size
 
     cdef int _grow(self, Py_ssize_t needed) except -1
@@ -252,6 +252,7 @@ cdef class BufferPool:
     cdef bytearray acquire(self)
     cdef bint release(self, bytearray storage) except -1
     cdef bint drop(self) except -1
+    cdef int clear(self) except -1
 
 
 # ---------------------------------------------------------------------------------------------------------

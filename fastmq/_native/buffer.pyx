@@ -146,7 +146,7 @@ cdef class WriteBuffer:
         cdef Py_ssize_t start = 0, position
         if self._length == 0 and not self._spliced:
             return parts
-        storage = memoryview(self._storage) if self._storage is not None else None
+        storage = memoryview(self._storage)
         for position, owner, _ in self._spliced or ():
             if position > start:
                 parts.append(storage[start:position])
@@ -250,6 +250,11 @@ cdef class BufferPool:
             return False
         self._free.pop(0)
         return True
+
+    cdef int clear(self) except -1:
+        # Frees every idle storage.
+        self._free.clear()
+        return 0
 
 
 @cython.final

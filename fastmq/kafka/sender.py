@@ -101,7 +101,6 @@ class Sender:
         self._producer_id_pending = False
         self._producer_id_retry_at = 0.0
         self._producer_id_lost = False   # UNKNOWN_PRODUCER_ID: get a new id once nothing is in flight
-        self._produce_requests = 0       # produce requests awaiting their response (or, acks=0, their write)
         self._fatal: BaseException | None = None
         self._topic_ids: dict[Any, str] = {}
         self.closing = False            # set by the producer's close(): failures end batches, not retry them
@@ -120,7 +119,7 @@ class Sender:
         acc = self.accumulator
         self._apply_metadata(now)
         if self._producer_id_lost:
-            if self._produce_requests:
+            if acc.has_in_flight():
                 return None         # their responses wake the loop
             acc.reset_producer_id()
             self._producer_id_lost = False
@@ -226,16 +225,14 @@ class Sender:
             self.metrics.records += batch.record_count
             self.metrics.bytes += len(batch.payload)
         expect_response = self.acks != 0
-        self._produce_requests += 1
 
         def done(response: Any, error: BaseException | None) -> None:
-            self._produce_requests -= 1
             self._on_produce_response(node_id, batches, response, error, sent_at)
 
         try:
             self.client.send(node_id, request, done, expect_response=expect_response)
         except Exception as exc:
-            done(None, exc)
+            self._on_produce_response(node_id, batches, None, exc, sent_at)
 
     def _on_produce_response(self, node_id: int, batches: list, response: Any, error: BaseException | None,
                              sent_at: float) -> None:

@@ -35,6 +35,6 @@ from fastmq.kafka.protocol.versions import (
 
 __all__ = messages.__all__ + [
     "CLIENT_MAX_VERSIONS", "RequestHeader", "SPLICE_MIN", "SUPPORTED_VERSIONS", "Struct", "WriteBuffer",
-    "decode_request", "decode_response", "encode_request", "encode_response", "highest_common_version", "negotiate_versions", "peek_correlation_id",
-    "request_header_version", "response_header_version",
+    "decode_request", "decode_response", "encode_request", "encode_response", "highest_common_version",
+    "negotiate_versions", "peek_correlation_id", "request_header_version", "response_header_version",
 ]
