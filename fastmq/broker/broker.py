@@ -1,12 +1,13 @@
-"""The embedded broker: the store, the broker's core services (topics, offsets, groups, producer state, statistics)
-and its front ends, started and stopped together.
+"""The embedded broker: the store, the broker's core services (topics, offsets, groups, statistics, connections)
+and its front ends, one per protocol its listeners name, started and stopped together.
 
     with EmbeddedBroker() as broker:                 # a temporary directory and a free port
         producer = Producer(broker.bootstrap_servers)
 
-Threads: one I/O loop runs every front end, the group and transaction coordinators and the Fetch hold; the
-store's flush threads answer acks=all produces; the config writer persists offsets and the broker's files. Nothing a client sends
-blocks the I/O loop on the disk: fsync happens on those other threads.
+Threads: one I/O loop runs every front end and the group manager; the store's flush threads answer produces that
+wait for their fsync; the config writer persists offsets and the broker's files. Nothing a client sends blocks
+the I/O loop on the disk: fsync happens on those other threads. The core imports no front end: it finds them by
+protocol name in fastmq.broker.frontends.
 """
 from __future__ import annotations
 
@@ -22,17 +23,12 @@ from typing import Any
 
 from fastmq.broker.auth import Authenticator
 from fastmq.broker.config import BrokerConfig, ListenerConfig
-from fastmq.broker.groups import GroupCoordinator, GroupSettings, Member
-from fastmq.broker.idempotence import ProducerStateManager
-from fastmq.broker.kafka.fetch import FetchHold
-from fastmq.broker.kafka.fetch_sessions import FetchSessionCache
-from fastmq.broker.kafka.front import KafkaFrontEnd
-from fastmq.broker.kafka.log import PartitionLogs
+from fastmq.broker.frontends import FrontEnd, front_end_class
+from fastmq.broker.groups import GroupManager, GroupSettings, Member
 from fastmq.broker.offsets import OffsetStore
 from fastmq.broker.persist import ConfigWriter
 from fastmq.broker.stats import BrokerStats, ConnectionRegistry
 from fastmq.broker.topics import TopicManager
-from fastmq.broker.transactions import TransactionCoordinator, TransactionSettings
 from fastmq.io import IOLoop
 from fastmq.store import MessageStore, SubscriptionGroupConfig
 from fastmq.store.config import ConfigManager, _require_dict, write_atomically
@@ -79,7 +75,8 @@ class Broker:
         config.validate()
         self.config = config
         self.clock = time.time
-        self.front_ends: list[KafkaFrontEnd] = []
+        self.front_ends: list[FrontEnd] = []
+        self._addresses: dict[int, tuple[str, int]] = {}     # id(listener config) -> bound (host, port)
         self._closed = False
         self._periodic_timer: Any = None
         self.store = MessageStore(config.data_dir, config.store_config())
@@ -94,70 +91,71 @@ class Broker:
             self.cluster_id = identity.cluster_id
             self.topics = TopicManager(self.store, config.num_partitions, config.max_message_bytes)
             self.offsets = OffsetStore(self.store, self.writer, self.clock)
-            self.producers = ProducerStateManager(self.store, self.writer, config.producer_id_expiration_ms,
-                                                  self.clock)
             self.stats = BrokerStats(self.clock)
             self.connections = ConnectionRegistry(self.clock)
             self._stats_file = StatsFile(self.store.root / STATS_FILE)
-            self.logs = PartitionLogs(self.store, self.producers, self.stats, self.writer, config.index_keys)
             self.authenticator = (Authenticator(config.users, config.sasl_mechanisms, config.scram_iterations)
                                   if config.users else None)
-            self.coordinator = GroupCoordinator(self.loop, GroupSettings(
+            self.groups = GroupManager(self.loop, GroupSettings(
                 config.group_initial_rebalance_delay_ms, config.group_min_session_timeout_ms,
                 config.group_max_session_timeout_ms, config.group_max_size))
-            self.coordinator.membership_listeners.append(self._member_changed)
-            self.transactions = TransactionCoordinator(
-                self.loop, self.logs, self.offsets, self.writer, self.producers.allocate_producer_id,
-                self._known_partition, self.store.root / "config",
-                TransactionSettings(config.transaction_max_timeout_ms, config.transaction_abort_check_interval_ms,
-                                    config.transactional_id_expiration_ms), self.clock)
-            self.fetch_sessions = FetchSessionCache(config.fetch_max_sessions)
-            self.fetch_hold = FetchHold(self)
-            self.store.add_arrival_listener(self.fetch_hold.on_arrival)
-            for forget in (self.offsets.forget_topic, self.producers.forget_topic, self.stats.forget_topic,
-                           self.logs.forget, self.transactions.forget_topic):
+            self.groups.membership_listeners.append(self._member_changed)
+            for forget in (self.offsets.forget_topic, self.stats.forget_topic):
                 self.topics.deletion_listeners.append(forget)
-            self.loop.start()
-            self.loop.run_in_loop(self.transactions.start, timeout=60)
+            by_protocol: dict[str, list[ListenerConfig]] = {}
             for listener in config.listeners:
-                self.front_ends.append(KafkaFrontEnd(self, listener))
+                by_protocol.setdefault(listener.protocol, []).append(listener)
+            for protocol, listeners in by_protocol.items():
+                self.front_ends.append(front_end_class(protocol)(self, listeners))
+            self.loop.start()
+            for front in self.front_ends:
+                front.start()
+                for listener, address in zip(front.listeners, front.addresses):
+                    self._addresses[id(listener)] = address
             self.loop.call_soon_threadsafe(self._schedule_periodic)
         except BaseException:
             self.close()
             raise
         log.info("broker started on %s (data in %s)", ", ".join(
-            f"{f.config.security_protocol}://{f.address[0]}:{f.address[1]}" for f in self.front_ends),
-            self.store.root)
+            f"{listener.protocol}://{host}:{port} ({listener.security_protocol})"
+            for listener, (host, port) in self.listeners), self.store.root)
 
     # -- addresses and statistics -----------------------------------------------------------------------------
+
+    def front_end(self, protocol: str) -> FrontEnd:
+        """The front end serving a protocol's listeners."""
+        for front in self.front_ends:
+            if front.listeners[0].protocol == protocol:
+                return front
+        raise KeyError(f"no listener speaks {protocol}")
+
+    @property
+    def listeners(self) -> list[tuple[ListenerConfig, tuple[str, int]]]:
+        """Every listener with its bound (host, port), in the order configured."""
+        return [(listener, self._addresses[id(listener)]) for listener in self.config.listeners]
 
     @property
     def addresses(self) -> list[tuple[str, int]]:
         """The bound (host, port) of every listener, in the order configured."""
-        return [front.address for front in self.front_ends]
+        return [address for _listener, address in self.listeners]
 
     @property
     def bootstrap_servers(self) -> str:
-        host, port = self.front_ends[0].advertised
+        """host:port the first listener advertises."""
+        listener, address = self.listeners[0]
+        host, port = listener.advertised(address)
         return f"{host}:{port}"
 
     def stats_snapshot(self) -> dict[str, Any]:
         """Per topic and group: messages and bytes put and got, TPS over 10 s and 60 s; clients and members."""
         snapshot = self.stats.snapshot()
         snapshot["clients"] = self.connections.snapshot()
-        snapshot["partitions"] = {
-            topic.name: [{"partition": p, "log_start_offset": self.logs.log_start_offset(topic.name, p),
-                          "high_watermark": self.logs.high_watermark(topic.name, p),
-                          "last_stable_offset": self.logs.last_stable_offset(topic.name, p)}
-                         for p in range(topic.partitions)] for topic in self.topics.all()}
+        for front in self.front_ends:
+            snapshot.update(front.stats())
         snapshot["groups_state"] = {group_id: {"state": group.state, "generation": group.generation,
                                                "members": len(group.members)}
-                                    for group_id, group in list(self.coordinator.groups.items())}
+                                    for group_id, group in list(self.groups.groups.items())}
         return snapshot
-
-    def _known_partition(self, topic: str, partition: int) -> bool:
-        info = self.topics.get(topic)
-        return info is not None and 0 <= partition < info.partitions
 
     def _member_changed(self, group_id: str, member: Member, joined: bool) -> None:
         self.stats.member_changed(group_id, member.client_id, joined)
@@ -185,7 +183,7 @@ class Broker:
 
     def known_groups(self) -> set[str]:
         """Groups with members, committed offsets or a subscription-group entry."""
-        return (set(self.coordinator.groups) | self.offsets.groups()
+        return (set(self.groups.groups) | self.offsets.groups()
                 | set(self.store.subscription_group_manager.subscription_group_table))
 
     def _schedule_periodic(self) -> None:
@@ -199,8 +197,8 @@ class Broker:
         if self._closed:
             return
         try:
-            self.producers.save()
-            self.transactions.trim(self.logs.log_start_offset)
+            for front in self.front_ends:
+                front.upkeep()
             if self.config.stats_interval_ms > 0:
                 self._stats_file.snapshot = self.stats_snapshot()
                 self.writer.write(self._stats_file)
@@ -214,11 +212,11 @@ class Broker:
         if self._periodic_timer is not None:
             self._periodic_timer.cancel()
         for front in self.front_ends:
-            front.close()
-        self.fetch_hold.close()
-        self.coordinator.close()
-        self.transactions.close()
-        self.producers.save(wait=True)
+            try:
+                front.close()
+            except Exception:
+                log.exception("closing the %s front end failed", type(front).__name__)
+        self.groups.close()
         if self.config.stats_interval_ms > 0:
             self._stats_file.snapshot = self.stats_snapshot()
             self._stats_file.persist()
@@ -229,7 +227,7 @@ class Broker:
             return
         self._closed = True
         try:
-            if self.loop.running and hasattr(self, "fetch_hold"):
+            if self.loop.running and hasattr(self, "groups"):
                 self.loop.run_in_loop(self._stop_in_loop, timeout=30)
         except Exception:
             log.exception("stopping the broker's services failed")

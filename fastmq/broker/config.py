@@ -1,4 +1,5 @@
-"""BrokerConfig: what the embedded broker listens on, how it stores, and its Kafka-facing defaults.
+"""BrokerConfig: what the embedded broker listens on (each listener names its protocol), how it stores, and its
+Kafka-facing defaults.
 
 Defaults suit one machine with nothing else installed: loopback, topics created on first use, CommitLog files of
 128 MiB (RocketMQ's 1 GiB is reserved on disk at once, a lot for a developer's temporary directory), no key index
@@ -10,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from fastmq.broker.frontends import DEFAULT_PROTOCOL, known_protocols
 from fastmq.errors import ConfigurationError
 from fastmq.store import MessageStoreConfig
 
@@ -19,7 +21,8 @@ SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 @dataclasses.dataclass
 class ListenerConfig:
-    """One listening socket (Kafka's listeners / advertised.listeners entry)."""
+    """One listening socket, the protocol it speaks and how it is secured (Kafka's listeners /
+    advertised.listeners entry, for a kafka listener)."""
 
     host: str = "127.0.0.1"
     port: int = 0                              # 0: a free port, known once the broker started
@@ -31,6 +34,7 @@ class ListenerConfig:
     ssl_password: str | None = None
     ssl_cafile: str | None = None              # CA for client certificates
     ssl_client_auth: str = "none"              # Kafka's ssl.client.auth: none, requested, required
+    protocol: str = DEFAULT_PROTOCOL           # the front end serving it (fastmq.broker.frontends)
 
     @property
     def uses_tls(self) -> bool:
@@ -40,16 +44,35 @@ class ListenerConfig:
     def uses_sasl(self) -> bool:
         return self.security_protocol.startswith("SASL")
 
+    @property
+    def url(self) -> str:
+        """protocol://host:port (the port as configured: 0 until the broker bound one)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.protocol}://{host}:{self.port}"
+
+    def advertised(self, bound: tuple[str, int]) -> tuple[str, int]:
+        """What clients are told to connect to, given the bound (host, port)."""
+        return self.advertised_host or bound[0], self.advertised_port or bound[1]
+
     @classmethod
     def parse(cls, text: str) -> ListenerConfig:
-        """"host:port" or "PROTOCOL://host:port" (Kafka's listener notation)."""
-        protocol = "PLAINTEXT"
+        """"host:port", "SCHEME://host:port" or "PROTOCOL+SECURITY://host:port". SCHEME is a protocol
+        (kafka://) or a security protocol (SASL_SSL://, Kafka's listener notation, for a kafka listener)."""
+        protocol, security = DEFAULT_PROTOCOL, "PLAINTEXT"
         if "://" in text:
-            protocol, text = text.split("://", 1)
+            scheme, text = text.split("://", 1)
+            name, plus, secured = scheme.partition("+")
+            if plus:
+                protocol, security = name.lower(), secured.upper()
+            elif scheme.lower() in known_protocols():
+                protocol = scheme.lower()
+            else:
+                security = scheme.upper()
         host, sep, port = text.rpartition(":")
         if not sep or not port.isdigit():
-            raise ConfigurationError(f"a listener is host:port or PROTOCOL://host:port, not {text!r}")
-        return cls(host=host.strip("[]") or "127.0.0.1", port=int(port), security_protocol=protocol.upper())
+            raise ConfigurationError(f"a listener is host:port or SCHEME://host:port, not {text!r}")
+        return cls(host=host.strip("[]") or "127.0.0.1", port=int(port), security_protocol=security,
+                   protocol=protocol)
 
 
 @dataclasses.dataclass
@@ -101,6 +124,9 @@ class BrokerConfig:
         if not self.listeners:
             raise ConfigurationError("the broker needs at least one listener")
         for listener in self.listeners:
+            if listener.protocol not in known_protocols():
+                raise ConfigurationError(f"listener {listener.url}: the protocols served are "
+                                         f"{', '.join(known_protocols())}")
             if listener.security_protocol not in SECURITY_PROTOCOLS:
                 raise ConfigurationError(f"security_protocol must be one of {SECURITY_PROTOCOLS}, "
                                          f"not {listener.security_protocol!r}")

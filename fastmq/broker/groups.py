@@ -1,6 +1,6 @@
-"""The group coordinator: Kafka's classic consumer-group membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup)
-as a state machine that knows nothing of any wire format. Front ends call it with plain values on the broker's
-I/O thread and get their answers through callbacks, so that a JoinGroup can wait for the rest of the group.
+"""The group manager: consumer-group membership (the rules of Kafka's classic protocol: JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup) as a state machine that knows nothing of any wire format. Front ends call it with plain values on the
+broker's I/O thread and get their answers through callbacks, so that a join can wait for the rest of the group.
 
 States (Kafka's): Empty -> PreparingRebalance -> CompletingRebalance -> Stable, and back to PreparingRebalance
 whenever membership or a member's protocols change.
@@ -50,7 +50,7 @@ FENCED_INSTANCE_ID = 82
 
 
 class Scheduler(Protocol):
-    """What the coordinator needs of an event loop (fastmq.io.IOLoop is one)."""
+    """What the group manager needs of an event loop (fastmq.io.IOLoop is one)."""
 
     def time(self) -> float: ...
 
@@ -185,7 +185,7 @@ class Group:
         return not self.pending and all(m.join_callback is not None for m in self.members.values())
 
 
-class GroupCoordinator:
+class GroupManager:
     def __init__(self, scheduler: Scheduler, settings: GroupSettings | None = None) -> None:
         self.scheduler = scheduler
         self.settings = settings or GroupSettings()

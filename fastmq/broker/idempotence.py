@@ -12,8 +12,8 @@ sequence) arriving at a partition:
 
 Surviving a restart: the state is written to config/kafkaProducerState.json every few seconds and at shutdown,
 with the queue offset of each partition it covers; at start-up the records stored after those offsets are read
-again, and the KAFKA_PRODUCER property on the last record of every idempotent batch (see kafka_store.pyx) brings
-the state up to date. A crash between a batch's first and last record leaves the first records without their
+again, and the batch markers the front end finds in them (read_markers: Kafka's is the KAFKA_PRODUCER property
+on the last record of every idempotent batch) bring the state up to date. A crash between a batch's first and last record leaves the first records without their
 marker: a retry stores them again (the only case where a duplicate can appear). Producer ids are handed out in
 blocks reserved on disk, so a restarted broker never gives out an id twice.
 """
@@ -24,9 +24,8 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
-from fastmq._native import kafka_store
 from fastmq.broker.persist import ConfigWriter
 from fastmq.store import MessageStore
 from fastmq.store.config import ConfigManager, _require_dict
@@ -37,6 +36,10 @@ BATCHES_KEPT = 5                 # Kafka keeps the metadata of the last five bat
 ID_BLOCK = 1000                  # producer ids reserved on disk at a time
 INT32_MAX = 2 ** 31 - 1
 REPLAY_CHUNK = 4096              # records read at a time when replaying producer markers
+
+# (records, count) read from the store -> (queue offset, producer id, epoch, first sequence, last sequence) of
+# each batch whose last record is among them.
+MarkerReader = Callable[[Any, int], Iterable[tuple[int, int, int, int, int]]]
 
 # Kafka error codes of the checks
 NONE = 0
@@ -80,9 +83,10 @@ def next_sequence(sequence: int) -> int:
 
 
 class ProducerStateManager:
-    def __init__(self, store: MessageStore, writer: ConfigWriter, expiration_ms: int,
+    def __init__(self, store: MessageStore, writer: ConfigWriter, expiration_ms: int, read_markers: MarkerReader,
                  clock: Callable[[], float] = time.time) -> None:
         self.store = store
+        self._read_markers = read_markers
         self._writer = writer
         self._expiration = expiration_ms / 1000.0
         self._clock = clock
@@ -215,7 +219,7 @@ class ProducerStateManager:
             if not len(units):
                 break
             records, taken = self.store.read_records(units)
-            for queue_offset, pid, epoch, first, last in kafka_store.producer_markers(records, taken):
+            for queue_offset, pid, epoch, first, last in self._read_markers(records, taken):
                 base_offset = queue_offset - ((last - first) % (INT32_MAX + 1))
                 self._apply(tp, pid, epoch, first, last, base_offset)
                 count += 1

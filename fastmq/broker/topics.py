@@ -179,6 +179,10 @@ class TopicManager:
     def __contains__(self, name: str) -> bool:
         return name in self._topics
 
+    def has_partition(self, name: str, partition: int) -> bool:
+        topic = self._topics.get(name)
+        return topic is not None and 0 <= partition < topic.partitions
+
     # -- changes ----------------------------------------------------------------------------------------------
 
     @staticmethod

@@ -55,9 +55,8 @@ def run_broker(args: argparse.Namespace) -> int:
         threading.Thread(target=_stop_at_end_of_input, args=(stop,), name="fastmq-stdin-watch", daemon=True).start()
     broker = Broker(broker_config(args))
     try:
-        for front in broker.front_ends:
-            host, port = front.address
-            print(f"{READY_PREFIX}{front.config.security_protocol}://{host}:{port}", flush=True)
+        for listener, (host, port) in broker.listeners:
+            print(f"{READY_PREFIX}{listener.security_protocol}://{host}:{port}", flush=True)
         while not stop.wait(1.0):
             pass
     finally:

@@ -2,12 +2,16 @@
 state (idempotence.py), statistics (stats.py), the config writer (persist.py), the configuration (config.py)."""
 from __future__ import annotations
 
+import ast
 import json
 import threading
+from pathlib import Path
 
 import pytest
 
+import fastmq.broker
 from fastmq.broker.config import BrokerConfig, ListenerConfig
+from fastmq.broker.frontends import front_end_class, known_protocols
 from fastmq.broker.idempotence import (INVALID_PRODUCER_EPOCH, NONE, OUT_OF_ORDER_SEQUENCE_NUMBER,
                                        UNKNOWN_PRODUCER_ID, ProducerStateManager)
 from fastmq.broker.offsets import CommittedOffset, OffsetStore
@@ -121,8 +125,13 @@ def test_group_names_with_the_separator_do_not_mix(store, writer):
 
 # -- producer state -----------------------------------------------------------------------------------------
 
+def no_markers(records, count):
+    """A front end whose records carry no producer batch markers."""
+    return ()
+
+
 def test_producer_sequences(store, writer):
-    producers = ProducerStateManager(store, writer, 86_400_000)
+    producers = ProducerStateManager(store, writer, 86_400_000, no_markers)
     pid = producers.allocate_producer_id()
     assert producers.check("t", 0, pid, 0, 5, 5) == (UNKNOWN_PRODUCER_ID, -1)
     assert producers.check("t", 0, pid, 0, 0, 4) == (NONE, -1)
@@ -144,13 +153,13 @@ def test_producer_sequences(store, writer):
 
 
 def test_producer_state_snapshot_and_id_reservation(store, writer):
-    producers = ProducerStateManager(store, writer, 86_400_000)
+    producers = ProducerStateManager(store, writer, 86_400_000, no_markers)
     ids = [producers.allocate_producer_id() for _ in range(3)]
     assert ids == [0, 1, 2]
     store.put_message("t", 0, b"x")
     producers.record("t", 0, 2, 0, 0, 0, 0)
     producers.save(wait=True)
-    restarted = ProducerStateManager(store, writer, 86_400_000)
+    restarted = ProducerStateManager(store, writer, 86_400_000, no_markers)
     assert restarted.check("t", 0, 2, 0, 0, 0) == (NONE, 0)
     # Ids handed out before a crash may not be in the snapshot: the reserved block is skipped.
     assert restarted.allocate_producer_id() >= 3
@@ -158,7 +167,7 @@ def test_producer_state_snapshot_and_id_reservation(store, writer):
 
 def test_expired_producers_are_dropped_from_snapshots(store, writer):
     now = [1000.0]
-    producers = ProducerStateManager(store, writer, 10_000, clock=lambda: now[0])
+    producers = ProducerStateManager(store, writer, 10_000, no_markers, clock=lambda: now[0])
     store.put_message("t", 0, b"x")
     producers.record("t", 0, 7, 0, 0, 0, 0)
     now[0] += 11
@@ -240,14 +249,49 @@ def test_config_writer_coalesces_and_reports_failures():
     assert late.writes == 1
 
 
-def test_broker_config_validation(tmp_path):
-    assert ListenerConfig.parse("SASL_SSL://0.0.0.0:9093").security_protocol == "SASL_SSL"
+def test_listeners_name_their_protocol():
+    secured = ListenerConfig.parse("SASL_SSL://0.0.0.0:9093")
+    assert (secured.protocol, secured.security_protocol, secured.host) == ("kafka", "SASL_SSL", "0.0.0.0")
     assert ListenerConfig.parse("[::1]:9092").host == "::1"
+    plain = ListenerConfig.parse("kafka://127.0.0.1:9092")
+    assert (plain.protocol, plain.security_protocol, plain.port, plain.url) == (
+        "kafka", "PLAINTEXT", 9092, "kafka://127.0.0.1:9092")
+    both = ListenerConfig.parse("kafka+ssl://[::1]:9093")
+    assert (both.protocol, both.security_protocol, both.url) == ("kafka", "SSL", "kafka://[::1]:9093")
+    assert plain.advertised(("127.0.0.1", 9092)) == ("127.0.0.1", 9092)
     with pytest.raises(ConfigurationError):
         ListenerConfig.parse("no-port")
+
+
+def test_front_ends_are_found_by_protocol_name():
+    from fastmq.broker.kafka.frontend import KafkaFrontEnd
+    assert "kafka" in known_protocols()
+    assert front_end_class("kafka") is KafkaFrontEnd
+    with pytest.raises(ConfigurationError, match="no front end speaks 'carrier-pigeon'"):
+        front_end_class("carrier-pigeon")
+
+
+def test_the_broker_core_imports_no_front_end():
+    # The core (fastmq/broker/*.py) builds on the store, the I/O layer and itself: no front end (its
+    # subpackages), no protocol package, no protocol's compiled codec.
+    core = Path(fastmq.broker.__file__).parent
+    allowed = ("fastmq.errors", "fastmq.io", "fastmq.store",
+               *(f"fastmq.broker.{module.stem}" for module in core.glob("*.py")))
+    for module in sorted(core.glob("*.py")):
+        for node in ast.walk(ast.parse(module.read_text("utf-8"))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                if name == "fastmq" or name.startswith("fastmq."):
+                    assert any(name == ok or name.startswith(ok + ".") for ok in allowed), (
+                        f"{module.name} imports {name}")
+
+
+def test_broker_config_validation(tmp_path):
     for bad in (dict(listeners=[]), dict(num_partitions=0), dict(listeners=[ListenerConfig(security_protocol="SSL")]),
                 dict(listeners=[ListenerConfig(security_protocol="SASL_PLAINTEXT")]),
-                dict(sasl_mechanisms=("GSSAPI",)), dict(group_min_session_timeout_ms=0)):
+                dict(sasl_mechanisms=("GSSAPI",)), dict(group_min_session_timeout_ms=0),
+                dict(listeners=[ListenerConfig(protocol="carrier-pigeon")])):
         with pytest.raises(ConfigurationError):
             BrokerConfig(data_dir=tmp_path, **bad).validate()
     store = BrokerConfig(data_dir=tmp_path, max_message_bytes=8 << 20).store_config()

@@ -153,7 +153,7 @@ def test_consumers_use_sessions_across_many_partitions(broker):
                 producer.send(topic, b"%d-%d" % (partition, round_), partition=partition)
         producer.flush(WAIT)
     expected = sorted(b"%d-%d" % (p, r) for p in range(16) for r in range(3))
-    before = len(broker.broker.fetch_sessions)
+    before = len(broker.broker.front_end("kafka").fetch_sessions)
     with Consumer(bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest") as consumer:
         consumer.assign([TopicPartition(topic, p) for p in range(16)])
         got: list[bytes] = []
@@ -161,7 +161,7 @@ def test_consumers_use_sessions_across_many_partitions(broker):
         while len(got) < len(expected) and time.monotonic() < deadline:
             got += [r.value for r in consumer.consume(100, 0.5)]
         assert sorted(got) == expected
-        assert len(broker.broker.fetch_sessions) > before
+        assert len(broker.broker.front_end("kafka").fetch_sessions) > before
     peer = KafkaConsumer(bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest",
                          enable_auto_commit=False)
     peer.assign([PeerTopicPartition(topic, p) for p in range(16)])

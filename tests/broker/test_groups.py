@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastmq.broker import groups as g
-from fastmq.broker.groups import GroupCoordinator, GroupSettings
+from fastmq.broker.groups import GroupManager, GroupSettings
 
 from .conftest import wait_for
 
@@ -59,7 +59,7 @@ PROTOCOLS = [("range", b"meta-range"), ("roundrobin", b"meta-rr")]
 class Client:
     """One member's view: what its last join and sync answers were."""
 
-    def __init__(self, coordinator: GroupCoordinator, group: str = "g", instance: str | None = None,
+    def __init__(self, coordinator: GroupManager, group: str = "g", instance: str | None = None,
                  protocols=PROTOCOLS, session_ms: int = 10000, rebalance_ms: int = 20000) -> None:
         self.coordinator = coordinator
         self.group = group
@@ -104,7 +104,7 @@ def clock():
 
 @pytest.fixture
 def coordinator(clock):
-    return GroupCoordinator(clock, GroupSettings(initial_rebalance_delay_ms=0))
+    return GroupManager(clock, GroupSettings(initial_rebalance_delay_ms=0))
 
 
 def test_two_members_form_one_generation_and_get_their_assignments(coordinator, clock):
@@ -194,7 +194,7 @@ def test_leader_that_never_syncs_is_removed(coordinator, clock):
 
 
 def test_initial_delay_gathers_members_that_start_together(clock):
-    coordinator = GroupCoordinator(clock, GroupSettings(initial_rebalance_delay_ms=500))
+    coordinator = GroupManager(clock, GroupSettings(initial_rebalance_delay_ms=500))
     a, b = Client(coordinator), Client(coordinator)
     a.join_fully()
     clock.advance(0.3)
@@ -311,7 +311,7 @@ def test_two_confluent_members_split_partitions_and_one_takes_over(broker):
         for thread in threads:
             thread.join(30)
     assert sorted(int(v) for v in values) == list(range(40))
-    assert wait_for(lambda: broker.broker.coordinator.describe("split-group").state == g.EMPTY)
+    assert wait_for(lambda: broker.broker.groups.describe("split-group").state == g.EMPTY)
 
 
 @pytest.mark.slow
@@ -347,7 +347,7 @@ ACTIONS = st.lists(st.tuples(st.sampled_from(["join", "join_fresh", "sync", "syn
 @given(ACTIONS, st.sampled_from([0, 300]))
 def test_random_client_behaviour_keeps_the_group_consistent(actions, delay_ms):
     clock = ManualScheduler()
-    coordinator = GroupCoordinator(clock, GroupSettings(initial_rebalance_delay_ms=delay_ms))
+    coordinator = GroupManager(clock, GroupSettings(initial_rebalance_delay_ms=delay_ms))
     clients = [Client(coordinator, session_ms=6000, rebalance_ms=4000,
                       instance="static" if i == 3 else None) for i in range(4)]
     last_generation = 0

@@ -189,7 +189,7 @@ def test_long_poll_fetch_times_out_empty_and_min_bytes_waits_for_enough(broker, 
     started = time.monotonic()
     data = fetch(wire, name, 0, 0, max_wait_ms=300, min_bytes=100_000)
     assert len(records_of(data)) == 1 and time.monotonic() - started >= 0.25
-    assert broker.broker.fetch_hold.parked == 0
+    assert broker.broker.front_end("kafka").fetch_hold.parked == 0
 
 
 def test_held_fetch_of_a_closed_connection_is_dropped(broker):
@@ -201,7 +201,7 @@ def test_held_fetch_of_a_closed_connection_is_dropped(broker):
                                   topic=name, partitions=[kp.FetchRequest.FetchPartition(
                                       partition=0, fetch_offset=0, partition_max_bytes=1024)])])
     wire.send(ApiKey.FETCH, 11, request)
-    hold = broker.broker.fetch_hold
+    hold = broker.broker.front_end("kafka").fetch_hold
     assert wait_for(lambda: hold.parked == 1)
     wire.close()
     assert wait_for(lambda: hold.parked == 0)
@@ -316,7 +316,7 @@ def test_list_offsets_by_time_across_many_windows(broker, wire):
     for start in range(0, count, 1000):
         produce(wire, name, 0, record_batch([b"r"] * len(timestamps[start:start + 1000]),
                                             timestamps=timestamps[start:start + 1000]))
-    logs = broker.broker.logs
+    logs = broker.broker.front_end("kafka").logs
     for target in (0, 6_000, 10_000, 10_001, 20_000, 20_000 + kafka_log.WINDOW + 50, 10 ** 9):
         expected = next(((i, t) for i, t in enumerate(timestamps) if t >= target), None)
         assert logs.offset_for_timestamp(name, 0, target) == expected

@@ -263,7 +263,7 @@ def test_idle_transactional_ids_are_forgotten(tmp_path):
         wire = Wire(broker.bootstrap_servers)
         _topic, tid = names()
         first = init(wire, tid).producer_id
-        coordinator = broker.broker.transactions
+        coordinator = broker.broker.front_end("kafka").transactions
         assert wait_for(lambda: tid not in coordinator.transactions)
         assert init(wire, tid).producer_id != first          # a new id: the old one is gone
         wire.close()

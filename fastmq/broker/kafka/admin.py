@@ -243,7 +243,7 @@ def handle_incremental_alter_configs(request: Request, body: Any) -> None:
 
 def handle_delete_records(request: Request, body: Any) -> None:
     broker = request.broker
-    logs = broker.logs
+    logs = request.front.logs
     results: list[tuple[str, list[list[int]]]] = []       # (topic, [[partition, low watermark, error], ...])
     moves: list[tuple[str, int, int]] = []
     for topic in body.topics:

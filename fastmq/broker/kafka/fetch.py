@@ -25,8 +25,7 @@ from fastmq.kafka import protocol as kp
 from fastmq.kafka.protocol import ApiKey
 
 if TYPE_CHECKING:  # pragma: no cover
-    from fastmq.broker.broker import Broker
-    from fastmq.io import ServerConnection
+    from fastmq.io import IOLoop, ServerConnection
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +57,7 @@ class FetchResult:
 
 def run_fetch(request: Request, body: Any, plan: FetchPlan) -> FetchResult:
     broker = request.broker
-    logs = broker.logs
+    logs = request.front.logs
     by_id = request.version >= TOPIC_ID_VERSION
     remaining = min(body.max_bytes if request.version >= 3 else 0x7FFFFFFF, broker.config.fetch_max_bytes)
     read_committed = body.isolation_level == 1
@@ -131,7 +130,7 @@ def _add(topics: list[Any], target: Target, data: Any) -> None:
 
 def handle_fetch(request: Request, body: Any) -> None:
     broker = request.broker
-    plan = plan_fetch(broker, broker.fetch_sessions, request.version, body)
+    plan = plan_fetch(broker, request.front.fetch_sessions, request.version, body)
     if isinstance(plan, int):
         request.respond(kp.FetchResponse(throttle_time_ms=0, error_code=plan, session_id=0, responses=[]))
         return
@@ -139,7 +138,7 @@ def handle_fetch(request: Request, body: Any) -> None:
     if result.total >= body.min_bytes or body.max_wait_ms <= 0 or result.errors or not result.keys:
         result.send(request)
         return
-    broker.fetch_hold.park(request, body, plan, result.keys)
+    request.front.fetch_hold.park(request, body, plan, result.keys)
 
 
 class ParkedFetch:
@@ -157,9 +156,8 @@ class ParkedFetch:
 class FetchHold:
     """Fetches waiting for data, by (topic, partition). Lives on the broker's I/O thread."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.loop = broker.loop
+    def __init__(self, loop: IOLoop) -> None:
+        self.loop = loop
         self._by_key: dict[tuple[str, int], set[ParkedFetch]] = {}
         self._by_conn: dict[int, set[ParkedFetch]] = {}
         self._arrived: set[tuple[str, int]] = set()

@@ -1,4 +1,4 @@
-"""The Kafka front end: listeners, per-connection sessions, request decoding and dispatch to the handlers.
+"""The Kafka listeners: per-connection sessions, request decoding and dispatch to the handlers.
 
 Every request is decoded on the broker's I/O thread (compiled codecs) and handed to the handler of its API with a
 Request, through which the handler answers at once or later from any thread (acks=all after the flush, a held
@@ -32,6 +32,7 @@ from fastmq.kafka.protocol import ApiKey
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastmq.broker.broker import Broker
+    from fastmq.broker.kafka.frontend import KafkaFrontEnd
 
 log = logging.getLogger(__name__)
 
@@ -90,13 +91,15 @@ class Session:
 
 
 class Request:
-    """One request being handled; respond() answers it (once, from any thread)."""
+    """One request being handled; respond() answers it (once, from any thread). `front` is the broker's Kafka
+    front end (its partition logs, transactions, fetch sessions), `broker` the core."""
 
-    __slots__ = ("front", "conn", "session", "api_key", "version", "correlation_id", "client_id", "reply")
+    __slots__ = ("front", "listener", "conn", "session", "api_key", "version", "correlation_id", "client_id", "reply")
 
-    def __init__(self, front: KafkaFrontEnd, conn: ServerConnection, session: Session, header: Any,
+    def __init__(self, listener: KafkaListener, conn: ServerConnection, session: Session, header: Any,
                  reply: Reply) -> None:
-        self.front = front
+        self.front = listener.front
+        self.listener = listener
         self.conn = conn
         self.session = session
         self.api_key = header.request_api_key
@@ -138,13 +141,14 @@ def handler_table() -> dict[int, Handler]:
     return table
 
 
-class KafkaFrontEnd(ServerHandler):
-    """One listener speaking Kafka."""
+class KafkaListener(ServerHandler):
+    """One listening socket speaking Kafka."""
 
-    def __init__(self, broker: Broker, listener: ListenerConfig) -> None:
-        self.broker = broker
+    def __init__(self, front: KafkaFrontEnd, listener: ListenerConfig, handlers: dict[int, Handler]) -> None:
+        self.front = front
+        self.broker = broker = front.broker
         self.config = listener
-        self.handlers = handler_table()
+        self.handlers = handlers
         config = broker.config
         context = None
         if listener.uses_tls:
@@ -160,7 +164,8 @@ class KafkaFrontEnd(ServerHandler):
 
     @property
     def advertised(self) -> tuple[str, int]:
-        return (self.config.advertised_host or self.address[0], self.config.advertised_port or self.address[1])
+        """What Metadata and FindCoordinator tell the clients of this listener."""
+        return self.config.advertised(self.address)
 
     def close(self) -> None:
         self.listener.close()
@@ -175,7 +180,7 @@ class KafkaFrontEnd(ServerHandler):
 
     def connection_lost(self, conn: ServerConnection, error: BaseException) -> None:
         self.broker.connections.closed(id(conn))
-        self.broker.fetch_hold.connection_lost(conn)
+        self.front.fetch_hold.connection_lost(conn)
 
     def frame_received(self, conn: ServerConnection, frame: Any, reply: Reply) -> None:
         session: Session = conn.session

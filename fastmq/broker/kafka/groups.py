@@ -22,7 +22,7 @@ GROUP_TYPE = "classic"
 
 
 def handle_find_coordinator(request: Request, body: Any) -> None:
-    host, port = request.front.advertised
+    host, port = request.listener.advertised
     node = request.broker.config.node_id
     if body.key_type in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         error, message = NONE, None
@@ -53,7 +53,7 @@ def handle_join_group(request: Request, body: Any) -> None:
             protocol_type=result.protocol_type, protocol_name=protocol_name, leader=result.leader,
             skip_assignment=False, member_id=result.member_id, members=members))
 
-    request.broker.coordinator.join(
+    request.broker.groups.join(
         body.group_id, body.member_id, body.group_instance_id, request.client_id or "", request.client_host,
         body.session_timeout_ms, body.rebalance_timeout_ms, body.protocol_type,
         [(protocol.name, bytes(protocol.metadata)) for protocol in body.protocols], version >= 4, answer)
@@ -66,24 +66,24 @@ def handle_sync_group(request: Request, body: Any) -> None:
                                              protocol_name=result.protocol_name, assignment=result.assignment))
 
     assignments = {entry.member_id: bytes(entry.assignment) for entry in body.assignments}
-    request.broker.coordinator.sync(body.group_id, body.generation_id, body.member_id, body.group_instance_id,
-                                    body.protocol_type if request.version >= 5 else None,
-                                    body.protocol_name if request.version >= 5 else None, assignments, answer)
+    request.broker.groups.sync(body.group_id, body.generation_id, body.member_id, body.group_instance_id,
+                               body.protocol_type if request.version >= 5 else None,
+                               body.protocol_name if request.version >= 5 else None, assignments, answer)
 
 
 def handle_heartbeat(request: Request, body: Any) -> None:
-    error = request.broker.coordinator.heartbeat(body.group_id, body.generation_id, body.member_id,
-                                                 body.group_instance_id)
+    error = request.broker.groups.heartbeat(body.group_id, body.generation_id, body.member_id,
+                                            body.group_instance_id)
     request.respond(kp.HeartbeatResponse(throttle_time_ms=0, error_code=error))
 
 
 def handle_leave_group(request: Request, body: Any) -> None:
-    coordinator = request.broker.coordinator
+    groups = request.broker.groups
     if request.version < 3:
-        ((_, _, error),) = coordinator.leave(body.group_id, [(body.member_id, None)])
+        ((_, _, error),) = groups.leave(body.group_id, [(body.member_id, None)])
         request.respond(kp.LeaveGroupResponse(throttle_time_ms=0, error_code=error))
         return
-    results = coordinator.leave(body.group_id, [(m.member_id, m.group_instance_id) for m in body.members])
+    results = groups.leave(body.group_id, [(m.member_id, m.group_instance_id) for m in body.members])
     member = kp.LeaveGroupResponse.MemberResponse
     request.respond(kp.LeaveGroupResponse(throttle_time_ms=0, error_code=NONE, members=[
         member(member_id=member_id, group_instance_id=instance, error_code=error)
@@ -96,7 +96,7 @@ def handle_describe_groups(request: Request, body: Any) -> None:
     member_type = kp.DescribeGroupsResponse.DescribedGroupMember
     groups = []
     for group_id in body.groups:
-        description = broker.coordinator.describe(group_id)
+        description = broker.groups.describe(group_id)
         if description is None:
             state = core.EMPTY if group_id in broker.known_groups() else core.DEAD
             groups.append(described(error_code=NONE, group_id=group_id, group_state=state, protocol_type="",
@@ -116,7 +116,7 @@ def handle_list_groups(request: Request, body: Any) -> None:
     listed: dict[str, tuple[str, str]] = {}          # group -> (protocol type, state)
     for group_id in broker.known_groups():
         listed[group_id] = ("", core.EMPTY)
-    for group_id, group in broker.coordinator.groups.items():
+    for group_id, group in broker.groups.groups.items():
         listed[group_id] = (group.protocol_type or "", group.state)
     states = set(body.states_filter) if request.version >= 4 and body.states_filter else None
     types = {t.lower() for t in body.types_filter} if request.version >= 5 and body.types_filter else None
@@ -136,7 +136,7 @@ def handle_delete_groups(request: Request, body: Any) -> None:
     to_delete = []
     for group_id in body.groups_names:
         known = group_id in known_groups
-        error = broker.coordinator.delete(group_id) if known else core.GROUP_ID_NOT_FOUND
+        error = broker.groups.delete(group_id) if known else core.GROUP_ID_NOT_FOUND
         if known and error == NONE:
             broker.forget_subscription_group(group_id)
             if group_id in with_offsets:

@@ -52,7 +52,7 @@ def topic_metadata(broker: Broker, topic: Topic) -> Any:
 
 def handle_metadata(request: Request, body: Any) -> None:
     broker = request.broker
-    host, port = request.front.advertised
+    host, port = request.listener.advertised
     node = broker.config.node_id
     response_topic = kp.MetadataResponse.MetadataResponseTopic
     all_topics = body.topics is None or (request.version == 0 and not body.topics)
@@ -85,7 +85,7 @@ def handle_metadata(request: Request, body: Any) -> None:
 
 def handle_describe_cluster(request: Request, body: Any) -> None:
     broker = request.broker
-    host, port = request.front.advertised
+    host, port = request.listener.advertised
     node = broker.config.node_id
     request.respond(kp.DescribeClusterResponse(
         throttle_time_ms=0, error_code=NONE, error_message=None, endpoint_type=1, cluster_id=broker.cluster_id,

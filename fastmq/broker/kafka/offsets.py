@@ -52,7 +52,7 @@ def _list_offset(request: Request, name: str, partition: int, timestamp: int, le
         return UNKNOWN_TOPIC_OR_PARTITION, -1, -1
     if leader_epoch > LEADER_EPOCH:
         return UNKNOWN_LEADER_EPOCH, -1, -1
-    logs = request.broker.logs
+    logs = request.front.logs
     readable_end = (logs.last_stable_offset(name, partition) if read_committed
                     else logs.high_watermark(name, partition))
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
@@ -98,8 +98,8 @@ def handle_offset_for_leader_epoch(request: Request, body: Any) -> None:
             elif part.leader_epoch == LEADER_EPOCH:
                 # The current (and only) epoch ends at the log end.
                 partitions.append(end_offset(error_code=NONE, partition=part.partition, leader_epoch=LEADER_EPOCH,
-                                             end_offset=request.broker.logs.high_watermark(topic.topic,
-                                                                                           part.partition)))
+                                             end_offset=request.front.logs.high_watermark(topic.topic,
+                                                                                          part.partition)))
             else:
                 partitions.append(end_offset(error_code=NONE, partition=part.partition, leader_epoch=-1,
                                              end_offset=-1))
@@ -115,8 +115,8 @@ def handle_offset_commit(request: Request, body: Any) -> None:
     if not body.group_id:
         group_error = INVALID_GROUP_ID
     else:
-        group_error = broker.coordinator.validate_commit(body.group_id, body.generation_id_or_member_epoch,
-                                                         body.member_id, body.group_instance_id)
+        group_error = broker.groups.validate_commit(body.group_id, body.generation_id_or_member_epoch,
+                                                    body.member_id, body.group_instance_id)
     now_ms = int(broker.clock() * 1000)
     results: list[tuple[Any, list[list[int]]]] = []     # (topic, [[partition, error], ...])
     to_commit = []
@@ -160,7 +160,7 @@ def _fetch_group(request: Request, group_id: str, topics: list[tuple[str, list[i
                  ) -> list[tuple[str, list[tuple[int, CommittedOffset | None | int]]]]:
     """Per topic, (partition, committed offset, or the error code UNSTABLE_OFFSET_COMMIT)."""
     offsets = request.broker.offsets
-    transactions = request.broker.transactions
+    transactions = request.front.transactions
     if topics is None:
         topics = sorted(offsets.partitions(group_id).items())
     return [(name, [(partition, UNSTABLE_OFFSET_COMMIT
@@ -221,7 +221,7 @@ def subscribed_topics(metadata: bytes) -> set[str] | None:
 
 def handle_offset_delete(request: Request, body: Any) -> None:
     broker = request.broker
-    description = broker.coordinator.describe(body.group_id)
+    description = broker.groups.describe(body.group_id)
     known = description is not None or body.group_id in broker.known_groups()
     topic_type = kp.OffsetDeleteResponse.OffsetDeleteResponseTopic
     partition_type = kp.OffsetDeleteResponse.OffsetDeleteResponsePartition

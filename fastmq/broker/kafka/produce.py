@@ -47,8 +47,8 @@ def handle_produce(request: Request, body: Any) -> None:
             elif partition_data.records is None:
                 result = AppendResult(kerrors.InvalidRecordError.errno, message="no records")
             else:
-                result = broker.logs.append(topic, index, partition_data.records,
-                                            transactional=body.transactional_id is not None)
+                result = request.front.logs.append(topic, index, partition_data.records,
+                                                   transactional=body.transactional_id is not None)
                 if result.error == 0:
                     flush_to = max(flush_to, result.end_position)
                 if result.appended:

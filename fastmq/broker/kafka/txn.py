@@ -40,10 +40,10 @@ def handle_init_producer_id(request: Request, body: Any) -> None:
                                                   producer_id=producer_id, producer_epoch=epoch))
 
     if body.transactional_id is not None:
-        request.broker.transactions.init_producer_id(body.transactional_id, body.transaction_timeout_ms,
-                                                     body.producer_id, body.producer_epoch, respond)
+        request.front.transactions.init_producer_id(body.transactional_id, body.transaction_timeout_ms,
+                                                    body.producer_id, body.producer_epoch, respond)
         return
-    producers = request.broker.producers
+    producers = request.front.producers
     if body.producer_id >= 0 and body.producer_epoch >= 0:
         # An idempotent producer bumping its epoch (KIP-360) keeps its id.
         producer_id, epoch = body.producer_id, body.producer_epoch + 1
@@ -67,8 +67,8 @@ def handle_add_partitions_to_txn(request: Request, body: Any) -> None:
         request.respond(kp.AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=[
             topic_result(name=name, results_by_partition=results) for name, results in by_topic.items()]))
 
-    request.broker.transactions.add_partitions(body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
-                                               body.v3_and_below_producer_epoch, wanted, respond)
+    request.front.transactions.add_partitions(body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
+                                              body.v3_and_below_producer_epoch, wanted, respond)
 
 
 def handle_add_offsets_to_txn(request: Request, body: Any) -> None:
@@ -78,8 +78,8 @@ def handle_add_offsets_to_txn(request: Request, body: Any) -> None:
     if not body.group_id:
         respond(INVALID_GROUP_ID)
         return
-    request.broker.transactions.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch,
-                                            body.group_id, respond)
+    request.front.transactions.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch,
+                                           body.group_id, respond)
 
 
 def handle_txn_offset_commit(request: Request, body: Any) -> None:
@@ -91,8 +91,8 @@ def handle_txn_offset_commit(request: Request, body: Any) -> None:
         group_error = INVALID_GROUP_ID
     elif request.version >= 3 and (body.generation_id >= 0 or body.member_id):
         # Since KIP-447 a transactional commit is fenced like a consumer's own commit.
-        group_error = broker.coordinator.validate_commit(body.group_id, body.generation_id, body.member_id,
-                                                         body.group_instance_id)
+        group_error = broker.groups.validate_commit(body.group_id, body.generation_id, body.member_id,
+                                                    body.group_instance_id)
     now_ms = int(broker.clock() * 1000)
     for topic in body.topics:
         for part in topic.partitions:
@@ -124,16 +124,16 @@ def handle_txn_offset_commit(request: Request, body: Any) -> None:
     if not offsets:
         respond()
         return
-    broker.transactions.commit_offsets(body.transactional_id, body.group_id, body.producer_id,
-                                       body.producer_epoch, offsets, respond)
+    request.front.transactions.commit_offsets(body.transactional_id, body.group_id, body.producer_id,
+                                              body.producer_epoch, offsets, respond)
 
 
 def handle_end_txn(request: Request, body: Any) -> None:
     def respond(error: int) -> None:
         request.respond(kp.EndTxnResponse(throttle_time_ms=0, error_code=_for_version(request, error)))
 
-    request.broker.transactions.end_transaction(body.transactional_id, body.producer_id, body.producer_epoch,
-                                                body.committed, respond)
+    request.front.transactions.end_transaction(body.transactional_id, body.producer_id, body.producer_epoch,
+                                               body.committed, respond)
 
 
 HANDLERS = {
