@@ -4,7 +4,7 @@ broker's I/O thread and get their answers through callbacks, so that a join can 
 
 States (Kafka's): Empty -> PreparingRebalance -> CompletingRebalance -> Stable, and back to PreparingRebalance
 whenever membership or a member's protocols change.
-- Join: a new member without an id gets one and MEMBER_ID_REQUIRED (request versions that allow it), and joins
+- Join: a new member without an id gets one and MEMBER_ID_REQUIRED (when the front end asks for that), and joins
   again with it. A rebalance waits until every known member (and every member handed an id) has joined, or the
   largest rebalance timeout passes (members that did not join are removed). The first rebalance of an empty
   group waits initial_rebalance_delay first, extended while members keep arriving (Kafka's
@@ -17,7 +17,7 @@ whenever membership or a member's protocols change.
   waiting for a join or sync answer are alive by definition).
 - Static members (group.instance.id) keep their place across restarts: a rejoin under the same instance id takes
   over the old member id's place; when nothing changed and the group is stable, without a rebalance.
-Error codes are Kafka's numbers, which every front end of this protocol answers with.
+Refusals are CoreErrors (None: done), which each front end maps onto its protocol's codes.
 """
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ import logging
 import uuid
 from typing import Any, Callable, Protocol
 
+from fastmq.broker.errors import CoreError
+
 log = logging.getLogger(__name__)
 
 EMPTY = "Empty"
@@ -33,21 +35,6 @@ PREPARING_REBALANCE = "PreparingRebalance"
 COMPLETING_REBALANCE = "CompletingRebalance"
 STABLE = "Stable"
 DEAD = "Dead"
-
-NONE = 0
-COORDINATOR_NOT_AVAILABLE = 15
-ILLEGAL_GENERATION = 22
-INCONSISTENT_GROUP_PROTOCOL = 23
-INVALID_GROUP_ID = 24
-UNKNOWN_MEMBER_ID = 25
-INVALID_SESSION_TIMEOUT = 26
-REBALANCE_IN_PROGRESS = 27
-NON_EMPTY_GROUP = 68
-GROUP_ID_NOT_FOUND = 69
-MEMBER_ID_REQUIRED = 79
-GROUP_MAX_SIZE_REACHED = 81
-FENCED_INSTANCE_ID = 82
-
 
 class Scheduler(Protocol):
     """What the group manager needs of an event loop (fastmq.io.IOLoop is one)."""
@@ -67,7 +54,7 @@ class GroupSettings:
 
 @dataclasses.dataclass
 class JoinResult:
-    error: int
+    error: CoreError | None
     member_id: str = ""
     generation: int = -1
     protocol_type: str | None = None
@@ -78,7 +65,7 @@ class JoinResult:
 
 @dataclasses.dataclass
 class SyncResult:
-    error: int
+    error: CoreError | None
     protocol_type: str | None = None
     protocol_name: str | None = None
     assignment: bytes = b""
@@ -200,25 +187,25 @@ class GroupManager:
              protocols: list[tuple[str, bytes]], require_known_member_id: bool, callback: JoinCallback) -> None:
         settings = self.settings
         if not group_id:
-            callback(JoinResult(INVALID_GROUP_ID, member_id))
+            callback(JoinResult(CoreError.INVALID_GROUP_ID, member_id))
             return
         if not settings.min_session_timeout_ms <= session_timeout_ms <= settings.max_session_timeout_ms:
-            callback(JoinResult(INVALID_SESSION_TIMEOUT, member_id))
+            callback(JoinResult(CoreError.INVALID_SESSION_TIMEOUT, member_id))
             return
         if not protocol_type or not protocols:
-            callback(JoinResult(INCONSISTENT_GROUP_PROTOCOL, member_id))
+            callback(JoinResult(CoreError.INCONSISTENT_GROUP_PROTOCOL, member_id))
             return
         group = self.groups.get(group_id)
         if group is None:
             if member_id:
-                callback(JoinResult(UNKNOWN_MEMBER_ID, member_id))
+                callback(JoinResult(CoreError.UNKNOWN_MEMBER, member_id))
                 return
             group = self.groups[group_id] = Group(group_id)
         if group.state == DEAD:
-            callback(JoinResult(COORDINATOR_NOT_AVAILABLE, member_id))
+            callback(JoinResult(CoreError.NOT_AVAILABLE, member_id))
             return
         if not group.accepts(protocol_type, protocols):
-            callback(JoinResult(INCONSISTENT_GROUP_PROTOCOL, member_id))
+            callback(JoinResult(CoreError.INCONSISTENT_GROUP_PROTOCOL, member_id))
             return
         session = session_timeout_ms / 1000.0
         rebalance = (rebalance_timeout_ms if rebalance_timeout_ms > 0 else session_timeout_ms) / 1000.0
@@ -239,12 +226,12 @@ class GroupManager:
             self._replace_static_member(group, group.members[group.instances[instance_id]], new_id, args, callback)
             return
         if len(group.members) + len(group.pending) >= self.settings.max_size:
-            callback(JoinResult(GROUP_MAX_SIZE_REACHED, ""))
+            callback(JoinResult(CoreError.GROUP_FULL, ""))
             return
         if instance_id is None and require_known_member_id:
             session = args[2]
             group.pending[new_id] = self.scheduler.call_later(session, self._expire_pending, group, new_id)
-            callback(JoinResult(MEMBER_ID_REQUIRED, new_id))
+            callback(JoinResult(CoreError.MEMBER_ID_REQUIRED, new_id))
             return
         self._add_member(group, Member(new_id, instance_id, *args), callback)
 
@@ -253,7 +240,7 @@ class GroupManager:
         unchanged = old.protocols == args[5] and old.protocol_type == args[4]
         was_leader = group.leader_id == old.member_id
         # The old id is fenced: whoever still waits under it is told so.
-        self._answer_waiting(old, FENCED_INSTANCE_ID)
+        self._answer_waiting(old, CoreError.FENCED_INSTANCE)
         self._cancel_expiry(old)
         del group.members[old.member_id]
         member = Member(new_id, old.instance_id, *args)
@@ -276,11 +263,11 @@ class GroupManager:
     def _join_known(self, group: Group, member_id: str, instance_id: str | None, args: tuple,
                     callback: JoinCallback) -> None:
         if group.fenced(member_id, instance_id):
-            callback(JoinResult(FENCED_INSTANCE_ID, member_id))
+            callback(JoinResult(CoreError.FENCED_INSTANCE, member_id))
             return
         member = group.members.get(member_id)
         if member is None:
-            callback(JoinResult(UNKNOWN_MEMBER_ID, member_id))
+            callback(JoinResult(CoreError.UNKNOWN_MEMBER, member_id))
             return
         client_id, client_host, session, rebalance, protocol_type, protocols = args
         changed = protocols != member.protocols
@@ -289,7 +276,7 @@ class GroupManager:
         if group.state == PREPARING_REBALANCE:
             member.protocols = protocols
             if member.join_callback is not None:      # a second join while waiting: the old one is superseded
-                member.join_callback(JoinResult(UNKNOWN_MEMBER_ID, member_id))
+                member.join_callback(JoinResult(CoreError.UNKNOWN_MEMBER, member_id))
             member.join_callback = callback
             self._touch(group, member)
             self._maybe_complete_join(group)
@@ -329,7 +316,7 @@ class GroupManager:
             for member in group.members.values():
                 if member.sync_callback is not None:
                     callback, member.sync_callback = member.sync_callback, None
-                    callback(SyncResult(REBALANCE_IN_PROGRESS))
+                    callback(SyncResult(CoreError.REBALANCE_IN_PROGRESS))
         initial = group.state == EMPTY
         group.state = PREPARING_REBALANCE
         self._cancel_rebalance_timer(group)
@@ -417,7 +404,7 @@ class GroupManager:
         if with_members:
             members = [(m.member_id, m.instance_id, m.metadata(group.protocol_name or ""))
                        for m in group.members.values()]
-        return JoinResult(NONE, member.member_id, group.generation, group.protocol_type, group.protocol_name,
+        return JoinResult(None, member.member_id, group.generation, group.protocol_type, group.protocol_name,
                           group.leader_id or "", members)
 
     # -- SyncGroup --------------------------------------------------------------------------------------------
@@ -427,31 +414,31 @@ class GroupManager:
              callback: SyncCallback) -> None:
         group = self.groups.get(group_id)
         if group is not None and group.fenced(member_id, instance_id):
-            callback(SyncResult(FENCED_INSTANCE_ID))
+            callback(SyncResult(CoreError.FENCED_INSTANCE))
             return
         member = group.members.get(member_id) if group is not None else None
         if group is None or member is None:
-            callback(SyncResult(UNKNOWN_MEMBER_ID))
+            callback(SyncResult(CoreError.UNKNOWN_MEMBER))
             return
         if generation != group.generation:
-            callback(SyncResult(ILLEGAL_GENERATION))
+            callback(SyncResult(CoreError.STALE_GENERATION))
             return
         if (protocol_type is not None and protocol_type != group.protocol_type) or (
                 protocol_name is not None and protocol_name != group.protocol_name):
-            callback(SyncResult(INCONSISTENT_GROUP_PROTOCOL))
+            callback(SyncResult(CoreError.INCONSISTENT_GROUP_PROTOCOL))
             return
         if group.state == PREPARING_REBALANCE:
-            callback(SyncResult(REBALANCE_IN_PROGRESS))
+            callback(SyncResult(CoreError.REBALANCE_IN_PROGRESS))
             return
         self._touch(group, member)
         if group.state == STABLE:
-            callback(SyncResult(NONE, group.protocol_type, group.protocol_name, member.assignment))
+            callback(SyncResult(None, group.protocol_type, group.protocol_name, member.assignment))
             return
         if group.state != COMPLETING_REBALANCE:
-            callback(SyncResult(UNKNOWN_MEMBER_ID))
+            callback(SyncResult(CoreError.UNKNOWN_MEMBER))
             return
         if member.sync_callback is not None:
-            member.sync_callback(SyncResult(REBALANCE_IN_PROGRESS))
+            member.sync_callback(SyncResult(CoreError.REBALANCE_IN_PROGRESS))
         member.sync_callback = callback
         if member_id == group.leader_id:
             for other in group.members.values():
@@ -461,52 +448,53 @@ class GroupManager:
             for other in group.members.values():
                 if other.sync_callback is not None:
                     waiting, other.sync_callback = other.sync_callback, None
-                    waiting(SyncResult(NONE, group.protocol_type, group.protocol_name, other.assignment))
+                    waiting(SyncResult(None, group.protocol_type, group.protocol_name, other.assignment))
 
     # -- Heartbeat and LeaveGroup -----------------------------------------------------------------------------
 
-    def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> int:
+    def heartbeat(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> CoreError | None:
         group = self.groups.get(group_id)
         if group is None:
-            return UNKNOWN_MEMBER_ID
+            return CoreError.UNKNOWN_MEMBER
         if group.state == DEAD:
-            return COORDINATOR_NOT_AVAILABLE
+            return CoreError.NOT_AVAILABLE
         if group.fenced(member_id, instance_id):
-            return FENCED_INSTANCE_ID
+            return CoreError.FENCED_INSTANCE
         member = group.members.get(member_id)
         if member is None:
-            return UNKNOWN_MEMBER_ID
+            return CoreError.UNKNOWN_MEMBER
         if generation != group.generation:
-            return ILLEGAL_GENERATION
+            return CoreError.STALE_GENERATION
         self._touch(group, member)
-        return REBALANCE_IN_PROGRESS if group.state == PREPARING_REBALANCE else NONE
+        return CoreError.REBALANCE_IN_PROGRESS if group.state == PREPARING_REBALANCE else None
 
-    def leave(self, group_id: str, members: list[tuple[str, str | None]]) -> list[tuple[str, str | None, int]]:
+    def leave(self, group_id: str,
+              members: list[tuple[str, str | None]]) -> list[tuple[str, str | None, CoreError | None]]:
         """Remove members, given by member id or (with an empty id) by group.instance.id; per member an error."""
         group = self.groups.get(group_id)
         results = []
         removed = False
         for member_id, instance_id in members:
             if group is None:
-                results.append((member_id, instance_id, UNKNOWN_MEMBER_ID))
+                results.append((member_id, instance_id, CoreError.UNKNOWN_MEMBER))
                 continue
             if not member_id and instance_id is not None:
                 member_id = group.instances.get(instance_id, "")
             elif group.fenced(member_id, instance_id):
-                results.append((member_id, instance_id, FENCED_INSTANCE_ID))
+                results.append((member_id, instance_id, CoreError.FENCED_INSTANCE))
                 continue
             if member_id in group.pending:
                 group.pending.pop(member_id).cancel()
-                results.append((member_id, instance_id, NONE))
+                results.append((member_id, instance_id, None))
                 removed = True
                 continue
             member = group.members.get(member_id)
             if member is None:
-                results.append((member_id, instance_id, UNKNOWN_MEMBER_ID))
+                results.append((member_id, instance_id, CoreError.UNKNOWN_MEMBER))
                 continue
-            self._answer_waiting(member, UNKNOWN_MEMBER_ID)
+            self._answer_waiting(member, CoreError.UNKNOWN_MEMBER)
             self._remove_member(group, member)
-            results.append((member_id, instance_id, NONE))
+            results.append((member_id, instance_id, None))
             removed = True
         if removed and group is not None:
             self._membership_changed(group, "members left")
@@ -529,7 +517,7 @@ class GroupManager:
             listener(group.group_id, member, False)
 
     @staticmethod
-    def _answer_waiting(member: Member, error: int) -> None:
+    def _answer_waiting(member: Member, error: CoreError) -> None:
         if member.join_callback is not None:
             callback, member.join_callback = member.join_callback, None
             callback(JoinResult(error, member.member_id))
@@ -577,24 +565,28 @@ class GroupManager:
 
     # -- offsets, listing, deletion ---------------------------------------------------------------------------
 
-    def validate_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None) -> int:
-        """The error an OffsetCommit gets before its offsets are stored (Kafka's rules)."""
+    def validate_commit(self, group_id: str, generation: int, member_id: str,
+                        instance_id: str | None) -> CoreError | None:
+        """Whether a member may commit offsets for the group now (Kafka's rules for OffsetCommit); generation < 0:
+        a committer outside the group's membership."""
         group = self.groups.get(group_id)
         if group is None or group.state == EMPTY:
             if generation < 0:
-                return NONE                    # a simple consumer or an admin tool: no membership
-            return UNKNOWN_MEMBER_ID if group is None or member_id not in group.members else ILLEGAL_GENERATION
+                return None                    # a simple consumer or an admin tool: no membership
+            if group is None or member_id not in group.members:
+                return CoreError.UNKNOWN_MEMBER
+            return CoreError.STALE_GENERATION
         if group.state == DEAD:
-            return COORDINATOR_NOT_AVAILABLE
+            return CoreError.NOT_AVAILABLE
         if group.fenced(member_id, instance_id):
-            return FENCED_INSTANCE_ID
+            return CoreError.FENCED_INSTANCE
         if group.state == COMPLETING_REBALANCE:
-            return REBALANCE_IN_PROGRESS
+            return CoreError.REBALANCE_IN_PROGRESS
         if member_id not in group.members:
-            return UNKNOWN_MEMBER_ID
+            return CoreError.UNKNOWN_MEMBER
         if generation != group.generation:
-            return ILLEGAL_GENERATION
-        return NONE
+            return CoreError.STALE_GENERATION
+        return None
 
     def describe(self, group_id: str) -> GroupDescription | None:
         group = self.groups.get(group_id)
@@ -607,16 +599,16 @@ class GroupManager:
         return GroupDescription(group_id, group.state, group.protocol_type or "",
                                 protocol if group.state in (STABLE, COMPLETING_REBALANCE) else "", members)
 
-    def delete(self, group_id: str) -> int:
+    def delete(self, group_id: str) -> CoreError | None:
         """Forget an empty group (its offsets are the caller's); NON_EMPTY_GROUP while it has members."""
         group = self.groups.get(group_id)
         if group is None:
-            return NONE
+            return None
         if group.members or group.pending or group.state not in (EMPTY, DEAD):
-            return NON_EMPTY_GROUP
+            return CoreError.NON_EMPTY_GROUP
         group.state = DEAD
         del self.groups[group_id]
-        return NONE
+        return None
 
     def close(self) -> None:
         """Answer everyone still waiting (the broker is going away) and stop every timer."""
@@ -626,4 +618,4 @@ class GroupManager:
                 timer.cancel()
             for member in group.members.values():
                 self._cancel_expiry(member)
-                self._answer_waiting(member, COORDINATOR_NOT_AVAILABLE)
+                self._answer_waiting(member, CoreError.NOT_AVAILABLE)

@@ -3,19 +3,20 @@ batch is answered with its first offsets instead of being stored twice, and a ga
 
 Rules (Kafka's, for an idempotent producer without transactions), for a batch (producer id, epoch, first and last
 sequence) arriving at a partition:
-- a producer never seen on the partition must start at sequence 0 (else UNKNOWN_PRODUCER_ID: the client resets);
-- an older epoch is fenced (INVALID_PRODUCER_EPOCH); a newer one must start at sequence 0;
+- a producer never seen on the partition must start at sequence 0 (else UNKNOWN_PRODUCER: the client resets);
+- an older epoch is fenced (STALE_PRODUCER_EPOCH); a newer one must start at sequence 0;
 - one of the last five batches again is a duplicate: answered with the offset it got, nothing is stored;
-- otherwise the first sequence must follow the last one stored (OUT_OF_ORDER_SEQUENCE_NUMBER), wrapping after
+- otherwise the first sequence must follow the last one stored (OUT_OF_ORDER_SEQUENCE), wrapping after
   2**31 - 1;
 - a transaction marker written under a newer epoch (fence()) makes the older epochs of its producer fenced here.
 
 Surviving a restart: the state is written to config/kafkaProducerState.json every few seconds and at shutdown,
 with the queue offset of each partition it covers; at start-up the records stored after those offsets are read
 again, and the batch markers the front end finds in them (read_markers: Kafka's is the KAFKA_PRODUCER property
-on the last record of every idempotent batch) bring the state up to date. A crash between a batch's first and last record leaves the first records without their
-marker: a retry stores them again (the only case where a duplicate can appear). Producer ids are handed out in
-blocks reserved on disk, so a restarted broker never gives out an id twice.
+on the last record of every idempotent batch) bring the state up to date. A crash between a batch's first and
+last record leaves the first records without their marker: a retry stores them again (the only case where a
+duplicate can appear). Producer ids are handed out in blocks reserved on disk, so a restarted broker never gives
+out an id twice.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from fastmq.broker.errors import CoreError
 from fastmq.broker.persist import ConfigWriter
 from fastmq.store import MessageStore
 from fastmq.store.config import ConfigManager, _require_dict
@@ -41,11 +43,6 @@ REPLAY_CHUNK = 4096              # records read at a time when replaying produce
 # each batch whose last record is among them.
 MarkerReader = Callable[[Any, int], Iterable[tuple[int, int, int, int, int]]]
 
-# Kafka error codes of the checks
-NONE = 0
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-INVALID_PRODUCER_EPOCH = 47
-UNKNOWN_PRODUCER_ID = 59
 
 
 class ProducerEntry:
@@ -117,21 +114,21 @@ class ProducerStateManager:
     # -- checks -----------------------------------------------------------------------------------------------
 
     def check(self, topic: str, partition: int, producer_id: int, epoch: int, first_sequence: int,
-              last_sequence: int) -> tuple[int, int]:
-        """(error code, offset of the duplicate or -1) for a batch about to be appended."""
+              last_sequence: int) -> tuple[CoreError | None, int]:
+        """(the refusal or None, offset of the duplicate or -1) for a batch about to be appended."""
         entry = self._partitions.get((topic, partition), {}).get(producer_id)
         if entry is None:
-            return (NONE, -1) if first_sequence == 0 else (UNKNOWN_PRODUCER_ID, -1)
+            return (None, -1) if first_sequence == 0 else (CoreError.UNKNOWN_PRODUCER, -1)
         if epoch < entry.epoch:
-            return INVALID_PRODUCER_EPOCH, -1
+            return CoreError.STALE_PRODUCER_EPOCH, -1
         if epoch > entry.epoch:
-            return (NONE, -1) if first_sequence == 0 else (OUT_OF_ORDER_SEQUENCE_NUMBER, -1)
+            return (None, -1) if first_sequence == 0 else (CoreError.OUT_OF_ORDER_SEQUENCE, -1)
         for first, last, base_offset in entry.batches:
             if first == first_sequence and last == last_sequence:
-                return NONE, base_offset
+                return None, base_offset
         if first_sequence != next_sequence(entry.last_sequence):
-            return OUT_OF_ORDER_SEQUENCE_NUMBER, -1
-        return NONE, -1
+            return CoreError.OUT_OF_ORDER_SEQUENCE, -1
+        return None, -1
 
     def record(self, topic: str, partition: int, producer_id: int, epoch: int, first_sequence: int,
                last_sequence: int, base_offset: int) -> None:

@@ -23,9 +23,7 @@ from __future__ import annotations
 import bisect
 from typing import Any, Callable
 
-NONE = 0
-INVALID_PRODUCER_EPOCH = 47
-INVALID_TXN_STATE = 48
+from fastmq.broker.errors import CoreError
 
 TopicPartition = tuple[str, int]
 
@@ -64,14 +62,14 @@ class PartitionTransactions:
             current.epoch = epoch
             current.sealed = True
 
-    def check(self, tp: TopicPartition, producer_id: int, epoch: int) -> int:
-        """The error for a transactional batch of this producer, NONE if it may be appended."""
+    def check(self, tp: TopicPartition, producer_id: int, epoch: int) -> CoreError | None:
+        """Why a transactional batch of this producer may not be appended; None if it may."""
         current = self._open.get(tp, {}).get(producer_id)
         if current is None:
-            return INVALID_TXN_STATE
+            return CoreError.INVALID_TRANSACTION_STATE
         if epoch != current.epoch:
-            return INVALID_PRODUCER_EPOCH
-        return INVALID_TXN_STATE if current.sealed else NONE
+            return CoreError.STALE_PRODUCER_EPOCH
+        return CoreError.INVALID_TRANSACTION_STATE if current.sealed else None
 
     def appended(self, tp: TopicPartition, producer_id: int, base_offset: int) -> None:
         current = self._open.get(tp, {}).get(producer_id)

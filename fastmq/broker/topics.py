@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
+from fastmq.broker.errors import CoreError, TopicError
 from fastmq.store import MessageStore, TopicConfig
 from fastmq.store.config import ConfigManager, _require_dict
 
@@ -27,23 +28,6 @@ log = logging.getLogger(__name__)
 TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 MAX_PARTITIONS = 10000
 PERM_READ_WRITE = 6
-
-
-class TopicError(Exception):
-    """A refused topic operation; `code` is the Kafka error code to answer with."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-# Kafka error codes of topic operations (fastmq.kafka.errors has the classes; the core keeps plain numbers).
-UNKNOWN_TOPIC_OR_PARTITION = 3
-INVALID_TOPIC_EXCEPTION = 17
-TOPIC_ALREADY_EXISTS = 36
-INVALID_PARTITIONS = 37
-INVALID_REPLICATION_FACTOR = 38
-INVALID_CONFIG = 40
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,16 +172,16 @@ class TopicManager:
     @staticmethod
     def check_name(name: str) -> None:
         if not isinstance(name, str) or not TOPIC_NAME.fullmatch(name) or name in (".", ".."):
-            raise TopicError(INVALID_TOPIC_EXCEPTION,
+            raise TopicError(CoreError.INVALID_TOPIC_NAME,
                              f"topic name {name!r} is not legal: 1-249 of [a-zA-Z0-9._-], not '.' or '..'")
 
     def check_configs(self, configs: dict[str, str]) -> None:
         for key, value in configs.items():
             definition = TOPIC_CONFIGS.get(key)
             if definition is None:
-                raise TopicError(INVALID_CONFIG, f"unknown topic config {key!r}")
+                raise TopicError(CoreError.INVALID_CONFIG, f"unknown topic config {key!r}")
             if value is None or not definition.validate(str(value)):
-                raise TopicError(INVALID_CONFIG, f"topic config {key}={value!r} is not supported here")
+                raise TopicError(CoreError.INVALID_CONFIG, f"topic config {key}={value!r} is not supported here")
             if not definition.enforced:
                 log.info("topic config %s=%s is stored and reported but not acted on", key, value)
 
@@ -207,13 +191,14 @@ class TopicManager:
         configs = dict(configs or {})
         self.check_name(name)
         if not 1 <= partitions <= MAX_PARTITIONS:
-            raise TopicError(INVALID_PARTITIONS, f"a topic has 1..{MAX_PARTITIONS} partitions, not {partitions}")
+            raise TopicError(CoreError.INVALID_PARTITIONS,
+                             f"a topic has 1..{MAX_PARTITIONS} partitions, not {partitions}")
         self.check_configs(configs)
         if self.default_max_message_bytes != int(TOPIC_CONFIGS["max.message.bytes"].default):
             configs.setdefault("max.message.bytes", str(self.default_max_message_bytes))
         with self._lock:
             if name in self._topics:
-                raise TopicError(TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+                raise TopicError(CoreError.TOPIC_EXISTS, f"topic {name!r} already exists")
             topic = Topic(name, partitions, uuid.uuid4(), configs)
             if validate_only:
                 return topic
@@ -233,7 +218,7 @@ class TopicManager:
         try:
             return self.create(name)
         except TopicError as exc:
-            if exc.code == TOPIC_ALREADY_EXISTS:
+            if exc.error is CoreError.TOPIC_EXISTS:
                 return self._topics[name]
             raise
 
@@ -241,7 +226,7 @@ class TopicManager:
         with self._lock:
             topic = self._topics.pop(name, None)
             if topic is None:
-                raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+                raise TopicError(CoreError.UNKNOWN_PARTITION, f"topic {name!r} does not exist")
             self._by_id.pop(topic.topic_id, None)
             self.store.topic_config_manager.delete_topic_config(name)
             self._file.entries.pop(name, None)
@@ -255,12 +240,12 @@ class TopicManager:
         with self._lock:
             topic = self._topics.get(name)
             if topic is None:
-                raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+                raise TopicError(CoreError.UNKNOWN_PARTITION, f"topic {name!r} does not exist")
             if total <= topic.partitions:
-                raise TopicError(INVALID_PARTITIONS, f"topic {name!r} has {topic.partitions} partitions; "
-                                                     f"it can only grow, not become {total}")
+                raise TopicError(CoreError.INVALID_PARTITIONS, f"topic {name!r} has {topic.partitions} partitions; "
+                                                               f"it can only grow, not become {total}")
             if total > MAX_PARTITIONS:
-                raise TopicError(INVALID_PARTITIONS, f"a topic has at most {MAX_PARTITIONS} partitions")
+                raise TopicError(CoreError.INVALID_PARTITIONS, f"a topic has at most {MAX_PARTITIONS} partitions")
             if validate_only:
                 return
             self.store.topic_config_manager.update_topic_config(TopicConfig(name, total, total, PERM_READ_WRITE))
@@ -273,11 +258,11 @@ class TopicManager:
         with self._lock:
             topic = self._topics.get(name)
             if topic is None:
-                raise TopicError(UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist")
+                raise TopicError(CoreError.UNKNOWN_PARTITION, f"topic {name!r} does not exist")
             self.check_configs(set_configs)
             for key in delete:
                 if key not in TOPIC_CONFIGS:
-                    raise TopicError(INVALID_CONFIG, f"unknown topic config {key!r}")
+                    raise TopicError(CoreError.INVALID_CONFIG, f"unknown topic config {key!r}")
             configs = {} if replace else dict(topic.configs)
             for key in delete:
                 configs.pop(key, None)
@@ -285,8 +270,9 @@ class TopicManager:
             for key, definition in TOPIC_CONFIGS.items():
                 if definition.fixed and configs.get(key, definition.default) != topic.config(key):
                     # The store keeps each record's timestamp, not its type: a change would rewrite history.
-                    raise TopicError(INVALID_CONFIG, f"{key} is set when a topic is created and cannot change "
-                                                     f"on this broker (topic {name!r} has {topic.config(key)})")
+                    raise TopicError(CoreError.INVALID_CONFIG,
+                                     f"{key} is set when a topic is created and cannot change on this broker "
+                                     f"(topic {name!r} has {topic.config(key)})")
             if validate_only:
                 return
             topic.configs = configs

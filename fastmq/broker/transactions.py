@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol
 
+from fastmq.broker.errors import CoreError
 from fastmq.broker.offsets import CommittedOffset, OffsetStore
 from fastmq.broker.partition_transactions import PartitionTransactions
 from fastmq.broker.persist import ConfigWriter
@@ -40,21 +41,9 @@ COMPLETE_COMMIT = "CompleteCommit"
 COMPLETE_ABORT = "CompleteAbort"
 STATES = (EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT)
 
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3
-COORDINATOR_NOT_AVAILABLE = 15
-INVALID_REQUEST = 42
-INVALID_PRODUCER_EPOCH = 47
-INVALID_TXN_STATE = 48
-INVALID_PRODUCER_ID_MAPPING = 49
-INVALID_TRANSACTION_TIMEOUT = 50
-CONCURRENT_TRANSACTIONS = 51
-OPERATION_NOT_ATTEMPTED = 55
-PRODUCER_FENCED = 90
-
 MAX_EPOCH = 32767
 TopicPartition = tuple[str, int]
-ErrorCallback = Callable[[int], None]
+ErrorCallback = Callable[[CoreError | None], None]      # None: done
 
 
 class Scheduler(Protocol):
@@ -66,7 +55,7 @@ class Scheduler(Protocol):
 
 
 class PartitionLog(Protocol):
-    """What the coordinator needs of the partitions (fastmq.broker.kafka.log.PartitionLogs)."""
+    """What the coordinator needs of the partitions (a front end's partition logs, such as Kafka's PartitionLogs)."""
 
     transactions: PartitionTransactions
 
@@ -98,7 +87,7 @@ class Transaction:
     started: float = 0.0            # wall-clock seconds when it became Ongoing
     updated: float = 0.0
     previous_epoch: int = -1        # the epoch before the last bump (a KIP-360 caller retrying its bump)
-    busy: bool = False              # a change is being completed: other requests get CONCURRENT_TRANSACTIONS
+    busy: bool = False              # a change is being completed: other requests get TRANSACTION_BUSY
 
     def encode(self) -> dict[str, Any]:
         return {"producerId": self.producer_id, "epoch": self.epoch, "timeoutMs": self.timeout_ms,
@@ -180,13 +169,13 @@ class TransactionCoordinator:
     # -- InitProducerId ---------------------------------------------------------------------------------------
 
     def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int, epoch: int,
-                         callback: Callable[[int, int, int], None]) -> None:
+                         callback: Callable[[CoreError | None, int, int], None]) -> None:
         """callback(error, producer id, epoch)."""
         if not transactional_id:
-            callback(INVALID_REQUEST, -1, -1)
+            callback(CoreError.INVALID_TRANSACTIONAL_ID, -1, -1)
             return
         if not 0 < timeout_ms <= self.settings.max_timeout_ms:
-            callback(INVALID_TRANSACTION_TIMEOUT, -1, -1)
+            callback(CoreError.INVALID_TRANSACTION_TIMEOUT, -1, -1)
             return
         txn = self.transactions.get(transactional_id)
         if txn is None:
@@ -196,17 +185,17 @@ class TransactionCoordinator:
             self._persist(txn, lambda error: callback(error, txn.producer_id, txn.epoch))
             return
         if txn.busy:
-            callback(CONCURRENT_TRANSACTIONS, -1, -1)
+            callback(CoreError.TRANSACTION_BUSY, -1, -1)
             return
         if producer_id >= 0 and producer_id == txn.producer_id and epoch == txn.previous_epoch and (
                 txn.state == EMPTY):
-            callback(NONE, txn.producer_id, txn.epoch)     # the answer to this bump was lost: the same again
+            callback(None, txn.producer_id, txn.epoch)     # the answer to this bump was lost: the same again
             return
         if producer_id >= 0 and (producer_id, epoch) != (txn.producer_id, txn.epoch):
-            callback(PRODUCER_FENCED, -1, -1)
+            callback(CoreError.PRODUCER_FENCED, -1, -1)
             return
 
-        def bump(error: int = NONE) -> None:
+        def bump(error: CoreError | None = None) -> None:
             if error:
                 callback(error, -1, -1)
                 return
@@ -230,15 +219,16 @@ class TransactionCoordinator:
 
     # -- joining a transaction --------------------------------------------------------------------------------
 
-    def _validate(self, transactional_id: str, producer_id: int, epoch: int) -> tuple[Transaction | None, int]:
+    def _validate(self, transactional_id: str, producer_id: int,
+                  epoch: int) -> tuple[Transaction | None, CoreError | None]:
         txn = self.transactions.get(transactional_id)
         if txn is None or txn.producer_id != producer_id:
-            return None, INVALID_PRODUCER_ID_MAPPING
+            return None, CoreError.PRODUCER_ID_MISMATCH
         if epoch != txn.epoch:
-            return None, PRODUCER_FENCED
+            return None, CoreError.PRODUCER_FENCED
         if txn.busy or txn.state in (PREPARE_COMMIT, PREPARE_ABORT):
-            return None, CONCURRENT_TRANSACTIONS
-        return txn, NONE
+            return None, CoreError.TRANSACTION_BUSY
+        return txn, None
 
     def _begin(self, txn: Transaction) -> None:
         now = self.clock()
@@ -249,7 +239,7 @@ class TransactionCoordinator:
 
     def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                        partitions: Iterable[TopicPartition],
-                       callback: Callable[[dict[TopicPartition, int]], None]) -> None:
+                       callback: Callable[[dict[TopicPartition, CoreError | None]], None]) -> None:
         """callback({partition: error})."""
         wanted = list(dict.fromkeys(partitions))
         txn, error = self._validate(transactional_id, producer_id, epoch)
@@ -258,11 +248,12 @@ class TransactionCoordinator:
             return
         unknown = [tp for tp in wanted if not self.known_partition(*tp)]
         if unknown:
-            callback({tp: UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else OPERATION_NOT_ATTEMPTED for tp in wanted})
+            callback({tp: CoreError.UNKNOWN_PARTITION if tp in unknown else CoreError.NOT_ATTEMPTED
+                      for tp in wanted})
             return
         new = [tp for tp in wanted if tp not in txn.partitions]
         if not new and txn.state == ONGOING:
-            callback({tp: NONE for tp in wanted})
+            callback({tp: None for tp in wanted})
             return
         self._begin(txn)
         for tp in new:
@@ -277,7 +268,7 @@ class TransactionCoordinator:
             callback(error)
             return
         if group in txn.groups and txn.state == ONGOING:
-            callback(NONE)
+            callback(None)
             return
         self._begin(txn)
         txn.groups.add(group)
@@ -291,7 +282,7 @@ class TransactionCoordinator:
             callback(error)
             return
         if txn.state != ONGOING or group not in txn.groups:
-            callback(INVALID_TXN_STATE)       # AddOffsetsToTxn first
+            callback(CoreError.INVALID_TRANSACTION_STATE)       # AddOffsetsToTxn first
             return
         pending = txn.pending_offsets.setdefault(group, {})
         for topic, partition, committed in offsets:
@@ -310,29 +301,29 @@ class TransactionCoordinator:
                         callback: ErrorCallback) -> None:
         txn = self.transactions.get(transactional_id)
         if txn is None or txn.producer_id != producer_id:
-            callback(INVALID_PRODUCER_ID_MAPPING)
+            callback(CoreError.PRODUCER_ID_MISMATCH)
             return
         if epoch != txn.epoch:
-            callback(PRODUCER_FENCED)
+            callback(CoreError.PRODUCER_FENCED)
             return
         if txn.busy:
-            callback(CONCURRENT_TRANSACTIONS)
+            callback(CoreError.TRANSACTION_BUSY)
             return
         decided = PREPARE_COMMIT if commit else PREPARE_ABORT
         if txn.state == (COMPLETE_COMMIT if commit else COMPLETE_ABORT):
-            callback(NONE)                    # a retry of an EndTxn that completed
+            callback(None)                    # a retry of an EndTxn that completed
             return
         if txn.state == decided:              # a retry after a failure to complete
             self._complete(txn, commit, callback)
             return
         if txn.state != ONGOING:
-            callback(INVALID_TXN_STATE)
+            callback(CoreError.INVALID_TRANSACTION_STATE)
             return
         txn.state = decided
         txn.updated = self.clock()
         self._seal(txn)
 
-        def decided_durably(error: int) -> None:
+        def decided_durably(error: CoreError | None) -> None:
             if error:
                 callback(error)
                 return
@@ -358,7 +349,7 @@ class TransactionCoordinator:
         except Exception:
             log.exception("transaction %r: writing its markers failed", txn.transactional_id)
             txn.busy = False
-            callback(COORDINATOR_NOT_AVAILABLE)
+            callback(CoreError.NOT_AVAILABLE)
             return
         waits = 1                    # what must still finish; one for this function itself
         failed = False
@@ -372,7 +363,7 @@ class TransactionCoordinator:
             if failed:
                 # The decision stands (its Prepare state is on disk): a retry, or the next start, completes it.
                 txn.busy = False
-                callback(COORDINATOR_NOT_AVAILABLE)
+                callback(CoreError.NOT_AVAILABLE)
                 return
             txn.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
             txn.partitions, txn.groups, txn.pending_offsets = set(), set(), {}
@@ -446,12 +437,12 @@ class TransactionCoordinator:
     # -- persistence ------------------------------------------------------------------------------------------
 
     def _persist(self, txn: Transaction, callback: ErrorCallback) -> None:
-        """Write the state; callback(NONE) once durable, else a retriable error. txn is busy meanwhile."""
+        """Write the state; callback(None) once durable, else a retriable error. txn is busy meanwhile."""
         txn.busy = True
 
         def written(ok: bool) -> None:
             txn.busy = False
-            callback(NONE if ok else COORDINATOR_NOT_AVAILABLE)
+            callback(None if ok else CoreError.NOT_AVAILABLE)
 
         self._write(written)
 

@@ -12,13 +12,12 @@ import pytest
 import fastmq.broker
 from fastmq.broker.config import BrokerConfig, ListenerConfig
 from fastmq.broker.frontends import front_end_class, known_protocols
-from fastmq.broker.idempotence import (INVALID_PRODUCER_EPOCH, NONE, OUT_OF_ORDER_SEQUENCE_NUMBER,
-                                       UNKNOWN_PRODUCER_ID, ProducerStateManager)
+from fastmq.broker.errors import CoreError, TopicError
+from fastmq.broker.idempotence import ProducerStateManager
 from fastmq.broker.offsets import CommittedOffset, OffsetStore
 from fastmq.broker.persist import ConfigWriter
 from fastmq.broker.stats import BrokerStats, ConnectionRegistry, Meter
-from fastmq.broker.topics import (INVALID_CONFIG, INVALID_PARTITIONS, INVALID_TOPIC_EXCEPTION, TOPIC_ALREADY_EXISTS,
-                                  TopicError, TopicManager)
+from fastmq.broker.topics import TopicManager
 from fastmq.errors import ConfigurationError
 from fastmq.store import MessageStore, MessageStoreConfig
 
@@ -56,17 +55,17 @@ def test_topics_live_in_the_store_config_and_keep_their_ids(store):
     assert topics.get_or_create("orders") is created
     again = TopicManager(store, 3, 1048588)            # what a restart reads back
     assert again.get("orders").topic_id == created.topic_id and again.get("orders").configs == {"retention.ms": "5"}
-    for bad, code in (("a/b", INVALID_TOPIC_EXCEPTION), ("..", INVALID_TOPIC_EXCEPTION),
-                      ("orders", TOPIC_ALREADY_EXISTS)):
+    for bad, code in (("a/b", CoreError.INVALID_TOPIC_NAME), ("..", CoreError.INVALID_TOPIC_NAME),
+                      ("orders", CoreError.TOPIC_EXISTS)):
         with pytest.raises(TopicError) as error:
             topics.create(bad)
-        assert error.value.code == code
+        assert error.value.error is code
     with pytest.raises(TopicError) as error:
         topics.create("x", 0)
-    assert error.value.code == INVALID_PARTITIONS
+    assert error.value.error is CoreError.INVALID_PARTITIONS
     with pytest.raises(TopicError) as error:
         topics.create("y", 1, {"cleanup.policy": "compact"})
-    assert error.value.code == INVALID_CONFIG
+    assert error.value.error is CoreError.INVALID_CONFIG
 
 
 def test_topic_growth_configs_and_deletion(store):
@@ -133,23 +132,23 @@ def no_markers(records, count):
 def test_producer_sequences(store, writer):
     producers = ProducerStateManager(store, writer, 86_400_000, no_markers)
     pid = producers.allocate_producer_id()
-    assert producers.check("t", 0, pid, 0, 5, 5) == (UNKNOWN_PRODUCER_ID, -1)
-    assert producers.check("t", 0, pid, 0, 0, 4) == (NONE, -1)
+    assert producers.check("t", 0, pid, 0, 5, 5) == (CoreError.UNKNOWN_PRODUCER, -1)
+    assert producers.check("t", 0, pid, 0, 0, 4) == (None, -1)
     producers.record("t", 0, pid, 0, 0, 4, 100)
-    assert producers.check("t", 0, pid, 0, 0, 4) == (NONE, 100)               # duplicate
-    assert producers.check("t", 0, pid, 0, 6, 7) == (OUT_OF_ORDER_SEQUENCE_NUMBER, -1)
-    assert producers.check("t", 0, pid, 0, 5, 7) == (NONE, -1)
-    assert producers.check("t", 0, pid, 1, 3, 3) == (OUT_OF_ORDER_SEQUENCE_NUMBER, -1)   # new epoch: from 0
+    assert producers.check("t", 0, pid, 0, 0, 4) == (None, 100)               # duplicate
+    assert producers.check("t", 0, pid, 0, 6, 7) == (CoreError.OUT_OF_ORDER_SEQUENCE, -1)
+    assert producers.check("t", 0, pid, 0, 5, 7) == (None, -1)
+    assert producers.check("t", 0, pid, 1, 3, 3) == (CoreError.OUT_OF_ORDER_SEQUENCE, -1)   # new epoch: from 0
     producers.record("t", 0, pid, 1, 0, 0, 200)
-    assert producers.check("t", 0, pid, 0, 5, 5) == (INVALID_PRODUCER_EPOCH, -1)
+    assert producers.check("t", 0, pid, 0, 5, 5) == (CoreError.STALE_PRODUCER_EPOCH, -1)
     # Only the last five batches are remembered.
     for i in range(1, 8):
         producers.record("t", 0, pid, 1, i, i, 200 + i)
-    assert producers.check("t", 0, pid, 1, 1, 1) == (OUT_OF_ORDER_SEQUENCE_NUMBER, -1)
-    assert producers.check("t", 0, pid, 1, 7, 7) == (NONE, 207)
+    assert producers.check("t", 0, pid, 1, 1, 1) == (CoreError.OUT_OF_ORDER_SEQUENCE, -1)
+    assert producers.check("t", 0, pid, 1, 7, 7) == (None, 207)
     # Sequences wrap after 2**31 - 1.
     producers.record("t", 1, pid, 0, 2 ** 31 - 3, 2 ** 31 - 1, 0)
-    assert producers.check("t", 1, pid, 0, 0, 0) == (NONE, -1)
+    assert producers.check("t", 1, pid, 0, 0, 0) == (None, -1)
 
 
 def test_producer_state_snapshot_and_id_reservation(store, writer):
@@ -160,7 +159,7 @@ def test_producer_state_snapshot_and_id_reservation(store, writer):
     producers.record("t", 0, 2, 0, 0, 0, 0)
     producers.save(wait=True)
     restarted = ProducerStateManager(store, writer, 86_400_000, no_markers)
-    assert restarted.check("t", 0, 2, 0, 0, 0) == (NONE, 0)
+    assert restarted.check("t", 0, 2, 0, 0, 0) == (None, 0)
     # Ids handed out before a crash may not be in the snapshot: the reserved block is skipped.
     assert restarted.allocate_producer_id() >= 3
 

@@ -1,4 +1,4 @@
-"""The group coordinator (fastmq/broker/groups.py) on a manual clock: joins, generations, leaders, assignments,
+"""The group manager (fastmq/broker/groups.py) on a manual clock: joins, generations, leaders, assignments,
 heartbeats, leaving, session and rebalance timeouts, static members, commit validation; then real consumer groups
 of two client libraries against the embedded broker."""
 from __future__ import annotations
@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastmq.broker import groups as g
+from fastmq.broker.errors import CoreError
 from fastmq.broker.groups import GroupManager, GroupSettings
 
 from .conftest import wait_for
@@ -28,7 +29,7 @@ class ManualTimer:
 
 
 class ManualScheduler:
-    """The coordinator's loop, with time moved by the test."""
+    """The group manager's loop, with time moved by the test."""
 
     def __init__(self) -> None:
         self.now = 1000.0
@@ -59,9 +60,9 @@ PROTOCOLS = [("range", b"meta-range"), ("roundrobin", b"meta-rr")]
 class Client:
     """One member's view: what its last join and sync answers were."""
 
-    def __init__(self, coordinator: GroupManager, group: str = "g", instance: str | None = None,
+    def __init__(self, manager: GroupManager, group: str = "g", instance: str | None = None,
                  protocols=PROTOCOLS, session_ms: int = 10000, rebalance_ms: int = 20000) -> None:
-        self.coordinator = coordinator
+        self.manager = manager
         self.group = group
         self.instance = instance
         self.protocols = protocols
@@ -74,15 +75,15 @@ class Client:
     def join(self, require_known: bool = True) -> None:
         def answer(result: g.JoinResult) -> None:
             self.joined.append(result)
-            if result.error in (g.NONE, g.MEMBER_ID_REQUIRED):
+            if result.error in (None, CoreError.MEMBER_ID_REQUIRED):
                 self.member_id = result.member_id
 
-        self.coordinator.join(self.group, self.member_id, self.instance, "client", "/127.0.0.1", self.session_ms,
+        self.manager.join(self.group, self.member_id, self.instance, "client", "/127.0.0.1", self.session_ms,
                               self.rebalance_ms, "consumer", self.protocols, require_known, answer)
 
     def join_fully(self) -> None:
         self.join()
-        if self.joined and self.joined[-1].error == g.MEMBER_ID_REQUIRED:
+        if self.joined and self.joined[-1].error == CoreError.MEMBER_ID_REQUIRED:
             self.join()
 
     @property
@@ -90,11 +91,11 @@ class Client:
         return self.joined[-1].generation
 
     def sync(self, assignments: dict | None = None) -> None:
-        self.coordinator.sync(self.group, self.generation, self.member_id, self.instance, "consumer", None,
+        self.manager.sync(self.group, self.generation, self.member_id, self.instance, "consumer", None,
                               assignments or {}, self.synced.append)
 
     def heartbeat(self) -> int:
-        return self.coordinator.heartbeat(self.group, self.generation, self.member_id, self.instance)
+        return self.manager.heartbeat(self.group, self.generation, self.member_id, self.instance)
 
 
 @pytest.fixture
@@ -103,65 +104,65 @@ def clock():
 
 
 @pytest.fixture
-def coordinator(clock):
+def manager(clock):
     return GroupManager(clock, GroupSettings(initial_rebalance_delay_ms=0))
 
 
-def test_two_members_form_one_generation_and_get_their_assignments(coordinator, clock):
-    a, b = Client(coordinator), Client(coordinator)
+def test_two_members_form_one_generation_and_get_their_assignments(manager, clock):
+    a, b = Client(manager), Client(manager)
     a.join()
-    assert a.joined[-1].error == g.MEMBER_ID_REQUIRED and a.member_id
+    assert a.joined[-1].error == CoreError.MEMBER_ID_REQUIRED and a.member_id
     a.join()
     # With no delay the first generation completes with a alone (b has not arrived yet).
-    assert a.joined[-1].error == g.NONE and a.generation == 1 and a.joined[-1].leader == a.member_id
+    assert a.joined[-1].error is None and a.generation == 1 and a.joined[-1].leader == a.member_id
     assert a.joined[-1].members == [(a.member_id, None, b"meta-range")]
     a.sync({a.member_id: b"A1"})
     assert a.synced[-1].assignment == b"A1"
     b.join_fully()          # b joining rebalances; a learns it from its heartbeat and rejoins
-    assert not b.joined[-1:] or b.joined[-1].error == g.MEMBER_ID_REQUIRED
-    assert a.heartbeat() == g.REBALANCE_IN_PROGRESS
+    assert not b.joined[-1:] or b.joined[-1].error == CoreError.MEMBER_ID_REQUIRED
+    assert a.heartbeat() == CoreError.REBALANCE_IN_PROGRESS
     a.join()
     assert a.generation == b.generation == 2
     leader = [c for c in (a, b) if c.joined[-1].members]
     assert len(leader) == 1 and {m[0] for m in leader[0].joined[-1].members} == {a.member_id, b.member_id}
     follower = b if leader[0] is a else a
     follower.sync()
-    assert not follower.synced[-1:] or follower.synced[-1].error != g.NONE   # waits for the leader
+    assert not follower.synced[-1:] or follower.synced[-1].error != None   # waits for the leader
     pending = len(follower.synced)
     leader[0].sync({a.member_id: b"A2", b.member_id: b"B2"})
     assert len(follower.synced) == pending + 1
     assert a.synced[-1].assignment == b"A2" and b.synced[-1].assignment == b"B2"
-    assert a.heartbeat() == b.heartbeat() == g.NONE
-    assert coordinator.describe("g").state == g.STABLE
+    assert a.heartbeat() is None and b.heartbeat() is None
+    assert manager.describe("g").state == g.STABLE
 
 
-def test_leaving_and_expiry_rebalance_the_rest(coordinator, clock):
-    a, b = Client(coordinator, session_ms=6000), Client(coordinator, session_ms=6000)
+def test_leaving_and_expiry_rebalance_the_rest(manager, clock):
+    a, b = Client(manager, session_ms=6000), Client(manager, session_ms=6000)
     a.join_fully()
     b.join_fully()
     a.join()
     a.sync({})
     b.sync({})
-    assert coordinator.describe("g").state == g.STABLE and len(coordinator.describe("g").members) == 2
-    assert coordinator.leave("g", [(b.member_id, None)]) == [(b.member_id, None, g.NONE)]
-    assert coordinator.describe("g").state == g.PREPARING_REBALANCE
+    assert manager.describe("g").state == g.STABLE and len(manager.describe("g").members) == 2
+    assert manager.leave("g", [(b.member_id, None)]) == [(b.member_id, None, None)]
+    assert manager.describe("g").state == g.PREPARING_REBALANCE
     a.join()
-    assert a.joined[-1].error == g.NONE and [m[0] for m in a.joined[-1].members] == [a.member_id]
+    assert a.joined[-1].error is None and [m[0] for m in a.joined[-1].members] == [a.member_id]
     a.sync({a.member_id: b"all"})
     # a stops heartbeating: after its session timeout it is gone and the group is empty.
     clock.advance(5.0)
-    assert a.heartbeat() == g.NONE
+    assert a.heartbeat() is None
     clock.advance(5.9)
-    assert coordinator.describe("g").members
+    assert manager.describe("g").members
     clock.advance(0.2)
     clock.advance(1.0)
-    description = coordinator.describe("g")
+    description = manager.describe("g")
     assert description.state == g.EMPTY and not description.members
-    assert a.heartbeat() == g.UNKNOWN_MEMBER_ID
+    assert a.heartbeat() == CoreError.UNKNOWN_MEMBER
 
 
-def test_members_that_do_not_rejoin_are_removed_at_the_rebalance_timeout(coordinator, clock):
-    a, b = Client(coordinator, rebalance_ms=3000), Client(coordinator, rebalance_ms=3000)
+def test_members_that_do_not_rejoin_are_removed_at_the_rebalance_timeout(manager, clock):
+    a, b = Client(manager, rebalance_ms=3000), Client(manager, rebalance_ms=3000)
     a.join_fully()
     b.join_fully()
     a.join()
@@ -169,17 +170,17 @@ def test_members_that_do_not_rejoin_are_removed_at_the_rebalance_timeout(coordin
     b.sync({})
     generation = a.generation
     a.join(require_known=True)           # a rejoins (e.g. its subscription changed); b never does
-    coordinator.join("g", a.member_id, None, "client", "h", 10000, 3000, "consumer", [("range", b"new")], True,
+    manager.join("g", a.member_id, None, "client", "h", 10000, 3000, "consumer", [("range", b"new")], True,
                      a.joined.append)
-    assert coordinator.describe("g").state == g.PREPARING_REBALANCE
+    assert manager.describe("g").state == g.PREPARING_REBALANCE
     clock.advance(3.1)
     result = a.joined[-1]
-    assert result.error == g.NONE and result.generation == generation + 1
+    assert result.error is None and result.generation == generation + 1
     assert [m[0] for m in result.members] == [a.member_id]
 
 
-def test_leader_that_never_syncs_is_removed(coordinator, clock):
-    a, b = Client(coordinator, rebalance_ms=2000), Client(coordinator, rebalance_ms=2000)
+def test_leader_that_never_syncs_is_removed(manager, clock):
+    a, b = Client(manager, rebalance_ms=2000), Client(manager, rebalance_ms=2000)
     a.join_fully()
     b.join_fully()
     a.join()
@@ -187,15 +188,15 @@ def test_leader_that_never_syncs_is_removed(coordinator, clock):
     follower.sync()
     clock.advance(2.5)
     # The leader is gone; the follower is told to rejoin and becomes the new group alone.
-    assert follower.synced[-1].error == g.REBALANCE_IN_PROGRESS
-    assert leader.member_id not in {m.member_id for m in coordinator.describe("g").members}
+    assert follower.synced[-1].error == CoreError.REBALANCE_IN_PROGRESS
+    assert leader.member_id not in {m.member_id for m in manager.describe("g").members}
     follower.join()
-    assert follower.joined[-1].error == g.NONE and follower.joined[-1].leader == follower.member_id
+    assert follower.joined[-1].error is None and follower.joined[-1].leader == follower.member_id
 
 
 def test_initial_delay_gathers_members_that_start_together(clock):
-    coordinator = GroupManager(clock, GroupSettings(initial_rebalance_delay_ms=500))
-    a, b = Client(coordinator), Client(coordinator)
+    manager = GroupManager(clock, GroupSettings(initial_rebalance_delay_ms=500))
+    a, b = Client(manager), Client(manager)
     a.join_fully()
     clock.advance(0.3)
     b.join_fully()
@@ -205,8 +206,8 @@ def test_initial_delay_gathers_members_that_start_together(clock):
     assert a.joined[-1].generation == b.joined[-1].generation == 1
 
 
-def test_static_member_rejoins_without_a_rebalance(coordinator, clock):
-    leader, member = Client(coordinator, instance="i-1"), Client(coordinator, instance="i-2")
+def test_static_member_rejoins_without_a_rebalance(manager, clock):
+    leader, member = Client(manager, instance="i-1"), Client(manager, instance="i-2")
     leader.join()
     member.join()
     leader.join()
@@ -214,45 +215,45 @@ def test_static_member_rejoins_without_a_rebalance(coordinator, clock):
     leader.sync({leader.member_id: b"L", member.member_id: b"M"})
     member.sync()
     old_id = member.member_id
-    restarted = Client(coordinator, instance="i-2")
+    restarted = Client(manager, instance="i-2")
     restarted.join()                      # same instance, no member id: takes over without a rebalance
-    assert restarted.joined[-1].error == g.NONE and restarted.generation == leader.generation
+    assert restarted.joined[-1].error is None and restarted.generation == leader.generation
     assert restarted.member_id != old_id
     restarted.sync()
     assert restarted.synced[-1].assignment == b"M"
-    assert coordinator.heartbeat("g", leader.generation, old_id, "i-2") == g.FENCED_INSTANCE_ID
-    assert coordinator.describe("g").state == g.STABLE
+    assert manager.heartbeat("g", leader.generation, old_id, "i-2") == CoreError.FENCED_INSTANCE
+    assert manager.describe("g").state == g.STABLE
 
 
-def test_join_validation(coordinator):
+def test_join_validation(manager):
     results = []
-    coordinator.join("", "", None, "c", "h", 10000, 10000, "consumer", PROTOCOLS, True, results.append)
-    coordinator.join("g", "", None, "c", "h", 100, 10000, "consumer", PROTOCOLS, True, results.append)
-    coordinator.join("g", "ghost", None, "c", "h", 10000, 10000, "consumer", PROTOCOLS, True, results.append)
-    coordinator.join("g", "", None, "c", "h", 10000, 10000, "consumer", [], True, results.append)
-    assert [r.error for r in results] == [g.INVALID_GROUP_ID, g.INVALID_SESSION_TIMEOUT, g.UNKNOWN_MEMBER_ID,
-                                          g.INCONSISTENT_GROUP_PROTOCOL]
-    a = Client(coordinator)
+    manager.join("", "", None, "c", "h", 10000, 10000, "consumer", PROTOCOLS, True, results.append)
+    manager.join("g", "", None, "c", "h", 100, 10000, "consumer", PROTOCOLS, True, results.append)
+    manager.join("g", "ghost", None, "c", "h", 10000, 10000, "consumer", PROTOCOLS, True, results.append)
+    manager.join("g", "", None, "c", "h", 10000, 10000, "consumer", [], True, results.append)
+    assert [r.error for r in results] == [CoreError.INVALID_GROUP_ID, CoreError.INVALID_SESSION_TIMEOUT, CoreError.UNKNOWN_MEMBER,
+                                          CoreError.INCONSISTENT_GROUP_PROTOCOL]
+    a = Client(manager)
     a.join_fully()
-    other = Client(coordinator, protocols=[("cooperative-sticky", b"x")])
+    other = Client(manager, protocols=[("cooperative-sticky", b"x")])
     other.join(require_known=False)
-    assert other.joined[-1].error == g.INCONSISTENT_GROUP_PROTOCOL
+    assert other.joined[-1].error == CoreError.INCONSISTENT_GROUP_PROTOCOL
 
 
-def test_commit_validation_and_deletion(coordinator):
-    assert coordinator.validate_commit("fresh", -1, "", None) == g.NONE
-    assert coordinator.validate_commit("fresh", 1, "m", None) == g.UNKNOWN_MEMBER_ID
-    a = Client(coordinator)
+def test_commit_validation_and_deletion(manager):
+    assert manager.validate_commit("fresh", -1, "", None) is None
+    assert manager.validate_commit("fresh", 1, "m", None) == CoreError.UNKNOWN_MEMBER
+    a = Client(manager)
     a.join_fully()
-    assert coordinator.validate_commit("g", a.generation, a.member_id, None) == g.REBALANCE_IN_PROGRESS
+    assert manager.validate_commit("g", a.generation, a.member_id, None) == CoreError.REBALANCE_IN_PROGRESS
     a.sync({a.member_id: b""})
-    assert coordinator.validate_commit("g", a.generation, a.member_id, None) == g.NONE
-    assert coordinator.validate_commit("g", a.generation + 1, a.member_id, None) == g.ILLEGAL_GENERATION
-    assert coordinator.validate_commit("g", a.generation, "stranger", None) == g.UNKNOWN_MEMBER_ID
-    assert coordinator.delete("g") == g.NON_EMPTY_GROUP
-    coordinator.leave("g", [(a.member_id, None)])
-    assert coordinator.describe("g").state == g.EMPTY
-    assert coordinator.delete("g") == g.NONE and coordinator.describe("g") is None
+    assert manager.validate_commit("g", a.generation, a.member_id, None) is None
+    assert manager.validate_commit("g", a.generation + 1, a.member_id, None) == CoreError.STALE_GENERATION
+    assert manager.validate_commit("g", a.generation, "stranger", None) == CoreError.UNKNOWN_MEMBER
+    assert manager.delete("g") == CoreError.NON_EMPTY_GROUP
+    manager.leave("g", [(a.member_id, None)])
+    assert manager.describe("g").state == g.EMPTY
+    assert manager.delete("g") is None and manager.describe("g") is None
 
 
 # -- real clients -----------------------------------------------------------------------------------------------
@@ -347,8 +348,8 @@ ACTIONS = st.lists(st.tuples(st.sampled_from(["join", "join_fresh", "sync", "syn
 @given(ACTIONS, st.sampled_from([0, 300]))
 def test_random_client_behaviour_keeps_the_group_consistent(actions, delay_ms):
     clock = ManualScheduler()
-    coordinator = GroupManager(clock, GroupSettings(initial_rebalance_delay_ms=delay_ms))
-    clients = [Client(coordinator, session_ms=6000, rebalance_ms=4000,
+    manager = GroupManager(clock, GroupSettings(initial_rebalance_delay_ms=delay_ms))
+    clients = [Client(manager, session_ms=6000, rebalance_ms=4000,
                       instance="static" if i == 3 else None) for i in range(4)]
     last_generation = 0
     for action, index, seconds in actions:
@@ -359,18 +360,18 @@ def test_random_client_behaviour_keeps_the_group_consistent(actions, delay_ms):
             client.member_id = ""
             client.join()
         elif action in ("sync", "sync_leader") and client.joined:
-            assignments = {m.member_id: b"x" for m in coordinator.describe("g").members} \
-                if action == "sync_leader" and coordinator.describe("g") else {}
+            assignments = {m.member_id: b"x" for m in manager.describe("g").members} \
+                if action == "sync_leader" and manager.describe("g") else {}
             client.sync(assignments)
         elif action == "heartbeat" and client.joined:
             client.heartbeat()
         elif action == "leave":
-            coordinator.leave("g", [(client.member_id, client.instance)])
+            manager.leave("g", [(client.member_id, client.instance)])
         elif action == "wait":
             clock.advance(seconds)
         elif action == "commit" and client.joined:
-            coordinator.validate_commit("g", client.generation, client.member_id, client.instance)
-        group = coordinator.groups.get("g")
+            manager.validate_commit("g", client.generation, client.member_id, client.instance)
+        group = manager.groups.get("g")
         if group is None:
             continue
         # Invariants: generations only grow; a completing or stable group has a leader among its members;
@@ -387,5 +388,5 @@ def test_random_client_behaviour_keeps_the_group_consistent(actions, delay_ms):
     # Silence: every timer runs out, everyone waiting is answered, every session expires.
     for _ in range(30):
         clock.advance(2)
-    group = coordinator.groups.get("g")
+    group = manager.groups.get("g")
     assert group is None or (group.state == g.EMPTY and not group.members and not group.pending)

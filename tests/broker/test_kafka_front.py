@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from fastmq.broker.errors import CoreError
+from fastmq.broker.kafka.errors import kafka_code
 from fastmq.broker.kafka.front import BROKER_VERSIONS
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
@@ -37,6 +39,13 @@ def list_offset(wire: Wire, topic: str, timestamp: int, partition: int = 0, vers
 
 
 # -- connection setup ---------------------------------------------------------------------------------------------
+
+def test_every_core_refusal_has_a_kafka_error_code():
+    codes = {error: kafka_code(error) for error in CoreError}
+    assert kafka_code(None) == 0 and all(code > 0 for code in codes.values())
+    # Distinct refusals stay distinct on the wire (clients react to each differently).
+    assert len(set(codes.values())) == len(codes)
+
 
 def test_api_versions_lists_exactly_what_the_broker_serves(wire):
     response = wire.request(ApiKey.API_VERSIONS, 3, kp.ApiVersionsRequest(client_software_name="t",

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from fastmq.broker.errors import TopicError
+from fastmq.broker.kafka.errors import kafka_code
 from fastmq.broker.kafka.front import Request
 from fastmq.broker.kafka.metadata import ZERO_UUID, resolve_topic
-from fastmq.broker.topics import TOPIC_CONFIGS, Topic, TopicError
+from fastmq.broker.topics import TOPIC_CONFIGS, Topic
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.protocol import ApiKey
@@ -87,7 +89,7 @@ def handle_create_topics(request: Request, body: Any) -> None:
                                              {config.name: config.value for config in wanted.configs},
                                              validate_only=request.version >= 1 and body.validate_only)
             except TopicError as exc:
-                error, message = exc.code, str(exc)
+                error, message = kafka_code(exc.error), str(exc)
         if topic is None:
             results.append(result_type(name=wanted.name, topic_id=ZERO_UUID, error_code=error, error_message=message,
                                        num_partitions=-1, replication_factor=-1, configs=None))
@@ -120,7 +122,7 @@ def handle_delete_topics(request: Request, body: Any) -> None:
             broker.topics.delete(topic.name)
             results.append(result_type(name=topic.name, topic_id=topic.topic_id, error_code=NONE))
         except TopicError as exc:
-            results.append(result_type(name=topic.name, topic_id=topic.topic_id, error_code=exc.code,
+            results.append(result_type(name=topic.name, topic_id=topic.topic_id, error_code=kafka_code(exc.error),
                                        error_message=str(exc)))
     request.respond(kp.DeleteTopicsResponse(throttle_time_ms=0, responses=results))
 
@@ -139,7 +141,7 @@ def handle_create_partitions(request: Request, body: Any) -> None:
             try:
                 broker.topics.add_partitions(wanted.name, wanted.count, body.validate_only)
             except TopicError as exc:
-                error, message = exc.code, str(exc)
+                error, message = kafka_code(exc.error), str(exc)
         results.append(result_type(name=wanted.name, error_code=error, error_message=message))
     request.respond(kp.CreatePartitionsResponse(throttle_time_ms=0, results=results))
 
@@ -207,7 +209,7 @@ def _alter(request: Request, resource: Any, set_configs: dict[str, str], delete:
     try:
         request.broker.topics.alter_configs(resource.resource_name, set_configs, delete, replace, validate_only)
     except TopicError as exc:
-        return exc.code, str(exc)
+        return kafka_code(exc.error), str(exc)
     return NONE, None
 
 

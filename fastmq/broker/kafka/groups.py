@@ -1,4 +1,4 @@
-"""FindCoordinator and the consumer-group APIs, on the codec-free GroupCoordinator (fastmq/broker/groups.py).
+"""FindCoordinator and the consumer-group APIs, on the core's protocol-free GroupManager (fastmq/broker/groups.py).
 
 This broker coordinates every group and every transactional id.
 Groups that exist only through committed offsets (after a restart, or simple consumers) are listed and described
@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from fastmq.broker import groups as core
+from fastmq.broker.errors import CoreError
+from fastmq.broker.kafka.errors import kafka_code
 from fastmq.broker.kafka.front import Request
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
@@ -49,7 +51,7 @@ def handle_join_group(request: Request, body: Any) -> None:
                    for member_id, instance, metadata in result.members]
         protocol_name = result.protocol_name if version >= 7 else (result.protocol_name or "")
         request.respond(kp.JoinGroupResponse(
-            throttle_time_ms=0, error_code=result.error, generation_id=result.generation,
+            throttle_time_ms=0, error_code=kafka_code(result.error), generation_id=result.generation,
             protocol_type=result.protocol_type, protocol_name=protocol_name, leader=result.leader,
             skip_assignment=False, member_id=result.member_id, members=members))
 
@@ -61,7 +63,7 @@ def handle_join_group(request: Request, body: Any) -> None:
 
 def handle_sync_group(request: Request, body: Any) -> None:
     def answer(result: core.SyncResult) -> None:
-        request.respond(kp.SyncGroupResponse(throttle_time_ms=0, error_code=result.error,
+        request.respond(kp.SyncGroupResponse(throttle_time_ms=0, error_code=kafka_code(result.error),
                                              protocol_type=result.protocol_type,
                                              protocol_name=result.protocol_name, assignment=result.assignment))
 
@@ -74,19 +76,19 @@ def handle_sync_group(request: Request, body: Any) -> None:
 def handle_heartbeat(request: Request, body: Any) -> None:
     error = request.broker.groups.heartbeat(body.group_id, body.generation_id, body.member_id,
                                             body.group_instance_id)
-    request.respond(kp.HeartbeatResponse(throttle_time_ms=0, error_code=error))
+    request.respond(kp.HeartbeatResponse(throttle_time_ms=0, error_code=kafka_code(error)))
 
 
 def handle_leave_group(request: Request, body: Any) -> None:
     groups = request.broker.groups
     if request.version < 3:
         ((_, _, error),) = groups.leave(body.group_id, [(body.member_id, None)])
-        request.respond(kp.LeaveGroupResponse(throttle_time_ms=0, error_code=error))
+        request.respond(kp.LeaveGroupResponse(throttle_time_ms=0, error_code=kafka_code(error)))
         return
     results = groups.leave(body.group_id, [(m.member_id, m.group_instance_id) for m in body.members])
     member = kp.LeaveGroupResponse.MemberResponse
     request.respond(kp.LeaveGroupResponse(throttle_time_ms=0, error_code=NONE, members=[
-        member(member_id=member_id, group_instance_id=instance, error_code=error)
+        member(member_id=member_id, group_instance_id=instance, error_code=kafka_code(error))
         for member_id, instance, error in results]))
 
 
@@ -136,12 +138,12 @@ def handle_delete_groups(request: Request, body: Any) -> None:
     to_delete = []
     for group_id in body.groups_names:
         known = group_id in known_groups
-        error = broker.groups.delete(group_id) if known else core.GROUP_ID_NOT_FOUND
-        if known and error == NONE:
+        error = broker.groups.delete(group_id) if known else CoreError.GROUP_NOT_FOUND
+        if error is None:
             broker.forget_subscription_group(group_id)
             if group_id in with_offsets:
                 to_delete.append(group_id)
-        results.append(result_type(group_id=group_id, error_code=error))
+        results.append(result_type(group_id=group_id, error_code=kafka_code(error)))
     response = kp.DeleteGroupsResponse(throttle_time_ms=0, results=results)
     if not to_delete:
         request.respond(response)

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fastmq._native import kafka_store
-from fastmq.broker.idempotence import NONE, OUT_OF_ORDER_SEQUENCE_NUMBER, ProducerStateManager, next_sequence
+from fastmq.broker.idempotence import ProducerStateManager, next_sequence
+from fastmq.broker.kafka.errors import NONE, kafka_code
 from fastmq.broker.partition_transactions import PartitionTransactions
 from fastmq.broker.persist import ConfigWriter
 from fastmq.broker.stats import BrokerStats
@@ -50,6 +51,7 @@ COMMITLOG_BYTES_PER_KAFKA_BYTE = 2
 
 KAFKA_STORAGE_ERROR = kerrors.KafkaStorageError.errno
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED = kerrors.TransactionalIdAuthorizationFailedError.errno
+OUT_OF_ORDER_SEQUENCE_NUMBER = kerrors.OutOfOrderSequenceNumberError.errno
 _PRODUCE_ERRORS = (kerrors.CorruptRecordError, kerrors.MessageSizeTooLargeError, kerrors.InvalidRecordError,
                    kerrors.UnsupportedForMessageFormatError)
 
@@ -161,10 +163,10 @@ class PartitionLogs:
         if duplicate is not None:
             return duplicate
         for producer_id, epoch, _first, _last, _count, _ts, in_transaction in produced:
-            code = self.transactions.check((topic.name, partition), producer_id, epoch) if in_transaction else NONE
-            if code:
-                return AppendResult(code, message=f"producer {producer_id} epoch {epoch} has no open transaction "
-                                                  f"on {topic.name}-{partition}")
+            refusal = self.transactions.check((topic.name, partition), producer_id, epoch) if in_transaction else None
+            if refusal is not None:
+                return AppendResult(kafka_code(refusal), message=f"producer {producer_id} epoch {epoch} has no open "
+                                                                 f"transaction on {topic.name}-{partition}")
         try:
             result = store.append_batch(batch)
         except MessageIllegalError as exc:
@@ -210,9 +212,10 @@ class PartitionLogs:
                     return AppendResult(OUT_OF_ORDER_SEQUENCE_NUMBER, message="batches of one request are not "
                                                                               "in sequence")
             else:
-                code, duplicate_offset = self.producers.check(topic, partition, producer_id, epoch, first, last)
-                if code:
-                    return AppendResult(code, message=f"producer {producer_id} epoch {epoch} sequence {first}")
+                refusal, duplicate_offset = self.producers.check(topic, partition, producer_id, epoch, first, last)
+                if refusal is not None:
+                    return AppendResult(kafka_code(refusal),
+                                        message=f"producer {producer_id} epoch {epoch} sequence {first}")
                 if duplicate_offset >= 0:
                     if index:
                         return AppendResult(OUT_OF_ORDER_SEQUENCE_NUMBER,

@@ -9,8 +9,10 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from fastmq.broker.errors import TopicError
+from fastmq.broker.kafka.errors import kafka_code
 from fastmq.broker.kafka.front import Request, api_version_entries
-from fastmq.broker.topics import Topic, TopicError
+from fastmq.broker.topics import Topic
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.protocol import ApiKey
@@ -67,7 +69,7 @@ def handle_metadata(request: Request, body: Any) -> None:
                 try:
                     topic = broker.topics.get_or_create(wanted.name)
                 except TopicError as exc:
-                    topics.append(response_topic(error_code=exc.code, name=wanted.name, topic_id=ZERO_UUID,
+                    topics.append(response_topic(error_code=kafka_code(exc.error), name=wanted.name, topic_id=ZERO_UUID,
                                                  partitions=[]))
                     continue
             if topic is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from fastmq.broker.groups import NONE
+from fastmq.broker.kafka.errors import NONE, kafka_code
 from fastmq.broker.kafka.front import Request
 from fastmq.broker.kafka.metadata import LEADER_EPOCH
 from fastmq.broker.offsets import CommittedOffset
@@ -115,8 +115,8 @@ def handle_offset_commit(request: Request, body: Any) -> None:
     if not body.group_id:
         group_error = INVALID_GROUP_ID
     else:
-        group_error = broker.groups.validate_commit(body.group_id, body.generation_id_or_member_epoch,
-                                                    body.member_id, body.group_instance_id)
+        group_error = kafka_code(broker.groups.validate_commit(body.group_id, body.generation_id_or_member_epoch,
+                                                               body.member_id, body.group_instance_id))
     now_ms = int(broker.clock() * 1000)
     results: list[tuple[Any, list[list[int]]]] = []     # (topic, [[partition, error], ...])
     to_commit = []

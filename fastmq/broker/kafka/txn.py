@@ -1,5 +1,6 @@
 """InitProducerId and the transaction APIs (AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn), on
-the codec-free TransactionCoordinator (fastmq/broker/transactions.py).
+the core's protocol-free TransactionCoordinator (fastmq/broker/transactions.py), whose refusals map to Kafka's
+codes here.
 
 InitProducerId without a transactional id serves idempotent producers: a fresh producer id, or (KIP-360) the
 same id with its epoch bumped. PRODUCER_FENCED exists from InitProducerId v4, AddPartitionsToTxn,
@@ -10,15 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from fastmq.broker.errors import CoreError
+from fastmq.broker.kafka.errors import NONE, kafka_code
 from fastmq.broker.kafka.front import Request
 from fastmq.broker.kafka.offsets import MAX_METADATA_BYTES
 from fastmq.broker.offsets import CommittedOffset
-from fastmq.broker.transactions import PRODUCER_FENCED
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.protocol import ApiKey
 
-NONE = 0
 INVALID_PRODUCER_EPOCH = kerrors.InvalidProducerEpochError.errno
 UNKNOWN_TOPIC_OR_PARTITION = kerrors.UnknownTopicOrPartitionError.errno
 INVALID_GROUP_ID = kerrors.InvalidGroupIdError.errno
@@ -28,14 +29,15 @@ PRODUCER_FENCED_SINCE = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.ADD_PARTITIONS_TO_TX
                          ApiKey.END_TXN: 2, ApiKey.TXN_OFFSET_COMMIT: 3}
 
 
-def _for_version(request: Request, error: int) -> int:
-    if error == PRODUCER_FENCED and request.version < PRODUCER_FENCED_SINCE[request.api_key]:
+def _for_version(request: Request, error: CoreError | None) -> int:
+    """The Kafka code of the coordinator's answer, in terms the request's version knows."""
+    if error is CoreError.PRODUCER_FENCED and request.version < PRODUCER_FENCED_SINCE[request.api_key]:
         return INVALID_PRODUCER_EPOCH
-    return error
+    return kafka_code(error)
 
 
 def handle_init_producer_id(request: Request, body: Any) -> None:
-    def respond(error: int, producer_id: int, epoch: int) -> None:
+    def respond(error: CoreError | None, producer_id: int, epoch: int) -> None:
         request.respond(kp.InitProducerIdResponse(throttle_time_ms=0, error_code=_for_version(request, error),
                                                   producer_id=producer_id, producer_epoch=epoch))
 
@@ -51,7 +53,7 @@ def handle_init_producer_id(request: Request, body: Any) -> None:
             producer_id, epoch = producers.allocate_producer_id(), 0
     else:
         producer_id, epoch = producers.allocate_producer_id(), 0
-    respond(NONE, producer_id, epoch)
+    respond(None, producer_id, epoch)
 
 
 def handle_add_partitions_to_txn(request: Request, body: Any) -> None:
@@ -59,7 +61,7 @@ def handle_add_partitions_to_txn(request: Request, body: Any) -> None:
     partition_result = kp.AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult
     wanted = [(topic.name, partition) for topic in body.v3_and_below_topics for partition in topic.partitions]
 
-    def respond(errors: dict[tuple[str, int], int]) -> None:
+    def respond(errors: dict[tuple[str, int], CoreError | None]) -> None:
         by_topic: dict[str, list[Any]] = {}
         for (name, partition), error in errors.items():
             by_topic.setdefault(name, []).append(partition_result(
@@ -72,11 +74,11 @@ def handle_add_partitions_to_txn(request: Request, body: Any) -> None:
 
 
 def handle_add_offsets_to_txn(request: Request, body: Any) -> None:
-    def respond(error: int) -> None:
+    def respond(error: CoreError | None) -> None:
         request.respond(kp.AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=_for_version(request, error)))
 
     if not body.group_id:
-        respond(INVALID_GROUP_ID)
+        respond(CoreError.INVALID_GROUP_ID)
         return
     request.front.transactions.add_offsets(body.transactional_id, body.producer_id, body.producer_epoch,
                                            body.group_id, respond)
@@ -91,8 +93,8 @@ def handle_txn_offset_commit(request: Request, body: Any) -> None:
         group_error = INVALID_GROUP_ID
     elif request.version >= 3 and (body.generation_id >= 0 or body.member_id):
         # Since KIP-447 a transactional commit is fenced like a consumer's own commit.
-        group_error = broker.groups.validate_commit(body.group_id, body.generation_id, body.member_id,
-                                                    body.group_instance_id)
+        group_error = kafka_code(broker.groups.validate_commit(body.group_id, body.generation_id, body.member_id,
+                                                               body.group_instance_id))
     now_ms = int(broker.clock() * 1000)
     for topic in body.topics:
         for part in topic.partitions:
@@ -111,13 +113,13 @@ def handle_txn_offset_commit(request: Request, body: Any) -> None:
                     part.committed_offset, part.committed_metadata,
                     part.committed_leader_epoch if request.version >= 2 else -1, now_ms)))
 
-    def respond(error: int = NONE) -> None:
+    def respond(error: CoreError | None = None) -> None:
         topic_type = kp.TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
         partition_type = kp.TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition
         by_topic: dict[str, list[Any]] = {}
         for (name, partition), code in results.items():
             by_topic.setdefault(name, []).append(partition_type(
-                partition_index=partition, error_code=_for_version(request, code or error)))
+                partition_index=partition, error_code=code or _for_version(request, error)))
         request.respond(kp.TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
             topic_type(name=name, partitions=partitions) for name, partitions in by_topic.items()]))
 
@@ -129,7 +131,7 @@ def handle_txn_offset_commit(request: Request, body: Any) -> None:
 
 
 def handle_end_txn(request: Request, body: Any) -> None:
-    def respond(error: int) -> None:
+    def respond(error: CoreError | None) -> None:
         request.respond(kp.EndTxnResponse(throttle_time_ms=0, error_code=_for_version(request, error)))
 
     request.front.transactions.end_transaction(body.transactional_id, body.producer_id, body.producer_epoch,
