@@ -243,8 +243,8 @@ class Broker:
 
 class EmbeddedBroker:
     """A broker in this process for tests, tools and the main job: a temporary data directory (removed at close)
-    unless data_dir is given, a free port on 127.0.0.1 unless one is given. Other BrokerConfig options pass
-    through as keywords."""
+    unless data_dir is given, one kafka listener on a free port of 127.0.0.1 unless host and port, or listeners
+    (ListenerConfigs, each naming its protocol), are given. Other BrokerConfig options pass through as keywords."""
 
     def __init__(self, data_dir: str | os.PathLike | None = None, *, host: str = "127.0.0.1", port: int = 0,
                  config: BrokerConfig | None = None, **options: Any) -> None:
@@ -253,7 +253,8 @@ class EmbeddedBroker:
             if data_dir is None:
                 self._temporary = tempfile.TemporaryDirectory(prefix="fastmq-broker-")
                 data_dir = self._temporary.name
-            config = BrokerConfig(data_dir=data_dir, listeners=[ListenerConfig(host, port)], **options)
+            options.setdefault("listeners", [ListenerConfig(host, port)])
+            config = BrokerConfig(data_dir=data_dir, **options)
         self.config = config
         self.broker: Broker | None = None
 

@@ -66,8 +66,12 @@ class ListenerConfig:
                 protocol, security = name.lower(), secured.upper()
             elif scheme.lower() in known_protocols():
                 protocol = scheme.lower()
-            else:
+            elif scheme.upper() in SECURITY_PROTOCOLS:
                 security = scheme.upper()
+            else:
+                raise ConfigurationError(f"a listener's scheme is a protocol ({', '.join(known_protocols())}), a "
+                                         f"security protocol ({', '.join(SECURITY_PROTOCOLS)}) or both joined by "
+                                         f"'+', not {scheme!r}")
         host, sep, port = text.rpartition(":")
         if not sep or not port.isdigit():
             raise ConfigurationError(f"a listener is host:port or SCHEME://host:port, not {text!r}")

@@ -110,9 +110,10 @@ def run_stats(args: argparse.Namespace) -> int:
 def register(commands: argparse._SubParsersAction, bench_targets: argparse._SubParsersAction) -> None:
     broker = commands.add_parser("broker", help="run the embedded broker (Kafka protocol) on a data directory")
     broker.add_argument("--data-dir", required=True, help="the store's directory (created if missing)")
-    broker.add_argument("--listen", action="append", metavar="[PROTOCOL://]HOST:PORT",
-                        help="a listener (repeatable; PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL; "
-                             "default 127.0.0.1:9092, port 0 picks a free one)")
+    broker.add_argument("--listen", action="append", metavar="[SCHEME://]HOST:PORT",
+                        help="a listener (repeatable); SCHEME is the protocol (kafka), a security protocol "
+                             "(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL: kafka) or both, e.g. kafka+SSL; "
+                             "default 127.0.0.1:9092, port 0 picks a free one")
     broker.add_argument("--advertise", metavar="HOST:PORT", help="the address Metadata gives clients")
     broker.add_argument("--partitions", type=int, default=1, help="partitions of auto-created topics (default 1)")
     broker.add_argument("--no-auto-create", action="store_true", help="do not create topics on first use")

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from fastmq.broker.config import ListenerConfig
 from fastmq.broker.errors import CoreError
 from fastmq.broker.kafka.errors import kafka_code
 from fastmq.broker.kafka.front import BROKER_VERSIONS
@@ -45,6 +46,20 @@ def test_every_core_refusal_has_a_kafka_error_code():
     assert kafka_code(None) == 0 and all(code > 0 for code in codes.values())
     # Distinct refusals stay distinct on the wire (clients react to each differently).
     assert len(set(codes.values())) == len(codes)
+
+
+def test_listeners_named_by_protocol_or_security_protocol_all_serve_kafka(tmp_path):
+    listeners = [ListenerConfig.parse("kafka://127.0.0.1:0"), ListenerConfig.parse("PLAINTEXT://127.0.0.1:0")]
+    with small_broker(tmp_path / "data", listeners=listeners) as broker:
+        assert len(set(broker.addresses)) == 2
+        assert broker.bootstrap_servers == "127.0.0.1:%d" % broker.addresses[0][1]
+        for address in broker.addresses:
+            wire = Wire(address)
+            try:
+                (broker_entry,) = metadata(wire, []).brokers
+            finally:
+                wire.close()
+            assert (broker_entry.host, broker_entry.port) == address    # each answers with its own address
 
 
 def test_api_versions_lists_exactly_what_the_broker_serves(wire):
