@@ -25,6 +25,7 @@ from fastmq.broker.auth import Authenticator
 from fastmq.broker.config import BrokerConfig, ListenerConfig
 from fastmq.broker.frontends import FrontEnd, front_end_class
 from fastmq.broker.groups import GroupManager, GroupSettings, Member
+from fastmq.broker.idempotence import ProducerStateManager
 from fastmq.broker.offsets import OffsetStore
 from fastmq.broker.persist import ConfigWriter
 from fastmq.broker.stats import BrokerStats, ConnectionRegistry
@@ -91,6 +92,8 @@ class Broker:
             self.cluster_id = identity.cluster_id
             self.topics = TopicManager(self.store, config.num_partitions, config.max_message_bytes)
             self.offsets = OffsetStore(self.store, self.writer, self.clock)
+            self.producers = ProducerStateManager(self.store, self.writer, config.producer_id_expiration_ms,
+                                                  self.clock)
             self.stats = BrokerStats(self.clock)
             self.connections = ConnectionRegistry(self.clock)
             self._stats_file = StatsFile(self.store.root / STATS_FILE)
@@ -100,7 +103,7 @@ class Broker:
                 config.group_initial_rebalance_delay_ms, config.group_min_session_timeout_ms,
                 config.group_max_session_timeout_ms, config.group_max_size))
             self.groups.membership_listeners.append(self._member_changed)
-            for forget in (self.offsets.forget_topic, self.stats.forget_topic):
+            for forget in (self.offsets.forget_topic, self.producers.forget_topic, self.stats.forget_topic):
                 self.topics.deletion_listeners.append(forget)
             by_protocol: dict[str, list[ListenerConfig]] = {}
             for listener in config.listeners:
@@ -197,6 +200,7 @@ class Broker:
         if self._closed:
             return
         try:
+            self.producers.save()
             for front in self.front_ends:
                 front.upkeep()
             if self.config.stats_interval_ms > 0:
@@ -217,6 +221,7 @@ class Broker:
             except Exception:
                 log.exception("closing the %s front end failed", type(front).__name__)
         self.groups.close()
+        self.producers.save(wait=True)
         if self.config.stats_interval_ms > 0:
             self._stats_file.snapshot = self.stats_snapshot()
             self._stats_file.persist()

@@ -12,8 +12,8 @@ sequence) arriving at a partition:
 
 Surviving a restart: the state is written to config/kafkaProducerState.json every few seconds and at shutdown,
 with the queue offset of each partition it covers; at start-up the records stored after those offsets are read
-again, and the batch markers the front end finds in them (read_markers: Kafka's is the KAFKA_PRODUCER property
-on the last record of every idempotent batch) bring the state up to date. A crash between a batch's first and
+again by replay(), and the batch markers a front end finds in them (its read_markers: Kafka's is the
+KAFKA_PRODUCER property on the last record of every idempotent batch) bring the state up to date. A crash between a batch's first and
 last record leaves the first records without their marker: a retry stores them again (the only case where a
 duplicate can appear). Producer ids are handed out in blocks reserved on disk, so a restarted broker never gives
 out an id twice.
@@ -80,10 +80,9 @@ def next_sequence(sequence: int) -> int:
 
 
 class ProducerStateManager:
-    def __init__(self, store: MessageStore, writer: ConfigWriter, expiration_ms: int, read_markers: MarkerReader,
+    def __init__(self, store: MessageStore, writer: ConfigWriter, expiration_ms: int,
                  clock: Callable[[], float] = time.time) -> None:
         self.store = store
-        self._read_markers = read_markers
         self._writer = writer
         self._expiration = expiration_ms / 1000.0
         self._clock = clock
@@ -92,6 +91,7 @@ class ProducerStateManager:
         self._partitions: dict[tuple[str, int], dict[int, ProducerEntry]] = {}
         self._next_id = 0
         self._reserved_until = 0
+        self._covered: dict[tuple[str, int], int] = {}     # per partition, the queue offset the snapshot covers
         self._file = ProducerStateFile(store.root / "config")
         self._file.load()
         self._restore(self._file.loaded)
@@ -189,26 +189,30 @@ class ProducerStateManager:
         self._reserved_until = int(obj.get("reservedUntil", 0))
         # Ids up to the reservation may have been handed out before a crash.
         self._next_id = max(int(obj.get("nextProducerId", 0)), self._reserved_until)
-        covered: dict[tuple[str, int], int] = {}
         for key, value in _require_dict(obj.get("partitions", {}), "partitions").items():
             partition_text, _, topic = key.partition("@")
             tp = (topic, int(partition_text))
-            covered[tp] = int(value.get("coveredOffset", 0))
+            self._covered[tp] = int(value.get("coveredOffset", 0))
             producers = self._partitions.setdefault(tp, {})
             for pid, state in _require_dict(value.get("producers", {}), key).items():
                 entry = ProducerEntry(int(state["epoch"]), float(state.get("lastTimestamp", 0)))
                 for batch in state.get("batches", []):
                     entry.batches.append((int(batch[0]), int(batch[1]), int(batch[2])))
                 producers[int(pid)] = entry
+
+    def replay(self, read_markers: MarkerReader) -> None:
+        """Bring the state up to date from the records stored after the snapshot, with the batch markers
+        read_markers finds in them. Each front end with idempotent producers calls it with its own reader once,
+        at start-up, before it takes appends (a reader passes over other front ends' records)."""
         replayed = 0
         for consume_queue in self.store.consume_queues():
             tp = (consume_queue.topic, consume_queue.queue_id)
-            start = max(covered.get(tp, 0), self.store.get_min_offset(*tp))
-            replayed += self._replay(tp, start, self.store.get_max_offset(*tp))
+            start = max(self._covered.get(tp, 0), self.store.get_min_offset(*tp))
+            replayed += self._replay(tp, start, self.store.get_max_offset(*tp), read_markers)
         if replayed:
             log.info("producer state: %d batch marker(s) replayed from the log", replayed)
 
-    def _replay(self, tp: tuple[str, int], start: int, end: int) -> int:
+    def _replay(self, tp: tuple[str, int], start: int, end: int, read_markers: MarkerReader) -> int:
         count = 0
         offset = start
         while offset < end:
@@ -216,7 +220,7 @@ class ProducerStateManager:
             if not len(units):
                 break
             records, taken = self.store.read_records(units)
-            for queue_offset, pid, epoch, first, last in self._read_markers(records, taken):
+            for queue_offset, pid, epoch, first, last in read_markers(records, taken):
                 base_offset = queue_offset - ((last - first) % (INT32_MAX + 1))
                 self._apply(tp, pid, epoch, first, last, base_offset)
                 count += 1

@@ -124,13 +124,8 @@ def test_group_names_with_the_separator_do_not_mix(store, writer):
 
 # -- producer state -----------------------------------------------------------------------------------------
 
-def no_markers(records, count):
-    """A front end whose records carry no producer batch markers."""
-    return ()
-
-
 def test_producer_sequences(store, writer):
-    producers = ProducerStateManager(store, writer, 86_400_000, no_markers)
+    producers = ProducerStateManager(store, writer, 86_400_000)
     pid = producers.allocate_producer_id()
     assert producers.check("t", 0, pid, 0, 5, 5) == (CoreError.UNKNOWN_PRODUCER, -1)
     assert producers.check("t", 0, pid, 0, 0, 4) == (None, -1)
@@ -152,13 +147,13 @@ def test_producer_sequences(store, writer):
 
 
 def test_producer_state_snapshot_and_id_reservation(store, writer):
-    producers = ProducerStateManager(store, writer, 86_400_000, no_markers)
+    producers = ProducerStateManager(store, writer, 86_400_000)
     ids = [producers.allocate_producer_id() for _ in range(3)]
     assert ids == [0, 1, 2]
     store.put_message("t", 0, b"x")
     producers.record("t", 0, 2, 0, 0, 0, 0)
     producers.save(wait=True)
-    restarted = ProducerStateManager(store, writer, 86_400_000, no_markers)
+    restarted = ProducerStateManager(store, writer, 86_400_000)
     assert restarted.check("t", 0, 2, 0, 0, 0) == (None, 0)
     # Ids handed out before a crash may not be in the snapshot: the reserved block is skipped.
     assert restarted.allocate_producer_id() >= 3
@@ -166,7 +161,7 @@ def test_producer_state_snapshot_and_id_reservation(store, writer):
 
 def test_expired_producers_are_dropped_from_snapshots(store, writer):
     now = [1000.0]
-    producers = ProducerStateManager(store, writer, 10_000, no_markers, clock=lambda: now[0])
+    producers = ProducerStateManager(store, writer, 10_000, clock=lambda: now[0])
     store.put_message("t", 0, b"x")
     producers.record("t", 0, 7, 0, 0, 0, 0)
     now[0] += 11

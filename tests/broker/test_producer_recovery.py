@@ -18,7 +18,7 @@ def test_a_forgotten_producer_takes_a_new_id_and_loses_nothing(tmp_path):
             assert [f.get(WAIT).offset for f in first] == list(range(20))
             identity = producer._accumulator.producer_identity
             # Idle past the expiration: the broker's next snapshot drops the producer's state.
-            assert wait_for(lambda: not broker.broker.front_end("kafka").producers._partitions.get(("kept", 0)), WAIT)
+            assert wait_for(lambda: not broker.broker.producers._partitions.get(("kept", 0)), WAIT)
             second = [producer.send("kept", b"b%d" % i, partition=0) for i in range(200)]
             assert [f.get(WAIT).offset for f in second] == list(range(20, 220))
             assert producer._accumulator.producer_identity != identity

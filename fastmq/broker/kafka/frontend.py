@@ -1,9 +1,9 @@
 """The Kafka front end of a broker: what Kafka needs on top of the core, and its listeners.
 
-On the core's topics, offsets and groups it keeps, in Kafka's terms: the partition logs (Kafka batches on the
-store, log start offsets, the time index), the producer state of idempotent producers (replayed from the batch
-markers kafka_store writes), the transaction coordinator writing Kafka's markers, incremental fetch sessions and
-the Fetch hold. Every `kafka` listener of the broker serves through it (front.py).
+On the core's topics, offsets, groups and producer state it keeps, in Kafka's terms: the partition logs (Kafka
+batches on the store, log start offsets, the time index), the transaction coordinator writing Kafka's markers,
+incremental fetch sessions and the Fetch hold; at start-up it replays the producer batch markers kafka_store
+wrote into the core's producer state. Every `kafka` listener of the broker serves through it (front.py).
 """
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 from fastmq._native import kafka_store
 from fastmq.broker.config import ListenerConfig
 from fastmq.broker.frontends import FrontEnd
-from fastmq.broker.idempotence import ProducerStateManager
 from fastmq.broker.kafka.fetch import FetchHold
 from fastmq.broker.kafka.fetch_sessions import FetchSessionCache
 from fastmq.broker.kafka.front import KafkaListener, handler_table
@@ -28,18 +27,17 @@ class KafkaFrontEnd(FrontEnd):
         super().__init__(broker, listeners)
         config = broker.config
         self.kafka_listeners: list[KafkaListener] = []
-        self.producers = ProducerStateManager(broker.store, broker.writer, config.producer_id_expiration_ms,
-                                              kafka_store.producer_markers, broker.clock)
-        self.logs = PartitionLogs(broker.store, self.producers, broker.stats, broker.writer, config.index_keys)
+        broker.producers.replay(kafka_store.producer_markers)
+        self.logs = PartitionLogs(broker.store, broker.producers, broker.stats, broker.writer, config.index_keys)
         self.transactions = TransactionCoordinator(
-            broker.loop, self.logs, broker.offsets, broker.writer, self.producers.allocate_producer_id,
+            broker.loop, self.logs, broker.offsets, broker.writer, broker.producers.allocate_producer_id,
             broker.topics.has_partition, broker.store.root / "config",
             TransactionSettings(config.transaction_max_timeout_ms, config.transaction_abort_check_interval_ms,
                                 config.transactional_id_expiration_ms), broker.clock)
         self.fetch_sessions = FetchSessionCache(config.fetch_max_sessions)
         self.fetch_hold = FetchHold(broker.loop)
         broker.store.add_arrival_listener(self.fetch_hold.on_arrival)
-        for forget in (self.producers.forget_topic, self.logs.forget, self.transactions.forget_topic):
+        for forget in (self.logs.forget, self.transactions.forget_topic):
             broker.topics.deletion_listeners.append(forget)
 
     def start(self) -> None:
@@ -50,7 +48,6 @@ class KafkaFrontEnd(FrontEnd):
             self.addresses.append(self.kafka_listeners[-1].address)
 
     def upkeep(self) -> None:
-        self.producers.save()
         self.transactions.trim(self.logs.log_start_offset)
 
     def stats(self) -> dict[str, Any]:
@@ -66,4 +63,3 @@ class KafkaFrontEnd(FrontEnd):
             listener.close()
         self.fetch_hold.close()
         self.transactions.close()
-        self.producers.save(wait=True)

@@ -45,7 +45,7 @@ def handle_init_producer_id(request: Request, body: Any) -> None:
         request.front.transactions.init_producer_id(body.transactional_id, body.transaction_timeout_ms,
                                                     body.producer_id, body.producer_epoch, respond)
         return
-    producers = request.front.producers
+    producers = request.broker.producers
     if body.producer_id >= 0 and body.producer_epoch >= 0:
         # An idempotent producer bumping its epoch (KIP-360) keeps its id.
         producer_id, epoch = body.producer_id, body.producer_epoch + 1
