@@ -23,7 +23,7 @@ from typing import Any
 
 from fastmq.broker.auth import Authenticator
 from fastmq.broker.config import BrokerConfig, ListenerConfig
-from fastmq.broker.frontends import FrontEnd, front_end_class
+from fastmq.broker.frontends import DEFAULT_PROTOCOL, FrontEnd, front_end_class
 from fastmq.broker.groups import GroupManager, GroupSettings, Member
 from fastmq.broker.idempotence import ProducerStateManager
 from fastmq.broker.offsets import OffsetStore
@@ -144,10 +144,16 @@ class Broker:
 
     @property
     def bootstrap_servers(self) -> str:
-        """host:port the first listener advertises."""
-        listener, address = self.listeners[0]
-        host, port = listener.advertised(address)
-        return f"{host}:{port}"
+        """Where clients of the default protocol (Kafka's bootstrap.servers) start: its first listener."""
+        return self.advertised_address(DEFAULT_PROTOCOL)
+
+    def advertised_address(self, protocol: str) -> str:
+        """host:port that the first listener speaking a protocol advertises."""
+        for listener, address in self.listeners:
+            if listener.protocol == protocol:
+                host, port = listener.advertised(address)
+                return f"{host}:{port}"
+        raise KeyError(f"no listener speaks {protocol}")
 
     def stats_snapshot(self) -> dict[str, Any]:
         """Per topic and group: messages and bytes put and got, TPS over 10 s and 60 s; clients and members."""
