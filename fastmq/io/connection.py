@@ -4,6 +4,9 @@ Life: NEW -> connect() -> RESOLVING -> CONNECTING -> [TLS_HANDSHAKE] -> HANDSHAK
 start_handshake) -> READY -> CLOSED. The connect timeout covers everything up to READY. A connection
 is never reused after CLOSED; ConnectionPool makes a new one, after the reconnect backoff.
 
+Frames that answer no request (adapter.correlation_id() is None) go to adapter.on_unsolicited, by default
+to the owner's on_push callback; a server's request is answered with send_frame().
+
 Requests: request(data, callback, correlation_id) queues the framed bytes and registers the request in
 the in-flight table (keyed by correlation id, or FIFO for protocols without ids). callback(response,
 error) runs on the loop thread exactly once: with the response frame, or with an error when the request
@@ -25,7 +28,7 @@ from itertools import chain
 from typing import Any, Callable
 
 from fastmq.errors import FastMQError, ProtocolError
-from fastmq.io.adapter import ProtocolAdapter
+from fastmq.io.adapter import Callback, ProtocolAdapter
 from fastmq.io.errors import (
     ConnectFailedError,
     ConnectionClosedError,
@@ -48,8 +51,6 @@ from fastmq.io.stream import (
 )
 
 _log = logging.getLogger(__name__)
-
-Callback = Callable[[Any, BaseException | None], Any]
 
 # kafka-python's default: no Nagle delay, requests leave as soon as they are flushed.
 DEFAULT_SOCKET_OPTIONS: tuple[tuple[int, int, int], ...] = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
@@ -102,6 +103,9 @@ class Connection(Stream):
         # Set by the owner (ConnectionPool): called on the loop thread when READY / once closed.
         self.on_ready: Callable[["Connection"], Any] | None = None
         self.on_close: Callable[["Connection", BaseException], Any] | None = None
+        # Set by the owner for frames that answer no request (server push, requests the server sends):
+        # on_push(connection, frame) on the loop thread; answer a server's request with send_frame().
+        self.on_push: Callable[["Connection", Any], Any] | None = None
 
     # ---- properties ------------------------------------------------------------------------------
 

@@ -16,8 +16,8 @@ import random
 import ssl
 from typing import Any, Callable, Iterable
 
-from fastmq.io.adapter import ProtocolAdapter
-from fastmq.io.connection import DEFAULT_SOCKET_OPTIONS, Callback, Connection
+from fastmq.io.adapter import Callback, ProtocolAdapter
+from fastmq.io.connection import DEFAULT_SOCKET_OPTIONS, Connection
 from fastmq.io.errors import ConnectionClosedError, IdleConnectionClosedError, NotReadyError
 from fastmq.io.idle import IdleReaper
 from fastmq.io.loop import IOLoop

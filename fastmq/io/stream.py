@@ -23,7 +23,7 @@ from itertools import islice
 from typing import Any, Callable
 
 from fastmq.errors import ProtocolError
-from fastmq.io.errors import ConnectionClosedError, TLSError
+from fastmq.io.errors import ConnectionClosedError, NotReadyError, TLSError
 from fastmq.io.idle import IdleExpiry
 from fastmq.io.loop import EPOLLIN, EPOLLOUT, IOLoop
 from fastmq.io.metrics import IOMetrics
@@ -262,6 +262,20 @@ class Stream:
         if not self._flush_scheduled:
             self._schedule_flush()
         return size
+
+    def send_frame(self, data: Any) -> None:
+        """Queue one frame outside the request/response bookkeeping: a server's push (a message for a
+        subscriber, a heartbeat), or a client's answer to a request its server sent.
+
+        Loop thread only (from others: loop.call_soon_threadsafe(stream.send_frame, data)). A server's
+        pushed frame does not wait behind the connection's unanswered requests.
+        """
+        state = self._state
+        if state is CLOSED:
+            raise ConnectionClosedError(f"{self} is closed: {self.close_error}")
+        if state < TLS_HANDSHAKE:
+            raise NotReadyError(f"{self} is not connected yet ({state.name.lower()})")
+        self.enqueue(data)
 
     def _schedule_flush(self) -> None:
         if not self._flush_scheduled:
