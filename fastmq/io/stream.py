@@ -136,6 +136,11 @@ class Stream:
         """Bytes queued and not yet written."""
         return self._out_bytes
 
+    @property
+    def compression(self) -> str | None:
+        """The name of the codec started with start_compression(), or None."""
+        return self._codec.name if self._codec is not None else None
+
     def peer_certificate(self) -> dict | None:
         """The peer's verified TLS certificate (SSLSocket.getpeercert()); None without TLS, before the
         handshake, after close, or when the peer sent none."""
