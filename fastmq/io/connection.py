@@ -1,7 +1,7 @@
 """A client connection driven by the IOLoop: connect, TLS, protocol handshake, pipelined requests.
 
 Life: NEW -> connect() -> RESOLVING -> CONNECTING -> [TLS_HANDSHAKE] -> HANDSHAKE (the adapter's
-start_handshake) -> READY -> CLOSED. The connect timeout covers everything up to READY. A connection
+start_handshake: its handshake steps, which may upgrade the stream in place) -> READY -> CLOSED. The connect timeout covers everything up to READY. A connection
 is never reused after CLOSED; ConnectionPool makes a new one, after the reconnect backoff.
 
 Frames that answer no request (adapter.correlation_id() is None) go to adapter.on_unsolicited, by default

@@ -123,6 +123,13 @@ class ServerConnection(Stream):
             self._handshake_timer = None
         self._become_ready()
 
+    def start_tls(self, context: ssl.SSLContext, *, server_side: bool = True, server_hostname: str | None = None,
+                  on_done: Callable[[], Any] | None = None, timeout: float | None = None) -> None:
+        """Stream.start_tls; a client that does not finish the handshake within the listener's
+        handshake_timeout (unless timeout says otherwise) is disconnected."""
+        super().start_tls(context, server_side=server_side, server_hostname=server_hostname, on_done=on_done,
+                          timeout=self.listener.handshake_timeout if timeout is None else timeout)
+
     def _become_ready(self) -> None:
         self._state = READY
         self._update_events()

@@ -36,7 +36,7 @@ from fastmq.errors import ProtocolError
 from fastmq.io.codecs import StreamCodec
 from fastmq.io.errors import ConnectionClosedError, NotReadyError, TLSError, UpgradeError
 from fastmq.io.idle import IdleExpiry
-from fastmq.io.loop import EPOLLIN, EPOLLOUT, IOLoop
+from fastmq.io.loop import EPOLLIN, EPOLLOUT, IOLoop, TimerHandle
 from fastmq.io.metrics import IOMetrics
 
 _log = logging.getLogger(__name__)
@@ -120,6 +120,7 @@ class Stream:
         self._upgrade_done: Callable[[], Any] | None = None
         self._pending_tls: tuple[ssl.SSLContext, bool, str | None] | None = None
         self._plain_prefix: deque[Any] = deque()
+        self._upgrade_timer: TimerHandle | None = None
 
     # ---- state -----------------------------------------------------------------------------------
 
@@ -269,13 +270,14 @@ class Stream:
     # ---- in-place upgrades -----------------------------------------------------------------------
 
     def start_tls(self, context: ssl.SSLContext, *, server_side: bool, server_hostname: str | None = None,
-                  on_done: Callable[[], Any] | None = None) -> None:
+                  on_done: Callable[[], Any] | None = None, timeout: float | None = None) -> None:
         """Turn this live connection into a TLS connection on the same socket (see the module docstring).
 
         Call it right after the frame that names the switch. on_done() runs on the loop thread once the
-        handshake succeeded; a failed handshake closes the connection (TLSError). Requests wait meanwhile
-        (NotReadyError), the connect timeout of a connection still in its handshake keeps running.
-        Raises UpgradeError when the connection is not open, already TLS, or compressed.
+        handshake succeeded; a failed handshake closes the connection (TLSError), and so does one that is
+        not done within timeout seconds (ConnectionClosedError; None: no limit of its own, the connect
+        timeout of a client connection still in its handshake keeps running). Requests wait meanwhile
+        (NotReadyError). Raises UpgradeError when the connection is not open, already TLS, or compressed.
         """
         state = self._state
         if state is not READY and state is not HANDSHAKE:
@@ -291,6 +293,8 @@ class Stream:
             return
         self._upgrade_resume = state
         self._upgrade_done = on_done
+        if timeout is not None:
+            self._upgrade_timer = self.loop.call_later(timeout, self._upgrade_timed_out, timeout)
         self._pending_tls = (context, server_side, server_hostname)
         self._plain_prefix, self._out = self._out, deque()
         self._out_bytes = 0
@@ -327,7 +331,15 @@ class Stream:
         self._pending_tls = None
         self._start_tls(context, server_side, server_hostname)
 
+    def _upgrade_timed_out(self, timeout: float) -> None:
+        self._upgrade_timer = None
+        if self._upgrade_resume is not None:
+            self.close(ConnectionClosedError(f"{self} did not finish its TLS upgrade within {timeout:.3g} s"))
+
     def _finish_tls_upgrade(self) -> None:
+        if self._upgrade_timer is not None:
+            self._upgrade_timer.cancel()
+            self._upgrade_timer = None
         self._state = self._upgrade_resume  # type: ignore[assignment]
         self._upgrade_resume = None
         done, self._upgrade_done = self._upgrade_done, None
@@ -615,6 +627,9 @@ class Stream:
         self._state = CLOSED
         self._upgrade_resume = self._upgrade_done = self._pending_tls = None
         self._plain_prefix.clear()
+        if self._upgrade_timer is not None:
+            self._upgrade_timer.cancel()
+            self._upgrade_timer = None
         if error is None:
             error = ConnectionClosedError(f"{self} was closed")
         self.close_error = error

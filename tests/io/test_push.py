@@ -11,7 +11,7 @@ import pytest
 
 from fastmq._native.frames import KafkaFrameSplitter
 from fastmq.errors import ProtocolError
-from fastmq.io import Connection, ConnectionClosedError, Listener, NotReadyError, ServerHandler
+from fastmq.io import Connection, ConnectionClosedError, ConnectionPool, Listener, NotReadyError, ServerHandler
 from fastmq.io.adapter import HandshakeStep, ProtocolAdapter
 
 from .conftest import make_frame
@@ -137,6 +137,30 @@ def test_send_frame_refuses_unconnected_and_closed_streams(loop, server, connect
     unconnected = Connection(loop, "127.0.0.1", listener.address[1], Adapter())   # connect() not called
     with pytest.raises(NotReadyError, match="not connected"):
         loop.run_in_loop(unconnected.send_frame, b"early", timeout=WAIT)
+
+
+def test_a_pool_hands_every_connection_its_push_callback(loop, echo_server):
+    pushed: list = []
+    arrived = threading.Event()
+
+    def on_push(conn, frame) -> None:
+        pushed.append((conn.node_id, frame))
+        arrived.set()
+
+    pool = ConnectionPool(loop, Adapter, on_push=on_push)
+    answered: list = []
+    try:
+        loop.run_in_loop(pool.add_node, "n1", "127.0.0.1", echo_server.port, timeout=WAIT)
+        ready = threading.Event()
+        loop.run_in_loop(pool.add_listener, lambda node, is_ready, error: is_ready and ready.set(), timeout=WAIT)
+        loop.run_in_loop(pool.maybe_connect, "n1", timeout=WAIT)
+        assert ready.wait(WAIT)
+        loop.run_in_loop(pool.send, "n1", make_frame(3, b"Ux"), lambda frame, error: answered.append(frame), 3,
+                         timeout=WAIT)
+        assert arrived.wait(WAIT)
+        assert pushed == [("n1", struct.pack(">i", PUSHED) + b"pushed")]
+    finally:
+        loop.run_in_loop(pool.close, timeout=WAIT)
 
 
 # ---- handshake steps -------------------------------------------------------------------------------------------

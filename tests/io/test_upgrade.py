@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from fastmq._native.frames import KafkaFrameSplitter
 from fastmq.errors import CompressionError
-from fastmq.io import Connection, ConnectionState, Listener, ServerHandler, TLSError
+from fastmq.io import Connection, ConnectionClosedError, ConnectionState, Listener, ServerHandler, TLSError
 from fastmq.io.adapter import HandshakeStep
 from fastmq.io.codecs import DeflateStream, SnappyStream
 from fastmq.io.errors import UpgradeError
@@ -90,8 +90,8 @@ class UpgradingAdapter(EchoAdapter):
 def listen(loop):
     listeners = []
 
-    def _listen(handler: ServerHandler) -> Listener:
-        listener = Listener(loop, functools.partial(KafkaFrameSplitter, max_frame_size=1 << 24), handler)
+    def _listen(handler: ServerHandler, **options) -> Listener:
+        listener = Listener(loop, functools.partial(KafkaFrameSplitter, max_frame_size=1 << 24), handler, **options)
         listeners.append(listener)
         return listener
 
@@ -144,6 +144,13 @@ def test_tls_upgrade_with_an_untrusted_certificate_fails_the_handshake(loop, pki
         client.ready.result(WAIT)
 
 
+def wait_until(predicate) -> None:
+    deadline = time.monotonic() + WAIT
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.001)
+
+
 def raw_connection(listener) -> socket.socket:
     return socket.create_connection(listener.address, timeout=WAIT)
 
@@ -185,10 +192,19 @@ def test_bytes_past_a_tls_switch_close_the_connection_with_an_upgrade_error(loop
     with raw_connection(listener) as sock:
         sock.sendall(make_frame(0, b"T") + b"not a TLS ClientHello")
         assert sock.recv(100) in (b"", make_frame(0, b"T+"))
-    deadline = time.monotonic() + WAIT
-    while not handler.lost and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: handler.lost)
     assert isinstance(handler.lost[0], UpgradeError) and "must wait" in str(handler.lost[0])
+
+
+def test_a_client_that_never_starts_its_tls_handshake_is_disconnected(loop, pki, listen):
+    handler = UpgradingHandler(create_server_context(ssl_certfile=pki.server_cert, ssl_keyfile=pki.server_key))
+    listener = listen(handler, handshake_timeout=0.2)
+    with raw_connection(listener) as sock:
+        sock.sendall(make_frame(0, b"T"))
+        assert recv_exact(sock, 10) == make_frame(0, b"T+")
+        assert sock.recv(100) == b""                     # closed by the server after its handshake timeout
+    wait_until(lambda: handler.lost)
+    assert isinstance(handler.lost[0], ConnectionClosedError) and "TLS upgrade within" in str(handler.lost[0])
 
 
 def test_corrupt_compressed_input_closes_that_connection_only(loop, listen, connect):
@@ -221,13 +237,6 @@ def test_upgrades_refused_where_they_cannot_happen(loop, listen, connect, pki):
 
 
 # ---- the switch at every chunking: a peer on a socketpair sends the byte stream cut where hypothesis says ----
-
-def wait_until(predicate) -> None:
-    deadline = time.monotonic() + WAIT
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.001)
-
 
 @codecs
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
