@@ -267,6 +267,15 @@ class Connection(Stream):
             raise self._not_ready()
         self._submit(data, callback, correlation_id, expect_response, timeout)
 
+    def expect_frame(self, callback: Callback | None, correlation_id: int | None = None, *,
+                     timeout: float | None = None) -> None:
+        """Wait for a response that the peer sends without a request of ours (NSQ answers OK once more after
+        a TLS or compression upgrade): it is matched and completes callback like a request's response.
+        Allowed in the HANDSHAKE and READY states."""
+        if self._state is not READY and self._state is not HANDSHAKE:
+            raise self._not_ready()
+        self._submit(None, callback, correlation_id, True, timeout)
+
     def _not_ready(self) -> FastMQError:
         if self._state is CLOSED:
             error = ConnectionClosedError(f"{self} is closed: {self.close_error}")
@@ -286,7 +295,9 @@ class Connection(Stream):
                 raise ValueError(f"correlation id {correlation_id} is already in flight on {self}")
         now = self.loop.now
         deadline = now + (self.request_timeout if timeout is None else timeout)
-        self.enqueue(data)
+        if data is not None:
+            self.enqueue(data)
+            self.metrics.requests_sent += 1
         if expect_response:
             if self._fifo:
                 self._fifo_queue.append((callback, deadline, now))
@@ -294,7 +305,6 @@ class Connection(Stream):
                 self._in_flight[correlation_id] = (callback, deadline, now)  # type: ignore[index]
         else:
             self._write_marks.append((self._queued, callback, deadline))
-        self.metrics.requests_sent += 1
         if self._timeout_timer is None or deadline < self._timeout_at:
             self._arm_timeout(deadline)
 

@@ -292,3 +292,45 @@ def test_a_corrupt_stream_after_the_switch_fails_the_handshake(loop):
         assert isinstance(conn.close_error.__cause__, CompressionError)
     finally:
         peer.close()
+
+
+class UpgradeThenOk(HandshakeStep):
+    """NSQ's order: the switch is answered, then the peer sends one more answer (OK) through the new layer."""
+
+    def __init__(self, log: list) -> None:
+        self.log = log
+
+    def start(self, conn, done) -> None:
+        def ok(response, error) -> None:
+            if error is None:
+                self.log.append(response)
+                done()
+
+        def switched(response, error) -> None:
+            if error is None:
+                self.log.append(response)
+                conn.start_compression(SnappyStream())
+                conn.expect_frame(ok)
+
+        conn.handshake_request(make_frame(0, b"Z"), switched)
+
+
+def test_an_answer_the_peer_sends_unasked_after_the_switch_is_awaited_in_fifo_order(loop):
+    ours, peer = socket.socketpair()
+    peer.settimeout(WAIT)
+    log: list = []
+    adapter = UpgradingAdapter(UpgradeThenOk(log))
+    adapter.fifo = True
+    conn = Connection(loop, "peer", 0, adapter)
+    ready = threading.Event()
+    conn.on_ready = lambda _: ready.set()
+    try:
+        loop.run_in_loop(conn.adopt_socket, ours, timeout=WAIT)
+        assert recv_exact(peer, 9) == make_frame(0, b"Z")
+        peer.sendall(make_frame(0, b"Z+") + SnappyStream().encode(make_frame(0, b"OK")))
+        assert ready.wait(WAIT)
+        assert log == [struct.pack(">i", 0) + b"Z+", struct.pack(">i", 0) + b"OK"]
+        assert conn.metrics.requests_sent == 1 and conn.metrics.responses_received == 2
+    finally:
+        loop.run_in_loop(conn.close, timeout=WAIT)
+        peer.close()
