@@ -30,6 +30,16 @@ class AdapterConnection(Protocol):
     def handshake_request(self, data: Any, callback: Callback | None = None, correlation_id: int | None = None,
                           *, expect_response: bool = True, timeout: float | None = None) -> None: ...
 
+    def expect_frame(self, callback: Callback | None, correlation_id: int | None = None, *,
+                     timeout: float | None = None) -> None: ...
+
+    def send_frame(self, data: Any) -> None: ...
+
+    def start_tls(self, context: Any, *, server_side: bool, server_hostname: str | None = None,
+                  on_done: Callable[[], Any] | None = None, timeout: float | None = None) -> None: ...
+
+    def start_compression(self, codec: Any) -> None: ...
+
     def handshake_done(self) -> None: ...
 
     def close(self, error: BaseException | None = None) -> None: ...
@@ -40,11 +50,11 @@ class HandshakeStep:
     and calls done() once its exchange succeeded, or conn.close(error) when it failed (AuthenticationError
     for refused credentials). Steps may upgrade the stream (conn.start_tls, conn.start_compression)."""
 
-    def start(self, conn: Any, done: Callable[[], None]) -> None:
+    def start(self, conn: AdapterConnection, done: Callable[[], None]) -> None:
         raise NotImplementedError
 
 
-def run_handshake_steps(conn: Any, steps: Sequence[HandshakeStep], finished: Callable[[], None]) -> None:
+def run_handshake_steps(conn: AdapterConnection, steps: Sequence[HandshakeStep], finished: Callable[[], None]) -> None:
     """Start steps[0]; each step's done() starts the next; finished() runs after the last one."""
     if not steps:
         finished()

@@ -36,10 +36,10 @@ import secrets
 import stringprep
 import unicodedata
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 from fastmq.errors import ConfigurationError
-from fastmq.io.adapter import HandshakeStep
+from fastmq.io.adapter import AdapterConnection, HandshakeStep
 from fastmq.io.errors import AuthenticationError
 
 SCRAM_HASHES = {"sha1": "SCRAM-SHA-1", "sha256": "SCRAM-SHA-256", "sha512": "SCRAM-SHA-512"}
@@ -400,7 +400,7 @@ def create_client(mechanism: str, username: str, password: str, **options: objec
 
 # exchange(conn, message, on_reply): send one SASL message the protocol's way; on_reply(server message) with the
 # answer. A refusal the protocol reports (an error code) is the exchange's to turn into conn.close(error).
-SaslExchange = Callable[[Any, bytes, Callable[[bytes], None]], None]
+SaslExchange = Callable[[AdapterConnection, bytes, Callable[[bytes], None]], None]
 
 
 class SaslStep(HandshakeStep):
@@ -410,7 +410,7 @@ class SaslStep(HandshakeStep):
         self.client = client
         self._exchange = exchange
 
-    def start(self, conn: Any, done: Callable[[], None]) -> None:
+    def start(self, conn: AdapterConnection, done: Callable[[], None]) -> None:
         client = self.client
 
         def answered(server_message: bytes) -> None:
