@@ -387,7 +387,8 @@ class Stream:
         """
         kind = type(data)
         if self._codec is not None:
-            data = self._codec.encode(b"".join(data) if kind is list or kind is tuple else data)
+            plain = b"".join(data) if kind is list or kind is tuple else data
+            data = self._codec.encode(plain) if len(plain) else b""   # nothing to send: not even a flush marker
             kind = bytes
         if kind is list or kind is tuple:
             parts = [as_buffer(part) for part in data]
