@@ -32,12 +32,17 @@ def ensure_open_file_limit(max_connections: int) -> int:
     if soft == resource.RLIM_INFINITY or soft >= needed:
         return soft
     target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
-    if target > soft:
+    refused = None
+    try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-    if target < needed:
+    except (ValueError, OSError) as exc:   # beyond the kernel's fs.nr_open, even with an unlimited hard limit
+        refused = exc
+    if target < needed or refused is not None:
+        most = "unlimited" if hard == resource.RLIM_INFINITY else hard
         raise ConfigurationError(
             f"max_connections={max_connections} needs {needed} open files ({open_descriptors()} are open, "
-            f"{RESERVED_DESCRIPTORS} kept in reserve) but the process may open at most {hard} (RLIMIT_NOFILE hard "
-            f"limit): raise it (ulimit -n, systemd LimitNOFILE=, docker --ulimit nofile=) or lower "
-            f"max_connections (fastmq broker --max-connections)")
+            f"{RESERVED_DESCRIPTORS} kept in reserve) but the process may not open that many (RLIMIT_NOFILE soft "
+            f"limit {resource.getrlimit(resource.RLIMIT_NOFILE)[0]}, hard limit {most}"
+            f"{f': {refused}' if refused is not None else ''}): raise it (ulimit -n, systemd LimitNOFILE=, "
+            f"docker --ulimit nofile=, sysctl fs.nr_open) or lower max_connections (fastmq broker --max-connections)")
     return target
