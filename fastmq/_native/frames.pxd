@@ -46,6 +46,7 @@ cdef class FrameSplitter:
     cdef int _start_in_place(self, const char* head, Py_ssize_t available, Py_ssize_t size) except -1
     cdef int _take(self, const char* data, Py_ssize_t n) except -1
     cdef object _next(self)
+    cdef void _forget_head(self) noexcept
 
     cdef inline int _check(self) except -1:
         if self._failure is not None:

@@ -201,6 +201,29 @@ cdef class FrameSplitter:
             raise StopIteration
         return frame
 
+    def take_buffered(self) -> bytes:
+        """Remove and return the bytes received but not yet returned in a frame (the splitter is empty after).
+
+        For a stream whose layer below the frames changes here (an in-place upgrade to compression): those
+        bytes were sent through the new layer and must pass through it before they are framed. Raises
+        ValueError while a large frame is received in place: its header is consumed, so the stream is not
+        at a frame boundary.
+        """
+        cdef Py_ssize_t held
+        cdef bytes data
+        self._check()
+        if self._frame is not None:
+            raise ValueError("a frame is being received in place: the stream is not at a frame boundary")
+        held = self._buf.available()
+        data = PyBytes_FromStringAndSize(self._buf.head(), held)
+        self._buf.consume(held)
+        self._forget_head()
+        return data
+
+    cdef void _forget_head(self) noexcept:
+        # Drops what _measure remembered about the frame at the head (its bytes were taken away).
+        pass
+
     @property
     def buffered(self) -> int:
         """Bytes received but not yet returned as part of a frame (headers included)."""
@@ -316,6 +339,9 @@ cdef class TubeMQFrameSplitter(FrameSplitter):
             self._payload_size += block_len
             self._blocks_seen += 1
         return self._scan_offset
+
+    cdef void _forget_head(self) noexcept:
+        self._list_size = -1
 
     cdef object _build(self, const char* head, Py_ssize_t size):
         cdef bytes payload = PyBytes_FromStringAndSize(NULL, self._payload_size)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from fastmq.broker.frontends import DEFAULT_PROTOCOL, known_protocols
 from fastmq.errors import ConfigurationError
+from fastmq.io.server import DEFAULT_MAX_CONNECTIONS
 from fastmq.store import MessageStoreConfig
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -106,7 +107,7 @@ class BrokerConfig:
     max_request_size: int = 104857600          # socket.request.max.bytes
     fetch_max_bytes: int = 57671680            # fetch.max.bytes: the most a Fetch response holds, whatever it asks
     fetch_max_sessions: int = 1000             # max.incremental.fetch.session.cache.slots (KIP-227)
-    max_connections: int = 1024
+    max_connections: int = DEFAULT_MAX_CONNECTIONS  # per listener; checked against RLIMIT_NOFILE at start
     connections_max_idle_ms: int | None = 600000
     max_pending_replies: int = 64              # requests in flight per connection before reading pauses
     # Security: users for SASL (name -> password) and the mechanisms offered
@@ -147,6 +148,8 @@ class BrokerConfig:
             raise ConfigurationError("max_message_bytes must be at least 1024")
         if not 0 < self.group_min_session_timeout_ms <= self.group_max_session_timeout_ms:
             raise ConfigurationError("group session timeouts need 0 < min <= max")
+        if self.max_connections < 1:
+            raise ConfigurationError("max_connections must be at least 1")
         if self.fetch_max_sessions < 0:
             raise ConfigurationError("fetch_max_sessions must be >= 0")
         if self.flush_interval_ms <= 0:

@@ -11,6 +11,7 @@ import threading
 from typing import Any
 
 from fastmq.cli.progress import format_rate, print_table
+from fastmq.io.server import DEFAULT_MAX_CONNECTIONS
 
 
 def _users(items: list[str]) -> dict[str, str]:
@@ -39,12 +40,14 @@ def broker_config(args: argparse.Namespace) -> Any:
     return BrokerConfig(data_dir=args.data_dir, listeners=listeners, num_partitions=args.partitions,
                         auto_create_topics=not args.no_auto_create, max_message_bytes=args.max_message_bytes,
                         users=_users(args.user), commit_log_file_size=args.commit_log_file_size,
-                        flush_interval_ms=args.flush_interval_ms, index_keys=args.index_keys)
+                        flush_interval_ms=args.flush_interval_ms, index_keys=args.index_keys,
+                        max_connections=args.max_connections)
 
 
 def run_broker(args: argparse.Namespace) -> int:
     from fastmq.broker import Broker
     from fastmq.broker.process import READY_PREFIX
+    from fastmq.errors import ConfigurationError
 
     logging.basicConfig(level=getattr(logging, args.log_level.upper()), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -53,7 +56,11 @@ def run_broker(args: argparse.Namespace) -> int:
         signal.signal(signum, lambda *_: stop.set())
     if args.stop_with_stdin:
         threading.Thread(target=_stop_at_end_of_input, args=(stop,), name="fastmq-stdin-watch", daemon=True).start()
-    broker = Broker(broker_config(args))
+    try:
+        broker = Broker(broker_config(args))
+    except ConfigurationError as exc:
+        print(f"fastmq: {exc}", file=sys.stderr)
+        return 2
     try:
         for listener, (host, port) in broker.listeners:
             print(f"{READY_PREFIX}{listener.security_protocol}://{host}:{port}", flush=True)
@@ -122,6 +129,9 @@ def register(commands: argparse._SubParsersAction, bench_targets: argparse._SubP
     broker.add_argument("--flush-interval-ms", type=int, default=10_000,
                         help="fsync acks=0/1 records this often (default 10 s; acks=all always waits for its "
                              "fsync)")
+    broker.add_argument("--max-connections", type=int, default=DEFAULT_MAX_CONNECTIONS, metavar="N",
+                        help=f"connections each listener serves at once (default {DEFAULT_MAX_CONNECTIONS}); the "
+                             f"open-file limit is raised to fit, or the broker says what to change")
     broker.add_argument("--index-keys", action="store_true", help="index record keys (RocketMQ query by key)")
     broker.add_argument("--user", action="append", default=[], metavar="NAME=PASSWORD",
                         help="a SASL user (PLAIN, SCRAM-SHA-256/512); repeatable")

@@ -1,8 +1,11 @@
 """A client connection driven by the IOLoop: connect, TLS, protocol handshake, pipelined requests.
 
 Life: NEW -> connect() -> RESOLVING -> CONNECTING -> [TLS_HANDSHAKE] -> HANDSHAKE (the adapter's
-start_handshake) -> READY -> CLOSED. The connect timeout covers everything up to READY. A connection
+start_handshake: its handshake steps, which may upgrade the stream in place) -> READY -> CLOSED. The connect timeout covers everything up to READY. A connection
 is never reused after CLOSED; ConnectionPool makes a new one, after the reconnect backoff.
+
+Frames that answer no request (adapter.correlation_id() is None) go to adapter.on_unsolicited, by default
+to the owner's on_push callback; a server's request is answered with send_frame().
 
 Requests: request(data, callback, correlation_id) queues the framed bytes and registers the request in
 the in-flight table (keyed by correlation id, or FIFO for protocols without ids). callback(response,
@@ -25,7 +28,7 @@ from itertools import chain
 from typing import Any, Callable
 
 from fastmq.errors import FastMQError, ProtocolError
-from fastmq.io.adapter import ProtocolAdapter
+from fastmq.io.adapter import Callback, ProtocolAdapter
 from fastmq.io.errors import (
     ConnectFailedError,
     ConnectionClosedError,
@@ -48,8 +51,6 @@ from fastmq.io.stream import (
 )
 
 _log = logging.getLogger(__name__)
-
-Callback = Callable[[Any, BaseException | None], Any]
 
 # kafka-python's default: no Nagle delay, requests leave as soon as they are flushed.
 DEFAULT_SOCKET_OPTIONS: tuple[tuple[int, int, int], ...] = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
@@ -102,6 +103,9 @@ class Connection(Stream):
         # Set by the owner (ConnectionPool): called on the loop thread when READY / once closed.
         self.on_ready: Callable[["Connection"], Any] | None = None
         self.on_close: Callable[["Connection", BaseException], Any] | None = None
+        # Set by the owner for frames that answer no request (server push, requests the server sends):
+        # on_push(connection, frame) on the loop thread; answer a server's request with send_frame().
+        self.on_push: Callable[["Connection", Any], Any] | None = None
 
     # ---- properties ------------------------------------------------------------------------------
 
@@ -263,6 +267,15 @@ class Connection(Stream):
             raise self._not_ready()
         self._submit(data, callback, correlation_id, expect_response, timeout)
 
+    def expect_frame(self, callback: Callback | None, correlation_id: int | None = None, *,
+                     timeout: float | None = None) -> None:
+        """Wait for a response that the peer sends without a request of ours (NSQ answers OK once more after
+        a TLS or compression upgrade): it is matched and completes callback like a request's response.
+        Allowed in the HANDSHAKE and READY states."""
+        if self._state is not READY and self._state is not HANDSHAKE:
+            raise self._not_ready()
+        self._submit(None, callback, correlation_id, True, timeout)
+
     def _not_ready(self) -> FastMQError:
         if self._state is CLOSED:
             error = ConnectionClosedError(f"{self} is closed: {self.close_error}")
@@ -282,7 +295,9 @@ class Connection(Stream):
                 raise ValueError(f"correlation id {correlation_id} is already in flight on {self}")
         now = self.loop.now
         deadline = now + (self.request_timeout if timeout is None else timeout)
-        self.enqueue(data)
+        if data is not None:
+            self.enqueue(data)
+            self.metrics.requests_sent += 1
         if expect_response:
             if self._fifo:
                 self._fifo_queue.append((callback, deadline, now))
@@ -290,7 +305,6 @@ class Connection(Stream):
                 self._in_flight[correlation_id] = (callback, deadline, now)  # type: ignore[index]
         else:
             self._write_marks.append((self._queued, callback, deadline))
-        self.metrics.requests_sent += 1
         if self._timeout_timer is None or deadline < self._timeout_at:
             self._arm_timeout(deadline)
 

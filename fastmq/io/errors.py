@@ -1,4 +1,10 @@
-"""Network errors raised by fastmq.io; protocol packages map them onto their own names (kafka-python's, ...).
+"""The errors of fastmq.io, one tree under fastmq.errors.FastMQError; protocol packages map them onto their
+own names (kafka-python's, ...).
+
+    FastMQError
+      EngineError                 everything fastmq.io raises on purpose (bad bytes: fastmq.errors.ProtocolError)
+        NetworkError              retriable: connecting failed, the connection was lost, a request timed out
+        TLSError, AuthenticationError, UpgradeError, LoopClosedError
 
 `retriable` follows the root hierarchy in fastmq.errors: a retriable error means the same request may
 succeed on a new connection (after the reconnect backoff); a non-retriable one needs a configuration fix.
@@ -8,7 +14,11 @@ from __future__ import annotations
 from fastmq.errors import FastMQError
 
 
-class NetworkError(FastMQError):
+class EngineError(FastMQError):
+    """Base class of the errors of the network engine (fastmq.io)."""
+
+
+class NetworkError(EngineError):
     """A connection could not be made or was lost. Retry: the client reconnects with backoff."""
 
     retriable = True
@@ -47,15 +57,21 @@ class TooManyInFlightError(NetworkError):
     (ConnectionPool.can_send says when sending is possible)."""
 
 
-class TLSError(FastMQError):
+class TLSError(EngineError):
     """The TLS handshake failed for a reason a retry does not fix: an untrusted or expired certificate, a
     host name that does not match, no shared protocol or cipher. Check the ssl_* settings."""
 
 
-class AuthenticationError(FastMQError):
+class AuthenticationError(EngineError):
     """SASL authentication failed: wrong credentials, an unsupported mechanism, or a server that could not
     prove it knows the password. Check sasl_mechanism and the credentials."""
 
 
-class LoopClosedError(FastMQError):
+class UpgradeError(EngineError):
+    """An in-place upgrade of a live connection (TLS, compression) was asked for at a point where it cannot
+    happen: the connection is not open, the layer is already on, or the peer sent bytes past the upgrade
+    point that the new layer cannot take. The connection is closed; check the protocol's handshake order."""
+
+
+class LoopClosedError(EngineError):
     """Work was handed to an IOLoop that has stopped; create a new client (and with it a new loop)."""

@@ -7,13 +7,10 @@ expire. So there is no timer per connection and a check costs O(1), however many
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Hashable
+from typing import Hashable, Protocol
 
 from fastmq.io.errors import IdleConnectionClosedError
-
-if TYPE_CHECKING:
-    from fastmq.io.loop import IOLoop, TimerHandle
-    from fastmq.io.stream import Stream
+from fastmq.io.loop import IOLoop, TimerHandle
 
 # Slack added to the check timer so that it fires strictly after the oldest connection's expiry
 # (expiry is "idle for more than max_idle"), instead of spinning once at the exact instant.
@@ -59,24 +56,33 @@ class IdleExpiry:
         return oldest_key if now > self._next_check else None
 
 
+class Reapable(Protocol):
+    """What the reaper needs of a stream (fastmq.io.stream.Stream is one): the expiry it touches on every
+    read and write, and close()."""
+
+    idle_expiry: IdleExpiry | None
+
+    def close(self, error: BaseException | None = None) -> None: ...
+
+
 class IdleReaper:
     """Closes the streams of one owner (a pool, a listener) that stay idle longer than max_idle seconds.
 
     Streams call expiry.touch() on every read and write; one loop timer runs the checks.
     """
 
-    def __init__(self, loop: "IOLoop", max_idle: float) -> None:
+    def __init__(self, loop: IOLoop, max_idle: float) -> None:
         self._loop = loop
         self.expiry = IdleExpiry(max_idle)
         self._timer: TimerHandle | None = None
         self._timer_at = 0.0
 
-    def track(self, stream: "Stream") -> None:
+    def track(self, stream: Reapable) -> None:
         stream.idle_expiry = self.expiry
         self.expiry.touch(stream, self._loop.time())
         self._arm(self._loop.time() + self.expiry.max_idle)
 
-    def untrack(self, stream: "Stream") -> None:
+    def untrack(self, stream: Reapable) -> None:
         self.expiry.remove(stream)
         stream.idle_expiry = None
 

@@ -16,8 +16,8 @@ import random
 import ssl
 from typing import Any, Callable, Iterable
 
-from fastmq.io.adapter import ProtocolAdapter
-from fastmq.io.connection import DEFAULT_SOCKET_OPTIONS, Callback, Connection
+from fastmq.io.adapter import Callback, ProtocolAdapter
+from fastmq.io.connection import DEFAULT_SOCKET_OPTIONS, Connection
 from fastmq.io.errors import ConnectionClosedError, IdleConnectionClosedError, NotReadyError
 from fastmq.io.idle import IdleReaper
 from fastmq.io.loop import IOLoop
@@ -85,6 +85,7 @@ class ConnectionPool:
         recv_size: int = 65536,
         metrics: IOMetrics | None = None,
         rng: random.Random | None = None,
+        on_push: Callable[[Connection, Any], Any] | None = None,
     ) -> None:
         self.loop = loop
         self.adapter_factory = adapter_factory
@@ -96,6 +97,8 @@ class ConnectionPool:
         self.recv_size = recv_size
         self.metrics = metrics if metrics is not None else IOMetrics()
         self._rng = rng if rng is not None else random.Random()
+        # Every connection's on_push: frames that answer no request (conn.node_id tells the node).
+        self.on_push = on_push
         self.backoff = ReconnectBackoff(reconnect_backoff_ms, reconnect_backoff_max_ms, rng=self._rng)
         self.idle_reaper = (IdleReaper(loop, connections_max_idle_ms / 1000.0)
                             if connections_max_idle_ms else None)
@@ -145,6 +148,7 @@ class ConnectionPool:
             socket_options=self.socket_options, recv_size=self.recv_size, metrics=self.metrics)
         conn.on_ready = self._on_ready
         conn.on_close = self._on_close
+        conn.on_push = self.on_push
         node.conn = conn
         conn.connect()
         return True

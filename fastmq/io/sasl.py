@@ -9,6 +9,9 @@ produce and check them:
     msg = client.process(reply)                  ->     reply = server.process(msg)        (server-final)
     client.process(reply) is None, client.complete       server.complete, server.username
 
+SaslStep runs a client state machine as one step of a connection's handshake (fastmq.io.adapter), over
+whatever framing the protocol gives it.
+
 SCRAM messages (RFC 5802 section 7), all ASCII/UTF-8 text, attributes comma-separated:
     client-first  gs2-header client-first-bare      gs2-header = "n,," or "n,a=<authzid>,"
                   client-first-bare = "n=<user>,r=<client nonce>[,<extensions>]"
@@ -36,6 +39,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from fastmq.errors import ConfigurationError
+from fastmq.io.adapter import AdapterConnection, HandshakeStep
 from fastmq.io.errors import AuthenticationError
 
 SCRAM_HASHES = {"sha1": "SCRAM-SHA-1", "sha256": "SCRAM-SHA-256", "sha512": "SCRAM-SHA-512"}
@@ -392,3 +396,32 @@ def create_client(mechanism: str, username: str, password: str, **options: objec
     if mechanism in MECHANISM_HASHES:
         return ScramClient(username, password, MECHANISM_HASHES[mechanism], **options)  # type: ignore[arg-type]
     raise ConfigurationError(f"unsupported SASL mechanism {mechanism!r}; use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+
+
+# exchange(conn, message, on_reply): send one SASL message the protocol's way; on_reply(server message) with the
+# answer. A refusal the protocol reports (an error code) is the exchange's to turn into conn.close(error).
+SaslExchange = Callable[[AdapterConnection, bytes, Callable[[bytes], None]], None]
+
+
+class SaslStep(HandshakeStep):
+    """A handshake step that authenticates with a client state machine (PlainClient, ScramClient)."""
+
+    def __init__(self, client: PlainClient | ScramClient, exchange: SaslExchange) -> None:
+        self.client = client
+        self._exchange = exchange
+
+    def start(self, conn: AdapterConnection, done: Callable[[], None]) -> None:
+        client = self.client
+
+        def answered(server_message: bytes) -> None:
+            try:
+                reply = client.process(server_message)
+            except AuthenticationError as exc:
+                conn.close(exc)
+                return
+            if reply is None:
+                done()
+            else:
+                self._exchange(conn, reply, answered)
+
+        self._exchange(conn, client.first_message(), answered)

@@ -20,6 +20,7 @@ from typing import Any, Callable
 from fastmq.errors import ProtocolError
 from fastmq.io.errors import ConnectionClosedError, LoopClosedError
 from fastmq.io.idle import IdleReaper
+from fastmq.io.limits import ensure_open_file_limit
 from fastmq.io.loop import EPOLLIN, IOLoop, TimerHandle
 from fastmq.io.metrics import IOMetrics
 from fastmq.io.stream import CLOSED, READY, ConnectionState, Stream, as_buffer
@@ -32,6 +33,9 @@ _ACCEPTS_PER_EVENT = 64
 # this long instead of spinning.
 _ACCEPT_PAUSE = 0.1
 _PENDING = object()
+# Apache Kafka serves thousands of connections per broker (5000 were measured against it); the limit is
+# a guard against descriptor exhaustion, not a capacity plan.
+DEFAULT_MAX_CONNECTIONS = 10_000
 
 
 class ServerHandler:
@@ -119,6 +123,13 @@ class ServerConnection(Stream):
             self._handshake_timer = None
         self._become_ready()
 
+    def start_tls(self, context: ssl.SSLContext, *, server_side: bool = True, server_hostname: str | None = None,
+                  on_done: Callable[[], Any] | None = None, timeout: float | None = None) -> None:
+        """Stream.start_tls; a client that does not finish the handshake within the listener's
+        handshake_timeout (unless timeout says otherwise) is disconnected."""
+        super().start_tls(context, server_side=server_side, server_hostname=server_hostname, on_done=on_done,
+                          timeout=self.listener.handshake_timeout if timeout is None else timeout)
+
     def _become_ready(self) -> None:
         self._state = READY
         self._update_events()
@@ -196,6 +207,10 @@ class ServerConnection(Stream):
 class Listener:
     """A listening TCP socket on an IOLoop; accepted connections get a splitter and the handler.
 
+    At most max_connections are open at once (more are accepted and closed at once, counted in
+    metrics.connections_rejected); the constructor makes sure the process may open that many files
+    (fastmq.io.limits) and raises ConfigurationError when it may not.
+
     The socket is bound in the constructor (so `address` is known at once, port 0 picks a free one)
     and registered with the loop through call_soon_threadsafe: a Listener may be created from any
     thread, before or after the loop starts.
@@ -210,7 +225,7 @@ class Listener:
         port: int = 0,
         *,
         ssl_context: ssl.SSLContext | None = None,
-        max_connections: int = 1024,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
         max_pending_replies: int = 64,
         handshake_timeout: float = 10.0,
         connections_max_idle_ms: int | None = None,
@@ -220,6 +235,9 @@ class Listener:
     ) -> None:
         if max_pending_replies < 1:
             raise ValueError(f"max_pending_replies must be at least 1, got {max_pending_replies}")
+        if max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, got {max_connections}")
+        ensure_open_file_limit(max_connections)
         self.loop = loop
         self.splitter_factory = splitter_factory
         self.handler = handler

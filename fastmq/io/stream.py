@@ -11,6 +11,16 @@ Reads: recv_into the frame splitter's writable() view, commit(), then every comp
 _on_frame (the subclass). A ProtocolError from the splitter or from _on_frame closes this connection
 only. Level-triggered epoll re-reports a socket with unread data, but not bytes a TLS object already
 decrypted and holds: those are read on until SSLObject.pending() is 0.
+
+In-place upgrades of a live connection, asked for by the protocol right after the frame that names the
+switch (NSQ's IDENTIFY answer):
+- start_compression(codec): from that frame on, both directions pass through a StreamCodec (fastmq.io.codecs)
+  below the splitter. Output queued before stays as it is; bytes already received past that frame are taken
+  back out of the splitter (take_buffered) and decoded first. Input is then received into a raw buffer and
+  decoded in bounded pieces, each framed and dispatched before the next is decoded.
+- start_tls(context, ...): output queued before leaves in plain text, then the TLS handshake runs on the same
+  socket (state TLS_HANDSHAKE, nothing read or written meanwhile) and the connection returns to its state.
+  The peer must wait for the switch (TLS cannot take bytes already read): bytes past the frame close it.
 """
 from __future__ import annotations
 
@@ -23,9 +33,10 @@ from itertools import islice
 from typing import Any, Callable
 
 from fastmq.errors import ProtocolError
-from fastmq.io.errors import ConnectionClosedError, TLSError
+from fastmq.io.codecs import StreamCodec
+from fastmq.io.errors import ConnectionClosedError, NotReadyError, TLSError, UpgradeError
 from fastmq.io.idle import IdleExpiry
-from fastmq.io.loop import EPOLLIN, EPOLLOUT, IOLoop
+from fastmq.io.loop import EPOLLIN, EPOLLOUT, IOLoop, TimerHandle
 from fastmq.io.metrics import IOMetrics
 
 _log = logging.getLogger(__name__)
@@ -101,6 +112,15 @@ class Stream:
         self._tls_read_wants_write = False  # a TLS read needs the socket writable (renegotiation)
         self._tls_write_wants_read = False  # a TLS write needs incoming data first; EPOLLOUT would spin
         self._handshake_events = 0        # epoll mask the TLS handshake waits for
+        self._codec: StreamCodec | None = None  # the compression layer below the splitter, once started
+        self._raw: memoryview | None = None     # receive buffer while a codec decodes what is received
+        # An in-place TLS upgrade: the state to return to, the callback after it, and (until the plain output
+        # queued before it has left) the arguments of the handshake and that output.
+        self._upgrade_resume: ConnectionState | None = None
+        self._upgrade_done: Callable[[], Any] | None = None
+        self._pending_tls: tuple[ssl.SSLContext, bool, str | None] | None = None
+        self._plain_prefix: deque[Any] = deque()
+        self._upgrade_timer: TimerHandle | None = None
 
     # ---- state -----------------------------------------------------------------------------------
 
@@ -116,6 +136,11 @@ class Stream:
     def pending_output(self) -> int:
         """Bytes queued and not yet written."""
         return self._out_bytes
+
+    @property
+    def compression(self) -> str | None:
+        """The name of the codec started with start_compression(), or None."""
+        return self._codec.name if self._codec is not None else None
 
     def peer_certificate(self) -> dict | None:
         """The peer's verified TLS certificate (SSLSocket.getpeercert()); None without TLS, before the
@@ -180,7 +205,10 @@ class Stream:
         elif state is CONNECTING:
             self._connect_event(events)
         elif state is TLS_HANDSHAKE:
-            self._tls_handshake_step()
+            if self._pending_tls is None:
+                self._tls_handshake_step()
+            elif self._write_plain_prefix():
+                self._begin_tls_upgrade()
 
     def handle_error(self, error: BaseException) -> None:
         closing = ConnectionClosedError(f"{self} closed after an internal error: {error!r}")
@@ -231,10 +259,123 @@ class Stream:
         except OSError as exc:
             self.close(ConnectionClosedError(f"{self} failed during the TLS handshake: {exc}"))
             return
-        self._tls_established()
+        if self._upgrade_resume is None:
+            self._tls_established()
+        else:
+            self._finish_tls_upgrade()
 
     def _tls_established(self) -> None:  # pragma: no cover - overridden by both subclasses
         raise NotImplementedError
+
+    # ---- in-place upgrades -----------------------------------------------------------------------
+
+    def start_tls(self, context: ssl.SSLContext, *, server_side: bool, server_hostname: str | None = None,
+                  on_done: Callable[[], Any] | None = None, timeout: float | None = None) -> None:
+        """Turn this live connection into a TLS connection on the same socket (see the module docstring).
+
+        Call it right after the frame that names the switch. on_done() runs on the loop thread once the
+        handshake succeeded; a failed handshake closes the connection (TLSError), and so does one that is
+        not done within timeout seconds (ConnectionClosedError; None: no limit of its own, the connect
+        timeout of a client connection still in its handshake keeps running). Requests wait meanwhile
+        (NotReadyError). Raises UpgradeError when the connection is not open, already TLS, or compressed.
+        """
+        state = self._state
+        if state is not READY and state is not HANDSHAKE:
+            raise UpgradeError(f"{self} cannot start TLS in the {state.name.lower()} state")
+        if self._tls:
+            raise UpgradeError(f"{self} already uses TLS")
+        if self._codec is not None:
+            raise UpgradeError(f"{self} is compressed ({self._codec.name}); TLS must be started before that")
+        early = self._splitter.buffered
+        if early:
+            self.close(UpgradeError(f"{self} received {early} bytes past the TLS upgrade point before the "
+                                    f"handshake: the peer must wait for the switch"))
+            return
+        self._upgrade_resume = state
+        self._upgrade_done = on_done
+        if timeout is not None:
+            self._upgrade_timer = self.loop.call_later(timeout, self._upgrade_timed_out, timeout)
+        self._pending_tls = (context, server_side, server_hostname)
+        self._plain_prefix, self._out = self._out, deque()
+        self._out_bytes = 0
+        self._state = TLS_HANDSHAKE
+        self._handshake_events = EPOLLOUT
+        if self._write_plain_prefix():
+            self._begin_tls_upgrade()
+        else:
+            self._update_events()
+
+    def _write_plain_prefix(self) -> bool:
+        # The output queued before start_tls, in plain text; True once all of it is written.
+        prefix = self._plain_prefix
+        while prefix:
+            head = prefix[0]
+            try:
+                sent = self._sock.send(head)
+            except (BlockingIOError, InterruptedError):
+                return False
+            except OSError as exc:
+                self.close(ConnectionClosedError(f"writing to {self} failed: {exc.strerror or exc}"))
+                return False
+            self._written += sent
+            self.metrics.bytes_out += sent
+            if sent < len(head):
+                prefix[0] = memoryview(head)[sent:]
+            else:
+                prefix.popleft()
+        self._complete_write_marks()
+        return self._state is not CLOSED
+
+    def _begin_tls_upgrade(self) -> None:
+        context, server_side, server_hostname = self._pending_tls  # type: ignore[misc]
+        self._pending_tls = None
+        self._start_tls(context, server_side, server_hostname)
+
+    def _upgrade_timed_out(self, timeout: float) -> None:
+        self._upgrade_timer = None
+        if self._upgrade_resume is not None:
+            self.close(ConnectionClosedError(f"{self} did not finish its TLS upgrade within {timeout:.3g} s"))
+
+    def _finish_tls_upgrade(self) -> None:
+        if self._upgrade_timer is not None:
+            self._upgrade_timer.cancel()
+            self._upgrade_timer = None
+        self._state = self._upgrade_resume  # type: ignore[assignment]
+        self._upgrade_resume = None
+        done, self._upgrade_done = self._upgrade_done, None
+        self._update_events()
+        if self._out:
+            self._schedule_flush()
+        # The handshake may have pulled application data into the TLS object, which epoll cannot see.
+        self.loop.call_soon(self._read_if_open)
+        if done is not None:
+            try:
+                done()
+            except Exception as exc:
+                _log.exception("the TLS upgrade callback of %s failed", self)
+                self.handle_error(exc)
+
+    def start_compression(self, codec: StreamCodec) -> None:
+        """From this point of the stream on, both directions pass through codec (see the module docstring).
+
+        Call it right after the frame that names the switch (from that frame's callback): output queued
+        before leaves as it is; received bytes past that frame are decoded by codec. Raises UpgradeError when
+        the connection is not open or already compressed, or in the middle of a frame.
+        """
+        state = self._state
+        if state is not READY and state is not HANDSHAKE:
+            raise UpgradeError(f"{self} cannot start {codec.name} in the {state.name.lower()} state")
+        if self._codec is not None:
+            raise UpgradeError(f"{self} is already compressed ({self._codec.name})")
+        try:
+            early = self._splitter.take_buffered()
+        except ValueError as exc:
+            raise UpgradeError(f"{self} cannot start {codec.name}: {exc}") from None
+        self._codec = codec
+        self._raw = memoryview(bytearray(self._recv_size))
+        if early:
+            codec.feed(early)
+            self.loop.call_soon(self.dispatch_frames)
 
     # ---- output ----------------------------------------------------------------------------------
 
@@ -245,6 +386,10 @@ class Stream:
         write happens at the end of this loop iteration.
         """
         kind = type(data)
+        if self._codec is not None:
+            plain = b"".join(data) if kind is list or kind is tuple else data
+            data = self._codec.encode(plain) if len(plain) else b""   # nothing to send: not even a flush marker
+            kind = bytes
         if kind is list or kind is tuple:
             parts = [as_buffer(part) for part in data]
             size = 0
@@ -262,6 +407,20 @@ class Stream:
         if not self._flush_scheduled:
             self._schedule_flush()
         return size
+
+    def send_frame(self, data: Any) -> None:
+        """Queue one frame outside the request/response bookkeeping: a server's push (a message for a
+        subscriber, a heartbeat), or a client's answer to a request its server sent.
+
+        Loop thread only (from others: loop.call_soon_threadsafe(stream.send_frame, data)). A server's
+        pushed frame does not wait behind the connection's unanswered requests.
+        """
+        state = self._state
+        if state is CLOSED:
+            raise ConnectionClosedError(f"{self} is closed: {self.close_error}")
+        if state < TLS_HANDSHAKE:
+            raise NotReadyError(f"{self} is not connected yet ({state.name.lower()})")
+        self.enqueue(data)
 
     def _schedule_flush(self) -> None:
         if not self._flush_scheduled:
@@ -361,6 +520,9 @@ class Stream:
                 else:
                     out[0] = memoryview(head)[sent:]
                     sent = 0
+        self._complete_write_marks()
+
+    def _complete_write_marks(self) -> None:
         marks = self._write_marks
         if marks and marks[0][0] <= self._written:
             written = self._written
@@ -381,8 +543,10 @@ class Stream:
         splitter = self._splitter
         sock = self._sock
         for _ in range(_TLS_READS_PER_EVENT if self._tls else 1):
+            codec = self._codec
+            target = splitter.writable(self._recv_size) if codec is None else self._raw
             try:
-                received = sock.recv_into(splitter.writable(self._recv_size))
+                received = sock.recv_into(target)
             except (BlockingIOError, InterruptedError, ssl.SSLWantReadError):
                 return
             except ssl.SSLWantWriteError:
@@ -403,7 +567,10 @@ class Stream:
             if not received:
                 self.close(ConnectionClosedError(f"{self} was closed by the peer"))
                 return
-            splitter.commit(received)
+            if codec is None:
+                splitter.commit(received)
+            else:
+                codec.feed(target[:received])
             self.metrics.bytes_in += received
             if self.idle_expiry is not None:
                 self.idle_expiry.touch(self, self.loop.now)
@@ -411,8 +578,9 @@ class Stream:
                 self._tls_write_wants_read = False
                 self._schedule_flush()
             self.dispatch_frames()
-            if self._state is CLOSED or not self._reading or not self._tls or not sock.pending():
-                return
+            if (self._state is CLOSED or not self._reading or not self._tls or self._sock is not sock
+                    or not sock.pending()):
+                return  # (a frame may have started a TLS upgrade: the socket object is then another)
         self.loop.call_soon(self._read_if_open)
 
     def _read_if_open(self) -> None:
@@ -420,14 +588,21 @@ class Stream:
             self._read()
 
     def dispatch_frames(self) -> None:
-        """Hand every complete buffered frame to _on_frame, while open and reading."""
-        next_frame = self._splitter.next_frame
+        """Hand every complete buffered frame to _on_frame, while open and reading; with a codec, decode
+        the next piece of received bytes whenever the splitter has no whole frame left."""
+        splitter = self._splitter
+        next_frame = splitter.next_frame
         on_frame = self._on_frame
         while self._reading and (self._state is READY or self._state is HANDSHAKE):
             try:
                 frame = next_frame()
                 if frame is None:
-                    return
+                    codec = self._codec
+                    piece = codec.read() if codec is not None else None
+                    if not piece:
+                        return
+                    splitter.feed(piece)
+                    continue
                 on_frame(frame)
             except ProtocolError as exc:
                 self._protocol_error(exc)
@@ -448,8 +623,14 @@ class Stream:
         """Close now; everything pending fails with `error` (default: ConnectionClosedError). Idempotent."""
         if self._state is CLOSED:
             return
-        previous = self._state
+        # Closing during an in-place TLS upgrade: the connection was in the state it would return to.
+        previous = self._state if self._upgrade_resume is None else self._upgrade_resume
         self._state = CLOSED
+        self._upgrade_resume = self._upgrade_done = self._pending_tls = None
+        self._plain_prefix.clear()
+        if self._upgrade_timer is not None:
+            self._upgrade_timer.cancel()
+            self._upgrade_timer = None
         if error is None:
             error = ConnectionClosedError(f"{self} was closed")
         self.close_error = error

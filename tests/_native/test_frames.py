@@ -534,3 +534,33 @@ def test_garbage_only_raises_fastmq_errors(proto, data):
         with pytest.raises(ProtocolError):
             splitter.next_frame()
     assert splitter.buffered <= len(stream)
+
+
+# --- take_buffered: the stream changes below the splitter after a frame ----------------------------------------
+
+@protocols
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_take_buffered_after_a_frame_returns_exactly_the_bytes_past_it(proto, data):
+    frames = data.draw(st.lists(proto.frames, min_size=1, max_size=4))
+    wire = b"".join(w for w, _ in frames)
+    first_end = len(frames[0][0])
+    rest = wire[first_end:]
+    cut = data.draw(st.integers(first_end, len(wire)))   # how far the last recv read past the first frame
+    splitter = proto.splitter()
+    splitter.feed(wire[:cut])
+    assert splitter.next_frame() == frames[0][1]
+    assert splitter.take_buffered() == rest[:cut - first_end]
+    assert splitter.buffered == 0 and splitter.next_frame() is None
+    # The splitter takes the following bytes as a fresh stream: whatever remained of the frames comes out.
+    splitter.feed(rest)
+    assert list(splitter) == [expected for _, expected in frames[1:]]
+
+
+def test_take_buffered_refuses_inside_a_frame_received_in_place():
+    body = pseudo_random_bytes(3, 300_000)
+    splitter = KafkaFrameSplitter()
+    splitter.feed(kafka_wire(body)[0][:1000])
+    assert splitter.next_frame() is None          # header validated, the frame is received in place
+    with pytest.raises(ValueError, match="not at a frame boundary"):
+        splitter.take_buffered()

@@ -85,3 +85,17 @@ def _alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_broker_max_connections_beyond_the_open_file_limit_is_refused(tmp_path):
+    result = run_cli("broker", "--data-dir", str(tmp_path), "--listen", "127.0.0.1:0",
+                     "--max-connections", str(1 << 40))
+    assert result.returncode != 0 and "RLIMIT_NOFILE" in result.stderr and "--max-connections" in result.stderr
+
+
+def test_broker_max_connections_reaches_the_config(tmp_path):
+    from fastmq.cli import build_parser
+    from fastmq.cli.broker import broker_config
+
+    args = build_parser().parse_args(["broker", "--data-dir", str(tmp_path), "--max-connections", "12345"])
+    assert broker_config(args).max_connections == 12345

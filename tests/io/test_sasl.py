@@ -13,9 +13,11 @@ from hypothesis import strategies as st
 from fastmq._native.frames import KafkaFrameSplitter
 from fastmq.errors import ConfigurationError, ProtocolError
 from fastmq.io import AuthenticationError, ConnectionClosedError, Listener, ServerHandler
+from fastmq.io.adapter import HandshakeStep
 from fastmq.io.sasl import (
     PlainClient,
     PlainServer,
+    SaslStep,
     ScramClient,
     ScramCredential,
     ScramServer,
@@ -227,15 +229,15 @@ CREDENTIALS = {"alice": "wonderland"}
 
 
 class AuthenticatingHandler(ServerHandler):
-    """Command A = one SASL step ("mechanism NUL message" first); E = echo, only once authenticated."""
+    """Command M = choose the mechanism; A = one SASL step; E = echo, only once authenticated."""
 
     def frame_received(self, conn, frame, reply):
         cid, command, body = frame[:4], frame[4:5], frame[5:]
-        if command == b"A":
+        if command == b"M":
+            conn.session = self._server(body.decode())
+            payload = cid + b"+"
+        elif command == b"A":
             try:
-                if conn.session is None:
-                    mechanism, _, body = body.partition(b"\0")
-                    conn.session = self._server(mechanism.decode())
                 answer, status = conn.session.process(body), b"+"
             except AuthenticationError as exc:
                 answer, status = str(exc).encode(), b"-"
@@ -265,35 +267,38 @@ def sasl_listener(loop):
 
 @pytest.fixture
 def sasl_adapter(echo_adapter_cls, frame):
+    def exchange(conn, command: bytes, message: bytes, on_reply) -> None:
+        """One request of the test protocol; a "-" answer is a refusal."""
+        def answered(response, error) -> None:
+            if error is not None:
+                return  # the connection is closing with that error already
+            status, data = response[4:5], response[5:]
+            if status != b"+":
+                conn.close(AuthenticationError(f"the server refused: {data.decode()}"))
+            else:
+                on_reply(data)
+
+        cid = conn.next_correlation_id()
+        conn.handshake_request(frame(cid, command + message), answered, cid)
+
+    class ChooseMechanism(HandshakeStep):
+        def __init__(self, mechanism: str) -> None:
+            self.mechanism = mechanism
+
+        def start(self, conn, done) -> None:
+            exchange(conn, b"M", self.mechanism.encode(), lambda _: done())
+
     class SaslAdapter(echo_adapter_cls):
+        """SASL as two handshake steps: the mechanism, then fastmq.io.sasl.SaslStep over command A."""
+
         def __init__(self, mechanism: str, username: str, password: str) -> None:
             super().__init__()
             self.mechanism, self.username, self.password = mechanism, username, password
 
-        def start_handshake(self, conn) -> None:
-            sasl = create_client(self.mechanism, self.username, self.password)
-
-            def send(message: bytes) -> None:
-                cid = conn.next_correlation_id()
-                conn.handshake_request(frame(cid, b"A" + message), answered, cid)
-
-            def answered(response, error) -> None:
-                if error is not None:
-                    return  # the connection is closing with that error already
-                status, data = response[4:5], response[5:]
-                try:
-                    if status != b"+":
-                        raise AuthenticationError(f"the server refused: {data.decode()}")
-                    step = sasl.process(data)
-                except AuthenticationError as exc:
-                    conn.close(exc)
-                    return
-                if step is None:
-                    conn.handshake_done()
-                else:
-                    send(step)
-
-            send(self.mechanism.encode() + b"\0" + sasl.first_message())
+        def handshake_steps(self):
+            client = create_client(self.mechanism, self.username, self.password)
+            return [ChooseMechanism(self.mechanism),
+                    SaslStep(client, lambda conn, message, on_reply: exchange(conn, b"A", message, on_reply))]
 
     return SaslAdapter
 
