@@ -207,6 +207,11 @@ class ConsumeQueue:
 
     # -- upkeep -----------------------------------------------------------------------------------------------
 
+    @property
+    def dirty(self) -> bool:
+        """Whether units were written since the last flush."""
+        return self.mapped_file_queue.get_max_offset() > self.mapped_file_queue.flushed_where
+
     def flush(self, least_pages: int) -> bool:
         return self.mapped_file_queue.flush(least_pages)[0]
 

@@ -145,7 +145,7 @@ class MappedFile:
 
     __slots__ = ("path", "file_from_offset", "file_size", "wrote_position", "flushed_position",
                  "store_timestamp", "read_only", "reserved_position", "reserve_step", "reserve_ahead",
-                 "referenced", "_mappings", "_mapping", "_closed")
+                 "referenced", "directory_synced", "_mappings", "_mapping", "_closed")
 
     def __init__(self, path: Path, file_size: int, read_only: bool = False, mappings: OpenMappings = UNBOUNDED,
                  reserve_ahead: int = DEFAULT_RESERVE_AHEAD, preallocate: bool = False) -> None:
@@ -163,6 +163,9 @@ class MappedFile:
         self.reserve_step = OS_PAGE_SIZE
         self.reserve_ahead = max(OS_PAGE_SIZE, reserve_ahead)
         self.referenced = False
+        # A file created here gets its directory entry made durable with its first sync, not at once: thousands of
+        # queues each starting a file would wait for one directory fsync (a journal commit) after another.
+        self.directory_synced = True
         self._mappings = mappings
         self._mapping: _Mapping | None = None
         self._closed = False
@@ -179,7 +182,7 @@ class MappedFile:
                                     "another file size, or damaged; fix the config or move the file aside")
 
     def _create(self, preallocate: bool) -> None:
-        created = not self.path.exists()
+        self.directory_synced = self.path.exists()
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             if preallocate:
@@ -189,8 +192,6 @@ class MappedFile:
                 os.ftruncate(fd, self.file_size)   # sparse: blocks come with the data (append_view)
         finally:
             os.close(fd)
-        if created:
-            fsync_directory(self.path.parent)
 
     def __repr__(self) -> str:
         return f"MappedFile({self.path.name}, wrote={self.wrote_position}, flushed={self.flushed_position})"
@@ -282,7 +283,7 @@ class MappedFile:
         return position
 
     def sync(self, metadata: bool) -> None:
-        """fdatasync (fsync with metadata) the file. Through a descriptor of its own: the file's mapping may be
+        """fdatasync (fsync with metadata) the file, and its directory after the file was created. Through a descriptor of its own: the file's mapping may be
         closed (and mapping it again for this would push a file in use out of the bound). It covers what was
         written through any mapping of the file."""
         fd = os.open(self.path, os.O_RDONLY)
@@ -290,6 +291,9 @@ class MappedFile:
             (os.fsync if metadata else os.fdatasync)(fd)
         finally:
             os.close(fd)
+        if not self.directory_synced:
+            fsync_directory(self.path.parent)
+            self.directory_synced = True
 
     def zero_from(self, position: int) -> None:
         """Discard everything from `position` to the end: stale bytes past a truncation point must never be
