@@ -45,10 +45,9 @@ def round_up_to_page(position: int) -> int:
 
 
 def allocate(fd: int, offset: int, length: int) -> None:
-    """Reserve disk blocks for a whole file region at once (files written at random places, such as index
-    files): writing through a mapping to a page without a block kills the process with SIGBUS on a full disk,
-    where reserving raises OSError."""
-    os.ftruncate(fd, offset + length)
+    """Reserve disk blocks for a file region (the file grows to hold it, never shrinks). Writing through a
+    mapping to a page without a block kills the process with SIGBUS on a full disk, where this raises
+    OSError (ENOSPC)."""
     try:
         os.posix_fallocate(fd, offset, length)
     except OSError as exc:
@@ -185,11 +184,10 @@ class MappedFile:
         self.directory_synced = self.path.exists()
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
+            os.ftruncate(fd, self.file_size)   # sparse: blocks come with the data (append_view)
             if preallocate:
                 allocate(fd, 0, self.file_size)
                 self.reserved_position = self.file_size
-            else:
-                os.ftruncate(fd, self.file_size)   # sparse: blocks come with the data (append_view)
         finally:
             os.close(fd)
 
@@ -216,7 +214,8 @@ class MappedFile:
         when the disk is full, where reserving raises OSError (ENOSPC). Reserving writes zeros with pwrite,
         which also puts the pages in the page cache ahead of the mapping: a first write through a mapping to
         a page not in the cache faults it in one page at a time (several microseconds each), which pwrite does
-        for a fraction of that, without the GIL."""
+        for a fraction of that, without the GIL. Blocks are allocated for the step first: pwrite into a hole
+        costs a block reservation per page."""
         mapping = self._mapping
         if mapping is None:
             mapping = self._mappings.open(self)
@@ -228,6 +227,7 @@ class MappedFile:
     def _reserve(self, fd: int, end: int) -> None:
         start = max(self.reserved_position, self.wrote_position)
         target = min(self.file_size, round_up_to_page(max(end, start - start % OS_PAGE_SIZE + self.reserve_step)))
+        allocate(fd, start, target - start)
         while start < target:
             start += os.pwrite(fd, _ZEROS[:min(len(_ZEROS), target - start)], start)
         self.reserved_position = target
