@@ -17,7 +17,7 @@ from typing import Callable
 from fastmq._native import store_codec
 from fastmq._native.store_codec import DispatchRequest, MessageBatch
 from fastmq.store.errors import DiskFullError, HAProtocolError, MessageIllegalError
-from fastmq.store.mapped_file import MappedFile, MappedFileQueue
+from fastmq.store.mapped_file import MappedFile, MappedFileQueue, OpenMappings
 from fastmq.store.message import StoredMessage, pack_host
 from fastmq.store.store_config import MessageStoreConfig
 
@@ -45,9 +45,13 @@ class ScanResult:
 
 
 class CommitLog:
-    def __init__(self, root: Path, config: MessageStoreConfig, read_only: bool = False) -> None:
+    def __init__(self, root: Path, config: MessageStoreConfig, read_only: bool = False,
+                 mappings: OpenMappings | None = None) -> None:
         self.config = config
-        self.mapped_file_queue = MappedFileQueue(root / "commitlog", config.mapped_file_size_commit_log, read_only)
+        self.mapped_file_queue = MappedFileQueue(
+            root / "commitlog", config.mapped_file_size_commit_log, read_only,
+            mappings if mappings is not None else OpenMappings(config.max_open_mapped_files),
+            config.commit_log_reserve_ahead)
         self.put_lock = threading.Lock()
         # (topic, queue id) -> the queue offset the next message of that queue gets.
         self.topic_queue_table: dict[tuple[str, int], int] = {}
@@ -83,8 +87,8 @@ class CommitLog:
             try:
                 while not batch.done:
                     mapped = queue.get_writable_file()
-                    mapped.warm(mapped.wrote_position + batch.total_bytes)
-                    position = batch.encode(mapped.view, mapped.wrote_position, mapped.file_from_offset)
+                    view = mapped.append_view(mapped.wrote_position + batch.total_bytes)
+                    position = batch.encode(view, mapped.wrote_position, mapped.file_from_offset)
                     if position == mapped.file_size and mapped.wrote_position == 0:
                         raise MessageIllegalError(f"a message does not fit in an empty {self.file_size}-byte "
                                                   "CommitLog file")
@@ -117,7 +121,7 @@ class CommitLog:
         if position + len(data) > mapped.file_size:
             raise HAProtocolError(f"{len(data)} bytes at {start_offset} cross the end of CommitLog file "
                                   f"{mapped.path.name}: master and slave file sizes differ")
-        mapped.view[position:position + len(data)] = data
+        mapped.append_view(position + len(data))[position:position + len(data)] = data
         mapped.wrote_position = position + len(data)
 
     # -- reading ----------------------------------------------------------------------------------------------

@@ -14,20 +14,25 @@ from typing import Callable
 from fastmq._native import store_codec
 from fastmq._native.store_codec import DispatchRequest, MessageBatch, QueueUnits
 from fastmq.store.errors import CorruptStoreError
-from fastmq.store.mapped_file import MappedFileQueue
+from fastmq.store.mapped_file import UNBOUNDED, MappedFileQueue, OpenMappings
 
 log = logging.getLogger(__name__)
 
 CQ_STORE_UNIT_SIZE = store_codec.CQ_UNIT_SIZE
 BLANK_UNIT_SIZE = store_codec.CQ_BLANK_SIZE
+# The most disk a queue reserves ahead of its units: 3,276 units, a few reservations a second for a queue
+# taking a million messages a second, and little for thousands of queues that take few.
+RESERVE_AHEAD = 64 << 10
 
 
 class ConsumeQueue:
-    def __init__(self, topic: str, queue_id: int, root: Path, mapped_file_size: int, read_only: bool = False) -> None:
+    def __init__(self, topic: str, queue_id: int, root: Path, mapped_file_size: int, read_only: bool = False,
+                 mappings: OpenMappings = UNBOUNDED) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self.read_only = read_only
-        self.mapped_file_queue = MappedFileQueue(root / topic / str(queue_id), mapped_file_size, read_only)
+        self.mapped_file_queue = MappedFileQueue(root / topic / str(queue_id), mapped_file_size, read_only,
+                                                 mappings, RESERVE_AHEAD)
         # CommitLog offset just past the newest unit's record: a dispatch at or below it is a repeat.
         self.max_physic_offset = -1
         # Byte position of the first unit whose message still exists (units before it were cleaned up or are
@@ -63,7 +68,8 @@ class ConsumeQueue:
             valid, previous_end = store_codec.count_valid_units(mapped.view, previous_end)
             process_offset = mapped.file_from_offset + valid * CQ_STORE_UNIT_SIZE
             if valid < units_per_file:
-                rest = mapped.view[valid * CQ_STORE_UNIT_SIZE:]
+                # Past the file's last block everything reads as zeros: only the blocks in between can hold damage.
+                rest = mapped.view[valid * CQ_STORE_UNIT_SIZE:max(valid * CQ_STORE_UNIT_SIZE, mapped.data_end())]
                 damaged = rest != bytes(len(rest))
                 rest.release()
                 break
@@ -108,8 +114,8 @@ class ConsumeQueue:
         mapped = self._writable_file_for(request.consume_queue_offset)
         if mapped is None:
             return False
-        store_codec.put_unit(mapped.view, mapped.wrote_position, request.commitlog_offset, request.msg_size,
-                             request.tags_code)
+        store_codec.put_unit(mapped.append_view(mapped.wrote_position + CQ_STORE_UNIT_SIZE), mapped.wrote_position,
+                             request.commitlog_offset, request.msg_size, request.tags_code)
         mapped.wrote_position += CQ_STORE_UNIT_SIZE
         self.max_physic_offset = request.commitlog_offset + request.msg_size
         return True
@@ -121,7 +127,8 @@ class ConsumeQueue:
         written = 0
         while written < batch.written:
             mapped = self.mapped_file_queue.get_writable_file()
-            count = batch.put_units(mapped.view, mapped.wrote_position, written)
+            view = mapped.append_view(mapped.wrote_position + (batch.written - written) * CQ_STORE_UNIT_SIZE)
+            count = batch.put_units(view, mapped.wrote_position, written)
             mapped.wrote_position += count * CQ_STORE_UNIT_SIZE
             written += count
         last = batch.written - 1
@@ -150,8 +157,9 @@ class ConsumeQueue:
 
     @staticmethod
     def _fill_pre_blank(mapped, until_position: int) -> None:
+        view = mapped.append_view(until_position)
         for position in range(0, until_position, CQ_STORE_UNIT_SIZE):
-            store_codec.put_unit(mapped.view, position, 0, BLANK_UNIT_SIZE, 0)
+            store_codec.put_unit(view, position, 0, BLANK_UNIT_SIZE, 0)
         mapped.wrote_position = until_position
 
     # -- reading ----------------------------------------------------------------------------------------------
@@ -198,6 +206,11 @@ class ConsumeQueue:
         return low
 
     # -- upkeep -----------------------------------------------------------------------------------------------
+
+    @property
+    def dirty(self) -> bool:
+        """Whether units were written since the last flush."""
+        return self.mapped_file_queue.get_max_offset() > self.mapped_file_queue.flushed_where
 
     def flush(self, least_pages: int) -> bool:
         return self.mapped_file_queue.flush(least_pages)[0]

@@ -8,7 +8,6 @@ newest is full. Entries only hint: a query reads each message back and keeps tho
 from __future__ import annotations
 
 import logging
-import os
 import struct
 import threading
 import time
@@ -47,7 +46,8 @@ class IndexFile:
         self.index_num = index_num
         size = index_file_size(hash_slot_num, index_num)
         created = not path.exists()
-        self.mapped = MappedFile(path, size, read_only)
+        # Hash slots are written anywhere in the file: its blocks are reserved at once.
+        self.mapped = MappedFile(path, size, read_only, preallocate=True)
         self.mapped.wrote_position = size
         # Keys written and keys known durable: counting (not a flag) keeps a put racing a flush from being lost.
         self._writes = 1 if created else 0
@@ -121,7 +121,7 @@ class IndexFile:
         if not self.mapped.available:     # destroyed by cleanup meanwhile
             return 0
         end_timestamp = self.end_timestamp
-        os.fsync(self.mapped.fileno())
+        self.mapped.sync(metadata=True)
         self._flushed_writes = writes
         return end_timestamp
 

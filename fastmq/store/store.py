@@ -34,7 +34,7 @@ from fastmq.store.errors import (DiskFullError, MessageIllegalError, ReadOnlySto
 from fastmq.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
 from fastmq.store.ha import HAClient, HAService
 from fastmq.store.index import IndexService
-from fastmq.store.mapped_file import fsync_directory
+from fastmq.store.mapped_file import OpenMappings, fsync_directory
 from fastmq.store.message import (PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, Message, StoredMessage,
                                   build_properties, decode_message_id, join_keys, pack_host)
 from fastmq.store.recovery import recover
@@ -120,7 +120,9 @@ class MessageStore:
     def _open(self) -> None:
         config = self.config
         self.checkpoint = StoreCheckpoint(self.root / "checkpoint", self.read_only)
-        self.commit_log = CommitLog(self.root, config, self.read_only)
+        # One bound on open mappings for the CommitLog and every ConsumeQueue.
+        self.open_mappings = OpenMappings(config.max_open_mapped_files)
+        self.commit_log = CommitLog(self.root, config, self.read_only, self.open_mappings)
         self.commit_log.batch_dispatcher = self.dispatch_batch
         self.index_service = (IndexService(self.root, config.max_hash_slot_num, config.max_index_num, self._clock,
                                            self.read_only) if config.message_index_enable else None)
@@ -160,7 +162,7 @@ class MessageStore:
                     log.warning("ignoring %s: not a queue directory", queue_dir)
                     continue
                 consume_queue = ConsumeQueue(topic_dir.name, int(queue_dir.name), root,
-                                             self.config.consume_queue_file_size, self.read_only)
+                                             self.config.consume_queue_file_size, self.read_only, self.open_mappings)
                 consume_queue.load(infer_size=self.read_only)
                 self.consume_queue_table[(consume_queue.topic, consume_queue.queue_id)] = consume_queue
 
@@ -242,7 +244,7 @@ class MessageStore:
         consume_queue = self.consume_queue_table.get((topic, queue_id))
         if consume_queue is None:
             consume_queue = ConsumeQueue(topic, queue_id, self.root / "consumequeue",
-                                         self.config.consume_queue_file_size, self.read_only)
+                                         self.config.consume_queue_file_size, self.read_only, self.open_mappings)
             self.consume_queue_table[(topic, queue_id)] = consume_queue
         return consume_queue
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import resource
 import shutil
 import time
 from typing import Callable
@@ -37,6 +38,14 @@ def disk_usage_ratio(path: str) -> float:
     return (usage.total - usage.free) / usage.total if usage.total else 0.0
 
 
+def default_open_mapped_files() -> int:
+    """Most of the process's file descriptors stay for sockets: an open mapped file holds two."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 4096
+    return max(16, min(4096, soft // 4))
+
+
 @dataclasses.dataclass
 class MessageStoreConfig:
     # Files
@@ -46,6 +55,12 @@ class MessageStoreConfig:
     max_index_num: int = 5_000_000 * 4
     message_index_enable: bool = True
     max_message_size: int = 4 << 20
+    # Disk follows the data: files are sparse, and appends reserve blocks ahead of what they write in steps that
+    # double from one page up to this much (CommitLog; ConsumeQueues: consumequeue.RESERVE_AHEAD).
+    commit_log_reserve_ahead: int = 4 << 20
+    # Files are mapped on first use; beyond this many open mappings the least recently used are closed (and
+    # mapped again on their next use), so thousands of queues exhaust neither memory maps nor descriptors.
+    max_open_mapped_files: int = dataclasses.field(default_factory=default_open_mapped_files)
 
     # Flush (SmartGo-Store 1.7)
     flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
@@ -95,6 +110,10 @@ class MessageStoreConfig:
         if self.mapped_file_size_consume_queue < CQ_STORE_UNIT_SIZE:
             raise StoreConfigError("mapped_file_size_consume_queue must hold at least one "
                                    f"{CQ_STORE_UNIT_SIZE}-byte unit")
+        if self.commit_log_reserve_ahead < 0:
+            raise StoreConfigError("commit_log_reserve_ahead must be >= 0")
+        if self.max_open_mapped_files < 1:
+            raise StoreConfigError("max_open_mapped_files must be at least 1")
         if self.max_hash_slot_num < 1 or self.max_index_num < 2:
             raise StoreConfigError("the index needs at least one hash slot and two entries")
         if self.max_message_size <= 0:

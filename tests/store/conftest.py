@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,28 @@ class DiskUsage:
     def __call__(self, path: str) -> float:
         self.paths.append(path)
         return self.ratio
+
+
+def allocated(path) -> int:
+    """Disk blocks a file holds, in bytes (not its apparent size)."""
+    return os.stat(path).st_blocks * 512
+
+
+def maps_of(directory) -> int:
+    """Memory maps of files under `directory` in this process."""
+    with open("/proc/self/maps") as maps:
+        return sum(str(directory) in line for line in maps)
+
+
+def descriptors_of(directory) -> int:
+    """File descriptors of this process open on files under `directory`."""
+    count = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{name}").startswith(str(directory))
+        except OSError:     # closed meanwhile (the listing's own descriptor)
+            pass
+    return count
 
 
 def small_config(**overrides) -> MessageStoreConfig:

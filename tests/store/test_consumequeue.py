@@ -1,7 +1,8 @@
 """ConsumeQueue: unit layout, file size rounding, scans across files, filler units, truncation, time search,
-and damaged ConsumeQueue files (fuzz)."""
+disk blocks that follow the units, and damaged ConsumeQueue files (fuzz)."""
 from __future__ import annotations
 
+import os
 import struct
 
 from hypothesis import HealthCheck, given, settings
@@ -13,7 +14,9 @@ from fastmq.errors import FastMQError
 from fastmq.store import GetMessageStatus, MessageStore
 from fastmq.store.consumequeue import ConsumeQueue
 
-from .conftest import small_config
+from fastmq.store.mapped_file import OS_PAGE_SIZE
+
+from .conftest import allocated, small_config
 
 
 def test_file_size_rounds_up_to_whole_units(open_store):
@@ -102,6 +105,40 @@ def test_offset_by_time(open_store, clock):
     assert store.get_offset_by_time("T", 0, stamps[-1] + 1) == 40
     assert store.get_offset_by_time("missing", 0, 0) == 0
     assert store.get_message_store_timestamp("T", 0, 5) == stamps[5]
+
+
+def test_cold_queues_hold_a_page_and_a_busy_one_its_units(open_store):
+    store = open_store(mapped_file_size_consume_queue=300_000 * 20)
+    for queue_id in range(100):
+        store.put_message("Cold", queue_id, b"one")
+    for i in range(5000):
+        store.put_message("Busy", 0, b"m%d" % i)
+    cold = [allocated(path) for path in (store.root / "consumequeue" / "Cold").rglob("0" * 20)]
+    assert len(cold) == 100 and max(cold) <= OS_PAGE_SIZE
+    (busy,) = (store.root / "consumequeue" / "Busy" / "0").iterdir()
+    assert os.stat(busy).st_size == 300_000 * 20
+    assert 5000 * 20 <= allocated(busy) <= 5000 * 20 + 2 * (5000 * 20) + OS_PAGE_SIZE
+
+
+def test_recovery_finds_damage_past_a_hole(open_store, tmp_path):
+    # Units of T/0 lost from 10 on and garbage in a block after a hole: the garbage shows the file is damaged,
+    # so T/0 is dispatched again from the CommitLog although T/1 (dispatched further) is intact.
+    config = small_config(mapped_file_size_consume_queue=2000 * 20)
+    store = open_store(tmp_path / "s", config)
+    for i in range(30):
+        store.put_message("T", 0, b"zero %d" % i)
+        store.put_message("T", 1, b"one %d" % i)
+    store.close()
+    path = tmp_path / "s" / "consumequeue" / "T" / "0" / ("0" * 20)
+    with open(path, "r+b") as file:
+        file.seek(10 * 20)
+        file.write(bytes(20 * 20))
+        file.seek(5 * OS_PAGE_SIZE)
+        file.write(b"\xff" * 20)
+    store = open_store(tmp_path / "s", config)
+    assert store.get_max_offset("T", 0) == 30
+    assert [m.body for m in store.get_messages("T", 0, 8, 4)] == [b"zero %d" % i for i in range(8, 12)]
+    assert allocated(path) <= 2 * OS_PAGE_SIZE      # the garbage's block went with the cut
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

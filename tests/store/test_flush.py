@@ -79,6 +79,24 @@ def test_consume_queue_flush_writes_the_checkpoint(open_store):
     assert all(index_file.flushed for index_file in store.index_service.files)
 
 
+def test_thorough_flush_takes_every_dirty_consume_queue_and_its_new_directory_entry(open_store):
+    # An interval that never comes: only the flush called here runs.
+    store = open_store(flush_interval_consume_queue_ms=3_600_000)
+    for queue_id in range(40):
+        for i in range(queue_id % 3 + 1):
+            store.put_message("T", queue_id, b"%d" % i)
+    queues = store.consume_queues()
+    assert all(queue.dirty for queue in queues)
+    assert not any(queue.mapped_file_queue.files[0].directory_synced for queue in queues)
+    store.flush_consume_queue_service.flush(thorough=True)
+    assert not any(queue.dirty for queue in queues)
+    for queue in queues:
+        (mapped,) = queue.mapped_file_queue.files
+        assert mapped.directory_synced and mapped.flushed_position == queue.get_max_offset_in_queue() * 20
+    store.put_message("T", 7, b"more")
+    assert [queue.queue_id for queue in queues if queue.dirty] == [7]
+
+
 def test_request_flush_calls_back_once_durable_and_shares_fsyncs(open_store):
     store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commit_log=1 << 20)
     service = store.group_commit_service

@@ -1,12 +1,17 @@
-"""MappedFile / MappedFileQueue: names, arithmetic lookup, growth, flush positions, truncation, load checks."""
+"""MappedFile / MappedFileQueue: names, arithmetic lookup, growth, flush positions, truncation, load checks, disk
+blocks that follow the data, and the bound on open mappings."""
 from __future__ import annotations
 
 import os
+import random
+import threading
 
 import pytest
 
 from fastmq.store.errors import CorruptStoreError, StoreConfigError
-from fastmq.store.mapped_file import MappedFile, MappedFileQueue, offset_to_file_name
+from fastmq.store.mapped_file import OS_PAGE_SIZE, MappedFile, MappedFileQueue, OpenMappings, offset_to_file_name
+
+from .conftest import allocated, descriptors_of, maps_of
 
 
 def test_file_names_are_20_digit_offsets():
@@ -35,12 +40,6 @@ class TestQueue:
         assert queue.find_mapped_file_by_offset(5 * 4096) is None
         assert queue.find_mapped_file_by_offset(5 * 4096, return_first_on_not_found=True).file_from_offset == 0
         assert (queue.get_min_offset(), queue.get_max_offset()) == (0, 3 * 4096 + 100)
-        queue.close()
-
-    def test_files_are_preallocated(self, tmp_path):
-        queue = MappedFileQueue(tmp_path / "q", 1 << 20)
-        mapped = queue.get_writable_file()
-        assert os.stat(mapped.path).st_blocks * 512 >= 1 << 20
         queue.close()
 
     def test_first_file_may_start_mid_queue(self, tmp_path):
@@ -136,21 +135,160 @@ class TestLoad:
         mapped.close()
 
 
-def test_warm_zeroes_ahead_of_the_write_position_only(tmp_path):
-    from fastmq.store import mapped_file
+class TestDiskFollowsData:
+    def test_new_file_is_sparse(self, tmp_path):
+        queue = MappedFileQueue(tmp_path / "q", 1 << 20)
+        mapped = queue.get_writable_file()
+        assert os.stat(mapped.path).st_size == 1 << 20
+        assert allocated(mapped.path) == 0 and mapped.data_end() == 0
+        queue.close()
 
-    path = tmp_path / offset_to_file_name(0)
-    mapped = MappedFile(path, 3 * 1024 * 1024)
-    try:
-        mapped.view[:100] = b"\x07" * 100
-        mapped.wrote_position = 100
-        mapped.warm(200)
-        # Warmed a whole WARM_AHEAD window (capped at the file size), without touching written bytes.
-        assert mapped.warmed_position == min(mapped.file_size, 200 + mapped_file.WARM_AHEAD)
-        assert bytes(mapped.view[:100]) == b"\x07" * 100
-        assert bytes(mapped.view[100:4096]) == bytes(4096 - 100)
-        before = mapped.warmed_position
-        mapped.warm(150)                     # already warm: nothing happens
-        assert mapped.warmed_position == before
-    finally:
+    def test_appends_reserve_in_doubling_steps_up_to_the_cap(self, tmp_path):
+        reserve_ahead = 64 << 10
+        mapped = MappedFile(tmp_path / offset_to_file_name(0), 1 << 20, reserve_ahead=reserve_ahead)
+        reserved = []
+        written = 0
+        while written < mapped.file_size:
+            step = min(1000, mapped.file_size - written)
+            mapped.append_view(written + step)[written:written + step] = b"\x05" * step
+            written = mapped.wrote_position = written + step
+            if not reserved or reserved[-1] != mapped.reserved_position:
+                reserved.append(mapped.reserved_position)
+            # Every written byte has its block; at most one step more is held (and a block or two the filesystem
+            # may add for its extent tree).
+            assert written <= allocated(mapped.path) <= mapped.reserved_position + 2 * OS_PAGE_SIZE
+            assert mapped.reserved_position <= written + reserve_ahead + OS_PAGE_SIZE
+        steps = [b - a for a, b in zip([0] + reserved, reserved)]
+        assert steps[:4] == [OS_PAGE_SIZE, 2 * OS_PAGE_SIZE, 4 * OS_PAGE_SIZE, 8 * OS_PAGE_SIZE]
+        assert max(steps) <= reserve_ahead + OS_PAGE_SIZE and reserved[-1] == mapped.file_size
+        assert bytes(mapped.view) == b"\x05" * mapped.file_size
         mapped.close()
+
+    def test_reserving_zeroes_past_the_write_position_only(self, tmp_path):
+        mapped = MappedFile(tmp_path / offset_to_file_name(0), 3 * OS_PAGE_SIZE)
+        mapped.view[:100] = b"\x07" * 100          # written without reserving: the page gets its block here
+        mapped.wrote_position = 100
+        view = mapped.append_view(200)
+        assert mapped.reserved_position == OS_PAGE_SIZE
+        assert bytes(view[:100]) == b"\x07" * 100 and not any(view[100:])
+        before = mapped.reserved_position
+        mapped.append_view(150)                   # already reserved: nothing happens
+        assert mapped.reserved_position == before
+        mapped.close()
+
+    def test_preallocated_file_is_reserved_whole(self, tmp_path):
+        mapped = MappedFile(tmp_path / offset_to_file_name(0), 1 << 20, preallocate=True)
+        assert allocated(mapped.path) >= 1 << 20 and mapped.reserved_position == 1 << 20
+        mapped.close()
+
+    def test_truncation_gives_the_blocks_back(self, tmp_path):
+        queue = MappedFileQueue(tmp_path / "q", 16 * OS_PAGE_SIZE)
+        mapped = queue.get_writable_file()
+        mapped.append_view(10 * OS_PAGE_SIZE)[:10 * OS_PAGE_SIZE] = b"\x01" * (10 * OS_PAGE_SIZE)
+        mapped.wrote_position = 10 * OS_PAGE_SIZE
+        assert mapped.data_end() >= 10 * OS_PAGE_SIZE
+        queue.truncate_dirty_files(100)
+        assert allocated(mapped.path) <= OS_PAGE_SIZE and mapped.data_end() <= OS_PAGE_SIZE
+        assert bytes(mapped.view[:101]) == b"\x01" * 100 + b"\x00" and not any(mapped.view[100:])
+        # Appends after the cut reserve the hole again.
+        mapped.append_view(3 * OS_PAGE_SIZE)
+        assert allocated(mapped.path) >= 3 * OS_PAGE_SIZE
+        queue.close()
+
+
+def filled_queue(path, mappings: OpenMappings, files: int) -> MappedFileQueue:
+    """A queue of `files` one-page files, file i filled with byte i + 1."""
+    queue = MappedFileQueue(path, OS_PAGE_SIZE, mappings=mappings)
+    for i in range(files):
+        mapped = queue.get_writable_file()
+        mapped.append_view(OS_PAGE_SIZE)[:] = bytes([i + 1]) * OS_PAGE_SIZE
+        mapped.wrote_position = OS_PAGE_SIZE
+    return queue
+
+
+class TestOpenMappingBound:
+    def test_mappings_are_bounded_and_reopened_on_use(self, tmp_path):
+        mappings = OpenMappings(3)
+        queue = filled_queue(tmp_path / "q", mappings, 12)
+        assert maps_of(tmp_path) <= 3 and descriptors_of(tmp_path) <= 2 * 3
+        for round_number in range(2):
+            for i, mapped in enumerate(queue.files):
+                assert bytes(mapped.select(0, 8)) == bytes([i + 1]) * 8
+                assert maps_of(tmp_path) <= 3 and descriptors_of(tmp_path) <= 2 * 3
+        assert mappings.opened >= 12 + 2 * (12 - 3)    # every file came back after the bound closed it
+        queue.close()
+        assert maps_of(tmp_path) == 0 and descriptors_of(tmp_path) == 0
+
+    def test_files_are_mapped_on_first_use(self, tmp_path):
+        queue = filled_queue(tmp_path / "q", OpenMappings(100), 5)
+        queue.close()
+        again = MappedFileQueue(tmp_path / "q", OS_PAGE_SIZE, mappings=OpenMappings(100))
+        again.load()
+        assert len(again.files) == 5 and maps_of(tmp_path) == 0
+        assert again.files[3].view[0] == 4 and maps_of(tmp_path) == 1
+        again.close()
+
+    def test_the_most_used_file_keeps_its_mapping(self, tmp_path):
+        mappings = OpenMappings(4)
+        queue = filled_queue(tmp_path / "q", mappings, 12)
+        hot = queue.files[0]
+        for mapped in queue.files[1:] * 3:
+            assert hot.view[0] == 1         # used between every other use: never the one closed
+            opened = mappings.opened
+            assert hot.view[1] == 1 and mappings.opened == opened
+            assert mapped.view[0] > 1
+        queue.close()
+
+    def test_a_reader_keeps_its_memory_when_the_bound_closes_the_mapping(self, tmp_path):
+        mappings = OpenMappings(1)
+        queue = filled_queue(tmp_path / "q", mappings, 3)
+        held = queue.files[0].select(0, OS_PAGE_SIZE)
+        assert queue.files[1].view[0] == 2 and queue.files[2].view[0] == 3   # file 0's mapping was closed
+        assert bytes(held) == b"\x01" * OS_PAGE_SIZE
+        assert maps_of(tmp_path) == 2       # the reader's, and the one open now
+        held.release()
+        assert maps_of(tmp_path) == 1
+        queue.close()
+
+    def test_concurrent_readers_and_writers_under_a_tight_bound(self, tmp_path):
+        mappings = OpenMappings(2)
+        queue = filled_queue(tmp_path / "q", mappings, 8)
+        growing = MappedFileQueue(tmp_path / "g", 64 * OS_PAGE_SIZE, mappings=mappings)
+        errors = []
+
+        def read(seed: int) -> None:
+            rng = random.Random(seed)
+            try:
+                for _ in range(3000):
+                    i = rng.randrange(len(queue.files))
+                    data = queue.files[i].select(rng.randrange(OS_PAGE_SIZE - 16), 16)
+                    assert data is not None and bytes(data) == bytes([i + 1]) * 16
+            except BaseException as exc:  # reported by the test thread
+                errors.append(exc)
+
+        def write() -> None:
+            try:
+                for i in range(3000):
+                    mapped = growing.get_writable_file()
+                    mapped.append_view(mapped.wrote_position + 8)[mapped.wrote_position:mapped.wrote_position + 8] \
+                        = i.to_bytes(8, "big")
+                    mapped.wrote_position += 8
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=read, args=(seed,)) for seed in range(3)] + [threading.Thread(target=write)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert not errors and not any(thread.is_alive() for thread in threads)
+        view = growing.files[0].view
+        assert [int.from_bytes(view[i * 8:i * 8 + 8], "big") for i in range(3000)] == list(range(3000))
+        del view
+        assert maps_of(tmp_path) <= 2
+        queue.close()
+        growing.close()
+
+    def test_bound_must_allow_one_mapping(self):
+        with pytest.raises(StoreConfigError):
+            OpenMappings(0)

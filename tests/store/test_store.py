@@ -14,7 +14,7 @@ from fastmq.store import (FlushDiskType, GetMessageStatus, Message, MessageIlleg
                           StoreConfigError, StoreLockedError, decode_message_id, decode_messages)
 from fastmq.store.store import parse_tag_filter
 
-from .conftest import small_config
+from .conftest import descriptors_of, maps_of, small_config
 
 
 def test_put_and_get_round_trip(open_store, clock):
@@ -209,6 +209,12 @@ def test_read_only_needs_an_existing_directory(tmp_path):
         MessageStore(tmp_path / "missing", MessageStoreConfig(read_only=True))
 
 
+@pytest.mark.parametrize("bad", [{"commit_log_reserve_ahead": -1}, {"max_open_mapped_files": 0}])
+def test_disk_and_mapping_settings_are_checked(tmp_path, bad):
+    with pytest.raises(StoreConfigError):
+        MessageStore(tmp_path, small_config(**bad))
+
+
 def test_sync_flush_returns_after_fsync(open_store):
     store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH)
     result = store.put_message("T", 0, b"durable")
@@ -306,3 +312,24 @@ def test_read_records_into_a_reused_buffer(open_store):
     smaller, _ = store.read_records(store.scan_queue("T", 0, 3, 5), buffer)   # the same buffer, no growth
     assert bytes(smaller) == bytes(fresh)[len(fresh) * 3 // 5:] and len(buffer) == len(fresh)
     smaller.release()
+
+
+def test_many_queues_within_the_open_mapping_bound(open_store, tmp_path):
+    bound = 8
+    # Besides two per mapping: the lock, the checkpoint, and a flush thread's own descriptor while it syncs.
+    descriptors = 2 * bound + 3
+    store = open_store(tmp_path / "s", max_open_mapped_files=bound, message_index_enable=False)
+    for round_number in range(3):
+        for queue_id in range(300):
+            store.put_message("Many", queue_id, b"%d/%d" % (queue_id, round_number))
+    assert maps_of(tmp_path / "s") <= bound and descriptors_of(tmp_path / "s") <= descriptors
+    for queue_id in range(0, 300, 7):
+        assert [m.body for m in store.get_messages("Many", queue_id, 0)] == [b"%d/%d" % (queue_id, r)
+                                                                             for r in range(3)]
+    store.close()
+    store = open_store(tmp_path / "s", max_open_mapped_files=bound, message_index_enable=False)
+    assert maps_of(tmp_path / "s") <= bound
+    for queue_id in range(300):
+        assert store.get_max_offset("Many", queue_id) == 3
+        assert store.get_messages("Many", queue_id, 2).messages[0].body == b"%d/2" % queue_id
+    assert maps_of(tmp_path / "s") <= bound and descriptors_of(tmp_path / "s") <= descriptors
