@@ -17,6 +17,8 @@ import uuid
 from typing import Any
 
 from fastmq.cli.consume import consume_records
+from fastmq.cli.endpoint import servers_of
+from fastmq.cli.failure import CommandError
 from fastmq.cli.produce import ProduceResult, TABLE_HEADERS, latency_cells, produce_records
 from fastmq.cli.progress import ProgressBar, format_rate, print_table
 
@@ -62,7 +64,7 @@ def end_to_end(bootstrap_servers: str, topic: str, records: int, value_size: int
     thread.start()
     ready.wait(60)
     if failure:
-        raise SystemExit(f"fastmq: the end-to-end consumer failed: {failure[0]}")
+        raise CommandError(f"the end-to-end consumer failed: {failure[0]}")
     value = b"e" * value_size
     start = time.monotonic()
     with Producer(bootstrap_servers, **options) as producer:
@@ -75,7 +77,7 @@ def end_to_end(bootstrap_servers: str, topic: str, records: int, value_size: int
     if bar is not None:
         bar.finish()
     if failure:
-        raise SystemExit(f"fastmq: the end-to-end consumer failed: {failure[0]}")
+        raise CommandError(f"the end-to-end consumer failed: {failure[0]}")
     return records, elapsed, latencies
 
 
@@ -84,7 +86,7 @@ def run_main_job(args: argparse.Namespace) -> int:
     from fastmq.cli.produce import producer_options
 
     broker = None
-    servers = args.bootstrap_servers
+    servers = None if args.bootstrap_servers is None else servers_of(args)
     progress = not args.quiet
     if servers is None:
         broker_args = ["--partitions", str(args.partitions)]
