@@ -85,15 +85,13 @@ def run_main_job(args: argparse.Namespace) -> int:
     from fastmq.broker import BrokerProcess
     from fastmq.cli.produce import producer_options
 
-    broker = None
     servers = None if args.bootstrap_servers is None else servers_of(args)
     progress = not args.quiet
-    if servers is None:
-        broker_args = ["--partitions", str(args.partitions)]
-        broker = BrokerProcess(args=broker_args).start()
-        servers = broker.bootstrap_servers
-        print(f"fastmq bench: embedded broker at {servers} (temporary directory)", file=sys.stderr)
-    try:
+    broker = BrokerProcess(args=["--partitions", str(args.partitions)]) if servers is None else None
+    try:        # from the broker's start: SIGTERM or Ctrl-C at any point stops it and removes its directory
+        if broker is not None:
+            servers = broker.start().bootstrap_servers
+            print(f"fastmq bench: embedded broker at {servers} (temporary directory)", file=sys.stderr)
         topic = args.topic or f"fastmq-bench-{uuid.uuid4().hex[:8]}"
         options = producer_options(args)
         print(f"producing {args.records} records of {args.value_size} B to {topic}", file=sys.stderr)
