@@ -48,6 +48,16 @@ def from_library_error(exc: BaseException) -> CommandError | None:
         return CommandError(f"no such topic: {exc}", ExitCode.NOT_FOUND)
     if isinstance(exc, kerrors.GroupIdNotFoundError):
         return CommandError(f"no such group: {exc}", ExitCode.NOT_FOUND)
+    if isinstance(exc, kerrors.KafkaError):
+        return CommandError(_broker_error_text(exc))
     if isinstance(exc, FastMQError):
-        return CommandError(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+        return CommandError(str(exc.args[0]) if exc.args else type(exc).__name__)
     return None
+
+
+def _broker_error_text(exc: BaseException) -> str:
+    """Each failed item's own message and error name (the admin's per-item results), or the error's."""
+    results = getattr(exc, "results", None)
+    errors = [getattr(value, "error", value) for value in results.values()] if isinstance(results, dict) else [exc]
+    return "; ".join(f"{error.args[0]} ({type(error).__name__})" if error.args else type(error).__name__
+                     for error in errors if isinstance(error, BaseException))
