@@ -132,7 +132,6 @@ def _consume(args: argparse.Namespace, out: BinaryIO) -> int:
     options = consumer_options(args)
     options.setdefault("auto_offset_reset", "earliest" if args.offset == "beginning" else "latest")
     options.setdefault("allow_auto_create_topics", False)      # a misspelled topic is an error, not a new topic
-    options.setdefault("request_timeout_ms", max(args.timeout * 1000, 1000))
     if args.group is None:
         options.setdefault("enable_auto_commit", False)
     consumer = Consumer(bootstrap_servers=servers_of(args), group_id=args.group, **options)   # checks the options

@@ -9,7 +9,8 @@ from typing import Any
 from fastmq.cli.failure import CommandError, ExitCode, unreachable
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka.admin import Admin, ConfigResource, ConfigResourceType, AlterConfigOp, NewTopic
-from fastmq.kafka.client import ClientConfig, KafkaClient
+from fastmq.kafka import protocol as kp
+from fastmq.kafka.client import ClientConfig
 from fastmq.kafka.consumer_protocol import Assignment
 from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition
 
@@ -96,17 +97,16 @@ class KafkaAdmin:
         return True
 
     def create_on_first_use(self, name: str) -> bool:
-        """Ask for the topic as a producer does (a Metadata request that may create it): whether the broker
-        created it (auto.create.topics.enable)."""
-        config = ClientConfig(bootstrap_servers=self.servers,
-                              **dict(self.client_options, allow_auto_create_topics=True))
-        client = KafkaClient(config, name="fastmq-cli")
-        try:
-            client.topic_metadata(name, self.timeout)
-        except (kerrors.KafkaTimeoutError, kerrors.UnknownTopicOrPartitionError):
+        """Ask for the topic as a producer does, with a Metadata request that may create it: whether the broker
+        created it (auto.create.topics.enable). A broker that does not create topics answers that it does not
+        know the topic; one that does answers with the topic, or that its leader is not there yet."""
+        request = kp.MetadataRequest(topics=[kp.MetadataRequest.MetadataRequestTopic(name=name)],
+                                     allow_auto_topic_creation=True)
+        response = self.admin.client.request(None, request, self.timeout)
+        codes = [t.error_code for t in response.topics if t.name == name]
+        if not codes or codes[0] == kerrors.UnknownTopicOrPartitionError.errno:
             return False
-        finally:
-            client.close(self.timeout)
+        self.admin.wait_for_topics([name], timeout=self.timeout)
         return True
 
     # ---- consumer groups -------------------------------------------------------------------------------------
