@@ -146,13 +146,13 @@ class KafkaAdmin:
                       execute: bool) -> list[dict[str, Any]]:
         """New committed offsets for the group's partitions (of `topics`, or of every topic it committed):
         target ("earliest" | "latest", None), ("datetime", ms) or ("shift", n). Commits them when `execute`."""
-        description, committed = self._group(group) if not topics else (
-            self.admin.describe_groups([group], timeout=self.timeout)[group],
-            self.admin.list_group_offsets(group, timeout=self.timeout))
-        if topics:
+        if topics:      # the group may be new: offsets can be set before its first member joins
+            description = self.admin.describe_groups([group], timeout=self.timeout)[group]
+            committed = self.admin.list_group_offsets(group, timeout=self.timeout)
             partitions = [TopicPartition(t["topic"], p["partition"])
                           for t in self.describe_topics(topics) for p in t["partitions"]]
         else:
+            description, committed = self._group(group)
             partitions = sorted(committed)
         if execute and description.state not in _INACTIVE_GROUP_STATES:
             raise CommandError(f"group {group!r} is {description.state} with {len(description.members)} member(s): "

@@ -127,6 +127,13 @@ def test_group_verbs_lag_and_offset_resets(broker, capsys):
              "2999-01-01T00:00:00+00:00", "--execute", "-t", "lagging")
     assert committed() == {0: 8, 1: 5}
 
+    # A group that never had a member gets offsets for the topics named.
+    run_json(capsys, "groups", "reset-offsets", "new-group", "-b", address, "--to-latest", "-t", "lagging",
+             "--execute")
+    assert {tp.partition: offset for tp, offset in broker_offsets(address, "new-group").items()} == {0: 8, 1: 5}
+    code, _, err = run(capsys, "groups", "reset-offsets", "other-group", "-b", address, "--to-latest")
+    assert code == 4 and "no such group: 'other-group'" in err
+
     assert run(capsys, "groups", "delete", "lag-group", "-b", address)[0] == 0
     code, _, err = run(capsys, "groups", "describe", "lag-group", "-b", address)
     assert code == 4 and "no such group" in err
