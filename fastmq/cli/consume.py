@@ -15,6 +15,7 @@ from fastmq.cli.produce import latency_cells, parse_client_options, produce_reco
 from fastmq.cli.progress import ProgressBar, format_rate, print_table
 
 _TOKEN = re.compile(rb"%[tpokKsSThR%]|\\[nt\\]")
+_NUMERIC_OFFSET = re.compile(r"-?[0-9]+|s@[0-9]+")
 
 
 def add_consumer_options(parser: argparse.ArgumentParser) -> None:
@@ -84,8 +85,7 @@ class Formatter:
 def parse_offset(spec: str) -> str:
     """An argparse type for kcat's -o: beginning, end, stored, N (absolute), -N (N before the end), s@MS (the
     first record at or after a time in ms)."""
-    if spec in ("beginning", "end", "stored") or spec.lstrip("-").isdigit() or (spec.startswith("s@")
-                                                                                  and spec[2:].isdigit()):
+    if spec in ("beginning", "end", "stored") or _NUMERIC_OFFSET.fullmatch(spec):
         return spec
     raise argparse.ArgumentTypeError(f"wants beginning, end, stored, N, -N or s@MS, not {spec!r}")
 
@@ -121,12 +121,10 @@ def _start_offsets(consumer: Any, partitions: list, spec: str) -> None:
 
 
 def run_consume(args: argparse.Namespace, out: BinaryIO | None = None) -> int:
-    return _consume(args, out if out is not None else sys.stdout.buffer)
-
-
-def _consume(args: argparse.Namespace, out: BinaryIO) -> int:
     from fastmq.kafka import Consumer
     from fastmq.kafka.structs import TopicPartition
+
+    out = out if out is not None else sys.stdout.buffer
 
     formatter = args.format
     options = consumer_options(args)
