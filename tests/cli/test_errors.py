@@ -47,7 +47,8 @@ def broker():
 
 
 def test_nothing_listening(closed_port):
-    for command in (["produce", "-t", "t"], ["consume", "-t", "t"], ["topics", "list"], ["-L"]):
+    for command in (["produce", "-t", "t"], ["consume", "-t", "t"], ["topics", "list"], ["-L"], ["-P", "-t", "t"],
+                    ["-C", "-t", "t"]):
         result = fastmq(*command, "-b", f"127.0.0.1:{closed_port}", "--timeout", "1", stdin="a\n")
         assert result.returncode == ExitCode.UNREACHABLE
         assert one_line(result) == (f"fastmq: no broker answered at 127.0.0.1:{closed_port} within 1 s: is it "
