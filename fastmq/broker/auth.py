@@ -7,9 +7,42 @@ clients all agree with it.
 from __future__ import annotations
 
 import hmac
+import os
 
 from fastmq.errors import ConfigurationError
 from fastmq.io.sasl import MECHANISM_HASHES, PlainServer, ScramCredential, ScramServer
+
+
+# Users can come from a file or from this environment variable (NAME=PASSWORD lines), so that no password
+# needs to be on a command line: every local user can read any process's command line (ps, /proc/PID/cmdline),
+# while a process's environment and a mode-600 file are readable only by its owner.
+USERS_ENVIRONMENT_VARIABLE = "FASTMQ_BROKER_USERS"
+
+
+def parse_users(text: str, source: str) -> dict[str, str]:
+    """NAME=PASSWORD lines (blank lines and lines starting with # are skipped) -> {name: password}."""
+    users = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        name, sep, password = line.partition("=")
+        if not sep or not name.strip():
+            raise ConfigurationError(f"{source} line {number}: wants NAME=PASSWORD")
+        users[name.strip()] = password
+    return users
+
+
+def read_users(path: str | os.PathLike | None) -> dict[str, str]:
+    """The users of a credentials file (None: none), then those of $FASTMQ_BROKER_USERS."""
+    users = {}
+    if path is not None:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                users.update(parse_users(handle.read(), str(path)))
+        except OSError as exc:
+            raise ConfigurationError(f"cannot read the credentials file: {exc}") from None
+    users.update(parse_users(os.environ.get(USERS_ENVIRONMENT_VARIABLE, ""), USERS_ENVIRONMENT_VARIABLE))
+    return users
 
 
 class Authenticator:

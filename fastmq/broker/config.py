@@ -80,13 +80,44 @@ class ListenerConfig:
                    protocol=protocol)
 
 
+# Kafka's broker property names (server.properties) of BrokerConfig fields, for `fastmq broker --override`.
+KAFKA_PROPERTIES = {
+    "auto.create.topics.enable": "auto_create_topics",
+    "num.partitions": "num_partitions",
+    "message.max.bytes": "max_message_bytes",
+    "socket.request.max.bytes": "max_request_size",
+    "fetch.max.bytes": "fetch_max_bytes",
+    "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
+    "group.min.session.timeout.ms": "group_min_session_timeout_ms",
+    "group.max.session.timeout.ms": "group_max_session_timeout_ms",
+    "group.max.size": "group_max_size",
+    "transaction.max.timeout.ms": "transaction_max_timeout_ms",
+    "connections.max.idle.ms": "connections_max_idle_ms",
+}
+
+
+def kafka_property(name: str, text: str) -> tuple[str, bool | int]:
+    """(BrokerConfig field, value) of a Kafka broker property given as text ("true", "false" or an integer)."""
+    field_name = KAFKA_PROPERTIES.get(name)
+    if field_name is None:
+        raise ConfigurationError(f"unknown broker property {name!r}; known: {', '.join(sorted(KAFKA_PROPERTIES))}")
+    if field_name == "auto_create_topics":
+        if text.lower() not in ("true", "false"):
+            raise ConfigurationError(f"{name} is true or false, not {text!r}")
+        return field_name, text.lower() == "true"
+    try:
+        return field_name, int(text)
+    except ValueError:
+        raise ConfigurationError(f"{name} is an integer, not {text!r}") from None
+
+
 @dataclasses.dataclass
 class BrokerConfig:
     data_dir: str | Path
     listeners: list[ListenerConfig] = dataclasses.field(default_factory=lambda: [ListenerConfig()])
     node_id: int = 0
     # Topics
-    auto_create_topics: bool = True
+    auto_create_topics: bool = True            # auto.create.topics.enable: Metadata requests create topics
     num_partitions: int = 1                    # Kafka's num.partitions for auto-created topics
     max_message_bytes: int = 1048588           # Kafka's default max.message.bytes (a batch's size limit)
     index_keys: bool = False                   # put record keys into the store's index (query by key)

@@ -5,6 +5,11 @@ Tansu or Kafka would not) and crash tests (kill -9 the broker, start it again on
 prints its listening address on stdout when ready; its log goes to a file in the data directory's parent. It
 shuts down when its standard input (a pipe from this process) closes, so it does not outlive its owner even
 when the owner is killed.
+
+The child runs the fastmq this interpreter imported, whatever the working directory: `python -m` puts the
+working directory first on sys.path, so a child started in a source checkout would import the unbuilt tree
+instead of the installed package. It starts in the directory that holds the imported package, which is also put
+first on PYTHONPATH.
 """
 from __future__ import annotations
 
@@ -18,7 +23,18 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+import fastmq
+
 READY_PREFIX = "fastmq broker listening on "
+# The directory holding the imported fastmq package (site-packages when installed, the checkout in development).
+PACKAGE_ROOT = Path(fastmq.__file__).resolve().parent.parent
+
+
+def fastmq_command(*args: str) -> tuple[list[str], dict[str, str], Path]:
+    """(argv, environment, working directory) that run `fastmq ARGS` with the package this process imported."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PACKAGE_ROOT), env.get("PYTHONPATH")]))
+    return [sys.executable, "-m", "fastmq", *args], env, PACKAGE_ROOT
 
 
 class BrokerProcess:
@@ -28,7 +44,7 @@ class BrokerProcess:
         if data_dir is None:
             self._temporary = tempfile.TemporaryDirectory(prefix="fastmq-broker-")
             data_dir = Path(self._temporary.name) / "data"
-        self.data_dir = Path(data_dir)
+        self.data_dir = Path(data_dir).resolve()    # the child runs elsewhere: see fastmq_command
         self.port = port
         self.args = list(args)
         self.start_timeout = start_timeout
@@ -40,12 +56,12 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> BrokerProcess:
-        command = [sys.executable, "-m", "fastmq", "broker", "--data-dir", str(self.data_dir),
-                   "--listen", f"127.0.0.1:{self.port}", "--stop-with-stdin", *self.args]
+        command, env, cwd = fastmq_command("broker", "--data-dir", str(self.data_dir),
+                                           "--listen", f"127.0.0.1:{self.port}", "--stop-with-stdin", *self.args)
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log_file:
             self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                            stderr=log_file, start_new_session=True)
+                                            stderr=log_file, start_new_session=True, env=env, cwd=cwd)
         deadline = time.monotonic() + self.start_timeout
         line = b""
         assert self.process.stdout is not None

@@ -10,18 +10,36 @@ import sys
 import threading
 from typing import Any
 
+from fastmq.cli.failure import CommandError, ExitCode
 from fastmq.cli.progress import format_rate, print_table
 from fastmq.io.server import DEFAULT_MAX_CONNECTIONS
 
 
-def _users(items: list[str]) -> dict[str, str]:
-    users = {}
-    for item in items:
+def _users(args: argparse.Namespace) -> dict[str, str]:
+    """The credentials file's users, then $FASTMQ_BROKER_USERS's, then --user's (each may override the last)."""
+    from fastmq.broker.auth import read_users
+
+    users = read_users(args.users_file)
+    for item in args.user:
         name, sep, password = item.partition("=")
         if not sep or not name:
-            raise SystemExit(f"fastmq: --user wants name=password, not {item!r}")
+            raise CommandError(f"--user wants name=password, not {item!r}", ExitCode.USAGE)
         users[name] = password
     return users
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    from fastmq.broker.config import kafka_property
+
+    settings: dict[str, Any] = {"auto_create_topics": not args.no_auto_create, "num_partitions": args.partitions,
+                                "max_message_bytes": args.max_message_bytes}
+    for item in args.override:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise CommandError(f"--override wants NAME=VALUE, not {item!r}", ExitCode.USAGE)
+        field_name, setting = kafka_property(name, value)
+        settings[field_name] = setting
+    return settings
 
 
 def broker_config(args: argparse.Namespace) -> Any:
@@ -37,11 +55,10 @@ def broker_config(args: argparse.Namespace) -> Any:
     if args.advertise:
         host, _, port = args.advertise.rpartition(":")
         listeners[0].advertised_host, listeners[0].advertised_port = host, int(port)
-    return BrokerConfig(data_dir=args.data_dir, listeners=listeners, num_partitions=args.partitions,
-                        auto_create_topics=not args.no_auto_create, max_message_bytes=args.max_message_bytes,
-                        users=_users(args.user), commit_log_file_size=args.commit_log_file_size,
-                        flush_interval_ms=args.flush_interval_ms, index_keys=args.index_keys,
-                        max_connections=args.max_connections)
+    return BrokerConfig(data_dir=args.data_dir, listeners=listeners, users=_users(args),
+                        commit_log_file_size=args.commit_log_file_size, flush_interval_ms=args.flush_interval_ms,
+                        index_keys=args.index_keys, max_connections=args.max_connections,
+                        **_overrides(args))
 
 
 def run_broker(args: argparse.Namespace) -> int:
@@ -102,7 +119,7 @@ def run_stats(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"fastmq: no statistics in {args.data_dir} ({exc}); is a broker running there?", file=sys.stderr)
         return 1
-    if args.json:
+    if args.json or args.output == "json":
         print(json.dumps(snapshot, indent=2, sort_keys=True))
         return 0
     clients = snapshot.get("clients", {})
@@ -123,7 +140,11 @@ def register(commands: argparse._SubParsersAction, bench_targets: argparse._SubP
                              "default 127.0.0.1:9092, port 0 picks a free one")
     broker.add_argument("--advertise", metavar="HOST:PORT", help="the address Metadata gives clients")
     broker.add_argument("--partitions", type=int, default=1, help="partitions of auto-created topics (default 1)")
-    broker.add_argument("--no-auto-create", action="store_true", help="do not create topics on first use")
+    broker.add_argument("--no-auto-create", action="store_true",
+                        help="do not create topics on first use (as --override auto.create.topics.enable=false)")
+    broker.add_argument("--override", action="append", default=[], metavar="NAME=VALUE",
+                        help="a Kafka broker property, e.g. auto.create.topics.enable=false or num.partitions=3 "
+                             "(repeatable; see fastmq.broker.config.KAFKA_PROPERTIES)")
     broker.add_argument("--max-message-bytes", type=int, default=1048588)
     broker.add_argument("--commit-log-file-size", type=int, default=128 << 20)
     broker.add_argument("--flush-interval-ms", type=int, default=10_000,
@@ -133,8 +154,12 @@ def register(commands: argparse._SubParsersAction, bench_targets: argparse._SubP
                         help=f"connections each listener serves at once (default {DEFAULT_MAX_CONNECTIONS}); the "
                              f"open-file limit is raised to fit, or the broker says what to change")
     broker.add_argument("--index-keys", action="store_true", help="index record keys (RocketMQ query by key)")
+    broker.add_argument("--users-file", metavar="PATH",
+                        help="SASL users (PLAIN, SCRAM-SHA-256/512), one NAME=PASSWORD a line; also read from "
+                             "$FASTMQ_BROKER_USERS")
     broker.add_argument("--user", action="append", default=[], metavar="NAME=PASSWORD",
-                        help="a SASL user (PLAIN, SCRAM-SHA-256/512); repeatable")
+                        help="a SASL user (repeatable); the password is visible to every local user through ps: "
+                             "prefer --users-file or $FASTMQ_BROKER_USERS")
     broker.add_argument("--ssl-certfile")
     broker.add_argument("--ssl-keyfile")
     broker.add_argument("--ssl-password")
@@ -147,5 +172,6 @@ def register(commands: argparse._SubParsersAction, bench_targets: argparse._SubP
 
     stats = commands.add_parser("broker-stats", help="statistics of the broker running on a data directory")
     stats.add_argument("--data-dir", required=True)
-    stats.add_argument("--json", action="store_true", help="everything, as JSON")
+    stats.add_argument("--output", choices=["table", "json"], default="table", help="json: everything")
+    stats.add_argument("--json", action="store_true", help="as --output json")
     stats.set_defaults(func=run_stats)

@@ -9,26 +9,23 @@ import time
 import uuid
 from typing import Any, BinaryIO
 
-from fastmq.cli.produce import _parse_value, latency_cells, produce_records
+from fastmq.cli.endpoint import add_endpoint_options, prepare_topics, servers_of
+from fastmq.cli.failure import CommandError, ExitCode
+from fastmq.cli.produce import latency_cells, parse_client_options, produce_records
 from fastmq.cli.progress import ProgressBar, format_rate, print_table
 
 _TOKEN = re.compile(rb"%[tpokKsSThR%]|\\[nt\\]")
+_NUMERIC_OFFSET = re.compile(r"-?[0-9]+|s@[0-9]+")
 
 
 def add_consumer_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-b", "--bootstrap-servers", required=True, help="host:port[,host:port...]")
+    add_endpoint_options(parser)
     parser.add_argument("-X", dest="options", action="append", default=[], metavar="name=value",
                         help="any fastmq.kafka.Consumer option, e.g. -X isolation_level=read_committed (repeatable)")
 
 
 def consumer_options(args: argparse.Namespace) -> dict[str, Any]:
-    options: dict[str, Any] = {}
-    for item in args.options:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"fastmq: -X wants name=value, not {item!r}")
-        options[name.replace(".", "_").replace("-", "_")] = _parse_value(value)
-    return options
+    return parse_client_options(args.options)
 
 
 # ---- fastmq consume ----------------------------------------------------------------------------------------
@@ -42,15 +39,20 @@ class Formatter:
         self.parts: list[bytes | str] = []
         data = pattern.encode()
         last = 0
-        for match in _TOKEN.finditer(data):
-            if match.start() > last:
-                self.parts.append(data[last:match.start()])
-            token = match.group()
-            escapes = {b"\\n": b"\n", b"\\t": b"\t", b"\\\\": b"\\", b"%%": b"%"}
-            self.parts.append(escapes.get(token, token.decode()))
-            last = match.end()
-        if last < len(data):
-            self.parts.append(data[last:])
+        escapes = {b"\\n": b"\n", b"\\t": b"\t", b"\\\\": b"\\", b"%%": b"%"}
+        for match in [*_TOKEN.finditer(data), None]:
+            start = len(data) if match is None else match.start()
+            literal = data[last:start]
+            if b"%" in literal:                 # a % that starts no known token
+                unknown = literal[literal.index(b"%"):][:2].decode(errors="replace")
+                raise ValueError(f"unknown format token {unknown!r} in {pattern!r}; known: %t %p %o %k %K %s %S "
+                                 "%T %h %R %%")
+            if literal:
+                self.parts.append(literal)
+            if match is not None:
+                token = match.group()
+                self.parts.append(escapes.get(token, token.decode()))
+                last = match.end()
 
     def format(self, record: Any) -> bytes:
         out = []
@@ -80,8 +82,23 @@ class Formatter:
         return b"".join(out)
 
 
+def parse_offset(spec: str) -> str:
+    """An argparse type for kcat's -o: beginning, end, stored, N (absolute), -N (N before the end), s@MS (the
+    first record at or after a time in ms)."""
+    if spec in ("beginning", "end", "stored") or _NUMERIC_OFFSET.fullmatch(spec):
+        return spec
+    raise argparse.ArgumentTypeError(f"wants beginning, end, stored, N, -N or s@MS, not {spec!r}")
+
+
+def parse_format(pattern: str) -> Formatter:
+    """An argparse type for -f."""
+    try:
+        return Formatter(pattern)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _start_offsets(consumer: Any, partitions: list, spec: str) -> None:
-    """kcat's -o: beginning, end, stored, N (absolute), -N (N before the end), s@MS (first at or after a time)."""
     if spec == "beginning":
         consumer.seek_to_beginning(*partitions)
     elif spec == "end":
@@ -93,42 +110,32 @@ def _start_offsets(consumer: Any, partitions: list, spec: str) -> None:
         ends = consumer.end_offsets(partitions)
         for tp in partitions:
             consumer.seek(tp, found[tp].offset if found[tp] is not None else ends[tp])
-    elif spec.lstrip("-").isdigit():
-        value = int(spec)
-        if value >= 0:
-            for tp in partitions:
-                consumer.seek(tp, value)
-        else:
-            ends = consumer.end_offsets(partitions)
-            starts = consumer.beginning_offsets(partitions)
-            for tp in partitions:
-                consumer.seek(tp, max(starts[tp], ends[tp] + value))
+    elif int(spec) >= 0:
+        for tp in partitions:
+            consumer.seek(tp, int(spec))
     else:
-        raise SystemExit(f"fastmq: -o wants beginning, end, stored, N, -N or s@MS, not {spec!r}")
+        ends = consumer.end_offsets(partitions)
+        starts = consumer.beginning_offsets(partitions)
+        for tp in partitions:
+            consumer.seek(tp, max(starts[tp], ends[tp] + int(spec)))
 
 
 def run_consume(args: argparse.Namespace, out: BinaryIO | None = None) -> int:
-    from fastmq.kafka.errors import KafkaError
-
-    try:
-        return _consume(args, out if out is not None else sys.stdout.buffer)
-    except KafkaError as exc:
-        print(f"fastmq: {exc}", file=sys.stderr)
-        return 1
-
-
-def _consume(args: argparse.Namespace, out: BinaryIO) -> int:
     from fastmq.kafka import Consumer
     from fastmq.kafka.structs import TopicPartition
 
-    formatter = Formatter(args.format)
+    out = out if out is not None else sys.stdout.buffer
+
+    formatter = args.format
     options = consumer_options(args)
     options.setdefault("auto_offset_reset", "earliest" if args.offset == "beginning" else "latest")
+    options.setdefault("allow_auto_create_topics", False)      # a misspelled topic is an error, not a new topic
     if args.group is None:
         options.setdefault("enable_auto_commit", False)
-    consumer = Consumer(bootstrap_servers=args.bootstrap_servers, group_id=args.group, **options)
+    consumer = Consumer(bootstrap_servers=servers_of(args), group_id=args.group, **options)   # checks the options
     count = 0
     try:
+        prepare_topics(args, args.topics, options, create=False)
         if args.group is not None and args.partition is None:
             consumer.subscribe(args.topics)
         else:
@@ -137,7 +144,7 @@ def _consume(args: argparse.Namespace, out: BinaryIO) -> int:
                 numbers = [args.partition] if args.partition is not None else sorted(consumer.partitions_for_topic(topic))
                 partitions += [TopicPartition(topic, p) for p in numbers]
             if not partitions:
-                raise SystemExit(f"fastmq: no partitions found for {args.topics}")
+                raise CommandError(f"no partitions found for {args.topics}", ExitCode.NOT_FOUND)
             consumer.assign(partitions)
             _start_offsets(consumer, partitions, args.offset)
         idle_since = time.monotonic()
@@ -198,7 +205,7 @@ def consume_records(bootstrap_servers: str, topic: str, records: int, options: d
     if bar is not None:
         bar.finish()
     if count < records:
-        raise SystemExit(f"fastmq: only {count} of {records} records arrived")
+        raise CommandError(f"only {count} of {records} records arrived within {timeout:g} s")
     return elapsed
 
 
@@ -219,7 +226,7 @@ def end_to_end_latency(bootstrap_servers: str, topic: str, rate: float, seconds:
         consumer.seek_to_beginning(tp)
         first = consumer.poll(30.0)
         if not first:
-            raise SystemExit("fastmq: the latency topic could not be read")
+            raise CommandError("the latency topic could not be read")
 
         def produce() -> None:
             start = time.monotonic()
@@ -242,20 +249,21 @@ def end_to_end_latency(bootstrap_servers: str, topic: str, rate: float, seconds:
 
 
 def run_bench_consume(args: argparse.Namespace) -> int:
+    servers = servers_of(args)
     topic = args.topic
     options = consumer_options(args)
     if topic is None:
         topic = f"fastmq-bench-{uuid.uuid4().hex[:8]}"
         print(f"loading {args.records} records of {args.value_size} B into {topic}", file=sys.stderr)
-        produce_records(args.bootstrap_servers, topic, args.records, args.value_size,
+        produce_records(servers, topic, args.records, args.value_size,
                         {"acks": 1, "linger_ms": 10, "batch_size": 262144, "enable_idempotence": False}, 0,
                         progress=not args.quiet)
-    seconds = consume_records(args.bootstrap_servers, topic, args.records, options, progress=not args.quiet)
+    seconds = consume_records(servers, topic, args.records, options, progress=not args.quiet)
     rows = [["consume", format_rate(args.records / seconds), f"{args.records * args.value_size / seconds / 1e6:.1f}",
              "", ""]]
     if args.latency_seconds > 0:
         latency_topic = f"fastmq-latency-{uuid.uuid4().hex[:8]}"
-        latencies = end_to_end_latency(args.bootstrap_servers, latency_topic, args.latency_rate,
+        latencies = end_to_end_latency(servers, latency_topic, args.latency_rate,
                                        args.latency_seconds, options)
         rows.append([f"end-to-end at {format_rate(args.latency_rate)}/s", format_rate(len(latencies) / args.latency_seconds),
                      ""] + latency_cells(latencies))
@@ -269,11 +277,11 @@ def register(commands: argparse._SubParsersAction, bench_targets: argparse._SubP
     consume.add_argument("-t", "--topic", dest="topics", action="append", required=True, help="topic (repeatable)")
     consume.add_argument("-p", "--partition", type=int, default=None)
     consume.add_argument("-g", "--group", default=None, help="consume as a member of this group (commits offsets)")
-    consume.add_argument("-o", "--offset", default="beginning",
+    consume.add_argument("-o", "--offset", default="beginning", type=parse_offset,
                          help="where to start: beginning, end, stored, N, -N (N before the end), s@MS")
     consume.add_argument("-c", "--count", type=int, default=None, help="stop after this many records")
     consume.add_argument("-e", "--exit-at-end", action="store_true", help="stop at the end of every partition")
-    consume.add_argument("-f", "--format", default="%s\\n",
+    consume.add_argument("-f", "--format", default=Formatter("%s\\n"), type=parse_format,
                          help="output format: %%t %%p %%o %%k %%K %%s %%S %%T %%h %%R, \\n \\t (default: %%s\\n)")
     consume.add_argument("-v", "--verbose", action="store_true")
     consume.set_defaults(func=run_consume)

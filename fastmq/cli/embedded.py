@@ -17,6 +17,8 @@ import uuid
 from typing import Any
 
 from fastmq.cli.consume import consume_records
+from fastmq.cli.endpoint import servers_of
+from fastmq.cli.failure import CommandError
 from fastmq.cli.produce import ProduceResult, TABLE_HEADERS, latency_cells, produce_records
 from fastmq.cli.progress import ProgressBar, format_rate, print_table
 
@@ -62,7 +64,7 @@ def end_to_end(bootstrap_servers: str, topic: str, records: int, value_size: int
     thread.start()
     ready.wait(60)
     if failure:
-        raise SystemExit(f"fastmq: the end-to-end consumer failed: {failure[0]}")
+        raise CommandError(f"the end-to-end consumer failed: {failure[0]}")
     value = b"e" * value_size
     start = time.monotonic()
     with Producer(bootstrap_servers, **options) as producer:
@@ -75,7 +77,7 @@ def end_to_end(bootstrap_servers: str, topic: str, records: int, value_size: int
     if bar is not None:
         bar.finish()
     if failure:
-        raise SystemExit(f"fastmq: the end-to-end consumer failed: {failure[0]}")
+        raise CommandError(f"the end-to-end consumer failed: {failure[0]}")
     return records, elapsed, latencies
 
 
@@ -83,15 +85,13 @@ def run_main_job(args: argparse.Namespace) -> int:
     from fastmq.broker import BrokerProcess
     from fastmq.cli.produce import producer_options
 
-    broker = None
-    servers = args.bootstrap_servers
+    servers = None if args.bootstrap_servers is None else servers_of(args)
     progress = not args.quiet
-    if servers is None:
-        broker_args = ["--partitions", str(args.partitions)]
-        broker = BrokerProcess(args=broker_args).start()
-        servers = broker.bootstrap_servers
-        print(f"fastmq bench: embedded broker at {servers} (temporary directory)", file=sys.stderr)
-    try:
+    broker = BrokerProcess(args=["--partitions", str(args.partitions)]) if servers is None else None
+    try:        # from the broker's start: SIGTERM or Ctrl-C at any point stops it and removes its directory
+        if broker is not None:
+            servers = broker.start().bootstrap_servers
+            print(f"fastmq bench: embedded broker at {servers} (temporary directory)", file=sys.stderr)
         topic = args.topic or f"fastmq-bench-{uuid.uuid4().hex[:8]}"
         options = producer_options(args)
         print(f"producing {args.records} records of {args.value_size} B to {topic}", file=sys.stderr)

@@ -8,13 +8,15 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO, Iterable
 
+from fastmq.cli.failure import CommandError, ExitCode
+from fastmq.cli.endpoint import add_endpoint_options, prepare_topics, servers_of
 from fastmq.cli.progress import ProgressBar, format_rate, print_table
 
 LATENCY_SAMPLE_EVERY = 997      # one acknowledgement latency sample per this many records (a prime)
 
 
 def add_producer_options(parser: argparse.ArgumentParser, *, required_servers: bool) -> None:
-    parser.add_argument("-b", "--bootstrap-servers", required=required_servers, help="host:port[,host:port...]")
+    add_endpoint_options(parser, required=required_servers)
     parser.add_argument("-z", "--compression", choices=["none", "gzip", "snappy", "lz4", "zstd"], default="none")
     parser.add_argument("--acks", choices=["0", "1", "all"], default="all")
     parser.add_argument("--linger-ms", type=float, default=5.0)
@@ -23,16 +25,23 @@ def add_producer_options(parser: argparse.ArgumentParser, *, required_servers: b
                         help="any fastmq.kafka.Producer option, e.g. -X security_protocol=SSL (repeatable)")
 
 
+def parse_client_options(items: list[str]) -> dict[str, Any]:
+    """-X name=value items -> client keyword arguments (dots and dashes in names become underscores)."""
+    options: dict[str, Any] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise CommandError(f"-X wants name=value, not {item!r}", ExitCode.USAGE)
+        options[name.replace(".", "_").replace("-", "_")] = _parse_value(value)
+    return options
+
+
 def producer_options(args: argparse.Namespace) -> dict[str, Any]:
     acks = -1 if args.acks == "all" else int(args.acks)
     options: dict[str, Any] = {"acks": acks, "linger_ms": args.linger_ms, "batch_size": args.batch_size,
                                "compression_type": None if args.compression == "none" else args.compression,
                                "enable_idempotence": acks == -1}
-    for item in args.options:
-        name, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"fastmq: -X wants name=value, not {item!r}")
-        options[name.replace(".", "_").replace("-", "_")] = _parse_value(value)
+    options.update(parse_client_options(args.options))
     return options
 
 
@@ -63,13 +72,15 @@ def run_produce(args: argparse.Namespace) -> int:
     for item in args.header:
         name, sep, value = item.partition("=")
         if not sep:
-            raise SystemExit(f"fastmq: -H wants name=value, not {item!r}")
+            raise CommandError(f"-H wants name=value, not {item!r}", ExitCode.USAGE)
         headers.append((name, value.encode()))
     delimiter = args.key_delimiter.encode() if args.key_delimiter else None
     fixed_key = args.key.encode() if args.key is not None else None
     failures = []
     count = 0
-    with Producer(args.bootstrap_servers, **producer_options(args)) as producer:
+    options = producer_options(args)
+    with Producer(servers_of(args), **options) as producer:      # checks the options before any network wait
+        prepare_topics(args, [args.topic], options, create=True)
         for line in _lines(args.files):
             value = line[:-1] if line.endswith(b"\n") else line
             key = fixed_key
@@ -148,15 +159,15 @@ def produce_records(bootstrap_servers: str, topic: str, records: int, value_size
             bar.update(records)
             bar.finish()
         if producer.metrics()["producer-metrics"]["record-error-total"] or failures:
-            raise SystemExit(f"fastmq: records failed during the benchmark: {failures[:1]}")
+            raise CommandError(f"records failed during the benchmark: {failures[:1]}")
     return ProduceResult(records, value_size, sent - start, done - start, latencies)
 
 
 def run_bench_produce(args: argparse.Namespace) -> int:
     topic = args.topic or f"fastmq-bench-{uuid.uuid4().hex[:8]}"
-    print(f"producing {args.records} records of {args.value_size} B to {topic} at {args.bootstrap_servers}",
-          file=sys.stderr)
-    result = produce_records(args.bootstrap_servers, topic, args.records, args.value_size, producer_options(args),
+    servers = servers_of(args)
+    print(f"producing {args.records} records of {args.value_size} B to {topic} at {servers}", file=sys.stderr)
+    result = produce_records(servers, topic, args.records, args.value_size, producer_options(args),
                              args.partition, progress=not args.quiet)
     print_table(TABLE_HEADERS, result.rows())
     return 0

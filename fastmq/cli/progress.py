@@ -8,7 +8,8 @@ from typing import TextIO
 
 
 class ProgressBar:
-    """A bar on stderr, redrawn at most ten times a second; on a non-terminal, a line every 10%."""
+    """A bar on stderr, redrawn at most ten times a second; nothing when stderr is not a terminal (logs and pipes
+    get only the results)."""
 
     def __init__(self, label: str, total: int, unit: str = "msg", stream: TextIO | None = None) -> None:
         self.label = label
@@ -19,20 +20,15 @@ class ProgressBar:
         self.done = 0
         self.started = time.monotonic()
         self._drawn_at = 0.0
-        self._last_decile = -1
+        self._finished = False
 
     def update(self, done: int) -> None:
         self.done = done
         now = time.monotonic()
-        if self.tty:
-            if now - self._drawn_at >= 0.1 or done >= self.total:
-                self._drawn_at = now
-                self._draw(now, end="\n" if done >= self.total else "")
-        else:
-            decile = min(10, done * 10 // self.total)
-            if decile != self._last_decile:
-                self._last_decile = decile
-                self._draw(now, end="\n")
+        if self.tty and not self._finished and (now - self._drawn_at >= 0.1 or done >= self.total):
+            self._drawn_at = now
+            self._finished = done >= self.total
+            self._draw(now, end="\n" if self._finished else "")
 
     def _draw(self, now: float, end: str) -> None:
         fraction = min(1.0, self.done / self.total)
@@ -40,13 +36,13 @@ class ProgressBar:
         width = 30
         filled = int(fraction * width)
         bar = "#" * filled + "." * (width - filled)
-        prefix = "\r" if self.tty else ""
-        self.stream.write(f"{prefix}{self.label:<10} [{bar}] {fraction:6.1%} {self.done}/{self.total} "
+        self.stream.write(f"\r{self.label:<10} [{bar}] {fraction:6.1%} {self.done}/{self.total} "
                           f"{format_rate(rate)} {self.unit}/s{end}")
         self.stream.flush()
 
     def finish(self) -> None:
-        if self.done < self.total or (self.tty and self._drawn_at == 0):
+        if self.tty and not self._finished:
+            self._finished = True
             self._draw(time.monotonic(), end="\n")
 
 

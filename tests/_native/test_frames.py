@@ -5,12 +5,10 @@ TubeMQ's against the golden frames generated from the upstream protos.
 """
 from __future__ import annotations
 
-import json
 import random
 import struct
 import tracemalloc
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -26,9 +24,9 @@ from fastmq._native.frames import (
     encode_tubemq_frame,
 )
 from fastmq.errors import ConfigurationError, FastMQError, FrameTooLargeError, ProtocolError
+from tests.support.shared import golden_params, golden_path
 
-GOLDEN = Path(__file__).resolve().parents[2] / "../shared/golden"
-TUBEMQ_VECTORS = json.loads((GOLDEN / "tubemq/vectors.json").read_text())["vectors"]
+TUBEMQ_VECTORS = golden_params("tubemq/vectors.json", "vectors")
 
 TUBEMQ_TOKEN = 0xFF7FF4FE
 TUBEMQ_BLOCK = 8192
@@ -151,7 +149,7 @@ def frame_blocks(frame: bytes, block_lens: list[int]) -> list[bytes]:
 
 # --- TubeMQ golden frames --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("vector", TUBEMQ_VECTORS, ids=lambda v: v["name"])
+@pytest.mark.parametrize("vector", TUBEMQ_VECTORS, ids=lambda v: v and v["name"])
 def test_tubemq_golden_frame_split_whole_and_in_pieces(vector):
     frame = bytes.fromhex(vector["frame_hex"])
     assert len(frame) == vector["frame_len"]
@@ -173,7 +171,7 @@ def test_tubemq_golden_frame_split_whole_and_in_pieces(vector):
     assert split_by_feed(TubeMQFrameSplitter(), frame, [1]) == [(vector["serialNo"], expected_payload)]
 
 
-@pytest.mark.parametrize("vector", TUBEMQ_VECTORS, ids=lambda v: v["name"])
+@pytest.mark.parametrize("vector", TUBEMQ_VECTORS, ids=lambda v: v and v["name"])
 def test_tubemq_golden_frame_encodes_byte_for_byte(vector):
     frame = bytes.fromhex(vector["frame_hex"])
     payload = b"".join(frame_blocks(frame, vector["block_lens"]))
@@ -182,6 +180,7 @@ def test_tubemq_golden_frame_encodes_byte_for_byte(vector):
 
 
 def test_tubemq_golden_frames_back_to_back_come_out_in_order():
+    golden_path("tubemq", "vectors.json")
     stream = b"".join(bytes.fromhex(v["frame_hex"]) for v in TUBEMQ_VECTORS)
     frames = split_by_recv(TubeMQFrameSplitter(), stream, [37, 1000, 3])
     assert [serial for serial, _ in frames] == [v["serialNo"] for v in TUBEMQ_VECTORS]

@@ -9,7 +9,6 @@ import pytest
 
 from fastmq.store import MessageStore, MessageStoreConfig
 
-GOLDEN = Path(__file__).resolve().parents[2] / "../shared/golden/rocketmq"
 
 # 2026-01-15 10:00:00 local time: not the deletion hour.
 BASE_MILLIS = 1_768_467_600_000

@@ -10,11 +10,11 @@ from fastmq.errors import CorruptDataError
 from fastmq.store import StoredMessage, create_message_id, decode_message_id, decode_messages
 from fastmq.store.message import build_properties, iter_messages, join_keys, pack_host, unpack_host
 
-from .conftest import GOLDEN
+from tests.support.shared import golden_path
 
 
 def golden(name: str) -> bytes:
-    return (GOLDEN / name).read_bytes()
+    return golden_path("rocketmq", name).read_bytes()
 
 
 class TestGoldenRecords:

@@ -1,0 +1,88 @@
+"""Every code block of README.md runs and ends: Python blocks and shell blocks against an embedded broker (its
+address replaces the README's 127.0.0.1:9092), and the main-job command exactly as written, from a fresh clone.
+The other set-up command (install everything, run this suite) is the suite itself and is not run here."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fastmq.broker import EmbeddedBroker
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+ADDRESS = "127.0.0.1:9092"
+MAIN_JOB = "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/fastmq bench"
+TEST_SUITE = 'python3 -m venv .venv && .venv/bin/pip install -e ".[test]" && .venv/bin/pytest'
+BLOCK = re.compile(r"^```(\w+)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+LIMIT = 120         # seconds a block may take: far above what each needs, so that one that never ends fails
+
+
+def blocks() -> list[tuple[str, str]]:
+    found = [(language, text) for language, text in BLOCK.findall(README.read_text())]
+    assert found, "README.md has no code blocks"
+    return found
+
+
+def runnable() -> list[pytest.param]:
+    return [pytest.param(language, text, id=f"{language}-{index}") for index, (language, text) in enumerate(blocks())
+            if text.strip() not in (MAIN_JOB, TEST_SUITE)]
+
+
+def test_the_setup_commands_are_in_the_readme():
+    texts = [text.strip() for _, text in blocks()]
+    assert MAIN_JOB in texts and TEST_SUITE in texts
+    assert {language for language, _ in blocks()} <= {"python", "sh"}
+
+
+@pytest.fixture(scope="module")
+def broker():
+    with EmbeddedBroker() as embedded:
+        yield embedded
+
+
+@pytest.fixture(scope="module")
+def command_dir(tmp_path_factory) -> Path:
+    """A directory with a `fastmq` command that runs this interpreter's fastmq (first on PATH)."""
+    directory = tmp_path_factory.mktemp("bin")
+    command = directory / "fastmq"
+    command.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m fastmq "$@"\n')
+    command.chmod(0o755)
+    return directory
+
+
+@pytest.mark.parametrize("language, text", runnable())
+def test_block_runs_and_ends(language, text, broker, command_dir, tmp_path):
+    code = text.replace(ADDRESS, broker.bootstrap_servers)
+    env = dict(os.environ, PATH=f"{command_dir}{os.pathsep}{os.environ['PATH']}",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    command = [sys.executable, "-c", code] if language == "python" else ["bash", "-e", "-o", "pipefail", "-c", code]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=LIMIT, cwd=tmp_path, env=env)
+    assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    if "print(" in code or language == "sh":
+        assert result.stdout.strip(), "the block printed nothing"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_main_job_from_a_fresh_clone(tmp_path):
+    """The README's main-job command, as written, in a fresh clone (its last commit): pip builds and installs
+    fastmq into a new venv, and `fastmq bench` runs the default job through a broker process, whose working
+    directory holds the unbuilt source tree."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout: nothing to clone")
+    clone = tmp_path / "fastmq"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=300)
+    env = {name: value for name, value in os.environ.items() if name not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"     # python3: the suite's Python
+    result = subprocess.run(["bash", "-c", MAIN_JOB], cwd=clone, env=env, capture_output=True, text=True,
+                            timeout=3000)
+    assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+    stages = [line[:30].strip() for line in result.stdout.splitlines()[2:]]
+    assert stages[-4:] == ["produce (send loop)", "produce (acknowledged)", "consume (from the start)",
+                           "produce + consume (end-to-end)"], result.stdout[-3000:]
