@@ -64,7 +64,6 @@ def broker_config(args: argparse.Namespace) -> Any:
 def run_broker(args: argparse.Namespace) -> int:
     from fastmq.broker import Broker
     from fastmq.broker.process import READY_PREFIX
-    from fastmq.errors import ConfigurationError
 
     logging.basicConfig(level=getattr(logging, args.log_level.upper()), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -73,11 +72,7 @@ def run_broker(args: argparse.Namespace) -> int:
         signal.signal(signum, lambda *_: stop.set())
     if args.stop_with_stdin:
         threading.Thread(target=_stop_at_end_of_input, args=(stop,), name="fastmq-stdin-watch", daemon=True).start()
-    try:
-        broker = Broker(broker_config(args))
-    except ConfigurationError as exc:
-        print(f"fastmq: {exc}", file=sys.stderr)
-        return 2
+    broker = Broker(broker_config(args))
     try:
         for listener, (host, port) in broker.listeners:
             print(f"{READY_PREFIX}{listener.security_protocol}://{host}:{port}", flush=True)
