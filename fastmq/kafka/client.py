@@ -366,9 +366,9 @@ class KafkaClient:
         if not self.wait_for_metadata(0, timeout):
             raise kerrors.KafkaTimeoutError(
                 f"Unable to bootstrap from {self.config.bootstrap_servers}: no broker answered within "
-                f"{timeout:.1f} s{self._connection_trouble()}")
+                f"{timeout:.1f} s{self.connection_trouble()}")
 
-    def _connection_trouble(self) -> str:
+    def connection_trouble(self) -> str:
         """Why the known brokers are not connected, for error messages ('' when nothing is known)."""
         errors = {str(e) for e in (self.pool.last_error(node) for node in self._known_nodes()) if e is not None}
         return f" (last connection errors: {'; '.join(sorted(errors))})" if errors else ""
@@ -399,7 +399,7 @@ class KafkaClient:
                 if info is not None:
                     return info
                 why = (f": topic {topic!r} is {kerrors.for_code(error_code).message}" if error_code
-                       else self._connection_trouble())
+                       else self.connection_trouble())
                 raise kerrors.KafkaTimeoutError(f"Failed to update metadata after {timeout:.1f} secs{why}.")
             if self.cluster.version > version:
                 version = self.request_update()
