@@ -19,7 +19,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from fastmq.client import MetadataRefresh, metadata_candidates, parse_servers
+from fastmq.client import MetadataRefresh, RetryPolicy, metadata_candidates, parse_servers
 from fastmq.client.nodes import is_failing
 from fastmq.errors import ConfigurationError, FastMQError
 from fastmq.io import (
@@ -93,6 +93,12 @@ def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[tuple[str, int
         return parse_servers(servers, DEFAULT_PORT)
     except ConfigurationError as exc:
         raise kerrors.KafkaConfigurationError(f"bootstrap_servers: {exc}") from None
+
+
+def is_retriable(error: BaseException) -> bool:
+    """Kafka's retry classification: retriable errors, and stale metadata (which a refresh may fix)."""
+    error = kafka_error(error)
+    return bool(getattr(error, "retriable", False) or getattr(error, "invalid_metadata", False))
 
 
 def kafka_error(error: BaseException) -> BaseException:
@@ -171,6 +177,9 @@ class KafkaClient:
         self.refresh = MetadataRefresh(self.config.metadata_max_age_ms / 1000.0,
                                        self.config.retry_backoff_ms / 1000.0,
                                        self.config.retry_backoff_max_ms / 1000.0)
+        # For requests retried from a user's thread (offset lookups, ...).
+        self.retry = RetryPolicy(is_retriable, backoff_ms=self.config.retry_backoff_ms,
+                                 backoff_max_ms=self.config.retry_backoff_max_ms)
         self._waiting: list[_PendingCall] = []
         self._closed = False
         self.loop.add_poll_hook(self._maintain)
@@ -401,12 +410,10 @@ class KafkaClient:
                 why = (f": topic {topic!r} is {kerrors.for_code(error_code).message}" if error_code
                        else self.connection_trouble())
                 raise kerrors.KafkaTimeoutError(f"Failed to update metadata after {timeout:.1f} secs{why}.")
-            if self.cluster.version > version:
-                version = self.request_update()
-                # Leaders are being elected or the topic is being created: back off before asking again.
-                time.sleep(min(remaining, self.config.retry_backoff_ms / 1000.0))
-                continue
-            self.wait_for_metadata(version, min(remaining, 1.0))
+            # Leaders are being elected or the topic is being created: the refresh schedule asks again with
+            # a backoff until they are there (an answer that leaves them open counts as unresolved).
+            version = self.request_update(f"waiting for topic {topic!r}")
+            self.wait_for_metadata(version, remaining)
 
     def _maintain(self) -> float | None:
         """Poll hook: keep metadata fresh and connections coming for waiting calls; returns the longest

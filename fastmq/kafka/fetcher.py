@@ -561,14 +561,19 @@ class Fetcher:
         deadline = time.monotonic() + timeout
         remaining = dict(timestamps)
         results: dict[TopicPartition, tuple] = {}
-        backoff = self.config.retry_backoff_ms / 1000.0
         last_error: BaseException | None = None
+        attempts = 0
+
+        def timed_out() -> kerrors.KafkaTimeoutError:
+            return kerrors.KafkaTimeoutError(
+                f"offset lookup of {sorted(remaining)} did not finish within {timeout:.1f} s"
+                + (f" (last error: {last_error})" if last_error else ""))
+
         while remaining:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise kerrors.KafkaTimeoutError(
-                    f"offset lookup of {sorted(remaining)} did not finish within {timeout:.1f} s"
-                    + (f" (last error: {last_error})" if last_error else ""))
+                raise timed_out()
+            attempts += 1
             by_node: dict[Any, dict[TopicPartition, int]] = {}
             for tp, ts in remaining.items():
                 info = self.client.topic_metadata(tp.topic, left)
@@ -612,8 +617,12 @@ class Fetcher:
                         results[tp] = (offset, part.timestamp, part.leader_epoch)
                         del remaining[tp]
             if remaining and (retry or not futures):
-                self.client.request_update()
-                time.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
+                self.client.request_update("an offset lookup failed")
+                delay = self.client.retry.next_delay(
+                    last_error or kerrors.LeaderNotAvailableError("no leader"), attempts, time.monotonic(), deadline)
+                if delay is None:
+                    raise timed_out()
+                time.sleep(delay)
         return results
 
     def close(self) -> None:

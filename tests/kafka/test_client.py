@@ -107,3 +107,13 @@ def test_call_to_an_unknown_node_fails_its_future(client):
     c = client()
     with pytest.raises(kerrors.BrokerNotAvailableError):
         c.call(424242, kp.MetadataRequest(topics=[])).result(5)
+
+
+def test_retry_classification():
+    from fastmq.io import ConnectFailedError
+    from fastmq.kafka.client import is_retriable
+
+    assert is_retriable(ConnectFailedError("refused"))                   # network errors of the engine
+    assert is_retriable(kerrors.NotLeaderForPartitionError("stale"))    # metadata a refresh fixes
+    assert is_retriable(kerrors.RequestTimedOutError("slow"))
+    assert not is_retriable(kerrors.TopicAuthorizationFailedError("no"))
