@@ -430,9 +430,10 @@ class KafkaClient:
             return _earlier(limit, delay)
         node_id = self.least_loaded_node()
         if node_id is None:
-            # Every node is in a reconnect backoff: come back when the first one ends.
-            backoffs = [self.pool.connection_delay(n) for n in self._known_nodes()]
-            return _earlier(limit, max(min(backoffs, default=0.1), 0.001))
+            # Every node is busy (its answers wake the loop) or in a reconnect backoff: come back when the
+            # first backoff ends.
+            backoffs = [self.pool.connection_delay(n) for n in self._known_nodes() if self.pool.is_disconnected(n)]
+            return _earlier(limit, max(min(backoffs), 0.001) if backoffs else None)
         if not self.ready(node_id):
             return limit        # connecting: its state listener wakes the loop
         all_topics = self._all_topics or not self._topics
