@@ -157,6 +157,7 @@ class Fetcher:
             return None
         assignment = self.subscriptions.assignment
         if not assignment:
+            self.unavailable = {}
             return None
         now = time.monotonic()
         wait: float | None = None

@@ -10,6 +10,8 @@ import pytest
 
 from fastmq.broker import EmbeddedBroker
 from fastmq.kafka import Admin, Consumer, Producer
+from fastmq.kafka import errors as kerrors
+from fastmq.kafka import protocol as kp
 from fastmq.kafka.client import KafkaClient
 from fastmq.kafka.structs import TopicPartition
 
@@ -81,13 +83,12 @@ def test_a_failed_connection_triggers_a_refresh(proxied_tansu):
         client.request(node, _metadata_request(), 30)       # the broker's connection is up
         version = client.cluster.version
         proxied_tansu.proxy.cut_after(1)
-        with pytest.raises(Exception):
+        with pytest.raises(kerrors.KafkaConnectionError):
             client.request(node, _metadata_request(), 30)
         assert client.wait_for_metadata(version, 30)
 
 
 def _metadata_request():
-    from fastmq.kafka import protocol as kp
     return kp.MetadataRequest(topics=[])
 
 
