@@ -37,6 +37,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 import fastmq
+from fastmq.client import RateLimiter
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.assignors import PartitionAssignor, make_assignors
@@ -117,28 +118,6 @@ class ConsumerConfig:
 
 _CONSUMER_KEYS = {f.name for f in fields(ConsumerConfig)}
 _CLIENT_KEYS = {f.name for f in fields(ClientConfig)}
-
-
-class RateLimiter:
-    """A token bucket: `rate` per second, bursts of up to one second's worth."""
-
-    def __init__(self, rate: float) -> None:
-        self.rate = rate
-        self.tokens = rate
-        self.updated = time.monotonic()
-
-    def available(self) -> float:
-        now = time.monotonic()
-        self.tokens = min(self.rate, self.tokens + (now - self.updated) * self.rate)
-        self.updated = now
-        return self.tokens
-
-    def take(self, amount: float) -> None:
-        self.tokens -= amount
-
-    def wait_for(self, amount: float) -> float:
-        """Seconds until `amount` tokens are there."""
-        return max(0.0, (min(amount, self.rate) - self.tokens) / self.rate)
 
 
 class Consumer:
