@@ -467,7 +467,10 @@ class KafkaClient:
             if name not in cluster.topics:
                 code = cluster.topic_errors.get(name)
                 return f"topic {name!r} is {kerrors.for_code(code).message if code else 'not in the metadata'}"
-        for info in cluster.topics.values():
+        # Tracked topics; every topic only for pattern subscriptions (others may list all for other reasons).
+        topics = cluster.topics.values() if self._all_topics else [
+            cluster.topics[name] for name in self._topics if name in cluster.topics]
+        for info in topics:
             for p in info.partitions:
                 if p.leader < 0:
                     return f"{info.name}-{p.partition} has no leader"
