@@ -55,7 +55,7 @@ class MetadataRefresh:
     def __init__(self, max_age: float, min_interval: float, max_backoff: float, *,
                  backoff: ReconnectBackoff | None = None) -> None:
         if max_age <= 0 or min_interval < 0 or max_backoff < 0:
-            raise ValueError("metadata refresh times must be positive")
+            raise ValueError("the metadata max age must be positive and the intervals not negative")
         self.max_age = max_age
         self.min_interval = min_interval
         # Doubling from min_interval after each failed or unresolved refresh, up to max_backoff; never from
