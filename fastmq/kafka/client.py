@@ -1,8 +1,9 @@
 """KafkaClient: the network side shared by the producer, the consumer and the admin client.
 
 It owns one I/O loop thread and a connection pool, bootstraps from a list of servers, keeps the cluster
-metadata fresh (periodically, on demand, and when a request reports a leader or topic error), and sends
-requests with the highest API version each broker supports.
+metadata fresh (fastmq.client.metadata decides when: periodically, on demand, when a request reports a
+leader or topic error, when a broker's connection fails, and with a backoff while a partition has no
+reachable leader), and sends requests with the highest API version each broker supports.
 
 Two ways to send:
 - on the loop thread (the producer's sender, the consumer's fetcher): send(node_id, request, callback), for
@@ -18,7 +19,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from fastmq.errors import FastMQError
+from fastmq.client import MetadataRefresh, RetryPolicy, metadata_candidates, parse_servers
+from fastmq.client.nodes import is_failing
+from fastmq.errors import ConfigurationError, FastMQError
 from fastmq.io import (
     DEFAULT_SOCKET_OPTIONS, AuthenticationError, ConnectionPool, IOLoop, IOMetrics, NetworkError,
     RequestTimeoutError, TLSError,
@@ -31,22 +34,28 @@ from fastmq.kafka.connection import KafkaAdapter
 
 _log = logging.getLogger(__name__)
 
+DEFAULT_PORT = 9092
+
 ResponseCallback = Callable[[Any, BaseException | None], None]
 
 
 @dataclass
 class ClientConfig:
-    """Connection settings, with kafka-python's names and defaults."""
+    """Connection settings, with kafka-python's names and defaults, except reconnect_backoff_max_ms (and
+    retry_backoff_max_ms, which kafka-python lacks), which are the Java client's."""
 
     bootstrap_servers: str | list[str] = "localhost"
     client_id: str | None = None
     request_timeout_ms: float = 30000
     connections_max_idle_ms: float = 540000
     reconnect_backoff_ms: float = 50
-    reconnect_backoff_max_ms: float = 30000
+    # The Java client's 1 s, not kafka-python's 30 s: a broker back after some downtime is reconnected to
+    # within a second (it took up to the 30 s cap before; the compat faces keep kafka-python's value).
+    reconnect_backoff_max_ms: float = 1000
     max_in_flight_requests_per_connection: int = 5
     receive_message_max_bytes: int = 100_000_000
     retry_backoff_ms: float = 100
+    retry_backoff_max_ms: float = 1000     # metadata refreshes back off up to this (Kafka's KIP-580 default)
     metadata_max_age_ms: float = 300000
     allow_auto_create_topics: bool = True
     security_protocol: str = "PLAINTEXT"
@@ -83,26 +92,16 @@ class ClientConfig:
 
 def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[tuple[str, int]]:
     """'host1:9092,host2' or ['host1:9092', ...] -> [(host, port)]; the port defaults to 9092."""
-    items = servers.split(",") if isinstance(servers, str) else list(servers)
-    parsed = []
-    for item in items:
-        item = item.strip()
-        if not item:
-            continue
-        if item.startswith("["):                            # [ipv6]:port
-            host, _, rest = item[1:].partition("]")
-            port = rest.lstrip(":") or "9092"
-        elif item.count(":") == 1:
-            host, port = item.split(":")
-        else:
-            host, port = item, "9092"
-        try:
-            parsed.append((host, int(port)))
-        except ValueError:
-            raise kerrors.KafkaConfigurationError(f"bad bootstrap server {item!r}") from None
-    if not parsed:
-        raise kerrors.KafkaConfigurationError("bootstrap_servers is empty")
-    return parsed
+    try:
+        return parse_servers(servers, DEFAULT_PORT)
+    except ConfigurationError as exc:
+        raise kerrors.KafkaConfigurationError(f"bootstrap_servers: {exc}") from None
+
+
+def is_retriable(error: BaseException) -> bool:
+    """Kafka's retry classification: retriable errors, and stale metadata (which a refresh may fix)."""
+    error = kafka_error(error)
+    return bool(getattr(error, "retriable", False) or getattr(error, "invalid_metadata", False))
 
 
 def kafka_error(error: BaseException) -> BaseException:
@@ -178,9 +177,12 @@ class KafkaClient:
         # Metadata state, loop thread only.
         self._topics: set[str] = set()
         self._all_topics = False
-        self._metadata_wanted = True
-        self._metadata_in_flight = False
-        self._metadata_attempt_at = 0.0
+        self.refresh = MetadataRefresh(self.config.metadata_max_age_ms / 1000.0,
+                                       self.config.retry_backoff_ms / 1000.0,
+                                       self.config.retry_backoff_max_ms / 1000.0)
+        # For requests retried from a user's thread (offset lookups, ...).
+        self.retry = RetryPolicy(is_retriable, backoff_ms=self.config.retry_backoff_ms,
+                                 backoff_max_ms=self.config.retry_backoff_max_ms)
         self._waiting: list[_PendingCall] = []
         self._closed = False
         self.loop.add_poll_hook(self._maintain)
@@ -190,11 +192,15 @@ class KafkaClient:
     # ---- nodes --------------------------------------------------------------------------------------
 
     def _known_nodes(self) -> list[Any]:
-        return list(self.cluster.brokers) or list(self._bootstrap)
+        return metadata_candidates(self.pool, list(self.cluster.brokers), self._bootstrap)
 
     def least_loaded_node(self) -> Any | None:
         """Loop thread: the node for a node-independent request (metadata, coordinator lookup)."""
         return self.pool.least_loaded_node(self._known_nodes())
+
+    def is_failing(self, node_id: Any) -> bool:
+        """Loop thread: the node's last connection failed and none is up or coming."""
+        return is_failing(self.pool, node_id)
 
     def is_ready(self, node_id: Any) -> bool:
         """Loop thread: connected, handshake done, and below max in-flight."""
@@ -220,6 +226,9 @@ class KafkaClient:
             self._dispatch_waiting()
         elif error is not None and not self._closed:
             _log.debug("node %r: %s", node_id, error)
+            if node_id in self.cluster.brokers:
+                # The broker may be gone for good and its partitions led elsewhere by now.
+                self._want_metadata(f"the connection to broker {node_id} failed ({error})")
 
     # ---- sending on the loop thread ---------------------------------------------------------------------
 
@@ -339,21 +348,26 @@ class KafkaClient:
 
     def _add_topics(self, topics: set[str]) -> None:
         self._topics |= topics
-        self._metadata_wanted = True
+        self._want_metadata(f"new topics {sorted(topics)}")
 
     def set_all_topics(self, wanted: bool) -> None:
         """Any thread: fetch every topic (pattern subscriptions) instead of the tracked ones."""
         self.loop.call_soon_threadsafe(setattr, self, "_all_topics", wanted)
         self.request_update()
 
-    def request_update(self) -> int:
+    def request_update(self, reason: str = "requested") -> int:
         """Any thread: ask for fresh metadata soon; returns the current version (wait beyond it)."""
         version = self.cluster.version
-        self.loop.call_soon_threadsafe(self._want_metadata)
+        if self.loop.in_loop_thread():
+            self._want_metadata(reason)
+        else:
+            self.loop.call_soon_threadsafe(self._want_metadata, reason)
         return version
 
-    def _want_metadata(self) -> None:
-        self._metadata_wanted = True
+    def _want_metadata(self, reason: str) -> None:
+        # Only a new request wakes the loop: hooks that ask on every iteration must not keep it awake.
+        if self.refresh.request(reason) and self.loop.in_loop_thread():
+            self.loop.wakeup()
 
     def bootstrap(self, timeout: float) -> None:
         """Any thread: wait until the first metadata arrived from a bootstrap server (kafka-python connects
@@ -364,9 +378,9 @@ class KafkaClient:
         if not self.wait_for_metadata(0, timeout):
             raise kerrors.KafkaTimeoutError(
                 f"Unable to bootstrap from {self.config.bootstrap_servers}: no broker answered within "
-                f"{timeout:.1f} s{self._connection_trouble()}")
+                f"{timeout:.1f} s{self.connection_trouble()}")
 
-    def _connection_trouble(self) -> str:
+    def connection_trouble(self) -> str:
         """Why the known brokers are not connected, for error messages ('' when nothing is known)."""
         errors = {str(e) for e in (self.pool.last_error(node) for node in self._known_nodes()) if e is not None}
         return f" (last connection errors: {'; '.join(sorted(errors))})" if errors else ""
@@ -397,59 +411,75 @@ class KafkaClient:
                 if info is not None:
                     return info
                 why = (f": topic {topic!r} is {kerrors.for_code(error_code).message}" if error_code
-                       else self._connection_trouble())
+                       else self.connection_trouble())
                 raise kerrors.KafkaTimeoutError(f"Failed to update metadata after {timeout:.1f} secs{why}.")
-            if self.cluster.version > version:
-                version = self.request_update()
-                # Leaders are being elected or the topic is being created: back off before asking again.
-                time.sleep(min(remaining, self.config.retry_backoff_ms / 1000.0))
-                continue
-            self.wait_for_metadata(version, min(remaining, 1.0))
+            # Leaders are being elected or the topic is being created: the refresh schedule asks again with
+            # a backoff until they are there (an answer that leaves them open counts as unresolved).
+            version = self.request_update(f"waiting for topic {topic!r}")
+            self.wait_for_metadata(version, remaining)
 
     def _maintain(self) -> float | None:
         """Poll hook: keep metadata fresh and connections coming for waiting calls; returns the longest
         the loop may sleep."""
-        now = time.monotonic()
         if self._waiting:
             self._dispatch_waiting()
-        age_limit = self.config.metadata_max_age_ms / 1000.0
-        due = self.cluster.updated_at + age_limit
-        if self._metadata_wanted:
-            due = min(due, self._metadata_attempt_at + self.config.retry_backoff_ms / 1000.0)
-        if self._metadata_in_flight or self._closed:
-            return None if not self._waiting else 0.05
-        if now < due:
-            wait = due - now
-            return min(wait, 0.05) if self._waiting else wait
+        # Waiting calls look for a ready node again shortly (their nodes may be in a reconnect backoff).
+        limit = 0.05 if self._waiting else None
+        if self._closed:
+            return None
+        now = time.monotonic()
+        delay = self.refresh.delay(now)
+        if delay is None or delay > 0:
+            return _earlier(limit, delay)
         node_id = self.least_loaded_node()
-        if node_id is None or not self.ready(node_id):
-            return 0.05     # connecting (the state listener wakes the loop) or all nodes in backoff
-        self._metadata_attempt_at = now
-        self._metadata_in_flight = True
+        if node_id is None:
+            # Every node is busy (its answers wake the loop) or in a reconnect backoff: come back when the
+            # first backoff ends.
+            backoffs = [self.pool.connection_delay(n) for n in self._known_nodes() if self.pool.is_disconnected(n)]
+            return _earlier(limit, max(min(backoffs), 0.001) if backoffs else None)
+        if not self.ready(node_id):
+            return limit        # connecting: its state listener wakes the loop
         all_topics = self._all_topics or not self._topics
         topics = None if self._all_topics else [kp.MetadataRequest.MetadataRequestTopic(name=t) for t in sorted(self._topics)]
         request = kp.MetadataRequest(topics=topics, allow_auto_topic_creation=self.config.allow_auto_create_topics)
-        self._metadata_wanted = False
+        reason = self.refresh.started(now)
+        _log.debug("metadata request to node %r: %s", node_id, reason)
         try:
             self.send(node_id, request, lambda response, error: self._on_metadata(response, error, all_topics))
         except Exception as exc:
-            self._metadata_in_flight = False
-            self._metadata_wanted = True
-            _log.debug("metadata request to %r not sent: %s", node_id, exc)
-        return 0.05
+            self.refresh.failed(f"the metadata request to node {node_id!r} was not sent ({exc})")
+            return _earlier(limit, self.refresh.delay(now))
+        return limit
 
     def _on_metadata(self, response: Any, error: BaseException | None, all_topics: bool) -> None:
-        self._metadata_in_flight = False
         if error is not None:
-            self._metadata_wanted = True
+            self.refresh.failed(f"the last metadata request failed ({error})")
             _log.debug("metadata request failed: %s", error)
             return
         for broker in response.brokers:
             self.pool.add_node(broker.node_id, broker.host, broker.port)
-        self.cluster.update(response, time.monotonic(), all_topics=all_topics)
-        if any(info.error_code or any(p.leader < 0 for p in info.partitions)
-               for info in self.cluster.topics.values()):
-            self._metadata_wanted = True
+        now = time.monotonic()
+        self.cluster.update(response, now, all_topics=all_topics)
+        self.refresh.succeeded(now, self._unresolved())
+
+    def _unresolved(self) -> str | None:
+        """What the metadata leaves open for the tracked topics (refreshed again with a backoff until
+        resolved): a topic it does not know, a partition without a leader or with an unreachable one."""
+        cluster = self.cluster
+        for name in sorted(self._topics):
+            if name not in cluster.topics:
+                code = cluster.topic_errors.get(name)
+                return f"topic {name!r} is {kerrors.for_code(code).message if code else 'not in the metadata'}"
+        # Tracked topics; every topic only for pattern subscriptions (others may list all for other reasons).
+        topics = cluster.topics.values() if self._all_topics else [
+            cluster.topics[name] for name in self._topics if name in cluster.topics]
+        for info in topics:
+            for p in info.partitions:
+                if p.leader < 0:
+                    return f"{info.name}-{p.partition} has no leader"
+                if self.is_failing(p.leader):
+                    return f"{info.name}-{p.partition} is led by broker {p.leader}, which is unreachable"
+        return None
 
     # ---- closing ---------------------------------------------------------------------------------------
 
@@ -485,3 +515,10 @@ class KafkaClient:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _earlier(limit: float | None, delay: float | None) -> float | None:
+    """The shorter of two sleep limits (None: no limit)."""
+    if limit is None:
+        return delay
+    return limit if delay is None else min(limit, delay)

@@ -1,10 +1,10 @@
 """What the client knows of the cluster: brokers, topics, partitions and their leaders (from Metadata)."""
 from __future__ import annotations
 
-import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from fastmq.client import MetadataVersion
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka.structs import TopicPartition
 
@@ -42,20 +42,18 @@ class TopicInfo:
         return [p.leader for p in self.partitions]
 
 
-@dataclass
-class ClusterMetadata:
+class ClusterMetadata(MetadataVersion):
     """A snapshot updated from Metadata responses; reads are safe from any thread (objects are immutable
-    and replaced whole), waiters are woken on every update."""
+    and replaced whole), waiters are woken on every update (version, updated_at, wait_for_version)."""
 
-    brokers: dict[int, BrokerInfo] = field(default_factory=dict)
-    topics: dict[str, TopicInfo] = field(default_factory=dict)
-    # Topics the last response reported as errors (unknown, unauthorized, ...): name -> error code.
-    topic_errors: dict[str, int] = field(default_factory=dict)
-    cluster_id: str | None = None
-    controller_id: int = -1
-    version: int = 0                         # incremented by every update
-    updated_at: float = 0.0                  # monotonic time of the last update
-    _changed: threading.Condition = field(default_factory=threading.Condition, repr=False)
+    def __init__(self) -> None:
+        super().__init__()
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.topics: dict[str, TopicInfo] = {}
+        # Topics the last response reported as errors (unknown, unauthorized, ...): name -> error code.
+        self.topic_errors: dict[str, int] = {}
+        self.cluster_id: str | None = None
+        self.controller_id = -1
 
     def update(self, response: Any, now: float, *, all_topics: bool) -> None:
         """Apply a MetadataResponse. With all_topics the response lists every topic, so topics missing
@@ -82,25 +80,15 @@ class ClusterMetadata:
                 continue
             topics[name] = TopicInfo(name, tuple(partitions), topic.is_internal, topic.error_code,
                                      getattr(topic, "topic_id", None))
-        with self._changed:
+
+        def apply() -> None:
             self.brokers = brokers
             self.topics = topics
             self.topic_errors = errors
             self.cluster_id = response.cluster_id
             self.controller_id = response.controller_id
-            self.version += 1
-            self.updated_at = now
-            self._changed.notify_all()
 
-    def wait_for_version(self, version: int, timeout: float | None) -> bool:
-        """Wait until an update newer than `version` arrived; False on timeout."""
-        with self._changed:
-            return self._changed.wait_for(lambda: self.version > version, timeout)
-
-    def wake(self) -> None:
-        """Wake waiters without an update (e.g. the client is closing)."""
-        with self._changed:
-            self._changed.notify_all()
+        self.publish(now, apply)
 
     def partitions_for(self, topic: str) -> set[int] | None:
         info = self.topics.get(topic)

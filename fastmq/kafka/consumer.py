@@ -1,9 +1,18 @@
 """fastmq.kafka.Consumer: the idiomatic Kafka consumer.
 
-    with Consumer("127.0.0.1:9092", group_id="billing", auto_offset_reset="earliest") as consumer:
-        consumer.subscribe(["invoices"])
+    with Consumer("invoices", bootstrap_servers="127.0.0.1:9092", group_id="billing",
+                  auto_offset_reset="earliest", consumer_timeout_ms=10000) as consumer:
         for record in consumer:                         # or consumer.poll(1.0) / consumer.consume(10000, 1.0)
             handle(record.value)
+
+Topics given first are subscribed (or call subscribe() / assign() later). A group without committed offsets
+starts where auto_offset_reset says: "latest" (the default) means the end of each partition as it is when the
+group first joins, so records produced before that are not seen; "earliest" reads them. Iteration ends after
+consumer_timeout_ms without a record (by default it waits for ever).
+
+Partitions that cannot be fetched (no such topic or partition, no leader, an unreachable leader) are logged
+as warnings and listed by unavailable_partitions(); polls meanwhile sleep until data, new metadata or their
+timeout. at_end() says whether every assigned partition was read up to its end (for "exit at the end" tools).
 
 Records are kafka-python's ConsumerRecord namedtuples, decoded by compiled code on the client's I/O thread
 while the previous records are processed (prefetching); headers are an immutable tuple of (key, value) pairs.
@@ -28,6 +37,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Callable
 
 import fastmq
+from fastmq.client import RateLimiter
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.assignors import PartitionAssignor, make_assignors
@@ -108,28 +118,6 @@ class ConsumerConfig:
 
 _CONSUMER_KEYS = {f.name for f in fields(ConsumerConfig)}
 _CLIENT_KEYS = {f.name for f in fields(ClientConfig)}
-
-
-class RateLimiter:
-    """A token bucket: `rate` per second, bursts of up to one second's worth."""
-
-    def __init__(self, rate: float) -> None:
-        self.rate = rate
-        self.tokens = rate
-        self.updated = time.monotonic()
-
-    def available(self) -> float:
-        now = time.monotonic()
-        self.tokens = min(self.rate, self.tokens + (now - self.updated) * self.rate)
-        self.updated = now
-        return self.tokens
-
-    def take(self, amount: float) -> None:
-        self.tokens -= amount
-
-    def wait_for(self, amount: float) -> float:
-        """Seconds until `amount` tokens are there."""
-        return max(0.0, (min(amount, self.rate) - self.tokens) / self.rate)
 
 
 class Consumer:
@@ -466,6 +454,26 @@ class Consumer:
         if not isinstance(partition, TopicPartition):
             raise TypeError("partition must be a TopicPartition namedtuple")
         return self._subscriptions.state(partition).highwater
+
+    def at_end(self, *partitions: TopicPartition) -> bool:
+        """Whether every given partition (default: every assigned one) was handed out up to its end: its
+        position has reached the high watermark of the last fetch (the last stable offset with
+        read_committed). False while a position or the end is not known yet, and when nothing is assigned."""
+        if not all(isinstance(p, TopicPartition) for p in partitions):
+            raise TypeError("partitions must be TopicPartition namedtuples")
+        states = [self._subscriptions.state(tp) for tp in partitions] if partitions else \
+            list(self._subscriptions.assignment.values())
+        read_committed = self.config.isolation_level == "read_committed"
+        for state in states:
+            end = state.last_stable_offset if read_committed else state.highwater
+            if end is None or state.position is None or state.position < end:
+                return False
+        return bool(states)
+
+    def unavailable_partitions(self) -> dict[TopicPartition, str]:
+        """Assigned partitions that cannot be fetched now, with why (no such topic or partition, no leader,
+        an unreachable leader, no broker answering). They are retried as new metadata arrives."""
+        return dict(self._fetcher.unavailable)
 
     def pause(self, *partitions: TopicPartition) -> None:
         if not all(isinstance(p, TopicPartition) for p in partitions):

@@ -12,7 +12,10 @@ On the I/O loop thread (a poll hook of the client's loop):
 - partitions waiting for an offset lookup (auto_offset_reset, seek_to_beginning / end) get one ListOffsets
   per node;
 - pull-frequency control (TubeMQ's): after a response with no records, the node is not fetched again for
-  empty_fetch_backoff_ms.
+  empty_fetch_backoff_ms;
+- partitions that cannot be fetched (no such topic or partition, no leader, an unreachable leader) are
+  logged once per reason and listed in `unavailable`; they wait for the next metadata, which the client
+  refreshes with a backoff, without waking the loop meanwhile.
 
 On the user's thread: drain() hands out buffered records (dropping those of partitions that were sought,
 paused or revoked meanwhile, by their epoch) and list_offsets() looks offsets up for offsets_for_times,
@@ -140,6 +143,8 @@ class Fetcher:
         self._topic_names: dict[Any, str] = {}
         self._topic_names_version = -1
         self._closed = False
+        # Partitions that cannot be fetched now -> why; replaced whole by the loop thread, read by any.
+        self.unavailable: dict[TopicPartition, str] = {}
         # Counters for metrics and tests.
         self.fetch_requests = 0
         self.records_fetched = 0
@@ -152,13 +157,14 @@ class Fetcher:
             return None
         assignment = self.subscriptions.assignment
         if not assignment:
+            self.unavailable = {}
             return None
         now = time.monotonic()
         wait: float | None = None
         cluster = self.client.cluster
         fetches: dict[Any, list[tuple[PartitionState, int, int]]] = {}
         resets: dict[Any, list[tuple[PartitionState, int]]] = {}
-        missing_leader = False
+        unavailable: dict[TopicPartition, str] = {}
         with self.subscriptions.lock:
             for state in assignment.values():
                 if now < state.retry_at:
@@ -170,7 +176,7 @@ class Fetcher:
                         continue                    # a lookup is on the wire
                     leader = cluster.leader_for(state.tp)
                     if leader < 0:
-                        missing_leader = True
+                        self._no_leader(state.tp, unavailable)
                         continue
                     resets.setdefault(leader, []).append((state, epoch))
                     continue
@@ -182,19 +188,16 @@ class Fetcher:
                     state.fetch_epoch = epoch
                 leader = cluster.leader_for(state.tp)
                 if leader < 0:
-                    missing_leader = True
+                    self._no_leader(state.tp, unavailable)
                     continue
                 fetches.setdefault(leader, []).append((state, epoch, state.fetch_offset))
-        if missing_leader:
-            self.client.request_update()
-            wait = _earlier(wait, self.config.retry_backoff_ms / 1000.0)
         for node, items in resets.items():
             if node in self._resetting_nodes:
                 continue
             if self.client.ready(node):
                 self._send_reset(node, items)
             else:
-                wait = self._reconnect_wait(node, wait)
+                wait = self._reconnect_wait(node, wait, [state.tp for state, _ in items], unavailable)
         for node, items in fetches.items():
             if node in self._fetching_nodes:
                 continue
@@ -205,14 +208,59 @@ class Fetcher:
             if self.client.ready(node):
                 self._send_fetch(node, items)
             else:
-                wait = self._reconnect_wait(node, wait)
+                wait = self._reconnect_wait(node, wait, [state.tp for state, _, _ in items], unavailable)
+        self._note_unavailable(assignment, unavailable, [*fetches, *resets])
         return wait
 
-    def _reconnect_wait(self, node: Any, wait: float | None) -> float | None:
+    def _reconnect_wait(self, node: Any, wait: float | None, partitions: list[TopicPartition],
+                        unavailable: dict[TopicPartition, str]) -> float | None:
+        if self.client.is_failing(node):
+            why = f"its leader, broker {node}, is unreachable ({self.client.pool.last_error(node)})"
+            for tp in partitions:
+                unavailable[tp] = why
         # While connecting, the connection's events wake the loop; in a reconnect backoff nothing would:
         # come back when it ends.
         delay = self.client.connection_delay(node)
         return wait if delay == float("inf") else _earlier(wait, max(delay, 0.001))
+
+    def _no_leader(self, tp: TopicPartition, unavailable: dict[TopicPartition, str]) -> None:
+        """A partition without a known leader waits for metadata (a metadata update wakes the loop); says
+        why in `unavailable` once the metadata or the connection errors tell."""
+        self.client.request_update(f"no leader known for {tp}")
+        cluster = self.client.cluster
+        if cluster.version == 0:
+            trouble = self.client.connection_trouble()
+            if trouble:
+                unavailable[tp] = f"no broker answered yet{trouble}"
+            return
+        info = cluster.topics.get(tp.topic)
+        if info is None:
+            code = cluster.topic_errors.get(tp.topic)
+            if code:
+                unavailable[tp] = f"topic {tp.topic!r} is {kerrors.for_code(code).message}"
+        elif tp.partition >= len(info.partitions):
+            unavailable[tp] = f"topic {tp.topic!r} has {len(info.partitions)} partitions"
+        else:
+            unavailable[tp] = "the partition has no leader"
+
+    def _note_unavailable(self, assignment: dict[TopicPartition, PartitionState],
+                          found: dict[TopicPartition, str], leaders: list[Any]) -> None:
+        """Log and publish what changed: partitions found unavailable now, and those that were but whose
+        leader is known and reachable now (partitions not looked at this time keep their entry)."""
+        cluster = self.client.cluster
+        unavailable = dict(found)
+        for tp, why in self.unavailable.items():
+            leader = cluster.leader_for(tp)
+            if tp in assignment and tp not in found and (leader not in leaders or self.client.is_failing(leader)):
+                unavailable[tp] = why
+        if unavailable == self.unavailable:
+            return
+        for tp, why in unavailable.items():
+            if self.unavailable.get(tp) != why:
+                _log.warning("%s-%d cannot be fetched: %s", tp.topic, tp.partition, why)
+        for tp in self.unavailable.keys() - unavailable.keys():
+            _log.info("%s-%d can be fetched again", tp.topic, tp.partition)
+        self.unavailable = unavailable
 
     def _topic_ids(self) -> None:
         cluster = self.client.cluster
@@ -306,6 +354,7 @@ class Fetcher:
         completed = 0
         records_seen = False
         assignment = self.subscriptions.assignment
+        answered: set[TopicPartition] = set()
         for topic_response in response.responses:
             topic = topic_response.topic if version < TOPIC_ID_MIN_VERSION else \
                 self._topic_names.get(topic_response.topic_id)
@@ -316,6 +365,7 @@ class Fetcher:
                 if entry is None:
                     continue
                 state, epoch, fetch_offset = entry
+                answered.add(state.tp)
                 if state.epoch != epoch or assignment.get(state.tp) is not state:
                     continue                        # sought, paused or revoked while the fetch was out
                 if data.error_code:
@@ -344,6 +394,12 @@ class Fetcher:
                     completed += 1
                     if decode_error is not None:
                         state.retry_at = now + backoff     # do not spin on a batch that cannot be read
+        if session.session_id and any(state.highwater is None for tp, (state, _, _) in sent.items()
+                                      if tp not in answered):
+            # An incremental answer leaves out partitions without news, but this one's high watermark was
+            # never learned (its first answer was an error, e.g. an offset out of range, then reset): ask
+            # in full next time, which answers every partition, so that "at the end" becomes known.
+            session.reset()
         if not records_seen and self.config.empty_fetch_backoff_ms > 0:
             self._node_retry_at[node] = now + self.config.empty_fetch_backoff_ms / 1000.0
         if completed:
@@ -506,14 +562,19 @@ class Fetcher:
         deadline = time.monotonic() + timeout
         remaining = dict(timestamps)
         results: dict[TopicPartition, tuple] = {}
-        backoff = self.config.retry_backoff_ms / 1000.0
         last_error: BaseException | None = None
+        attempts = 0
+
+        def timed_out() -> kerrors.KafkaTimeoutError:
+            return kerrors.KafkaTimeoutError(
+                f"offset lookup of {sorted(remaining)} did not finish within {timeout:.1f} s"
+                + (f" (last error: {last_error})" if last_error else ""))
+
         while remaining:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise kerrors.KafkaTimeoutError(
-                    f"offset lookup of {sorted(remaining)} did not finish within {timeout:.1f} s"
-                    + (f" (last error: {last_error})" if last_error else ""))
+                raise timed_out()
+            attempts += 1
             by_node: dict[Any, dict[TopicPartition, int]] = {}
             for tp, ts in remaining.items():
                 info = self.client.topic_metadata(tp.topic, left)
@@ -557,8 +618,12 @@ class Fetcher:
                         results[tp] = (offset, part.timestamp, part.leader_epoch)
                         del remaining[tp]
             if remaining and (retry or not futures):
-                self.client.request_update()
-                time.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
+                self.client.request_update("an offset lookup failed")
+                delay = self.client.retry.next_delay(
+                    last_error or kerrors.LeaderNotAvailableError("no leader"), attempts, time.monotonic(), deadline)
+                if delay is None:
+                    raise timed_out()
+                time.sleep(delay)
         return results
 
     def close(self) -> None:

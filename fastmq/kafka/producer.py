@@ -18,9 +18,10 @@ import time
 from typing import Any, Callable, Sequence
 
 from fastmq._native.accumulator import FutureRecordMetadata, RecordAccumulator
+from fastmq.client import NodeHealth
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka.client import ClientConfig, KafkaClient
-from fastmq.kafka.sender import NodeHealth, Sender
+from fastmq.kafka.sender import Sender
 from fastmq.kafka.transactions import TransactionManager
 
 _log = logging.getLogger(__name__)

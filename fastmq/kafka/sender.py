@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from fastmq.client import NodeHealth
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.client import KafkaClient
@@ -43,38 +44,6 @@ class SenderMetrics:
     latency_total: float = 0.0        # seconds, over responses
     latency_max: float = 0.0
     responses: int = 0
-
-
-class NodeHealth:
-    """Failure counts per broker; a broker with `threshold` failures in a row is avoided for `penalty` s."""
-
-    def __init__(self, threshold: int = 3, penalty: float = 10.0) -> None:
-        self.threshold = threshold
-        self.penalty = penalty
-        self._failures: dict[int, int] = {}
-        self._avoided_until: dict[int, float] = {}
-
-    def failed(self, node_id: int, now: float) -> bool:
-        """Record a failure; True when the node just became avoided."""
-        count = self._failures.get(node_id, 0) + 1
-        self._failures[node_id] = count
-        if count >= self.threshold and node_id not in self._avoided_until:
-            self._avoided_until[node_id] = now + self.penalty
-            _log.warning("broker %s failed %d times in a row: records without key avoid it for %.0f s",
-                         node_id, count, self.penalty)
-            return True
-        return False
-
-    def succeeded(self, node_id: int) -> None:
-        self._failures.pop(node_id, None)
-
-    def avoided(self, now: float) -> set[int]:
-        """The nodes avoided now (expired penalties are dropped, and their counts restart)."""
-        for node_id, until in list(self._avoided_until.items()):
-            if until <= now:
-                del self._avoided_until[node_id]
-                self._failures.pop(node_id, None)
-        return set(self._avoided_until)
 
 
 class Sender:

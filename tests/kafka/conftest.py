@@ -92,8 +92,9 @@ class FaultProxy:
             pump.join()
 
     def _pump(self, source: socket.socket, sink: socket.socket, to_broker: bool, done: threading.Event) -> None:
-        source.settimeout(0.1)
         try:
+            # Inside the try: the other direction may have closed both sockets already.
+            source.settimeout(0.1)
             while not done.is_set() and not self._stop.is_set():
                 try:
                     data = source.recv(65536)

@@ -107,3 +107,25 @@ def test_call_to_an_unknown_node_fails_its_future(client):
     c = client()
     with pytest.raises(kerrors.BrokerNotAvailableError):
         c.call(424242, kp.MetadataRequest(topics=[])).result(5)
+
+
+def test_retry_classification():
+    from fastmq.io import ConnectFailedError
+    from fastmq.kafka.client import is_retriable
+
+    assert is_retriable(ConnectFailedError("refused"))                   # network errors of the engine
+    assert is_retriable(kerrors.NotLeaderForPartitionError("stale"))    # metadata a refresh fixes
+    assert is_retriable(kerrors.RequestTimedOutError("slow"))
+    assert not is_retriable(kerrors.TopicAuthorizationFailedError("no"))
+
+
+def test_unresolved_metadata_is_refreshed_with_backoff(embedded_broker):
+    """A topic the broker does not have keeps being asked for, backing off (no storm, no five-minute wait)."""
+    with KafkaClient(bootstrap_servers=embedded_broker.bootstrap_servers, allow_auto_create_topics=False,
+                     metadata_max_age_ms=600000) as c:
+        c.bootstrap(30)
+        c.add_topics([f"absent-{uuid.uuid4().hex[:8]}"])
+        first = c.cluster.version
+        time.sleep(2.0)                    # a window to count refreshes in, not a wait for a condition
+        refreshes = c.cluster.version - first
+        assert 2 <= refreshes <= 2.0 / 0.1 + 2, refreshes

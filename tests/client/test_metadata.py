@@ -1,0 +1,104 @@
+"""fastmq.client.metadata: the refresh schedule (triggers, minimum interval, backoff) and version waiters."""
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fastmq.client import MetadataRefresh, MetadataVersion
+from fastmq.io import ReconnectBackoff
+
+
+def schedule(**options) -> MetadataRefresh:
+    options.setdefault("backoff", ReconnectBackoff(100, 1000, jitter=0.0))
+    return MetadataRefresh(300.0, 0.1, 1.0, **options)
+
+
+def test_first_refresh_at_once_then_after_max_age():
+    refresh = schedule()
+    assert refresh.delay(5.0) == 0.0
+    assert refresh.started(5.0) == "first metadata"
+    assert refresh.delay(5.0) is None                       # in flight
+    refresh.succeeded(5.5)
+    assert refresh.delay(6.0) == pytest.approx(299.5)
+
+
+def test_requests_coalesce_within_the_minimum_interval():
+    refresh = schedule()
+    refresh.started(0.0)
+    refresh.succeeded(0.01)
+    assert refresh.request("NOT_LEADER_OR_FOLLOWER")
+    assert not refresh.request("again")                     # already wanted: nobody needs waking
+    assert refresh.delay(0.02) == pytest.approx(0.08)       # 0.1 s after the last one started
+    assert refresh.delay(0.2) == 0.0
+    assert refresh.started(0.2) == "NOT_LEADER_OR_FOLLOWER"
+
+
+def test_failures_back_off_exponentially_up_to_the_maximum():
+    refresh = schedule()
+    start = 0.0
+    delays = []
+    for _ in range(6):
+        refresh.started(start)
+        refresh.failed("no answer")
+        delay = refresh.delay(start)
+        delays.append(round(delay, 6))
+        start += delay
+    assert delays == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
+    refresh.started(start)
+    refresh.succeeded(start)                                # resolved: back to the periodic schedule
+    assert refresh.delay(start) == pytest.approx(300.0)
+
+
+def test_an_unresolved_answer_is_refreshed_again_with_backoff():
+    refresh = schedule()
+    refresh.started(0.0)
+    refresh.succeeded(0.0, "t-0 has no leader")
+    assert refresh.delay(0.0) == pytest.approx(0.1)
+    refresh.started(0.1)
+    refresh.succeeded(0.1, "t-0 has no leader")
+    assert refresh.delay(0.1) == pytest.approx(0.2)
+    assert refresh.started(0.3) == "t-0 has no leader"
+
+
+def test_a_zero_interval_still_backs_off_after_failures():
+    refresh = MetadataRefresh(300.0, 0.0, 0.0)
+    refresh.started(0.0)
+    refresh.failed("refused")
+    assert refresh.delay(0.0) > 0
+
+
+@given(st.lists(st.sampled_from(["request", "fail", "unresolved", "ok", "tick"]), max_size=60),
+       st.integers(0, 2**32))
+def test_never_due_twice_within_the_minimum_interval(events, seed):
+    """Whatever happens, refreshes start at least min_interval (less the jitter) apart: no busy loop."""
+    refresh = MetadataRefresh(300.0, 0.1, 1.0, backoff=ReconnectBackoff(100, 1000, rng=random.Random(seed)))
+    now = 0.0
+    last_start = None
+    for event in events:
+        delay = refresh.delay(now)
+        if delay == 0.0:
+            assert last_start is None or now - last_start >= 0.08 - 1e-9
+            refresh.started(now)
+            last_start = now
+            if event == "fail":
+                refresh.failed("x")
+            else:
+                refresh.succeeded(now, "y" if event == "unresolved" else None)
+        elif event == "request":
+            refresh.request("z")
+        now += 0.01 if delay is None else min(delay, 0.05)
+
+
+def test_waiters_wake_on_a_new_version():
+    version = MetadataVersion()
+    seen = []
+    waiter = threading.Thread(target=lambda: seen.append(version.wait_for_version(0, 10)))
+    waiter.start()
+    version.publish(1.0, lambda: seen.append("applied"))
+    waiter.join(10)
+    assert seen == ["applied", True] and version.version == 1 and version.updated_at == 1.0
+    assert not version.wait_for_version(1, 0.01)
