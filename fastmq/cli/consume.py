@@ -157,25 +157,13 @@ def run_consume(args: argparse.Namespace, out: BinaryIO | None = None) -> int:
             out.flush()
             if records:
                 idle_since = time.monotonic()
-            elif args.exit_at_end and _at_end(consumer) and time.monotonic() - idle_since > 0.5:
+            elif args.exit_at_end and consumer.at_end() and time.monotonic() - idle_since > 0.5:
                 break
     finally:
         consumer.close()
     if args.verbose:
         print(f"consumed {count} records", file=sys.stderr)
     return 0
-
-
-def _at_end(consumer: Any) -> bool:
-    assignment = consumer.assignment()
-    if not assignment:
-        return False
-    for tp in assignment:
-        highwater = consumer.highwater(tp)
-        position = consumer._subscriptions.assignment[tp].position
-        if highwater is None or position is None or position < highwater:
-            return False
-    return True
 
 
 # ---- fastmq bench consume -----------------------------------------------------------------------------------
