@@ -293,6 +293,34 @@ def test_stopped_consumer_ends_iteration_and_waiters(embedded_broker):
     run(main())
 
 
+def test_futures_settle_in_order_under_memory_pressure(embedded_broker):
+    """With buffer memory for a few batches only, send() waits on the loop for acknowledgements (the ticker
+    keeps running); every kept future gets its record's offset, dropped ones cost nothing and lose nothing."""
+    topic = topic_name()
+    bootstrap = embedded_broker.bootstrap_servers
+    count = 6000
+
+    async def main():
+        await create_topic(bootstrap, topic, partitions=2)
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap, max_batch_size=4096, buffer_memory=16384,
+                                    linger_ms=1) as producer:
+            with Ticker() as ticker:
+                kept = {}
+                for i in range(count):
+                    future = await producer.send(topic, b"%05d" % i + b"x" * 90, partition=i % 2)
+                    if i % 3 == 0:
+                        kept[i] = future
+                results = await asyncio.gather(*kept.values())
+            assert ticker.ticks > 0
+        for i, metadata in zip(kept, results):
+            assert (metadata.partition, metadata.offset) == (i % 2, i // 2)
+        async with AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
+            consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+            assert sum((await consumer.end_offsets(consumer.assignment())).values()) == count
+
+    run(main())
+
+
 def test_producer_errors_and_lifecycle(embedded_broker):
     bootstrap = embedded_broker.bootstrap_servers
 

@@ -39,13 +39,3 @@ class LoopHandoff:
             function, args = calls.popleft()
             function(*args)
 
-
-def settle(future: asyncio.Future, outcome: Any) -> None:
-    """Loop thread: complete an asyncio future with a result, or with an exception when outcome is one
-    (a future the caller cancelled meanwhile stays cancelled)."""
-    if future.done():
-        return
-    if isinstance(outcome, BaseException):
-        future.set_exception(outcome)
-    else:
-        future.set_result(outcome)

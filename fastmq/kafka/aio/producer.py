@@ -12,13 +12,14 @@ runs on a worker thread, so the event loop never blocks.
 from __future__ import annotations
 
 import asyncio
-from collections import namedtuple
+from collections import deque, namedtuple
+from sys import getrefcount
 from typing import Any, Callable, Sequence
 
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka.aio.config import REQUEST_TIMEOUT_MS, bound_loop, client_options
 from fastmq.kafka.aio.errors import ProducerClosed
-from fastmq.kafka.aio.handoff import LoopHandoff, settle
+from fastmq.kafka.aio.handoff import LoopHandoff
 from fastmq.kafka.aio.lifetime import Lifetime, start_engine
 from fastmq.kafka.producer import Producer
 from fastmq.kafka.structs import RecordMetadata, TopicPartition
@@ -80,7 +81,7 @@ class AIOKafkaProducer(Lifetime):
             transactional_id=transactional_id, transaction_timeout_ms=transaction_timeout_ms,
             partitioner=None if partitioner is None else _keyed_partitioner(partitioner), **fastmq_options)
         self._request_timeout = request_timeout_ms / 1000.0
-        self._handoff = LoopHandoff(self._loop)
+        self._futures = RecordFutures(LoopHandoff(self._loop))
 
     # ---- lifetime -----------------------------------------------------------------------------------------
 
@@ -102,27 +103,44 @@ class AIOKafkaProducer(Lifetime):
             key = self._key_serializer(key)
         if self._value_serializer is not None:
             value = self._value_serializer(value)
-        return await self._queue(producer, topic, value, key, partition, timestamp_ms, headers)
+        # Producer.send() could wait for the topic's metadata, for AddPartitionsToTxn, or for buffer memory
+        # (when a new batch might not fit): then the record takes the slower way.
+        accumulator = producer._accumulator
+        used = accumulator.used_memory
+        if self._transactional or topic not in producer.client.cluster.topics or (
+                used and used + self._max_batch_size + (len(key) if key is not None else 0)
+                + (len(value) if value is not None else 0) > accumulator.buffer_memory):
+            return await self._queue_waiting(producer, topic, value, key, partition, timestamp_ms, headers)
+        # The common case, kept free of further calls: a record costs a few microseconds.
+        return self._futures.track(producer.send(topic, value, key, headers, partition, timestamp_ms))
 
-    async def _queue(self, producer: Producer, topic: str, value: Any, key: Any, partition: int | None,
-                     timestamp_ms: int | None, headers: Headers) -> asyncio.Future:
-        """A serialized record into its batch; its future is settled on the loop when the batch completes."""
-        if self._may_block(producer, topic, key, value):
+    async def _queue_waiting(self, producer: Producer, topic: str, value: Any, key: Any, partition: int | None,
+                             timestamp_ms: int | None, headers: Headers) -> asyncio.Future:
+        """send() when Producer.send() could wait. Metadata and AddPartitionsToTxn are waited for on a worker
+        thread; buffer memory on the loop, until acknowledgements free some."""
+        if self._transactional or topic not in producer.client.cluster.topics:
             record = await asyncio.to_thread(producer.send, topic, value, key, headers, partition, timestamp_ms)
         else:
+            await self._room_for(producer, self._max_batch_size + (len(key) if key is not None else 0)
+                                 + (len(value) if value is not None else 0))
             record = producer.send(topic, value, key, headers, partition, timestamp_ms)
-        future = self._loop.create_future()
-        record.add_both(self._handoff.submit, settle, future)
-        return future
+        return self._futures.track(record)
 
-    def _may_block(self, producer: Producer, topic: str, key: Any, value: Any) -> bool:
-        """Whether Producer.send() may wait: for the topic's metadata, for AddPartitionsToTxn, or for buffer
-        memory (a new batch would not fit)."""
-        if self._transactional or topic not in producer.client.cluster.topics:
-            return True
+    async def _room_for(self, producer: Producer, need: int) -> None:
+        """Wait until `need` more bytes fit in buffer memory, so that the accumulator never blocks the loop;
+        KafkaTimeoutError after max_block_ms, as Producer.send() raises."""
         accumulator = producer._accumulator
-        size = (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
-        return accumulator.used_memory + self._max_batch_size + size > accumulator.buffer_memory
+        deadline = self._loop.time() + producer.max_block
+        progress = self._futures.progress
+        while accumulator.used_memory and accumulator.used_memory + need > accumulator.buffer_memory:
+            remaining = deadline - self._loop.time()
+            if remaining <= 0:
+                raise kerrors.KafkaTimeoutError(f"Failed to allocate memory within {producer.max_block:.1f} secs.")
+            progress.clear()
+            try:
+                await asyncio.wait_for(progress.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
 
     async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
                             timestamp_ms: int | None = None, headers: Headers = None) -> RecordMetadata:
@@ -139,7 +157,7 @@ class AIOKafkaProducer(Lifetime):
         RecordMetadata (the batch's base offset), failing if any record fails."""
         producer = self.engine()
         batch.close()
-        futures = [await self._queue(producer, topic, value, key, partition, timestamp_ms, headers)
+        futures = [await self._queue_waiting(producer, topic, value, key, partition, timestamp_ms, headers)
                    for key, value, timestamp_ms, headers in batch.records]
         return asyncio.ensure_future(_first_of_all(futures))
 
@@ -169,6 +187,81 @@ class AIOKafkaProducer(Lifetime):
         """`async with producer.transaction():` begins a transaction, commits it when the block ends, and
         aborts it when the block raises (unless the producer was fenced: then there is nothing to abort)."""
         return TransactionContext(self)
+
+
+class _Pending:
+    """One partition's unsettled records (fastmq FutureRecordMetadata) and their asyncio futures, in send order."""
+
+    __slots__ = ("records", "futures", "watched")
+
+    def __init__(self) -> None:
+        self.records: deque = deque()
+        self.futures: deque = deque()
+        self.watched = False                # a record of the partition carries the completion callback
+
+
+class RecordFutures:
+    """The asyncio futures of sent records, settled on the loop a partition's acknowledged prefix at a time.
+
+    Per partition only the oldest unsettled record carries a callback: when its batch completes, the I/O
+    thread hands one call to the loop, which settles every record of the partition that is done by then (a
+    whole batch, usually) and puts the callback on the next unsettled record. A callback per record would
+    cost the I/O thread a Python call per record and the loop a wake-up per call. A sender that never
+    yields to the loop settles what is done every SWEEP_EVERY records itself, so that unsettled futures do
+    not pile up (holding memory and slowing the garbage collector)."""
+
+    SWEEP_EVERY = 1024
+
+    def __init__(self, handoff: LoopHandoff) -> None:
+        self._handoff = handoff
+        self._loop = handoff.loop
+        self._pending: dict[TopicPartition, _Pending] = {}
+        self.progress = asyncio.Event()                         # set whenever records were settled
+
+    def track(self, record: Any) -> asyncio.Future:
+        """The asyncio future of a record just sent."""
+        future = asyncio.Future(loop=self._loop)
+        tp = record.topic_partition
+        pending = self._pending.get(tp)
+        if pending is None:
+            pending = self._pending[tp] = _Pending()
+        if not pending.watched:
+            self._watch(record, tp, pending)
+        elif not len(pending.records) % self.SWEEP_EVERY:
+            self._settle_done(pending)
+        pending.records.append(record)
+        pending.futures.append(future)
+        return future
+
+    def _watch(self, record: Any, tp: TopicPartition, pending: _Pending) -> None:
+        pending.watched = True
+        record.add_both(self._handoff.submit, self._on_done, tp)
+
+    def _on_done(self, tp: TopicPartition, outcome: Any) -> None:
+        # Loop thread, handed over by the I/O thread: the watched record is done; watch the next pending one.
+        pending = self._pending[tp]
+        pending.watched = False
+        self._settle_done(pending)
+        if pending.records:
+            self._watch(pending.records[0], tp, pending)
+
+    def _settle_done(self, pending: _Pending) -> None:
+        """Loop thread: settle the partition's records that are done, oldest first."""
+        records, futures = pending.records, pending.futures
+        while records and records[0].is_done:
+            record = records.popleft()
+            future = futures.popleft()
+            # Held only here (this name and getrefcount's argument): nobody can ever look at the future, so
+            # making its RecordMetadata would be wasted (fire-and-forget senders drop the futures). Cancelled
+            # futures keep their state.
+            if getrefcount(future) <= 2 or future.done():
+                continue
+            error = record.exception
+            if error is None:
+                future.set_result(record.value)
+            else:
+                future.set_exception(error)
+        self.progress.set()
 
 
 class TransactionContext:
