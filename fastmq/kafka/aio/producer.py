@@ -225,6 +225,11 @@ class RecordFutures:
         pending = self._pending.get(tp)
         if pending is None:
             pending = self._pending[tp] = _Pending()
+        if pending.futures and _unobserved(pending.futures[-1]):
+            # The sender dropped the previous record's future (fire and forget): it is forgotten at once
+            # instead of being kept, and settled, for nobody.
+            pending.futures.pop()
+            pending.records.pop()
         if not pending.watched:
             self._watch(record, tp, pending)
         elif not len(pending.records) % self.SWEEP_EVERY:
@@ -251,10 +256,7 @@ class RecordFutures:
         while records and records[0].is_done:
             record = records.popleft()
             future = futures.popleft()
-            # Held only here (this name and getrefcount's argument): nobody can ever look at the future, so
-            # making its RecordMetadata would be wasted (fire-and-forget senders drop the futures). Cancelled
-            # futures keep their state.
-            if getrefcount(future) <= 2 or future.done():
+            if _unobserved(future) or future.done():       # dropped meanwhile, or cancelled
                 continue
             error = record.exception
             if error is None:
@@ -262,6 +264,12 @@ class RecordFutures:
             else:
                 future.set_exception(error)
         self.progress.set()
+
+
+def _unobserved(future: asyncio.Future) -> bool:
+    """Whether nobody but the caller's one reference (a deque slot or a local name) holds the future: then
+    nobody can ever look at it. The other two references are this parameter and getrefcount's argument."""
+    return getrefcount(future) <= 3
 
 
 class TransactionContext:
