@@ -48,7 +48,10 @@ class ConsumerRebalanceListener:
 
 class AIOKafkaConsumer(Lifetime):
     """aiokafka.AIOKafkaConsumer's constructor and methods (see the module docstring). Keyword arguments
-    beyond aiokafka's are fastmq.kafka.Consumer's (max_records_per_second, empty_fetch_backoff_ms, ...)."""
+    beyond aiokafka's are fastmq.kafka.Consumer's (max_records_per_second, empty_fetch_backoff_ms, ...);
+    api_version, consumer_timeout_ms and rebalance_timeout_ms have no effect. Like aiokafka's, a consumer
+    is used from one event loop; a subscription change made while a rebalance is being applied on the
+    worker thread is not ordered against it."""
 
     what = "consumer"
     stopped_error = ConsumerStoppedError

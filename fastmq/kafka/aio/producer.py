@@ -39,8 +39,8 @@ _RECORD_OVERHEAD = 21
 
 class AIOKafkaProducer(Lifetime):
     """aiokafka.AIOKafkaProducer's constructor and methods (see the module docstring); stop() sends what is
-    queued and waits for its acknowledgements. Keyword arguments
-    beyond aiokafka's are fastmq.kafka.Producer's (buffer_memory, delivery_timeout_ms, max_block_ms, ...)."""
+    queued and waits for its acknowledgements. Keyword arguments beyond aiokafka's are fastmq.kafka.Producer's
+    (buffer_memory, delivery_timeout_ms, max_block_ms, ...); api_version has no effect."""
 
     what = "producer"
     stopped_error = ProducerClosed
