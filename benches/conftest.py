@@ -3,8 +3,8 @@
 Every benchmark sets `benchmark.group` (one comparison, e.g. "kafka-batch-build-1000x100B") and
 `benchmark.extra_info["impl"]` (who is measured: "fastmq", "aiokafka", ...); optional extra_info["items"] and
 extra_info["bytes"] (processed per round) turn times into rates; extra_info keys ending in "_ms" (latency
-percentiles) are printed beside them. At the end of the run one table per group
-prints each implementation's median time (robust against the pauses of a shared machine), rates, and fastmq's speed
+percentiles) or "_ns" (CPU time per record) are printed beside them with their unit. At the end of the run one
+table per group prints each implementation's median time (robust against the pauses of a shared machine), rates, and fastmq's speed
 ratio against every other entry.
 """
 from __future__ import annotations
@@ -54,8 +54,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                 cols.append(_rate(info["items"] / median, "items/s"))
             if info.get("bytes"):
                 cols.append(_rate(info["bytes"] / median, "B/s"))
-            # Other measurements a benchmark records, e.g. latency percentiles: p50_ms=26.1 prints "p50 26.1 ms".
-            cols += [f"{key[:-3]} {value} ms" for key, value in info.items() if key.endswith("_ms")]
+            # Other measurements a benchmark records: p50_ms=26.1 prints "p50 26.1 ms", cpu_ns=900 "cpu 900 ns".
+            cols += [f"{key[:-3]} {value} {key[-2:]}" for key, value in info.items() if key.endswith(("_ms", "_ns"))]
             if not impl.startswith("fastmq"):
                 cols += [f"{name} x{ratio(ours, (median, info)):.2f}" for name, ours in fastmq_entries]
             write("   " + "  ".join(cols))

@@ -45,7 +45,7 @@ from fastmq.kafka.client import ClientConfig, KafkaClient
 from fastmq.kafka.fetcher import FetchConfig, Fetcher, make_decoder
 from fastmq.kafka.group import GroupConfig, GroupCoordinator
 from fastmq.kafka.structs import (
-    ConsumerGroupMetadata, ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition,
+    ConsumerGroupMetadata, ConsumerRecord, MemberState, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition,
 )
 from fastmq.kafka.subscription import EARLIEST, LATEST, SubscriptionState, reset_strategy
 
@@ -120,6 +120,21 @@ _CONSUMER_KEYS = {f.name for f in fields(ConsumerConfig)}
 _CLIENT_KEYS = {f.name for f in fields(ClientConfig)}
 
 
+class Wakeup(threading.Condition):
+    """The condition poll() sleeps on; the fetcher and the group notify it (under its lock) when records
+    arrive, an offset lookup finishes or the group has news. Listeners added here are called then too, on
+    the notifying thread: how an event loop (fastmq.kafka.aio) learns that polling again is worth it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.listeners: list[Callable[[], Any]] = []
+
+    def notify_all(self) -> None:
+        super().notify_all()
+        for listener in self.listeners:
+            listener()
+
+
 class Consumer:
     """A Kafka consumer (see the module docstring). Options not in ConsumerConfig are ClientConfig's."""
 
@@ -140,7 +155,7 @@ class Consumer:
         self.assignors: list[PartitionAssignor] = make_assignors(config.partition_assignment_strategy)
         self.client = KafkaClient(client_config, name=f"fastmq-consumer-{client_config.client_id}")
         try:
-            self._wakeup = threading.Condition()
+            self._wakeup = Wakeup()
             self._subscriptions = SubscriptionState(reset_strategy(config.auto_offset_reset), self.client.loop.wakeup)
             decoder = make_decoder(
                 check_crcs=config.check_crcs, read_committed=config.isolation_level == "read_committed",
@@ -342,6 +357,18 @@ class Consumer:
                 self._subscriptions.seek(tp, meta.offset, meta.leader_epoch)
             else:
                 self._subscriptions.request_reset(tp)
+
+    def add_wakeup_listener(self, listener: Callable[[], Any]) -> None:
+        """Call listener() (on the I/O thread, quickly, without blocking) whenever records arrive, an offset
+        lookup finishes or the group has news: a poll() that returned nothing may now return something."""
+        self._wakeup.listeners.append(listener)
+
+    def poll_may_block(self) -> bool:
+        """Whether poll(0) may block the calling thread: a group (re)join is due to start or to be applied,
+        which commits and calls the rebalance listener on the caller's thread. False: poll(0) returns at once."""
+        coordinator = self._coordinator
+        return (coordinator is not None and self._subscriptions.group_managed
+                and (coordinator.has_news() or coordinator.state != MemberState.STABLE))
 
     # ---- iteration ---------------------------------------------------------------------------------------
 

@@ -1,0 +1,89 @@
+"""asyncio clients against fastmq's embedded broker (in its own process), in one run: fastmq.kafka.aio vs
+aiokafka with the same code (only the import differs), producing and consuming 100-byte records on one
+partition (acks=1, linger 10 ms, batch 256 KiB; getmany of up to 10000). Each row also gives the client
+process's CPU time per record (all its threads: fastmq's I/O thread counts, the broker does not).
+
+Run: pytest benches/bench_aio.py --benchmark-only -s
+"""
+from __future__ import annotations
+
+import asyncio
+import importlib
+import time
+import uuid
+
+import pytest
+
+from fastmq.broker import BrokerProcess
+
+VALUE = b"x" * 100
+# Records per client: aiokafka gets fewer so the run stays short; rates and CPU are per record.
+COUNTS = {"fastmq.kafka.aio": 1_000_000, "aiokafka": 200_000}
+PRODUCER = dict(linger_ms=10, max_batch_size=262144, acks=1)
+
+
+@pytest.fixture(scope="module")
+def broker():
+    embedded = BrokerProcess().start()
+    try:
+        yield embedded
+    finally:
+        embedded.close()
+
+
+async def produce(module: str, servers: str, topic: str, count: int) -> None:
+    AIOKafkaProducer = importlib.import_module(module).AIOKafkaProducer
+    async with AIOKafkaProducer(bootstrap_servers=servers, **PRODUCER) as producer:
+        send = producer.send
+        for _ in range(count):
+            await send(topic, VALUE, partition=0)
+        await producer.flush()
+
+
+async def consume(module: str, servers: str, topic: str, count: int) -> int:
+    client = importlib.import_module(module)
+    async with client.AIOKafkaConsumer(bootstrap_servers=servers, auto_offset_reset="earliest",
+                                       enable_auto_commit=False) as consumer:
+        consumer.assign([client.TopicPartition(topic, 0)])
+        seen = 0
+        while seen < count:
+            for chunk in (await consumer.getmany(timeout_ms=5000, max_records=10000)).values():
+                seen += len(chunk)
+        return seen
+
+
+def measured(bench, count: int, coroutine_function, *args):
+    """One round of the coroutine on a fresh loop; records the process CPU time per record."""
+    cpu = {}
+
+    def round_() -> None:
+        started = time.process_time()
+        asyncio.run(coroutine_function(*args))
+        cpu["seconds"] = time.process_time() - started
+
+    bench.pedantic(round_, rounds=1, iterations=1)
+    bench.extra_info["cpu_per_record_ns"] = round(cpu["seconds"] / count * 1e9)
+
+
+@pytest.mark.parametrize("module", list(COUNTS))
+def test_produce_100_bytes(compare, broker, module):
+    count = COUNTS[module]
+    topic = f"bench-aio-produce-{module}-{uuid.uuid4().hex[:6]}"
+    asyncio.run(produce(module, broker.bootstrap_servers, topic, 1))       # create the topic, warm up
+    bench = compare("asyncio produce 100 B, acks=1", module, items=count, nbytes=count * len(VALUE))
+    measured(bench, count, produce, module, broker.bootstrap_servers, topic, count)
+
+
+@pytest.fixture(scope="module")
+def loaded(broker):
+    topic = f"bench-aio-consume-{uuid.uuid4().hex[:6]}"
+    asyncio.run(produce("fastmq.kafka.aio", broker.bootstrap_servers, topic, max(COUNTS.values())))
+    return topic
+
+
+@pytest.mark.parametrize("module", list(COUNTS))
+def test_consume_100_bytes(compare, broker, loaded, module):
+    count = COUNTS[module]
+    bench = compare("asyncio consume 100 B, one partition, from the beginning", module, items=count,
+                    nbytes=count * len(VALUE))
+    measured(bench, count, consume, module, broker.bootstrap_servers, loaded, count)

@@ -1,0 +1,343 @@
+"""AIOKafkaProducer: aiokafka's producer API on fastmq's engine.
+
+    async with AIOKafkaProducer(bootstrap_servers="127.0.0.1:9092") as producer:
+        await producer.send_and_wait("events", b"payload")
+
+send() encodes the record into its partition's batch on the calling (loop) thread, as fastmq's Producer
+does, and returns an asyncio future. fastmq's I/O thread completes the batch; the futures of its records are
+settled on the loop through a LoopHandoff (one loop wake-up per burst of acknowledgements). What may wait for
+the broker (the first metadata of a topic, a full buffer, AddPartitionsToTxn, flush, transactions, stop)
+runs on a worker thread, so the event loop never blocks.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import deque, namedtuple
+from sys import getrefcount
+from typing import Any, Callable, Sequence
+
+from fastmq.kafka import errors as kerrors
+from fastmq.kafka.aio.config import REQUEST_TIMEOUT_MS, bound_loop, client_options
+from fastmq.kafka.aio.errors import ProducerClosed
+from fastmq.kafka.aio.handoff import LoopHandoff
+from fastmq.kafka.aio.lifetime import Lifetime, start_engine
+from fastmq.kafka.producer import Producer
+from fastmq.kafka.structs import RecordMetadata, TopicPartition
+
+_MISSING = object()
+
+Headers = Sequence[tuple[str, bytes | None]] | None
+
+# What BatchBuilder.append returns: the record's place in the batch (offset), its estimated encoded size and
+# timestamp; crc is None (v2 batches carry one CRC for the whole batch).
+BatchRecordMetadata = namedtuple("BatchRecordMetadata", ["offset", "size", "timestamp", "crc"])
+
+# A v2 batch header and a record's fixed part (attributes, varint lengths and deltas at their widest).
+_BATCH_OVERHEAD = 61
+_RECORD_OVERHEAD = 21
+
+
+class AIOKafkaProducer(Lifetime):
+    """aiokafka.AIOKafkaProducer's constructor and methods (see the module docstring); stop() sends what is
+    queued and waits for its acknowledgements. Keyword arguments beyond aiokafka's are fastmq.kafka.Producer's
+    (buffer_memory, delivery_timeout_ms, max_block_ms, ...); api_version has no effect."""
+
+    what = "producer"
+    stopped_error = ProducerClosed
+
+    def __init__(self, *, loop: asyncio.AbstractEventLoop | None = None,
+                 bootstrap_servers: str | list[str] = "localhost", client_id: str | None = None,
+                 metadata_max_age_ms: int = 300000, request_timeout_ms: int = REQUEST_TIMEOUT_MS,
+                 api_version: Any = None, acks: Any = _MISSING,
+                 key_serializer: Callable[[Any], bytes] | None = None,
+                 value_serializer: Callable[[Any], bytes] | None = None,
+                 compression_type: str | None = None, max_batch_size: int = 16384,
+                 partitioner: Callable[[bytes | None, list[int], list[int]], int] | None = None,
+                 max_request_size: int = 1048576, linger_ms: float = 0, retry_backoff_ms: float = 100,
+                 security_protocol: str = "PLAINTEXT", ssl_context: Any = None,
+                 connections_max_idle_ms: int = 540000, enable_idempotence: bool = False,
+                 transactional_id: str | None = None, transaction_timeout_ms: int = 60000,
+                 sasl_mechanism: str = "PLAIN", sasl_plain_password: str | None = None,
+                 sasl_plain_username: str | None = None, sasl_kerberos_service_name: str = "kafka",
+                 sasl_kerberos_domain_name: str | None = None, sasl_oauth_token_provider: Any = None,
+                 **fastmq_options: Any) -> None:
+        arguments = dict(locals())             # before any other local: the settings as given
+        super().__init__()
+        self._loop = bound_loop(loop)
+        if transactional_id is not None:
+            enable_idempotence = True           # as aiokafka: a transactional producer is idempotent
+        if acks is _MISSING:
+            acks = "all" if enable_idempotence else 1
+        elif enable_idempotence and acks not in ("all", -1):
+            raise kerrors.KafkaConfigurationError("acks must be 'all' when enable_idempotence is set")
+        self._key_serializer = key_serializer
+        self._value_serializer = value_serializer
+        self._max_batch_size = max_batch_size
+        self._transactional = transactional_id is not None
+        self._options = dict(
+            client_options(arguments),
+            acks=acks, compression_type=compression_type, batch_size=max_batch_size,
+            max_request_size=max_request_size, linger_ms=linger_ms, enable_idempotence=enable_idempotence,
+            transactional_id=transactional_id, transaction_timeout_ms=transaction_timeout_ms,
+            partitioner=None if partitioner is None else _keyed_partitioner(partitioner), **fastmq_options)
+        self._request_timeout = request_timeout_ms / 1000.0
+        self._futures = RecordFutures(LoopHandoff(self._loop))
+
+    # ---- lifetime -----------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect and fetch the cluster's metadata (KafkaConnectionError when no bootstrap server answers);
+        a transactional producer also takes its producer id."""
+        if self._engine is None:
+            self._engine = await start_engine(lambda: Producer(**self._options), self._request_timeout,
+                                              lambda producer: producer.close(0),
+                                              Producer.init_transactions if self._transactional else None)
+
+    # ---- sending -----------------------------------------------------------------------------------------
+
+    async def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
+                   timestamp_ms: int | None = None, headers: Headers = None) -> asyncio.Future:
+        """Queue a record; returns (once it is in a batch) an asyncio future of its RecordMetadata."""
+        producer = self.engine()
+        if self._key_serializer is not None:
+            key = self._key_serializer(key)
+        if self._value_serializer is not None:
+            value = self._value_serializer(value)
+        # Producer.send() could wait for the topic's metadata, for AddPartitionsToTxn, or for buffer memory
+        # (when a new batch might not fit): then the record takes the slower way.
+        accumulator = producer._accumulator
+        used = accumulator.used_memory
+        if self._transactional or topic not in producer.client.cluster.topics or (
+                used and used + self._max_batch_size + (len(key) if key is not None else 0)
+                + (len(value) if value is not None else 0) > accumulator.buffer_memory):
+            return await self._queue_waiting(producer, topic, value, key, partition, timestamp_ms, headers)
+        # The common case, kept free of further calls: a record costs a few microseconds.
+        return self._futures.track(producer.send(topic, value, key, headers, partition, timestamp_ms))
+
+    async def _queue_waiting(self, producer: Producer, topic: str, value: Any, key: Any, partition: int | None,
+                             timestamp_ms: int | None, headers: Headers) -> asyncio.Future:
+        """send() when Producer.send() could wait. Metadata and AddPartitionsToTxn are waited for on a worker
+        thread; buffer memory on the loop, until acknowledgements free some."""
+        if self._transactional or topic not in producer.client.cluster.topics:
+            record = await asyncio.to_thread(producer.send, topic, value, key, headers, partition, timestamp_ms)
+        else:
+            await self._room_for(producer, self._max_batch_size + (len(key) if key is not None else 0)
+                                 + (len(value) if value is not None else 0))
+            record = producer.send(topic, value, key, headers, partition, timestamp_ms)
+        return self._futures.track(record)
+
+    async def _room_for(self, producer: Producer, need: int) -> None:
+        """Wait until `need` more bytes fit in buffer memory, so that the accumulator never blocks the loop;
+        KafkaTimeoutError after max_block_ms, as Producer.send() raises."""
+        accumulator = producer._accumulator
+        deadline = self._loop.time() + producer.max_block
+        progress = self._futures.progress
+        while accumulator.used_memory and accumulator.used_memory + need > accumulator.buffer_memory:
+            remaining = deadline - self._loop.time()
+            if remaining <= 0:
+                raise kerrors.KafkaTimeoutError(f"Failed to allocate memory within {producer.max_block:.1f} secs.")
+            progress.clear()
+            try:
+                await asyncio.wait_for(progress.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
+
+    async def send_and_wait(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
+                            timestamp_ms: int | None = None, headers: Headers = None) -> RecordMetadata:
+        """send(), then wait for the acknowledgement."""
+        future = await self.send(topic, value, key, partition, timestamp_ms, headers)
+        return await future
+
+    def create_batch(self) -> "BatchBuilder":
+        """An empty batch of up to max_batch_size bytes, for send_batch()."""
+        return BatchBuilder(self._max_batch_size, self._key_serializer, self._value_serializer)
+
+    async def send_batch(self, batch: "BatchBuilder", topic: str, *, partition: int) -> asyncio.Future:
+        """Send a batch's records to one partition, in order; returns a future of the first record's
+        RecordMetadata (the batch's base offset), failing if any record fails."""
+        producer = self.engine()
+        batch.close()
+        futures = [await self._queue_waiting(producer, topic, value, key, partition, timestamp_ms, headers)
+                   for key, value, timestamp_ms, headers in batch.records]
+        return asyncio.ensure_future(_first_of_all(futures))
+
+    async def flush(self) -> None:
+        """Send everything queued now and wait for the acknowledgements."""
+        await asyncio.to_thread(self.engine().flush)
+
+    async def partitions_for(self, topic: str) -> set[int]:
+        return await asyncio.to_thread(self.engine().partitions_for, topic)
+
+    # ---- transactions ------------------------------------------------------------------------------------
+
+    async def begin_transaction(self) -> None:
+        self.engine().begin_transaction()
+
+    async def commit_transaction(self) -> None:
+        await asyncio.to_thread(self.engine().commit_transaction)
+
+    async def abort_transaction(self) -> None:
+        await asyncio.to_thread(self.engine().abort_transaction)
+
+    async def send_offsets_to_transaction(self, offsets: dict[TopicPartition, Any], group_id: str) -> None:
+        """Commit a consumer group's offsets ({tp: offset or OffsetAndMetadata}) with the transaction."""
+        await asyncio.to_thread(self.engine().send_offsets_to_transaction, offsets, group_id)
+
+    def transaction(self) -> "TransactionContext":
+        """`async with producer.transaction():` begins a transaction, commits it when the block ends, and
+        aborts it when the block raises (unless the producer was fenced: then there is nothing to abort)."""
+        return TransactionContext(self)
+
+
+class _Pending:
+    """One partition's unsettled records (fastmq FutureRecordMetadata) and their asyncio futures, in send order."""
+
+    __slots__ = ("records", "futures", "watched")
+
+    def __init__(self) -> None:
+        self.records: deque = deque()
+        self.futures: deque = deque()
+        self.watched = False                # a record of the partition carries the completion callback
+
+
+class RecordFutures:
+    """The asyncio futures of sent records, settled on the loop a partition's acknowledged prefix at a time.
+
+    Per partition only the oldest unsettled record carries a callback: when its batch completes, the I/O
+    thread hands one call to the loop, which settles every record of the partition that is done by then (a
+    whole batch, usually) and puts the callback on the next unsettled record. A callback per record would
+    cost the I/O thread a Python call per record and the loop a wake-up per call. A sender that never
+    yields to the loop settles what is done every SWEEP_EVERY records itself, so that unsettled futures do
+    not pile up (holding memory and slowing the garbage collector)."""
+
+    SWEEP_EVERY = 1024
+
+    def __init__(self, handoff: LoopHandoff) -> None:
+        self._handoff = handoff
+        self._loop = handoff.loop
+        self._pending: dict[TopicPartition, _Pending] = {}
+        self.progress = asyncio.Event()                         # set whenever records were settled
+
+    def track(self, record: Any) -> asyncio.Future:
+        """The asyncio future of a record just sent."""
+        future = asyncio.Future(loop=self._loop)
+        tp = record.topic_partition
+        pending = self._pending.get(tp)
+        if pending is None:
+            pending = self._pending[tp] = _Pending()
+        if pending.futures and _unobserved(pending.futures[-1]):
+            # The sender dropped the previous record's future (fire and forget): it is forgotten at once
+            # instead of being kept, and settled, for nobody.
+            pending.futures.pop()
+            pending.records.pop()
+        if not pending.watched:
+            self._watch(record, tp, pending)
+        elif not len(pending.records) % self.SWEEP_EVERY:
+            self._settle_done(pending)
+        pending.records.append(record)
+        pending.futures.append(future)
+        return future
+
+    def _watch(self, record: Any, tp: TopicPartition, pending: _Pending) -> None:
+        pending.watched = True
+        record.add_both(self._handoff.submit, self._on_done, tp)
+
+    def _on_done(self, tp: TopicPartition, outcome: Any) -> None:
+        # Loop thread, handed over by the I/O thread: the watched record is done; watch the next pending one.
+        pending = self._pending[tp]
+        pending.watched = False
+        self._settle_done(pending)
+        if pending.records:
+            self._watch(pending.records[0], tp, pending)
+
+    def _settle_done(self, pending: _Pending) -> None:
+        """Loop thread: settle the partition's records that are done, oldest first."""
+        records, futures = pending.records, pending.futures
+        while records and records[0].is_done:
+            record = records.popleft()
+            future = futures.popleft()
+            if _unobserved(future) or future.done():       # dropped meanwhile, or cancelled
+                continue
+            error = record.exception
+            if error is None:
+                future.set_result(record.value)
+            else:
+                future.set_exception(error)
+        self.progress.set()
+
+
+def _unobserved(future: asyncio.Future) -> bool:
+    """Whether nobody but the caller's one reference (a deque slot or a local name) holds the future: then
+    nobody can ever look at it. The other two references are this parameter and getrefcount's argument."""
+    return getrefcount(future) <= 3
+
+
+class TransactionContext:
+    """What AIOKafkaProducer.transaction() returns."""
+
+    def __init__(self, producer: AIOKafkaProducer) -> None:
+        self._producer = producer
+
+    async def __aenter__(self) -> AIOKafkaProducer:
+        await self._producer.begin_transaction()
+        return self._producer
+
+    async def __aexit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
+        if exc_type is None:
+            await self._producer.commit_transaction()
+        elif not isinstance(exc, (kerrors.ProducerFencedError, kerrors.InvalidProducerEpochError)):
+            await self._producer.abort_transaction()
+
+
+class BatchBuilder:
+    """aiokafka's BatchBuilder: records collected for send_batch(), up to a size limit."""
+
+    def __init__(self, max_size: int, key_serializer: Callable[[Any], bytes] | None,
+                 value_serializer: Callable[[Any], bytes] | None) -> None:
+        self._max_size = max_size
+        self._key_serializer = key_serializer
+        self._value_serializer = value_serializer
+        self._size = _BATCH_OVERHEAD
+        self._closed = False
+        self.records: list[tuple[Any, Any, int | None, Headers]] = []
+
+    def append(self, *, timestamp: int | None, key: Any, value: Any,
+               headers: Headers = None) -> BatchRecordMetadata | None:
+        """Add a record; None when it does not fit any more (a batch always takes its first record)."""
+        if self._closed:
+            raise kerrors.IllegalStateError("the batch is closed (it was sent)")
+        if self._key_serializer is not None:
+            key = self._key_serializer(key)
+        if self._value_serializer is not None:
+            value = self._value_serializer(value)
+        size = (_RECORD_OVERHEAD + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+                + sum(len(name) + (len(data) if data is not None else 0) + 10 for name, data in headers or ()))
+        if self.records and self._size + size > self._max_size:
+            return None
+        self._size += size
+        self.records.append((key, value, timestamp, list(headers) if headers else None))
+        return BatchRecordMetadata(len(self.records) - 1, size, timestamp, None)
+
+    def close(self) -> None:
+        """No more records (send_batch() closes the batch)."""
+        self._closed = True
+
+    def size(self) -> int:
+        """The batch's estimated encoded size in bytes."""
+        return self._size
+
+    def record_count(self) -> int:
+        return len(self.records)
+
+
+async def _first_of_all(futures: list[asyncio.Future]) -> RecordMetadata:
+    results = await asyncio.gather(*futures)
+    return results[0]
+
+
+def _keyed_partitioner(partitioner: Callable[[bytes | None, list[int], list[int]], int]) -> Callable[..., int]:
+    """aiokafka's partitioner(key, all_partitions, available_partitions) as fastmq's
+    partitioner(topic, key, value, all_partitions, available_partitions)."""
+    def choose(topic: str, key: bytes | None, value: Any, partitions: list[int], available: list[int]) -> int:
+        return partitioner(key, partitions, available)
+    return choose

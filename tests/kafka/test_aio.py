@@ -1,0 +1,434 @@
+"""fastmq.kafka.aio: aiokafka's own usage examples, run by changing the import, against the embedded broker
+(and Tansu where its leniencies do not matter); the event loop stays responsive while records flow."""
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+
+from fastmq.kafka.aio import (
+    AIOKafkaAdminClient, AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, ConsumerStoppedError,
+    TopicPartition,
+)
+from fastmq.kafka.aio import errors as aio_errors
+from fastmq.kafka.admin import NewTopic
+from fastmq.kafka import errors as kerrors
+
+WAIT = 30.0
+
+
+def run(coroutine):
+    """Run a test coroutine on a fresh event loop, bounded in time."""
+    return asyncio.run(asyncio.wait_for(coroutine, WAIT))
+
+
+def topic_name(prefix: str = "aio") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(params=["embedded", "tansu"])
+def any_broker(request):
+    """Either broker, for examples whose behaviour Tansu gets right."""
+    return request.getfixturevalue("embedded_broker" if request.param == "embedded" else "tansu")
+
+
+async def create_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
+    async with AIOKafkaAdminClient(bootstrap_servers=bootstrap) as admin:
+        await admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+
+
+# ---- aiokafka's README / docs examples -------------------------------------------------------------------
+
+def test_readme_producer_and_consumer(any_broker):
+    """aiokafka's README: send_and_wait, then `async for` from the earliest offset."""
+    topic = topic_name()
+    bootstrap = any_broker.bootstrap_servers
+
+    async def main():
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+        await producer.start()
+        try:
+            metadata = await producer.send_and_wait(topic, b"Super message")
+        finally:
+            await producer.stop()
+        assert metadata.topic == topic
+
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=topic_name("group"),
+                                    auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            async for msg in consumer:
+                assert (msg.topic, msg.partition, msg.offset, msg.key, msg.value) == (
+                    topic, metadata.partition, metadata.offset, None, b"Super message")
+                break
+        finally:
+            await consumer.stop()
+
+    run(main())
+
+
+def test_manual_commit_example(embedded_broker):
+    """aiokafka's manual commit example: getmany in a loop, commit after processing; a second consumer of
+    the group starts where the first committed."""
+    topic, group = topic_name(), topic_name("group")
+    bootstrap = embedded_broker.bootstrap_servers
+
+    async def main():
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5) as producer:
+            futures = [await producer.send(topic, f"m{i}".encode(), key=b"k") for i in range(30)]
+            await asyncio.gather(*futures)
+        seen = []
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                                    enable_auto_commit=False, auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            for _ in range(100):
+                result = await consumer.getmany(timeout_ms=1000, max_records=7)
+                for tp, messages in result.items():
+                    seen.extend(m.value for m in messages)
+                await consumer.commit()
+                if len(seen) >= 20:
+                    break
+            tp = TopicPartition(topic, 0)
+            assert await consumer.committed(tp) == len(seen) == await consumer.position(tp)
+        finally:
+            await consumer.stop()
+        assert seen == [f"m{i}".encode() for i in range(len(seen))]
+
+        async with AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                                    auto_offset_reset="earliest") as again:
+            first = await again.getone()
+        assert first.offset == len(seen)
+
+    run(main())
+
+
+def test_batch_example(embedded_broker):
+    """aiokafka's batch example: create_batch, append until full, send_batch to a partition."""
+    topic = topic_name()
+    bootstrap = embedded_broker.bootstrap_servers
+
+    async def main():
+        await create_topic(bootstrap, topic, partitions=2)
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap, max_batch_size=1000) as producer:
+            batch = producer.create_batch()
+            appended = 0
+            while batch.append(key=None, value=b"x" * 50, timestamp=None) is not None:
+                appended += 1
+            assert 5 < appended < 20 and batch.record_count() == appended
+            partitions = await producer.partitions_for(topic)
+            future = await producer.send_batch(batch, topic, partition=sorted(partitions)[1])
+            metadata = await future
+            assert (metadata.partition, metadata.offset) == (1, 0)
+        async with AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
+            tp = TopicPartition(topic, 1)
+            consumer.assign([tp])
+            assert await consumer.end_offsets([tp]) == {tp: appended}
+            got = []
+            for _ in range(50):
+                got += (await consumer.getmany(tp, timeout_ms=1000)).get(tp, [])
+                if len(got) >= appended:
+                    break
+            assert [m.offset for m in got] == list(range(appended))
+
+    run(main())
+
+
+def test_transaction_example(embedded_broker):
+    """aiokafka's transactional consume-process-produce example: `async with producer.transaction()`, with
+    the consumer's offsets sent to the transaction; an aborted transaction is invisible to read_committed."""
+    source, sink, group = topic_name("src"), topic_name("sink"), topic_name("group")
+    bootstrap = embedded_broker.bootstrap_servers
+
+    async def main():
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap) as plain:
+            for i in range(3):
+                await plain.send_and_wait(source, f"in{i}".encode())
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=topic_name("txn"))
+        consumer = AIOKafkaConsumer(source, bootstrap_servers=bootstrap, group_id=group,
+                                    enable_auto_commit=False, auto_offset_reset="earliest")
+        await producer.start()
+        await consumer.start()
+        try:
+            batch = {}
+            for _ in range(50):
+                batch = await consumer.getmany(timeout_ms=1000)
+                if batch:
+                    break
+            async with producer.transaction():
+                offsets = {}
+                for tp, messages in batch.items():
+                    for m in messages:
+                        await producer.send(sink, m.value.upper())
+                    offsets[tp] = messages[-1].offset + 1
+                await producer.send_offsets_to_transaction(offsets, group)
+            with pytest.raises(RuntimeError):
+                async with producer.transaction():
+                    await producer.send(sink, b"never visible")
+                    raise RuntimeError("processing failed")
+            assert await consumer.committed(TopicPartition(source, 0)) == 3
+        finally:
+            await consumer.stop()
+            await producer.stop()
+        async with AIOKafkaConsumer(sink, bootstrap_servers=bootstrap, group_id=topic_name("reader"),
+                                    isolation_level="read_committed", auto_offset_reset="earliest") as reader:
+            values = []
+            for _ in range(50):
+                for messages in (await reader.getmany(timeout_ms=500)).values():
+                    values += [m.value for m in messages]
+                if len(values) >= 3:
+                    break
+            assert values == [b"IN0", b"IN1", b"IN2"]
+            assert await reader.getmany(timeout_ms=300) == {}
+
+    run(main())
+
+
+# ---- the rest of the consumer API -----------------------------------------------------------------------------
+
+def test_rebalance_listener_is_awaited_on_the_loop(embedded_broker):
+    """An async ConsumerRebalanceListener runs on the event loop; its revoke commits before the partitions go."""
+    topic, group = topic_name(), topic_name("group")
+    bootstrap = embedded_broker.bootstrap_servers
+    events = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+
+        class Listener(ConsumerRebalanceListener):
+            async def on_partitions_revoked(self, revoked):
+                assert asyncio.get_running_loop() is loop
+                if revoked:
+                    await consumer.commit()
+                events.append(("revoked", sorted(revoked)))
+
+            async def on_partitions_assigned(self, assigned):
+                assert asyncio.get_running_loop() is loop
+                events.append(("assigned", sorted(assigned)))
+
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap) as producer:
+            for i in range(5):
+                await producer.send_and_wait(topic, b"%d" % i)
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                                    auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            consumer.subscribe([topic], listener=Listener())
+            assert consumer.subscription() == {topic}
+            record = await consumer.getone()
+            assert record.offset == 0
+        finally:
+            await consumer.stop()
+        tp = TopicPartition(topic, 0)
+        assert events == [("revoked", []), ("assigned", [tp]), ("revoked", [tp])]
+        async with AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group) as again:
+            assert await again.committed(tp) == 1
+
+    run(main())
+
+
+def test_seek_pause_and_offsets(embedded_broker):
+    topic = topic_name()
+    bootstrap = embedded_broker.bootstrap_servers
+
+    async def main():
+        await create_topic(bootstrap, topic, partitions=2)
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap) as producer:
+            for i in range(10):
+                await producer.send_and_wait(topic, b"%d" % i, partition=i % 2, timestamp_ms=1_000_000 + i)
+        a, b = TopicPartition(topic, 0), TopicPartition(topic, 1)
+        async with AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
+            consumer.assign([a, b])
+            assert consumer.assignment() == {a, b}
+            assert await consumer.beginning_offsets([a, b]) == {a: 0, b: 0}
+            assert await consumer.end_offsets([a, b]) == {a: 5, b: 5}
+            found = await consumer.offsets_for_times({a: 1_000_004, b: 1_000_100})
+            assert found[a].offset == 2 and found[b] is None
+            consumer.seek(a, 3)
+            assert await consumer.position(a) == 3
+            consumer.pause(b)
+            assert consumer.paused() == {b}
+            got = await consumer.getmany(timeout_ms=2000)
+            assert set(got) == {a} and [m.offset for m in got[a]] == [3, 4]
+            consumer.resume(b)
+            only_b = await consumer.getone(b)
+            assert (only_b.partition, only_b.offset) == (1, 0)
+            await consumer.seek_to_end(b)
+            assert await consumer.position(b) == 5
+            await consumer.seek_to_beginning(a)
+            assert (await consumer.getone(a)).offset == 0
+            assert consumer.highwater(a) == 5
+            assert consumer.partitions_for_topic(topic) == {0, 1}
+            assert topic in await consumer.topics()
+            with pytest.raises(kerrors.IllegalStateError):
+                consumer.seek(TopicPartition(topic, 7), 0)
+            with pytest.raises(aio_errors.IllegalOperation):
+                await consumer.commit()
+
+    run(main())
+
+
+def test_stopped_consumer_ends_iteration_and_waiters(embedded_broker):
+    """stop() wakes a getone() that waits for records (ConsumerStoppedError) and ends `async for`."""
+    topic = topic_name()
+    bootstrap = embedded_broker.bootstrap_servers
+
+    async def main():
+        await create_topic(bootstrap, topic)
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+        await consumer.start()
+        consumer.assign([TopicPartition(topic, 0)])
+        waiting = asyncio.ensure_future(consumer.getone())
+        await asyncio.sleep(0)                 # let it start waiting
+        await consumer.stop()
+        with pytest.raises(ConsumerStoppedError):
+            await waiting
+        async for _ in consumer:
+            raise AssertionError("a stopped consumer yields nothing")
+        with pytest.raises(ConsumerStoppedError):
+            await consumer.getmany()
+
+    run(main())
+
+
+def test_futures_settle_in_order_under_memory_pressure(embedded_broker):
+    """With buffer memory for a few batches only, send() waits on the loop for acknowledgements (the ticker
+    keeps running); every kept future gets its record's offset, dropped ones cost nothing and lose nothing."""
+    topic = topic_name()
+    bootstrap = embedded_broker.bootstrap_servers
+    count = 6000
+
+    async def main():
+        await create_topic(bootstrap, topic, partitions=2)
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap, max_batch_size=4096, buffer_memory=16384,
+                                    linger_ms=1) as producer:
+            with Ticker() as ticker:
+                kept = {}
+                for i in range(count):
+                    future = await producer.send(topic, b"%05d" % i + b"x" * 90, partition=i % 2)
+                    if i % 3 == 0:
+                        kept[i] = future
+                results = await asyncio.gather(*kept.values())
+            assert ticker.ticks > 0
+        for i, metadata in zip(kept, results):
+            assert (metadata.partition, metadata.offset) == (i % 2, i // 2)
+        async with AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
+            consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+            assert sum((await consumer.end_offsets(consumer.assignment())).values()) == count
+
+    run(main())
+
+
+def test_producer_errors_and_lifecycle(embedded_broker):
+    bootstrap = embedded_broker.bootstrap_servers
+
+    async def main():
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+        with pytest.raises(kerrors.IllegalStateError):
+            await producer.send("t", b"v")
+        async with producer:
+            with pytest.raises(kerrors.IllegalStateError):
+                await producer.begin_transaction()       # not transactional
+        with pytest.raises(aio_errors.ProducerClosed):
+            await producer.send("t", b"v")
+        with pytest.raises(kerrors.KafkaConfigurationError):
+            AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, acks=1)
+        unreachable = AIOKafkaProducer(bootstrap_servers="127.0.0.1:1", request_timeout_ms=1000)
+        with pytest.raises(aio_errors.KafkaConnectionError):
+            await unreachable.start()
+
+    run(main())
+
+
+def test_admin_client(embedded_broker):
+    topic = topic_name()
+
+    async def main():
+        async with AIOKafkaAdminClient(bootstrap_servers=embedded_broker.bootstrap_servers) as admin:
+            await admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])
+            assert topic in await admin.list_topics()
+            with pytest.raises(aio_errors.TopicAlreadyExistsError):
+                await admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])
+            await admin.delete_topics([topic])
+            assert topic not in await admin.list_topics()
+
+    run(main())
+
+
+def test_error_names_match_aiokafka():
+    """Every exception name of aiokafka.errors exists here; names of broker error codes are fastmq's class
+    of that code, so `except` clauses catch what fastmq raises."""
+    import aiokafka.errors as theirs
+
+    for name in dir(theirs):
+        value = getattr(theirs, name)
+        if not (isinstance(value, type) and issubclass(value, BaseException)) or name.startswith("_"):
+            continue
+        ours = getattr(aio_errors, name)
+        assert issubclass(ours, BaseException), name
+        errno = getattr(value, "errno", None)
+        if isinstance(errno, int) and errno > 0:
+            assert ours is kerrors.for_code(errno), name
+    assert aio_errors.KafkaTimeoutError is kerrors.KafkaTimeoutError
+
+
+# ---- the event loop stays responsive ---------------------------------------------------------------------
+
+class Ticker:
+    """A task that wakes every millisecond and records how long the loop kept it waiting beyond that."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self.worst_stall = 0.0
+        self._task: asyncio.Task | None = None
+
+    async def _run(self) -> None:
+        while True:
+            before = time.perf_counter()
+            await asyncio.sleep(0.001)
+            self.worst_stall = max(self.worst_stall, time.perf_counter() - before - 0.001)
+            self.ticks += 1
+
+    def __enter__(self) -> "Ticker":
+        self._task = asyncio.ensure_future(self._run())
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._task.cancel()
+
+
+def test_event_loop_stays_responsive_while_producing_and_consuming(embedded_broker):
+    """Records flow in chunks, each awaited: between chunks the ticker must get the loop (it would starve
+    if a call blocked the loop thread while waiting for the broker). Worst stalls are printed, not asserted."""
+    topic = topic_name()
+    bootstrap = embedded_broker.bootstrap_servers
+    chunks, per_chunk = 40, 500
+
+    async def main():
+        await create_topic(bootstrap, topic)
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=2) as producer:
+            with Ticker() as produce_ticker:
+                for chunk in range(chunks):
+                    futures = [await producer.send(topic, b"x" * 100) for _ in range(per_chunk)]
+                    await futures[-1]
+                await producer.flush()
+        received = 0
+        async with AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                    max_poll_records=per_chunk) as consumer:
+            consumer.assign([TopicPartition(topic, 0)])
+            with Ticker() as consume_ticker:
+                for _ in range(10 * chunks):
+                    for messages in (await consumer.getmany(timeout_ms=1000)).values():
+                        received += len(messages)
+                    if received >= chunks * per_chunk:
+                        break
+        assert received == chunks * per_chunk
+        print(f"produce: {produce_ticker.ticks} ticks, worst stall {produce_ticker.worst_stall * 1e3:.1f} ms; "
+              f"consume: {consume_ticker.ticks} ticks, worst stall {consume_ticker.worst_stall * 1e3:.1f} ms")
+        # Each awaited chunk gives the ticker a turn at least once in a while; a blocked loop gives it none.
+        assert produce_ticker.ticks >= chunks // 4
+        assert consume_ticker.ticks >= 5
+
+    run(main())
