@@ -168,6 +168,14 @@ class IndexService:
         for path in sorted(self.store_path.iterdir()):
             if not (path.is_file() and len(path.name) == TIME_NAME_DIGITS and path.name.isdigit()):
                 continue
+            if not self.read_only and path.stat().st_size == 0:
+                # Created, and the process died before it was sized: it holds nothing; what it was to index is
+                # indexed again.
+                log.warning("index file %s is empty (its creation was cut short); it is rebuilt", path)
+                if rebuild_from is None:
+                    rebuild_from = files[-1].end_phy_offset if files else 0
+                path.unlink()
+                continue
             geometry = self._geometry_for(path)
             if geometry is None:
                 raise CorruptStoreError(f"index file {path} is {path.stat().st_size} bytes, which does not match "

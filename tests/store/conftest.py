@@ -62,11 +62,12 @@ def descriptors_of(directory) -> int:
 
 
 def small_config(**overrides) -> MessageStoreConfig:
-    """64 KiB CommitLog files, 50-unit ConsumeQueue files, a 64-slot index of 256 entries."""
+    """64 KiB CommitLog files, 50-unit ConsumeQueue files, a 64-slot index of 256 entries, a disk 10% full
+    (whatever the machine's is: above 90% the store refuses writes)."""
     values = dict(mapped_file_size_commit_log=64 * 1024, mapped_file_size_consume_queue=50 * 20,
                   max_hash_slot_num=64, max_index_num=256, delete_commit_log_files_interval_ms=0,
                   delete_consume_queue_files_interval_ms=0, flush_interval_commit_log_ms=50,
-                  flush_interval_consume_queue_ms=50)
+                  flush_interval_consume_queue_ms=50, disk_usage=DiskUsage())
     values.update(overrides)
     return MessageStoreConfig(**values)
 

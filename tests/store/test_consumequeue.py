@@ -164,3 +164,27 @@ def test_damaged_consume_queue_file_never_crashes(tmp_path_factory, data, cut):
             assert len(buffer) >= 0 and count >= 0
     except FastMQError:
         pass
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(min_size=1, max_size=64), page=st.integers(0, 9), offset=st.integers(0, OS_PAGE_SIZE - 1))
+def test_bytes_anywhere_in_a_sparse_consume_queue_file_never_crash_recovery(tmp_path_factory, data, page, offset):
+    # Written with pwrite into a file of holes, before or after the units: reopening never crashes, and what is
+    # read is the messages the units point at.
+    root = tmp_path_factory.mktemp("sparse-cq")
+    config = small_config(mapped_file_size_consume_queue=2000 * 20)
+    with MessageStore(root, config) as store:
+        for i in range(30):
+            store.put_message("T", 0, b"m%d" % i)
+    path = root / "consumequeue" / "T" / "0" / ("0" * 20)
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.pwrite(fd, data, page * OS_PAGE_SIZE + offset)
+    finally:
+        os.close(fd)
+    try:
+        with MessageStore(root, config) as store:
+            for message in store.get_messages("T", 0, 0, 64):
+                assert message.body == b"m%d" % message.queue_offset
+    except FastMQError:
+        pass

@@ -65,6 +65,20 @@ def test_damaged_middle_file_is_rebuilt_with_its_successors(tmp_path):
             assert [m.body for m in store.query_message("T", f"k{i}")] == [b"%d" % i]
 
 
+def test_index_file_left_empty_by_a_crash_is_rebuilt(tmp_path):
+    # The process died between creating the newest index file and sizing it.
+    config = small_config(max_hash_slot_num=8, max_index_num=10)
+    with MessageStore(tmp_path, config) as store:
+        for i in range(40):
+            store.put_message("T", 0, b"%d" % i, keys=f"k{i}")
+    newest = sorted((tmp_path / "index").iterdir())[-1]
+    newest.write_bytes(b"")
+    (tmp_path / "abort").touch()
+    with MessageStore(tmp_path, config) as store:
+        for i in range(40):
+            assert [m.body for m in store.query_message("T", f"k{i}")] == [b"%d" % i]
+
+
 def test_file_layout_is_rocketmq_layout(open_store, clock):
     store = open_store(clock=clock, max_hash_slot_num=16, max_index_num=32)
     first = store.put_message("TopicA", 0, b"x", keys="key1")
