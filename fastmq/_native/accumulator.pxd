@@ -2,7 +2,7 @@
 """The producer's record accumulator (see accumulator.pyx)."""
 from libc.stdint cimport int16_t, int32_t, int64_t
 
-from fastmq._native.records cimport RecordBatchBuilder
+from fastmq.kafka._native.records cimport RecordBatchBuilder
 
 cdef enum BatchState:
     BATCH_OPEN = 0          # taking records

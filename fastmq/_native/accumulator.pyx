@@ -32,9 +32,9 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
 
 from fastmq._native.buffer cimport BufferPool
 from fastmq._native.hashing cimport murmur2_nogil
-from fastmq._native.records cimport RecordBatchBuilder, now_ms, restamp_producer
+from fastmq.kafka._native.records cimport RecordBatchBuilder, now_ms, restamp_producer
 
-from fastmq._native.records import RecordBatch
+from fastmq.kafka._native.records import RecordBatch
 from fastmq.kafka.errors import IllegalStateError, KafkaTimeoutError
 from fastmq.kafka.structs import RecordMetadata, TopicPartition
 

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from fastmq._native import kafka_store
+from fastmq.broker.kafka._native import kafka_store
 from fastmq.broker.persist import ConfigWriter
 from fastmq.store import MessageStore
 from fastmq.store.config import ConfigManager, _require_dict

@@ -8,7 +8,7 @@ import pytest
 
 from fastmq._native.accumulator import RecordAccumulator
 from fastmq._native.hashing import kafka_partition
-from fastmq._native.records import RecordBatch
+from fastmq.kafka._native.records import RecordBatch
 from fastmq.kafka.errors import IllegalStateError, KafkaTimeoutError, NotLeaderForPartitionError
 
 

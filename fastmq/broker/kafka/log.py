@@ -28,7 +28,7 @@ from array import array
 from pathlib import Path
 from typing import Any, Callable
 
-from fastmq._native import kafka_store
+from fastmq.broker.kafka._native import kafka_store
 from fastmq.broker.idempotence import NONE, OUT_OF_ORDER_SEQUENCE_NUMBER, ProducerStateManager, next_sequence
 from fastmq.broker.partition_transactions import PartitionTransactions
 from fastmq.broker.persist import ConfigWriter

@@ -35,7 +35,7 @@ cdef enum:
 
 
 cdef extern from "kafka_record.h" nogil:
-    # Record parsing in C (csrc/kafka_record.h), forced inline into every reader's loop.
+    # Record parsing in C (kafka_record.h beside this file), forced inline into every reader's loop.
     enum:
         RECORD_OK "FMQ_RECORD_OK"
         RECORD_BAD_VARINT "FMQ_RECORD_BAD_VARINT"
