@@ -1,14 +1,18 @@
 # cython: language_level=3
 """The producer's record accumulator: per-partition deques of batches that send() encodes records into.
 
-User threads call send(): it picks the partition (explicit, murmur2 of the key as the Java client does, or
-the topic's sticky partition for records without a key), encodes the record straight into the open batch of
-that partition and returns a FutureRecordMetadata: a view onto (batch, index), so completing a batch
-completes all of its futures at once. The sender, on the I/O thread, asks ready() which leaders have
-something to send, drain()s batches for them, and reports back with complete() / fail() / retry() / split().
+The core knows no protocol: a BatchFormat (batch_builder.pxd) says how records are encoded, what a partition's
+key and a record's metadata look like and which partition a key goes to; fastmq.kafka._native.accumulator plugs
+in Kafka's record batches.
 
-Threads: appends to an open batch run under the GIL alone (RecordBatchBuilder.append_raw calls no Python
-code, so nothing can interleave with it); creating, closing and draining batches, which happen once per
+User threads call send(): it picks the partition (explicit, the format's choice for a key, or the topic's sticky
+partition for records without a key), encodes the record straight into the open batch of that partition and
+returns a FutureRecordMetadata: a view onto (batch, index), so completing a batch completes all of its futures
+at once. The sender, on the I/O thread, asks ready() which leaders have something to send, drain()s batches for
+them, and reports back with complete() / fail() / retry() / split().
+
+Threads: appends to an open batch run under the GIL alone (a BatchBuilder's append calls no Python code, so
+nothing can interleave with it); creating, closing and draining batches, which happen once per
 batch, take the accumulator's lock. A thread that finds buffer memory exhausted waits, without the GIL, for
 the sender to free some, up to max_block.
 
@@ -30,16 +34,15 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SI
 from cpython.unicode cimport PyUnicode_Check
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
 
+from fastmq._native.batch_builder cimport BatchFormat
 from fastmq._native.buffer cimport BufferPool
-from fastmq._native.hashing cimport murmur2_nogil
-from fastmq.kafka._native.records cimport RecordBatchBuilder, now_ms, restamp_producer
+from fastmq._native.bulk_items cimport ArrowBinary
+from fastmq._native.clock cimport now_ms
+from fastmq._native.producer_batch cimport (
+    BATCH_CLOSED, BATCH_DONE, BATCH_IN_FLIGHT, BATCH_SPLIT, FutureRecordMetadata, ProducerBatch,
+)
 
-from fastmq.kafka._native.records import RecordBatch
-from fastmq.kafka.errors import IllegalStateError, KafkaTimeoutError
-from fastmq.kafka.structs import RecordMetadata, TopicPartition
-
-cdef extern from "Python.h":
-    const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
+from fastmq._native.producer_batch import FutureRecordMetadata, ProducerBatch   # re-exported: the sender's types
 
 
 cdef object _monotonic = time.monotonic
@@ -47,209 +50,6 @@ cdef object _monotonic = time.monotonic
 # Capacity a batch's storage has beyond the bytes it reserves.
 cdef enum:
     BATCH_SLACK = 64
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Batches and futures
-# ---------------------------------------------------------------------------------------------------------
-
-@cython.final
-cdef class ProducerBatch:
-    """One batch of one partition, from its first append until its futures are resolved."""
-
-    def __cinit__(self):
-        self.base_sequence = -1
-        self.base_offset = -1
-        self.log_append_time = -1
-
-    @property
-    def is_done(self):
-        return self.state == BATCH_DONE
-
-    @property
-    def record_count(self):
-        return self.builder._record_count
-
-    @property
-    def size_in_bytes(self):
-        return len(self.payload) if self.payload is not None else self.builder.size()
-
-    @property
-    def uncompressed_size(self):
-        return self.builder.uncompressed_size
-
-    cdef int finish(self) except -1:
-        # Compresses and checksums (the codecs and the CRC release the GIL on large inputs).
-        if self.payload is None:
-            self.payload = self.builder.finish()
-        return 0
-
-    cdef bytearray take_storage(self):
-        # Once the batch is done: the memory its records were encoded into (the payload itself unless it
-        # was compressed); the batch lets go of it and of the payload.
-        cdef bytearray storage = self.builder.take_storage()
-        if storage is None and type(self.payload) is bytearray:
-            storage = self.payload
-        self.payload = None
-        return storage
-
-    cdef int resolve(self) except -1:
-        # Runs the callbacks registered on this batch's futures, in record order, then wakes waiters.
-        cdef list callbacks = self.callbacks
-        self.callbacks = None
-        if self.done_event is not None:
-            self.done_event.set()
-        if not callbacks:
-            return 0
-        callbacks.sort(key=_callback_order)
-        for future, function, on_success, on_error in callbacks:
-            _run_callback(<FutureRecordMetadata>future, function, on_success, on_error)
-        return 0
-
-    def leaves(self):
-        """The batches that now hold this batch's records: itself, or its split children's leaves."""
-        if self.state != BATCH_SPLIT:
-            return [self]
-        return [leaf for _, child in self.children for leaf in child.leaves()]
-
-    def _wait(self, timeout):
-        # Creating the event and checking the state happen under the GIL without Python code between
-        # them, so a completion cannot slip in unseen.
-        if self.state == BATCH_DONE or self.state == BATCH_SPLIT:
-            return True
-        if self.done_event is None:
-            self.done_event = threading.Event()
-        return self.done_event.wait(timeout)
-
-    def __repr__(self):
-        return (f"ProducerBatch({self.topic_partition}, records={self.record_count}, state={self.state}, "
-                f"attempts={self.attempts})")
-
-
-def _callback_order(entry):
-    return (<FutureRecordMetadata>entry[0]).index
-
-
-cdef _log_callback_error():
-    import logging
-    logging.getLogger("fastmq.kafka.producer").exception("Error processing a send callback")
-
-
-cdef _run_callback(FutureRecordMetadata future, function, bint on_success, bint on_error):
-    error = future.batch.error
-    try:
-        if error is None and on_success:
-            function(future.value)
-        elif error is not None and on_error:
-            function(error)
-    except Exception:
-        _log_callback_error()
-
-
-@cython.freelist(1024)
-@cython.final
-cdef class FutureRecordMetadata:
-    """The result of one send(): kafka-python's FutureRecordMetadata, resolved with its batch."""
-
-    cdef ProducerBatch _settled_batch(self):
-        # Follows splits down to the batch that now holds the record.
-        cdef ProducerBatch batch = self.batch
-        cdef int32_t first
-        while batch.state == BATCH_SPLIT:
-            for first, child in reversed(batch.children):
-                if self.index >= first:
-                    self.index -= first
-                    self.batch = batch = child
-                    break
-        return batch
-
-    @property
-    def topic_partition(self):
-        """Where the record is going (known as soon as send() returns)."""
-        return self.batch.topic_partition
-
-    @property
-    def is_done(self):
-        return self._settled_batch().state == BATCH_DONE
-
-    def succeeded(self):
-        cdef ProducerBatch batch = self._settled_batch()
-        return batch.state == BATCH_DONE and batch.error is None
-
-    def failed(self):
-        cdef ProducerBatch batch = self._settled_batch()
-        return batch.state == BATCH_DONE and batch.error is not None
-
-    def retriable(self):
-        cdef ProducerBatch batch = self._settled_batch()
-        return batch.state == BATCH_DONE and getattr(batch.error, "retriable", False)
-
-    @property
-    def exception(self):
-        cdef ProducerBatch batch = self._settled_batch()
-        return batch.error if batch.state == BATCH_DONE else None
-
-    @property
-    def value(self):
-        """The RecordMetadata once the record is acknowledged, else None."""
-        cdef ProducerBatch batch = self._settled_batch()
-        if batch.state != BATCH_DONE or batch.error is not None:
-            return None
-        if self._metadata is None:
-            tp = batch.topic_partition
-            self._metadata = RecordMetadata(
-                tp[0], tp[1], tp, batch.base_offset + self.index if batch.base_offset >= 0 else -1,
-                batch.log_append_time if batch.log_append_time >= 0 else self.timestamp, None,
-                self.key_size, self.value_size, self.header_size)
-        return self._metadata
-
-    def get(self, timeout=None):
-        """Wait up to `timeout` seconds for the acknowledgement; returns the RecordMetadata."""
-        cdef ProducerBatch batch
-        deadline = None if timeout is None else _monotonic() + timeout
-        while True:
-            batch = self._settled_batch()
-            if batch.state == BATCH_DONE:
-                break
-            remaining = None if deadline is None else deadline - _monotonic()
-            if remaining is not None and remaining <= 0 or not batch._wait(remaining):
-                if batch.state != BATCH_DONE and batch.state != BATCH_SPLIT:
-                    raise KafkaTimeoutError(f"Timeout after waiting for {timeout} secs.")
-        if batch.error is not None:
-            raise batch.error
-        return self.value
-
-    def _register(self, function, bint on_success, bint on_error):
-        cdef ProducerBatch batch = self._settled_batch()
-        if batch.state == BATCH_DONE:
-            _run_callback(self, function, on_success, on_error)
-            return self
-        if batch.callbacks is None:
-            batch.callbacks = []
-        batch.callbacks.append((self, function, on_success, on_error))
-        return self
-
-    def add_callback(self, f, *args, **kwargs):
-        """Call f(*args, record_metadata, **kwargs) once the record is acknowledged."""
-        return self._register(_bind(f, args, kwargs), True, False)
-
-    def add_errback(self, f, *args, **kwargs):
-        """Call f(*args, exception, **kwargs) if the record fails."""
-        return self._register(_bind(f, args, kwargs), False, True)
-
-    def add_both(self, f, *args, **kwargs):
-        """Call f(*args, metadata_or_exception, **kwargs) either way."""
-        return self._register(_bind(f, args, kwargs), True, True)
-
-    def __repr__(self):
-        return f"FutureRecordMetadata({self.batch.topic_partition}, index={self.index}, done={self.is_done})"
-
-
-cdef object _bind(f, tuple args, dict kwargs):
-    if args or kwargs:
-        import functools
-        return functools.partial(f, *args, **kwargs)
-    return f
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -298,14 +98,13 @@ cdef Py_ssize_t headers_size(object headers) except -2:
     return sum(len(key.encode("utf-8")) + (0 if value is None else len(value)) for key, value in headers)
 
 
-@cython.final
 cdef class RecordAccumulator:
-    """Per-partition batches for one producer (see the module docstring)."""
+    """Per-partition batches for one producer (see the module docstring). A protocol subclasses it to give it
+    its BatchFormat (fastmq.kafka._native.accumulator.RecordAccumulator)."""
+    cdef BatchFormat format                 # the protocol's batches: builders, partition keys, metadata
     cdef dict topics                        # name -> TopicQueues
     cdef readonly Py_ssize_t batch_size     # bytes at which a batch closes
     cdef readonly double linger             # seconds a batch waits for more records
-    cdef readonly int codec                 # compression codec id
-    cdef int compression_level              # -1 = codec default
     cdef readonly Py_ssize_t buffer_memory  # bytes all unfinished batches may hold
     cdef readonly Py_ssize_t used_memory    # bytes held now
     cdef BufferPool pool                    # storage of finished batches, for the next ones
@@ -330,15 +129,13 @@ cdef class RecordAccumulator:
     cdef readonly int64_t records_appended  # metrics
     cdef readonly int64_t bytes_appended    # metrics: uncompressed record bytes
 
-    def __init__(self, *, Py_ssize_t batch_size=16384, double linger_ms=0, int compression_type=0,
-                 int compression_level=-1, Py_ssize_t buffer_memory=33554432, double max_block_ms=60000,
-                 double delivery_timeout_ms=120000, double retry_backoff_ms=100, bint idempotent=True,
-                 int max_in_flight=5, wakeup=None):
+    def __init__(self, BatchFormat batch_format not None, *, Py_ssize_t batch_size=16384, double linger_ms=0,
+                 Py_ssize_t buffer_memory=33554432, double max_block_ms=60000, double delivery_timeout_ms=120000,
+                 double retry_backoff_ms=100, bint idempotent=True, int max_in_flight=5, wakeup=None):
+        self.format = batch_format
         self.topics = {}
         self.batch_size = max(batch_size, 1)
         self.linger = linger_ms / 1000.0
-        self.codec = compression_type
-        self.compression_level = compression_level
         self.buffer_memory = buffer_memory
         self.pool = BufferPool(self.batch_size + BATCH_SLACK)
         self.max_block = max_block_ms / 1000.0
@@ -369,7 +166,7 @@ cdef class RecordAccumulator:
         cdef int32_t p
         with self.lock:
             for p in range(len(topic.partitions), len(leaders)):
-                topic.partitions.append(PartitionQueue(TopicPartition(name, p)))
+                topic.partitions.append(PartitionQueue(self.format.partition_key(name, p)))
             topic.leaders = list(leaders)
             available = [p for p, node in enumerate(leaders) if node >= 0 and node not in avoided_nodes]
             if not available:
@@ -398,7 +195,7 @@ cdef class RecordAccumulator:
         cdef ProducerBatch batch
         with self.lock:
             if self._any_in_flight():
-                raise IllegalStateError("the producer id cannot be reset while batches are in flight")
+                raise self.format.state_error("the producer id cannot be reset while batches are in flight")
             self.producer_id = -1
             self.producer_epoch = -1
             for batch in self.incomplete:
@@ -460,7 +257,7 @@ cdef class RecordAccumulator:
                     raise ValueError(f"Unrecognized partition {partition} for topic {topic.name} "
                                      f"({count} partitions)")
             elif key is not None:
-                chosen = (murmur2_nogil(key_data, key_len) & 0x7FFFFFFF) % count
+                chosen = self.format.partition_for_key(key_data, key_len, count)
             else:
                 chosen = self._sticky_partition(topic)
             return self._append(topic, chosen, timestamp, key_data, key_len, value_data, value_len, headers)
@@ -484,7 +281,7 @@ cdef class RecordAccumulator:
                                                        value_len, headers)
         cdef FutureRecordMetadata future = FutureRecordMetadata.__new__(FutureRecordMetadata)
         future.batch = batch
-        future.index = batch.builder._record_count - 1
+        future.index = batch.record_count - 1
         future.timestamp = timestamp
         future.key_size = <int32_t>key_len
         future.value_size = <int32_t>value_len
@@ -499,11 +296,10 @@ cdef class RecordAccumulator:
         cdef ProducerBatch batch = queue.open_batch
         cdef Py_ssize_t size = -1
         if self.aborted_error is not None or self.closing:
-            raise IllegalStateError("Cannot send after the producer is closed")
+            raise self.format.state_error("Cannot send after the producer is closed")
         if batch is not None:
             # The common case: no lock, no Python code between the state check and the write.
-            size = batch.builder.append_raw(batch.builder._record_count, timestamp, key, key_len, value, value_len,
-                                            headers, False)
+            size = batch.append(timestamp, key, key_len, value, value_len, headers, False)
         if size < 0:
             batch = self._new_batch(topic, queue, timestamp, key, key_len, value, value_len, headers)
         self.records_appended += 1
@@ -546,7 +342,7 @@ cdef class RecordAccumulator:
                 if partition is not None:
                     chosen = partition
                 elif key_data != NULL:
-                    chosen = (murmur2_nogil(key_data, key_len) & 0x7FFFFFFF) % count
+                    chosen = self.format.partition_for_key(key_data, key_len, count)
                 else:
                     chosen = self._sticky_partition(topic)
                 batch = self._append_record(topic, chosen, timestamp, key_data, key_len, value_data, value_len, None)
@@ -569,8 +365,7 @@ cdef class RecordAccumulator:
             batch = queue.open_batch
             if batch is not None:
                 # Another thread may have opened a fresh batch while this one waited for the lock.
-                if batch.builder.append_raw(batch.builder._record_count, timestamp, key, key_len, value,
-                                            value_len, headers, False) >= 0:
+                if batch.append(timestamp, key, key_len, value, value_len, headers, False) >= 0:
                     return batch
                 batch.state = BATCH_CLOSED
                 queue.open_batch = None
@@ -586,13 +381,11 @@ cdef class RecordAccumulator:
                 self._reserve(need)
             batch = ProducerBatch.__new__(ProducerBatch)
             batch.topic_partition = queue.topic_partition
-            batch.builder = RecordBatchBuilder(2, self.codec, False, self.producer_id, self.producer_epoch, -1,
-                                               self.batch_size, compression_level=self.compression_level,
-                                               leader_epoch=-1, initial_capacity=need + BATCH_SLACK,
-                                               storage=storage)
+            batch.format = self.format
+            batch.builder = self.format.new_builder(self.batch_size, need + BATCH_SLACK, storage)
             batch.reserved = need
             batch.created = _monotonic()
-            batch.builder.append_raw(0, timestamp, key, key_len, value, value_len, headers, True)
+            batch.append(timestamp, key, key_len, value, value_len, headers, True)
             queue.batches.append(batch)
             queue.open_batch = batch
             self.incomplete.add(batch)
@@ -615,10 +408,10 @@ cdef class RecordAccumulator:
                 self.wakeup()
             while self.used_memory + need > self.buffer_memory and self.used_memory:
                 if self.aborted_error is not None or self.closing:
-                    raise IllegalStateError("Producer closed while send was waiting for buffer memory")
+                    raise self.format.state_error("Producer closed while send was waiting for buffer memory")
                 remaining = deadline - _monotonic()
                 if remaining <= 0:
-                    raise KafkaTimeoutError(
+                    raise self.format.timeout_error(
                         f"Failed to allocate {need} bytes of buffer memory within max_block_ms "
                         f"({self.used_memory} of {self.buffer_memory} in use)")
                 self.memory_freed.wait(remaining)
@@ -701,14 +494,14 @@ cdef class RecordAccumulator:
                     if batch.base_sequence < 0:
                         batch.base_sequence = queue.next_sequence
                         queue.next_sequence = <int32_t>((<int64_t>queue.next_sequence
-                                                         + batch.builder._record_count) & 0x7FFFFFFF)
+                                                         + batch.record_count) & 0x7FFFFFFF)
                         if batch.payload is not None:
                             # Built under a producer id that was reset since (reset_producer_id).
-                            restamp_producer(batch.payload, self.producer_id, self.producer_epoch,
-                                             batch.base_sequence)
+                            batch.builder.stamp_producer(batch.payload, self.producer_id, self.producer_epoch,
+                                                         batch.base_sequence, self.transactional)
                     if batch.payload is None:
-                        batch.builder.set_producer_fields(self.producer_id, self.producer_epoch,
-                                                          batch.base_sequence, self.transactional)
+                        batch.builder.stamp_producer(None, self.producer_id, self.producer_epoch,
+                                                     batch.base_sequence, self.transactional)
                 batch.state = BATCH_IN_FLIGHT
                 batch.attempts += 1
                 queue.in_flight += 1
@@ -783,7 +576,8 @@ cdef class RecordAccumulator:
         cdef ProducerBatch child = None
         cdef Py_ssize_t index = 0, position
         cdef int64_t sequence = batch.base_sequence
-        records = list(RecordBatch(batch.payload))
+        cdef list records = self.format.split_records(batch.payload)
+        cdef bytes key, value
         cdef Py_ssize_t half = (len(records) + 1) // 2
         if len(records) < 2:
             raise ValueError("a batch of one record cannot be split")
@@ -792,16 +586,19 @@ cdef class RecordAccumulator:
                 if child is None or index == half:
                     child = ProducerBatch.__new__(ProducerBatch)
                     child.topic_partition = batch.topic_partition
-                    child.builder = RecordBatchBuilder(
-                        2, self.codec, False, self.producer_id, self.producer_epoch, -1, self.batch_size,
-                        compression_level=self.compression_level, leader_epoch=-1)
+                    child.format = self.format
+                    child.builder = self.format.new_builder(self.batch_size, self.batch_size + BATCH_SLACK, None)
                     child.created = batch.created
                     child.state = BATCH_CLOSED
                     if sequence >= 0:
                         # The children take over the parent's sequence numbers, in order.
                         child.base_sequence = <int32_t>((sequence + index) & 0x7FFFFFFF)
                     children.append((index, child))
-                _append_record(child, record)
+                timestamp, key, value, headers = record
+                child.append(timestamp, NULL if key is None else PyBytes_AS_STRING(key),
+                             -1 if key is None else PyBytes_GET_SIZE(key),
+                             NULL if value is None else PyBytes_AS_STRING(value),
+                             -1 if value is None else PyBytes_GET_SIZE(value), headers, True)
                 index += 1
             if batch.state == BATCH_IN_FLIGHT:
                 queue.in_flight -= 1
@@ -842,8 +639,8 @@ cdef class RecordAccumulator:
                         if batch.state != BATCH_IN_FLIGHT and now - batch.created >= self.delivery_timeout:
                             expired.append(batch)
         for batch in expired:
-            self.fail(batch, KafkaTimeoutError(
-                f"Expiring {batch.builder._record_count} record(s) for {batch.topic_partition}: "
+            self.fail(batch, self.format.timeout_error(
+                f"Expiring {batch.record_count} record(s) for {batch.topic_partition}: "
                 f"{(now - batch.created) * 1000:.0f} ms has passed since batch creation"))
         return expired
 
@@ -918,100 +715,6 @@ cdef class RecordAccumulator:
         return bool(self.incomplete)
 
 
-@cython.final
-cdef class ArrowBinary:
-    """Read access to the items of a bulk send: a Python sequence of bytes-like objects, or an Arrow binary/
-    string column (pyarrow Array or ChunkedArray of one chunk), whose validity, offsets and data buffers are
-    read in place: no Python object per item."""
-    cdef Py_ssize_t length          # items
-    cdef list items                 # the Python sequence (None for an Arrow column)
-    cdef Py_buffer offsets_view     # Arrow: the offsets buffer (int32, or int64 for large_binary)
-    cdef Py_buffer data_view        # Arrow: the data buffer
-    cdef Py_buffer validity_view    # Arrow: the validity bitmap, when there is one
-    cdef bint arrow                 # an Arrow column
-    cdef bint large                 # 64-bit offsets
-    cdef bint has_validity          # validity_view holds a bitmap
-    cdef Py_ssize_t array_offset    # the array's offset into its buffers (slices)
-    cdef object owner               # keeps the Arrow array alive
-    cdef bytes scratch              # a copy of the last non-bytes Python item (valid until the next item)
-
-    @staticmethod
-    cdef ArrowBinary of(object source, str what):
-        cdef ArrowBinary column = ArrowBinary.__new__(ArrowBinary)
-        if hasattr(source, "chunks") and hasattr(source, "num_chunks"):      # pyarrow ChunkedArray
-            if source.num_chunks != 1:
-                source = source.combine_chunks()
-            else:
-                source = source.chunk(0)
-        if hasattr(source, "buffers") and hasattr(source, "type"):
-            column._open_arrow(source, what)
-        else:
-            column.items = source if isinstance(source, list) else list(source)
-            column.length = len(column.items)
-        return column
-
-    cdef int _open_arrow(self, array, str what) except -1:
-        import pyarrow as pa
-
-        kind = array.type
-        if pa.types.is_large_binary(kind) or pa.types.is_large_string(kind):
-            self.large = True
-        elif not (pa.types.is_binary(kind) or pa.types.is_string(kind)):
-            raise TypeError(f"{what}: an Arrow column of binary or string type is needed, not {kind}")
-        validity, offsets, data = array.buffers()
-        self.owner = array
-        self.arrow = True
-        self.length = len(array)
-        self.array_offset = array.offset
-        PyObject_GetBuffer(offsets, &self.offsets_view, PyBUF_SIMPLE)
-        if data is None:
-            data = pa.py_buffer(b"")
-        PyObject_GetBuffer(data, &self.data_view, PyBUF_SIMPLE)
-        if validity is not None and array.null_count:
-            PyObject_GetBuffer(validity, &self.validity_view, PyBUF_SIMPLE)
-            self.has_validity = True
-        return 0
-
-    def __dealloc__(self):
-        if self.arrow:
-            PyBuffer_Release(&self.offsets_view)
-            PyBuffer_Release(&self.data_view)
-            if self.has_validity:
-                PyBuffer_Release(&self.validity_view)
-
-    cdef const char* item(self, Py_ssize_t i, Py_ssize_t* length) except? NULL:
-        # Item i (NULL with length -1 for null). Python items must be bytes-like.
-        cdef Py_ssize_t at, start, end
-        if self.arrow:
-            at = i + self.array_offset
-            if self.has_validity and not ((<const unsigned char*>self.validity_view.buf)[at >> 3] >> (at & 7)) & 1:
-                length[0] = -1
-                return NULL
-            if self.large:
-                start = (<const int64_t*>self.offsets_view.buf)[at]
-                end = (<const int64_t*>self.offsets_view.buf)[at + 1]
-            else:
-                start = (<const int32_t*>self.offsets_view.buf)[at]
-                end = (<const int32_t*>self.offsets_view.buf)[at + 1]
-            if start < 0 or end < start or end > self.data_view.len:
-                raise ValueError("the Arrow column's offsets run outside its data buffer")
-            length[0] = end - start
-            return <const char*>self.data_view.buf + start
-        obj = self.items[i]
-        if obj is None:
-            length[0] = -1
-            return NULL
-        if PyBytes_CheckExact(obj):
-            length[0] = PyBytes_GET_SIZE(obj)
-            return PyBytes_AS_STRING(obj)
-        if PyUnicode_Check(obj):
-            raise TypeError("bulk send items must be bytes-like, not str (encode them first)")
-        # Other buffer objects (bytearray, memoryview) are rare here: a copy keeps the pointer valid.
-        self.scratch = bytes(obj)
-        length[0] = PyBytes_GET_SIZE(self.scratch)
-        return PyBytes_AS_STRING(self.scratch)
-
-
 cdef inline bint _borrow(object obj, Py_buffer* view, const char** data, Py_ssize_t* length,
                          str what) except -1:
     # bytes are read in place; other buffer objects through a view the caller releases.
@@ -1025,15 +728,3 @@ cdef inline bint _borrow(object obj, Py_buffer* view, const char** data, Py_ssiz
     data[0] = <const char*>view.buf
     length[0] = view.len
     return True
-
-
-cdef Py_ssize_t _append_record(ProducerBatch batch, record) except -2:
-    # Re-appends a decoded record (split): its key and value are bytes or None.
-    cdef bytes key = record.key
-    cdef bytes value = record.value
-    return batch.builder.append_raw(batch.builder._record_count, record.timestamp,
-                                    NULL if key is None else PyBytes_AS_STRING(key),
-                                    -1 if key is None else PyBytes_GET_SIZE(key),
-                                    NULL if value is None else PyBytes_AS_STRING(value),
-                                    -1 if value is None else PyBytes_GET_SIZE(value),
-                                    record.headers, True)

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from fastmq._native.accumulator import RecordAccumulator
+from fastmq.kafka._native.accumulator import RecordAccumulator
 from fastmq._native.hashing import kafka_partition
 from fastmq.kafka._native.records import RecordBatch
 from fastmq.kafka.errors import IllegalStateError, KafkaTimeoutError, NotLeaderForPartitionError

@@ -1,7 +1,7 @@
 """The sender's broker health: a broker that keeps failing is avoided by records without key or partition."""
 from __future__ import annotations
 
-from fastmq._native.accumulator import RecordAccumulator
+from fastmq.kafka._native.accumulator import RecordAccumulator
 from fastmq.kafka.sender import NodeHealth
 
 
