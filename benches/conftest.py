@@ -3,7 +3,7 @@
 Every benchmark sets `benchmark.group` (one comparison, e.g. "kafka-batch-build-1000x100B") and
 `benchmark.extra_info["impl"]` (who is measured: "fastmq", "aiokafka", ...); optional extra_info["items"] and
 extra_info["bytes"] (processed per round) turn times into rates; extra_info keys ending in "_ms" (latency
-percentiles) are printed beside them. At the end of the run one table per group
+percentiles) or "_ns" (e.g. CPU per record) are printed beside them. At the end of the run one table per group
 prints each implementation's median time (robust against the pauses of a shared machine), rates, and fastmq's speed
 ratio against every other entry.
 """
@@ -25,7 +25,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         return
     groups: dict[str, list] = {}
     for bench in session.benchmarks:
-        groups.setdefault(bench.group or bench.name, []).append(bench)
+        if bench.stats.rounds:          # a benchmark whose test failed measured nothing
+            groups.setdefault(bench.group or bench.name, []).append(bench)
     write = terminalreporter.write_line
     write("")
     write("fastmq side-by-side, medians ('fastmq xR': fastmq is R times as fast as that row)")
@@ -56,6 +57,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                 cols.append(_rate(info["bytes"] / median, "B/s"))
             # Other measurements a benchmark records, e.g. latency percentiles: p50_ms=26.1 prints "p50 26.1 ms".
             cols += [f"{key[:-3]} {value} ms" for key, value in info.items() if key.endswith("_ms")]
+            cols += [f"{key[:-3]} {value} ns" for key, value in info.items() if key.endswith("_ns")]
             if not impl.startswith("fastmq"):
                 cols += [f"{name} x{ratio(ours, (median, info)):.2f}" for name, ours in fastmq_entries]
             write("   " + "  ".join(cols))

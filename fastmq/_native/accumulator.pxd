@@ -4,8 +4,15 @@ from libc.stdint cimport int16_t, int32_t, int64_t
 
 from fastmq._native.producer_batch cimport ProducerBatch
 
+cdef class TopicQueues
+
+
 cdef class PartitionQueue:
     cdef readonly object topic_partition    # the partition key its BatchFormat made: (topic, partition)
+    cdef TopicQueues topic                  # its topic (for its leader)
+    cdef readonly int32_t partition         # partition id
+    cdef bint due                           # in the accumulator's due set
+    cdef double scheduled                   # deadline of its entry in the timer heap, or -1: none
     cdef readonly object batches            # collections.deque of ProducerBatch, oldest first
     cdef ProducerBatch open_batch           # the last batch while it takes records, else None
     cdef readonly int32_t next_sequence     # idempotence: sequence of the next drained record

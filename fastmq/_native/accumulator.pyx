@@ -17,13 +17,21 @@ batch, take the accumulator's lock. A thread that finds buffer memory exhausted 
 the sender to free some, up to max_block.
 
 A node is ready when one of its partitions has a batch that is full, whose linger elapsed, whose retry
-backoff elapsed, or while memory is exhausted, a flush is in progress or the accumulator is closing.
+backoff elapsed, or while memory is exhausted, a flush is in progress or the accumulator is closing. ready()
+and drain() cost what is ready, not what exists: a partition enters the `due` set when its batch fills (or at
+once, when nothing may wait), and otherwise a timer heap holds its linger or backoff deadline until it passes;
+flush, close and memory pressure make every partition with unsent batches due once.
 
-Memory: a done batch of batch_size passes its storage on to a later batch (BufferPool), as the Java
-client's BufferPool does, so a busy producer writes into memory that is already mapped. Idle pooled storage
-counts against buffer_memory and is freed first when a new batch needs room.
+Memory: a batch reserves buffer memory for what it holds, growing its reservation in RESERVE_STEP steps as
+records arrive (up to batch_size), so thousands of partitions with a little data each do not pre-reserve
+partitions x batch_size; a send that finds the memory exhausted makes every partition due and wakes the sender
+before it waits, so the memory is freed by sending the batches that hold it. A done batch that grew to
+batch_size passes its storage on to a later batch (BufferPool), as the Java client's BufferPool does, so a busy
+producer writes into memory that is already mapped. Idle pooled storage counts against buffer_memory and is
+freed first when a new batch needs room.
 """
 import collections
+import heapq
 import random
 import threading
 import time
@@ -47,9 +55,15 @@ from fastmq._native.producer_batch import FutureRecordMetadata, ProducerBatch   
 
 cdef object _monotonic = time.monotonic
 
-# Capacity a batch's storage has beyond the bytes it reserves.
+cdef object _heappush = heapq.heappush
+cdef object _heappop = heapq.heappop
+
 cdef enum:
-    BATCH_SLACK = 64
+    BATCH_SLACK = 64            # capacity a batch's storage has beyond the bytes it reserves
+    BATCH_OVERHEAD = 64         # bytes a batch needs beyond its records (a bound over the formats; Kafka: 61)
+    RECORD_OVERHEAD = 64        # bytes a record needs beyond its key and value (a bound: varints, attributes)
+    HEADER_OVERHEAD = 10        # bytes a header needs beyond its name and value
+    RESERVE_STEP = 16384        # a batch's memory reservation grows by this much (or by batch_size if smaller)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -60,9 +74,12 @@ cdef enum:
 cdef class PartitionQueue:
     """The batches of one partition, oldest first; the last one takes records while it is open."""
 
-    def __cinit__(self, topic_partition):
+    def __cinit__(self, topic_partition, TopicQueues topic, int32_t partition):
         self.topic_partition = topic_partition
+        self.topic = topic
+        self.partition = partition
         self.batches = collections.deque()
+        self.scheduled = -1
 
     def __len__(self):
         return len(self.batches)
@@ -92,10 +109,20 @@ cdef class TopicQueues:
 # ---------------------------------------------------------------------------------------------------------
 
 cdef Py_ssize_t headers_size(object headers) except -2:
-    # RecordMetadata.serialized_header_size, as kafka-python computes it (-1 without headers).
+    # Name and value bytes of the headers (kafka-python's serialized_header_size), -1 without headers.
     if not headers:
         return -1
     return sum(len(key.encode("utf-8")) + (0 if value is None else len(value)) for key, value in headers)
+
+
+cdef inline Py_ssize_t record_bound(Py_ssize_t key_len, Py_ssize_t value_len, object headers,
+                                    Py_ssize_t header_bytes):
+    # At least the bytes a record adds to a batch in any format (RECORD_OVERHEAD and HEADER_OVERHEAD bound
+    # the framing): what its memory reservation must cover before it is appended.
+    cdef Py_ssize_t bound = max(key_len, 0) + max(value_len, 0) + RECORD_OVERHEAD
+    if header_bytes >= 0:
+        bound += header_bytes + HEADER_OVERHEAD * len(headers)
+    return bound
 
 
 cdef class RecordAccumulator:
@@ -128,6 +155,11 @@ cdef class RecordAccumulator:
     cdef object transaction_error           # the first batch failure since clear_transaction_failure()
     cdef readonly int64_t records_appended  # metrics
     cdef readonly int64_t bytes_appended    # metrics: uncompressed record bytes
+    cdef Py_ssize_t reserve_step            # bytes a batch's reservation grows by
+    cdef dict due                           # PartitionQueue -> None: queues that may have a batch to send now
+    cdef list timers                        # heap of (deadline, number, PartitionQueue): linger/backoff ends
+    cdef int64_t timers_pushed              # numbers the heap's entries (queues do not compare)
+    cdef double next_expiry                 # monotonic seconds before which no unsent batch can expire
 
     def __init__(self, BatchFormat batch_format not None, *, Py_ssize_t batch_size=16384, double linger_ms=0,
                  Py_ssize_t buffer_memory=33554432, double max_block_ms=60000, double delivery_timeout_ms=120000,
@@ -149,6 +181,10 @@ cdef class RecordAccumulator:
         self.memory_freed = threading.Condition(self.lock)
         self.incomplete = set()
         self.wakeup = wakeup
+        self.reserve_step = min(self.batch_size, RESERVE_STEP)
+        self.due = {}
+        self.timers = []
+        self.next_expiry = float("inf")
 
     # -- topics ---------------------------------------------------------------------------------------
 
@@ -166,7 +202,7 @@ cdef class RecordAccumulator:
         cdef int32_t p
         with self.lock:
             for p in range(len(topic.partitions), len(leaders)):
-                topic.partitions.append(PartitionQueue(self.format.partition_key(name, p)))
+                topic.partitions.append(PartitionQueue(self.format.partition_key(name, p), topic, p))
             topic.leaders = list(leaders)
             available = [p for p, node in enumerate(leaders) if node >= 0 and node not in avoided_nodes]
             if not available:
@@ -223,6 +259,12 @@ cdef class RecordAccumulator:
         return self._pooled_memory()
 
     @property
+    def due_partitions(self):
+        """The partitions in the due set (keys as the format made them): those ready() looks at first."""
+        with self.lock:
+            return [queue.topic_partition for queue in self.due]
+
+    @property
     def producer_identity(self):
         return self.producer_id, self.producer_epoch
 
@@ -260,7 +302,8 @@ cdef class RecordAccumulator:
                 chosen = self.format.partition_for_key(key_data, key_len, count)
             else:
                 chosen = self._sticky_partition(topic)
-            return self._append(topic, chosen, timestamp, key_data, key_len, value_data, value_len, headers)
+            return self._append(topic, chosen, timestamp, key_data, key_len, value_data, value_len, headers,
+                                headers_size(headers))
         finally:
             if key_taken:
                 PyBuffer_Release(&key_view)
@@ -276,32 +319,33 @@ cdef class RecordAccumulator:
 
     cdef FutureRecordMetadata _append(self, TopicQueues topic, int32_t partition, int64_t timestamp,
                                       const char* key, Py_ssize_t key_len, const char* value,
-                                      Py_ssize_t value_len, object headers):
+                                      Py_ssize_t value_len, object headers, Py_ssize_t header_bytes):
         cdef ProducerBatch batch = self._append_record(topic, partition, timestamp, key, key_len, value,
-                                                       value_len, headers)
+                                                       value_len, headers, header_bytes)
         cdef FutureRecordMetadata future = FutureRecordMetadata.__new__(FutureRecordMetadata)
         future.batch = batch
         future.index = batch.record_count - 1
         future.timestamp = timestamp
         future.key_size = <int32_t>key_len
         future.value_size = <int32_t>value_len
-        future.header_size = -1 if not headers else <int32_t>headers_size(headers)
+        future.header_size = <int32_t>header_bytes
         return future
 
     cdef ProducerBatch _append_record(self, TopicQueues topic, int32_t partition, int64_t timestamp,
                                       const char* key, Py_ssize_t key_len, const char* value,
-                                      Py_ssize_t value_len, object headers):
+                                      Py_ssize_t value_len, object headers, Py_ssize_t header_bytes):
         # Encodes the record into its partition's open batch (opening one if needed); returns the batch.
         cdef PartitionQueue queue = topic.partitions[partition]
         cdef ProducerBatch batch = queue.open_batch
         cdef Py_ssize_t size = -1
+        cdef Py_ssize_t bound = record_bound(key_len, value_len, headers, header_bytes)
         if self.aborted_error is not None or self.closing:
             raise self.format.state_error("Cannot send after the producer is closed")
-        if batch is not None:
+        if batch is not None and batch.encoded_size + bound <= batch.reserved:
             # The common case: no lock, no Python code between the state check and the write.
             size = batch.append(timestamp, key, key_len, value, value_len, headers, False)
         if size < 0:
-            batch = self._new_batch(topic, queue, timestamp, key, key_len, value, value_len, headers)
+            batch = self._append_slow(topic, queue, timestamp, key, key_len, value, value_len, headers, bound)
         self.records_appended += 1
         self.bytes_appended += max(key_len, 0) + max(value_len, 0)
         return batch
@@ -345,7 +389,8 @@ cdef class RecordAccumulator:
                     chosen = self.format.partition_for_key(key_data, key_len, count)
                 else:
                     chosen = self._sticky_partition(topic)
-                batch = self._append_record(topic, chosen, timestamp, key_data, key_len, value_data, value_len, None)
+                batch = self._append_record(topic, chosen, timestamp, key_data, key_len, value_data, value_len, None,
+                                            -1)
                 if batch is not previous:
                     previous = batch
                     batches[batch] = None
@@ -353,47 +398,129 @@ cdef class RecordAccumulator:
             self.appends_in_progress -= 1
         return list(batches)
 
-    cdef ProducerBatch _new_batch(self, TopicQueues topic, PartitionQueue queue, int64_t timestamp,
-                                  const char* key, Py_ssize_t key_len, const char* value,
-                                  Py_ssize_t value_len, object headers):
-        # The open batch is full (or there is none): close it, reserve memory, start the next one.
+    cdef ProducerBatch _append_slow(self, TopicQueues topic, PartitionQueue queue, int64_t timestamp,
+                                    const char* key, Py_ssize_t key_len, const char* value,
+                                    Py_ssize_t value_len, object headers, Py_ssize_t bound):
+        # The open batch's reservation does not cover the record (grow it), or the batch is full (close it and
+        # start the next one), or there is none. `bound` is the record's size bound (record_bound).
         cdef ProducerBatch batch
-        cdef Py_ssize_t need = max(self.batch_size, max(key_len, 0) + max(value_len, 0) + 128)
-        cdef bint woke = False
-        cdef bytearray storage = None
+        cdef Py_ssize_t grow, size
+        cdef bint wake = False
         with self.lock:
-            batch = queue.open_batch
-            if batch is not None:
-                # Another thread may have opened a fresh batch while this one waited for the lock.
-                if batch.append(timestamp, key, key_len, value, value_len, headers, False) >= 0:
-                    return batch
+            while True:
+                batch = queue.open_batch
+                if batch is None:
+                    break
+                if batch.encoded_size + bound <= batch.reserved:
+                    # Another thread grew the reservation (or closed and reopened the batch) meanwhile.
+                    if self._append_within(batch, timestamp, key, key_len, value, value_len, headers) >= 0:
+                        return batch
+                elif batch.encoded_size + bound <= self.batch_size:
+                    grow = min(max(bound, self.reserve_step), self.batch_size - batch.reserved)
+                    self._reserve(grow)             # may wait, letting other threads change the queue
+                    if queue.open_batch is batch:
+                        batch.reserved += grow
+                        if self._append_within(batch, timestamp, key, key_len, value, value_len, headers) >= 0:
+                            return batch
+                    else:
+                        self._release(grow)
+                        continue
+                # Full: it goes out as it is.
                 batch.state = BATCH_CLOSED
                 queue.open_batch = None
-                woke = True
-                if topic.sticky == queue.topic_partition[1]:
+                wake = self._make_due(queue)
+                if topic.sticky == queue.partition:
                     topic.sticky = -1       # KIP-480: a full batch moves keyless records elsewhere
-            if need == self.batch_size:
-                storage = self.pool.acquire()
-            if storage is not None:
-                # The idle storage's share of buffer memory passes to the batch.
-                self.used_memory += need
-            else:
-                self._reserve(need)
-            batch = ProducerBatch.__new__(ProducerBatch)
-            batch.topic_partition = queue.topic_partition
-            batch.format = self.format
-            batch.builder = self.format.new_builder(self.batch_size, need + BATCH_SLACK, storage)
-            batch.reserved = need
-            batch.created = _monotonic()
+                break
+            batch = self._open_batch(queue, bound + BATCH_OVERHEAD)
             batch.append(timestamp, key, key_len, value, value_len, headers, True)
-            queue.batches.append(batch)
-            queue.open_batch = batch
-            self.incomplete.add(batch)
-            if len(queue.batches) == 1:
-                woke = True                 # the sender must start this partition's linger clock
-        if woke and self.wakeup is not None:
+            self._cover(batch)
+            if self.linger <= 0 or self.flushes or self.closing or self.waiting_for_memory:
+                wake = self._make_due(queue) or wake
+            else:
+                wake = self._schedule(queue, batch.created + self.linger) or wake
+        if wake and self.wakeup is not None:
             self.wakeup()
         return batch
+
+    cdef Py_ssize_t _append_within(self, ProducerBatch batch, int64_t timestamp, const char* key,
+                                   Py_ssize_t key_len, const char* value, Py_ssize_t value_len,
+                                   object headers) except -2:
+        # Appends to an open batch whose reservation covers the record's bound (lock held); -1 when it is full.
+        cdef Py_ssize_t size = batch.append(timestamp, key, key_len, value, value_len, headers, False)
+        if size >= 0:
+            self._cover(batch)
+        return size
+
+    cdef int _cover(self, ProducerBatch batch) except -1:
+        # A format's framing beyond the bound (or a forced oversized record) is charged after the fact.
+        cdef Py_ssize_t over = batch.encoded_size - batch.reserved
+        if over > 0:
+            batch.reserved += over
+            self.used_memory += over
+        return 0
+
+    cdef ProducerBatch _open_batch(self, PartitionQueue queue, Py_ssize_t need):
+        # A new open batch at the end of the queue (lock held), its memory reserved: idle pooled storage when
+        # the record fits in a batch_size batch (its batch_size share of memory passes to the batch), else
+        # what the record needs, at least one reserve step.
+        cdef ProducerBatch batch = ProducerBatch.__new__(ProducerBatch)
+        cdef bytearray storage = self.pool.acquire() if need <= self.batch_size else None
+        if storage is not None:
+            need = self.batch_size
+            self.used_memory += need
+        else:
+            need = max(need, self.reserve_step)
+            self._reserve(need)
+        batch.topic_partition = queue.topic_partition
+        batch.format = self.format
+        batch.builder = self.format.new_builder(self.batch_size, need + BATCH_SLACK, storage)
+        batch.reserved = need
+        batch.created = _monotonic()
+        queue.batches.append(batch)
+        queue.open_batch = batch
+        self.incomplete.add(batch)
+        self._expires_at(batch.created)
+        return batch
+
+    cdef inline int _expires_at(self, double created) except -1:
+        if created + self.delivery_timeout < self.next_expiry:
+            self.next_expiry = created + self.delivery_timeout
+        return 0
+
+    cdef int _release(self, Py_ssize_t amount) except -1:
+        # Gives back memory reserved for nothing (lock held).
+        self.used_memory -= amount
+        self.memory_freed.notify_all()
+        return 0
+
+    # -- the ready set (lock held) ------------------------------------------------------------------------
+
+    cdef bint _make_due(self, PartitionQueue queue) except -1:
+        # Returns whether the queue was not due before (the sender should look).
+        if queue.due:
+            return False
+        queue.due = True
+        self.due[queue] = None
+        return True
+
+    cdef bint _schedule(self, PartitionQueue queue, double deadline) except -1:
+        # Makes the queue due at `deadline`; returns whether that is now the earliest deadline (the sender
+        # may be sleeping past it).
+        if queue.due or 0 <= queue.scheduled <= deadline:
+            return False
+        queue.scheduled = deadline
+        self.timers_pushed += 1
+        _heappush(self.timers, (deadline, self.timers_pushed, queue))
+        return self.timers[0][2] is queue
+
+    cdef int _make_all_due(self) except -1:
+        # Flush, close, memory pressure: every queue with an unsent batch goes out now.
+        cdef ProducerBatch batch
+        for batch in self.incomplete:
+            if batch.state != BATCH_IN_FLIGHT and batch.state != BATCH_DONE:
+                self._make_due(self._queue_of(batch))
+        return 0
 
     cdef int _reserve(self, Py_ssize_t need) except -1:
         # Called with the lock held; Condition.wait releases both it and the GIL.
@@ -404,6 +531,8 @@ cdef class RecordAccumulator:
         deadline = _monotonic() + self.max_block
         self.waiting_for_memory += 1
         try:
+            # The memory is held by batches: they all go out now, so that sending them frees it.
+            self._make_all_due()
             if self.wakeup is not None:
                 self.wakeup()
             while self.used_memory + need > self.buffer_memory and self.used_memory:
@@ -431,43 +560,52 @@ cdef class RecordAccumulator:
 
     def ready(self, double now):
         """Which leaders have a batch to send: ({node_id: [PartitionQueue]}, seconds until the next linger
-        or backoff expires (None: nothing waits), [names of topics with partitions lacking a leader])."""
+        or backoff expires (None: nothing waits), [names of topics with partitions lacking a leader]).
+        Visits the due partitions only (plus those whose deadline passed)."""
         cdef dict nodes = {}
         cdef list unknown = []
-        cdef TopicQueues topic
         cdef PartitionQueue queue
         cdef ProducerBatch first
         cdef double next_check = -1, due
-        cdef int32_t p, node
+        cdef int32_t node
         cdef bint urgent = self.flushes > 0 or self.waiting_for_memory > 0 or self.closing
         with self.lock:
-            for topic in self.topics.values():
-                for p in range(len(topic.partitions)):
-                    queue = <PartitionQueue>topic.partitions[p]
-                    if not queue.batches or queue.in_flight >= self.max_in_flight:
-                        continue
-                    first = None
-                    for candidate in queue.batches:
-                        if (<ProducerBatch>candidate).state != BATCH_IN_FLIGHT:
-                            first = candidate
-                            break
-                    if first is None:
-                        continue
-                    node = topic.leaders[p]
-                    if node < 0:
-                        if topic.name not in unknown:
-                            unknown.append(topic.name)
-                        continue
-                    if first.attempts:
-                        due = first.retry_after
-                    elif first.state == BATCH_CLOSED or urgent:
-                        due = now
-                    else:
-                        due = first.created + self.linger
-                    if due <= now:
-                        nodes.setdefault(node, []).append(queue)
-                    elif next_check < 0 or due - now < next_check:
-                        next_check = due - now
+            while self.timers and self.timers[0][0] <= now:
+                due, _, queue = _heappop(self.timers)
+                if queue.scheduled == due:
+                    queue.scheduled = -1
+                self._make_due(queue)
+            for queue in list(self.due):
+                first = None
+                for candidate in queue.batches:
+                    if (<ProducerBatch>candidate).state != BATCH_IN_FLIGHT:
+                        first = candidate
+                        break
+                if first is None:
+                    del self.due[queue]
+                    queue.due = False
+                    continue
+                if queue.in_flight >= self.max_in_flight:
+                    continue                    # stays due: an answer frees a slot
+                if first.attempts:
+                    due = first.retry_after
+                elif first.state == BATCH_CLOSED or urgent:
+                    due = now
+                else:
+                    due = first.created + self.linger
+                if due > now:
+                    del self.due[queue]
+                    queue.due = False
+                    self._schedule(queue, due)
+                    continue
+                node = queue.topic.leaders[queue.partition]
+                if node < 0:
+                    if queue.topic.name not in unknown:
+                        unknown.append(queue.topic.name)
+                    continue
+                nodes.setdefault(node, []).append(queue)
+            if self.timers:
+                next_check = max(self.timers[0][0] - now, 0.0)
         return nodes, (None if next_check < 0 else next_check), unknown
 
     def drain(self, list queues, Py_ssize_t max_request_size, double now):
@@ -546,8 +684,10 @@ cdef class RecordAccumulator:
             self.incomplete.discard(batch)
             self.used_memory -= batch.reserved
             storage = batch.take_storage()
-            # A batch's storage is kept for the next batch unless a sender waits for memory or none will come.
-            if (batch.reserved == self.batch_size and not self.waiting_for_memory and not self.closing
+            # The storage of a batch that grew to batch_size (not an oversized record's: more than the pool's
+            # capacity) is kept for the next batch, unless a sender waits for memory or none will come.
+            if (self.batch_size <= batch.reserved <= self.batch_size + BATCH_SLACK
+                    and not self.waiting_for_memory and not self.closing
                     and self.used_memory + self._pooled_memory() + self.batch_size <= self.buffer_memory):
                 self.pool.release(storage)
             storage = None
@@ -563,6 +703,8 @@ cdef class RecordAccumulator:
                 queue.in_flight -= 1
             batch.state = BATCH_CLOSED
             batch.retry_after = now + self.retry_backoff
+            self._expires_at(batch.created)
+            self._schedule(queue, batch.retry_after)
         if self.wakeup is not None:
             self.wakeup()
 
@@ -613,6 +755,8 @@ cdef class RecordAccumulator:
             child.reserved, batch.reserved = batch.reserved, 0
             batch.children = children
             batch.state = BATCH_SPLIT
+            self._expires_at(batch.created)
+            self._make_due(queue)
             # Callbacks follow their records into the children.
             callbacks, batch.callbacks = batch.callbacks or [], None
             for entry in callbacks:
@@ -627,17 +771,22 @@ cdef class RecordAccumulator:
         return [c for _, c in children]
 
     def expire(self, double now):
-        """Fail batches older than delivery_timeout that are not in flight; returns them."""
+        """Fail batches older than delivery_timeout that are not in flight; returns them. Looks at the batches
+        only when the oldest unsent one may have expired (next_expiry), not at every call."""
         cdef list expired = []
-        cdef TopicQueues topic
-        cdef PartitionQueue queue
         cdef ProducerBatch batch
+        cdef double next_expiry = float("inf")
+        if now < self.next_expiry:
+            return expired
         with self.lock:
-            for topic in self.topics.values():
-                for queue in topic.partitions:
-                    for batch in queue.batches:
-                        if batch.state != BATCH_IN_FLIGHT and now - batch.created >= self.delivery_timeout:
-                            expired.append(batch)
+            for batch in self.incomplete:
+                if batch.state == BATCH_IN_FLIGHT:
+                    continue                # retry() and split() bring it back into next_expiry
+                if now - batch.created >= self.delivery_timeout:
+                    expired.append(batch)
+                elif batch.created + self.delivery_timeout < next_expiry:
+                    next_expiry = batch.created + self.delivery_timeout
+            self.next_expiry = next_expiry
         for batch in expired:
             self.fail(batch, self.format.timeout_error(
                 f"Expiring {batch.record_count} record(s) for {batch.topic_partition}: "
@@ -651,6 +800,7 @@ cdef class RecordAccumulator:
         with self.lock:
             self.flushes += 1
             pending = list(self.incomplete)
+            self._make_all_due()
         if self.wakeup is not None:
             self.wakeup()
         return pending
@@ -663,6 +813,7 @@ cdef class RecordAccumulator:
         """No new records from now on; everything already accepted is sent."""
         self.closing = True
         with self.lock:
+            self._make_all_due()
             self.pool.clear()
             self.memory_freed.notify_all()
         if self.wakeup is not None:

@@ -11,7 +11,10 @@ BatchBuilder: one batch being encoded, owned by one ProducerBatch.
   in bytes after it, or -1, changing nothing, when the record does not fit within the batch_size the builder was
   made with. With `force` the record is taken whatever its size (the first record of a batch, re-appends of a
   split). It must call no Python code that could let another thread in: user threads append without a lock.
-- size() is the encoded size so far; uncompressed_size() the record bytes before compression.
+- The core reserves buffer memory for a record before appending it, by a bound of its key and value bytes plus
+  64 bytes, plus 10 bytes and the name and value of each header; a format whose framing needs more per record
+  (or per batch, beyond 64 bytes) still works, and the excess is charged after the append.
+- uncompressed_size() is the batch's bytes before compression (the core keeps the size append() returned).
 - finish() ends the batch (compression, checksums; it may release the GIL) and returns the payload: a
   bytes-like object the sender puts on the wire. It is called once, outside the accumulator's lock.
 - take_storage() once the batch is done: the bytearray its records were encoded into, for the next batch's
@@ -44,7 +47,6 @@ from libc.stdint cimport int16_t, int32_t, int64_t
 cdef class BatchBuilder:
     cdef Py_ssize_t append(self, int32_t index, int64_t timestamp, const char* key, Py_ssize_t key_len,
                            const char* value, Py_ssize_t value_len, object headers, bint force) except -2
-    cdef Py_ssize_t size(self) except -1
     cdef Py_ssize_t uncompressed_size(self) except -1
     cdef object finish(self)
     cdef bytearray take_storage(self)

@@ -13,9 +13,6 @@ cdef class BatchBuilder:
                            const char* value, Py_ssize_t value_len, object headers, bint force) except -2:
         raise NotImplementedError
 
-    cdef Py_ssize_t size(self) except -1:
-        raise NotImplementedError
-
     cdef Py_ssize_t uncompressed_size(self) except -1:
         raise NotImplementedError
 

@@ -19,6 +19,7 @@ cdef class ProducerBatch:
     cdef BatchFormat format                 # makes the records' metadata and the errors
     cdef BatchBuilder builder               # the records, in the protocol's format
     cdef readonly int32_t record_count      # records appended
+    cdef Py_ssize_t encoded_size            # bytes the builder holds after the last append
     cdef readonly object payload            # the finished batch bytes, once built
     cdef readonly Py_ssize_t reserved       # bytes of buffer memory held until the batch is done
     cdef readonly double created            # monotonic seconds of the first append

@@ -29,7 +29,7 @@ cdef class ProducerBatch:
 
     @property
     def size_in_bytes(self):
-        return len(self.payload) if self.payload is not None else self.builder.size()
+        return len(self.payload) if self.payload is not None else self.encoded_size
 
     @property
     def uncompressed_size(self):
@@ -42,6 +42,7 @@ cdef class ProducerBatch:
                                                    headers, force)
         if size >= 0:
             self.record_count += 1
+            self.encoded_size = size
         return size
 
     cdef int finish(self) except -1:

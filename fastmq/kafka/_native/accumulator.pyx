@@ -27,9 +27,6 @@ cdef class KafkaBatchBuilder(BatchBuilder):
                            const char* value, Py_ssize_t value_len, object headers, bint force) except -2:
         return self.records.append_raw(index, timestamp, key, key_len, value, value_len, headers, force)
 
-    cdef Py_ssize_t size(self) except -1:
-        return self.records.size()
-
     cdef Py_ssize_t uncompressed_size(self) except -1:
         return self.records.uncompressed_size
 
