@@ -576,6 +576,8 @@ cdef class RecordAccumulator:
                     queue.scheduled = -1
                 self._make_due(queue)
             for queue in list(self.due):
+                if queue.in_flight >= self.max_in_flight:
+                    continue                    # stays due: an answer frees a slot
                 first = None
                 for candidate in queue.batches:
                     if (<ProducerBatch>candidate).state != BATCH_IN_FLIGHT:
@@ -585,8 +587,6 @@ cdef class RecordAccumulator:
                     del self.due[queue]
                     queue.due = False
                     continue
-                if queue.in_flight >= self.max_in_flight:
-                    continue                    # stays due: an answer frees a slot
                 if first.attempts:
                     due = first.retry_after
                 elif first.state == BATCH_CLOSED or urgent:
