@@ -1,7 +1,10 @@
 """Extension list and compiler flags; the metadata lives in pyproject.toml.
 
-Every fastmq/_native/*.pyx becomes one extension module. Modules that wrap hand-written C kernels name
-their csrc/ files in C_KERNELS. FASTMQ_DEBUG=1 builds with line tracing, annotation and -O0 -g.
+Every .pyx in a `_native` directory under fastmq/ (fastmq/_native, fastmq/kafka/_native, ...) becomes one
+extension module named after its path (fastmq.kafka._native.records). Modules that wrap hand-written C kernels
+name their csrc/ files in C_KERNELS. Protocol-only C headers live in their protocol's _native directory
+(fastmq/kafka/_native/kafka_record.h), which is on every module's include path because a .pxd that names such a
+header can be cimported from another package. FASTMQ_DEBUG=1 builds with line tracing, annotation and -O0 -g.
 FASTMQ_ONLY=name,name builds just those modules (for working on one module while others are mid-edit).
 """
 import os
@@ -25,15 +28,18 @@ MACROS = [("CYTHON_TRACE_NOGIL", "1")] if DEBUG else []
 
 
 def native_extensions() -> list[Extension]:
+    sources = sorted((HERE / "fastmq").glob("**/_native/*.pyx"))
+    include_dirs = ["csrc"] + sorted({str(pyx.parent.relative_to(HERE)) for pyx in sources})
     extensions = []
-    for pyx in sorted((HERE / "fastmq" / "_native").glob("*.pyx")):
+    for pyx in sources:
         name = pyx.stem
         if ONLY and name not in ONLY:
             continue
+        source = pyx.relative_to(HERE)
         extensions.append(Extension(
-            f"fastmq._native.{name}",
-            sources=[str(pyx.relative_to(HERE))] + C_KERNELS.get(name, []),
-            include_dirs=["csrc"],
+            ".".join(source.with_suffix("").parts),
+            sources=[str(source)] + C_KERNELS.get(name, []),
+            include_dirs=include_dirs,
             extra_compile_args=COMPILE_ARGS,
             define_macros=MACROS,
         ))

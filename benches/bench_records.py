@@ -17,7 +17,7 @@ import pytest
 import fastmq.kafka.record.default_records as fastmq_records
 import fastmq.kafka.record.util as fastmq_util
 from fastmq._native.checksum import crc32, crc32c
-from fastmq._native.columnar import decode_columns
+from fastmq.kafka._native.columnar import decode_columns
 
 RECORDS = 1000
 VALUE_SIZE = 100

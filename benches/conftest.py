@@ -25,7 +25,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         return
     groups: dict[str, list] = {}
     for bench in session.benchmarks:
-        groups.setdefault(bench.group or bench.name, []).append(bench)
+        if bench.stats.rounds:          # a benchmark whose test failed measured nothing
+            groups.setdefault(bench.group or bench.name, []).append(bench)
     write = terminalreporter.write_line
     write("")
     write("fastmq side-by-side, medians ('fastmq xR': fastmq is R times as fast as that row)")

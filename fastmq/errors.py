@@ -38,3 +38,13 @@ class CompressionError(CorruptDataError):
 
 class UnsupportedCodecError(FastMQError):
     """A compression codec is unknown, or its library is not installed."""
+
+
+class IllegalStateError(FastMQError):
+    """The operation is not allowed in the object's current state (e.g. sending after close())."""
+
+
+class OperationTimeoutError(FastMQError):
+    """An operation did not complete within its time limit (e.g. waiting for buffer memory)."""
+
+    retriable = True

@@ -20,7 +20,7 @@ NOT_SOURCE = shutil.ignore_patterns("*.so", "build", "dist", ".venv", ".git", ".
 SMOKE = textwrap.dedent("""
     import sys
     import fastmq
-    import fastmq._native.records as records
+    import fastmq.kafka._native.records as records
     from fastmq.broker import EmbeddedBroker
     from fastmq.kafka import Consumer, Producer, TopicPartition
     from fastmq.kafka.record import MemoryRecords, MemoryRecordsBuilder

@@ -1,25 +1,37 @@
 # cython: language_level=3
 """The producer's record accumulator: per-partition deques of batches that send() encodes records into.
 
-User threads call send(): it picks the partition (explicit, murmur2 of the key as the Java client does, or
-the topic's sticky partition for records without a key), encodes the record straight into the open batch of
-that partition and returns a FutureRecordMetadata: a view onto (batch, index), so completing a batch
-completes all of its futures at once. The sender, on the I/O thread, asks ready() which leaders have
-something to send, drain()s batches for them, and reports back with complete() / fail() / retry() / split().
+The core knows no protocol: a BatchFormat (batch_builder.pxd) says how records are encoded, what a partition's
+key and a record's metadata look like and which partition a key goes to; fastmq.kafka._native.accumulator plugs
+in Kafka's record batches.
 
-Threads: appends to an open batch run under the GIL alone (RecordBatchBuilder.append_raw calls no Python
-code, so nothing can interleave with it); creating, closing and draining batches, which happen once per
+User threads call send(): it picks the partition (explicit, the format's choice for a key, or the topic's sticky
+partition for records without a key), encodes the record straight into the open batch of that partition and
+returns a FutureRecordMetadata: a view onto (batch, index), so completing a batch completes all of its futures
+at once. The sender, on the I/O thread, asks ready() which leaders have something to send, drain()s batches for
+them, and reports back with complete() / fail() / retry() / split().
+
+Threads: appends to an open batch run under the GIL alone (a BatchBuilder's append calls no Python code, so
+nothing can interleave with it); creating, closing and draining batches, which happen once per
 batch, take the accumulator's lock. A thread that finds buffer memory exhausted waits, without the GIL, for
 the sender to free some, up to max_block.
 
 A node is ready when one of its partitions has a batch that is full, whose linger elapsed, whose retry
-backoff elapsed, or while memory is exhausted, a flush is in progress or the accumulator is closing.
+backoff elapsed, or while memory is exhausted, a flush is in progress or the accumulator is closing. ready()
+and drain() cost what is ready, not what exists: a partition enters the `due` set when its batch fills (or at
+once, when nothing may wait), and otherwise a timer heap holds its linger or backoff deadline until it passes;
+flush, close and memory pressure make every partition with unsent batches due once.
 
-Memory: a done batch of batch_size passes its storage on to a later batch (BufferPool), as the Java
-client's BufferPool does, so a busy producer writes into memory that is already mapped. Idle pooled storage
-counts against buffer_memory and is freed first when a new batch needs room.
+Memory: a batch reserves buffer memory for what it holds, growing its reservation in RESERVE_STEP steps as
+records arrive (up to batch_size), so thousands of partitions with a little data each do not pre-reserve
+partitions x batch_size; a send that finds the memory exhausted makes every partition due and wakes the sender
+before it waits, so the memory is freed by sending the batches that hold it. A done batch that grew to
+batch_size passes its storage on to a later batch (BufferPool), as the Java client's BufferPool does, so a busy
+producer writes into memory that is already mapped. Idle pooled storage counts against buffer_memory and is
+freed first when a new batch needs room.
 """
 import collections
+import heapq
 import random
 import threading
 import time
@@ -30,226 +42,28 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SI
 from cpython.unicode cimport PyUnicode_Check
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
 
+from fastmq._native.batch_builder cimport BatchFormat
 from fastmq._native.buffer cimport BufferPool
-from fastmq._native.hashing cimport murmur2_nogil
-from fastmq._native.records cimport RecordBatchBuilder, now_ms, restamp_producer
+from fastmq._native.bulk_items cimport ArrowBinary
+from fastmq._native.clock cimport now_ms
+from fastmq._native.producer_batch cimport (
+    BATCH_CLOSED, BATCH_DONE, BATCH_IN_FLIGHT, BATCH_SPLIT, FutureRecordMetadata, ProducerBatch,
+)
 
-from fastmq._native.records import RecordBatch
-from fastmq.kafka.errors import IllegalStateError, KafkaTimeoutError
-from fastmq.kafka.structs import RecordMetadata, TopicPartition
-
-cdef extern from "Python.h":
-    const char* PyUnicode_AsUTF8AndSize(object text, Py_ssize_t* size) except NULL
+from fastmq._native.producer_batch import FutureRecordMetadata, ProducerBatch   # re-exported: the sender's types
 
 
 cdef object _monotonic = time.monotonic
 
-# Capacity a batch's storage has beyond the bytes it reserves.
+cdef object _heappush = heapq.heappush
+cdef object _heappop = heapq.heappop
+
 cdef enum:
-    BATCH_SLACK = 64
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Batches and futures
-# ---------------------------------------------------------------------------------------------------------
-
-@cython.final
-cdef class ProducerBatch:
-    """One batch of one partition, from its first append until its futures are resolved."""
-
-    def __cinit__(self):
-        self.base_sequence = -1
-        self.base_offset = -1
-        self.log_append_time = -1
-
-    @property
-    def is_done(self):
-        return self.state == BATCH_DONE
-
-    @property
-    def record_count(self):
-        return self.builder._record_count
-
-    @property
-    def size_in_bytes(self):
-        return len(self.payload) if self.payload is not None else self.builder.size()
-
-    @property
-    def uncompressed_size(self):
-        return self.builder.uncompressed_size
-
-    cdef int finish(self) except -1:
-        # Compresses and checksums (the codecs and the CRC release the GIL on large inputs).
-        if self.payload is None:
-            self.payload = self.builder.finish()
-        return 0
-
-    cdef bytearray take_storage(self):
-        # Once the batch is done: the memory its records were encoded into (the payload itself unless it
-        # was compressed); the batch lets go of it and of the payload.
-        cdef bytearray storage = self.builder.take_storage()
-        if storage is None and type(self.payload) is bytearray:
-            storage = self.payload
-        self.payload = None
-        return storage
-
-    cdef int resolve(self) except -1:
-        # Runs the callbacks registered on this batch's futures, in record order, then wakes waiters.
-        cdef list callbacks = self.callbacks
-        self.callbacks = None
-        if self.done_event is not None:
-            self.done_event.set()
-        if not callbacks:
-            return 0
-        callbacks.sort(key=_callback_order)
-        for future, function, on_success, on_error in callbacks:
-            _run_callback(<FutureRecordMetadata>future, function, on_success, on_error)
-        return 0
-
-    def leaves(self):
-        """The batches that now hold this batch's records: itself, or its split children's leaves."""
-        if self.state != BATCH_SPLIT:
-            return [self]
-        return [leaf for _, child in self.children for leaf in child.leaves()]
-
-    def _wait(self, timeout):
-        # Creating the event and checking the state happen under the GIL without Python code between
-        # them, so a completion cannot slip in unseen.
-        if self.state == BATCH_DONE or self.state == BATCH_SPLIT:
-            return True
-        if self.done_event is None:
-            self.done_event = threading.Event()
-        return self.done_event.wait(timeout)
-
-    def __repr__(self):
-        return (f"ProducerBatch({self.topic_partition}, records={self.record_count}, state={self.state}, "
-                f"attempts={self.attempts})")
-
-
-def _callback_order(entry):
-    return (<FutureRecordMetadata>entry[0]).index
-
-
-cdef _log_callback_error():
-    import logging
-    logging.getLogger("fastmq.kafka.producer").exception("Error processing a send callback")
-
-
-cdef _run_callback(FutureRecordMetadata future, function, bint on_success, bint on_error):
-    error = future.batch.error
-    try:
-        if error is None and on_success:
-            function(future.value)
-        elif error is not None and on_error:
-            function(error)
-    except Exception:
-        _log_callback_error()
-
-
-@cython.freelist(1024)
-@cython.final
-cdef class FutureRecordMetadata:
-    """The result of one send(): kafka-python's FutureRecordMetadata, resolved with its batch."""
-
-    cdef ProducerBatch _settled_batch(self):
-        # Follows splits down to the batch that now holds the record.
-        cdef ProducerBatch batch = self.batch
-        cdef int32_t first
-        while batch.state == BATCH_SPLIT:
-            for first, child in reversed(batch.children):
-                if self.index >= first:
-                    self.index -= first
-                    self.batch = batch = child
-                    break
-        return batch
-
-    @property
-    def topic_partition(self):
-        """Where the record is going (known as soon as send() returns)."""
-        return self.batch.topic_partition
-
-    @property
-    def is_done(self):
-        return self._settled_batch().state == BATCH_DONE
-
-    def succeeded(self):
-        cdef ProducerBatch batch = self._settled_batch()
-        return batch.state == BATCH_DONE and batch.error is None
-
-    def failed(self):
-        cdef ProducerBatch batch = self._settled_batch()
-        return batch.state == BATCH_DONE and batch.error is not None
-
-    def retriable(self):
-        cdef ProducerBatch batch = self._settled_batch()
-        return batch.state == BATCH_DONE and getattr(batch.error, "retriable", False)
-
-    @property
-    def exception(self):
-        cdef ProducerBatch batch = self._settled_batch()
-        return batch.error if batch.state == BATCH_DONE else None
-
-    @property
-    def value(self):
-        """The RecordMetadata once the record is acknowledged, else None."""
-        cdef ProducerBatch batch = self._settled_batch()
-        if batch.state != BATCH_DONE or batch.error is not None:
-            return None
-        if self._metadata is None:
-            tp = batch.topic_partition
-            self._metadata = RecordMetadata(
-                tp[0], tp[1], tp, batch.base_offset + self.index if batch.base_offset >= 0 else -1,
-                batch.log_append_time if batch.log_append_time >= 0 else self.timestamp, None,
-                self.key_size, self.value_size, self.header_size)
-        return self._metadata
-
-    def get(self, timeout=None):
-        """Wait up to `timeout` seconds for the acknowledgement; returns the RecordMetadata."""
-        cdef ProducerBatch batch
-        deadline = None if timeout is None else _monotonic() + timeout
-        while True:
-            batch = self._settled_batch()
-            if batch.state == BATCH_DONE:
-                break
-            remaining = None if deadline is None else deadline - _monotonic()
-            if remaining is not None and remaining <= 0 or not batch._wait(remaining):
-                if batch.state != BATCH_DONE and batch.state != BATCH_SPLIT:
-                    raise KafkaTimeoutError(f"Timeout after waiting for {timeout} secs.")
-        if batch.error is not None:
-            raise batch.error
-        return self.value
-
-    def _register(self, function, bint on_success, bint on_error):
-        cdef ProducerBatch batch = self._settled_batch()
-        if batch.state == BATCH_DONE:
-            _run_callback(self, function, on_success, on_error)
-            return self
-        if batch.callbacks is None:
-            batch.callbacks = []
-        batch.callbacks.append((self, function, on_success, on_error))
-        return self
-
-    def add_callback(self, f, *args, **kwargs):
-        """Call f(*args, record_metadata, **kwargs) once the record is acknowledged."""
-        return self._register(_bind(f, args, kwargs), True, False)
-
-    def add_errback(self, f, *args, **kwargs):
-        """Call f(*args, exception, **kwargs) if the record fails."""
-        return self._register(_bind(f, args, kwargs), False, True)
-
-    def add_both(self, f, *args, **kwargs):
-        """Call f(*args, metadata_or_exception, **kwargs) either way."""
-        return self._register(_bind(f, args, kwargs), True, True)
-
-    def __repr__(self):
-        return f"FutureRecordMetadata({self.batch.topic_partition}, index={self.index}, done={self.is_done})"
-
-
-cdef object _bind(f, tuple args, dict kwargs):
-    if args or kwargs:
-        import functools
-        return functools.partial(f, *args, **kwargs)
-    return f
+    BATCH_SLACK = 64            # capacity a batch's storage has beyond the bytes it reserves
+    BATCH_OVERHEAD = 64         # bytes a batch needs beyond its records (a bound over the formats; Kafka: 61)
+    RECORD_OVERHEAD = 64        # bytes a record needs beyond its key and value (a bound: varints, attributes)
+    HEADER_OVERHEAD = 10        # bytes a header needs beyond its name and value
+    RESERVE_STEP = 16384        # a batch's memory reservation grows by this much (or by batch_size if smaller)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -260,9 +74,12 @@ cdef object _bind(f, tuple args, dict kwargs):
 cdef class PartitionQueue:
     """The batches of one partition, oldest first; the last one takes records while it is open."""
 
-    def __cinit__(self, topic_partition):
+    def __cinit__(self, topic_partition, TopicQueues topic, int32_t partition):
         self.topic_partition = topic_partition
+        self.topic = topic
+        self.partition = partition
         self.batches = collections.deque()
+        self.scheduled = -1
 
     def __len__(self):
         return len(self.batches)
@@ -292,20 +109,29 @@ cdef class TopicQueues:
 # ---------------------------------------------------------------------------------------------------------
 
 cdef Py_ssize_t headers_size(object headers) except -2:
-    # RecordMetadata.serialized_header_size, as kafka-python computes it (-1 without headers).
+    # Name and value bytes of the headers (kafka-python's serialized_header_size), -1 without headers.
     if not headers:
         return -1
     return sum(len(key.encode("utf-8")) + (0 if value is None else len(value)) for key, value in headers)
 
 
-@cython.final
+cdef inline Py_ssize_t record_bound(Py_ssize_t key_len, Py_ssize_t value_len, object headers,
+                                    Py_ssize_t header_bytes):
+    # At least the bytes a record adds to a batch in any format (RECORD_OVERHEAD and HEADER_OVERHEAD bound
+    # the framing): what its memory reservation must cover before it is appended.
+    cdef Py_ssize_t bound = max(key_len, 0) + max(value_len, 0) + RECORD_OVERHEAD
+    if header_bytes >= 0:
+        bound += header_bytes + HEADER_OVERHEAD * len(headers)
+    return bound
+
+
 cdef class RecordAccumulator:
-    """Per-partition batches for one producer (see the module docstring)."""
+    """Per-partition batches for one producer (see the module docstring). A protocol subclasses it to give it
+    its BatchFormat (fastmq.kafka._native.accumulator.RecordAccumulator)."""
+    cdef BatchFormat format                 # the protocol's batches: builders, partition keys, metadata
     cdef dict topics                        # name -> TopicQueues
     cdef readonly Py_ssize_t batch_size     # bytes at which a batch closes
     cdef readonly double linger             # seconds a batch waits for more records
-    cdef readonly int codec                 # compression codec id
-    cdef int compression_level              # -1 = codec default
     cdef readonly Py_ssize_t buffer_memory  # bytes all unfinished batches may hold
     cdef readonly Py_ssize_t used_memory    # bytes held now
     cdef BufferPool pool                    # storage of finished batches, for the next ones
@@ -329,16 +155,19 @@ cdef class RecordAccumulator:
     cdef object transaction_error           # the first batch failure since clear_transaction_failure()
     cdef readonly int64_t records_appended  # metrics
     cdef readonly int64_t bytes_appended    # metrics: uncompressed record bytes
+    cdef Py_ssize_t reserve_step            # bytes a batch's reservation grows by
+    cdef dict due                           # PartitionQueue -> None: queues that may have a batch to send now
+    cdef list timers                        # heap of (deadline, number, PartitionQueue): linger/backoff ends
+    cdef int64_t timers_pushed              # numbers the heap's entries (queues do not compare)
+    cdef double next_expiry                 # monotonic seconds before which no unsent batch can expire
 
-    def __init__(self, *, Py_ssize_t batch_size=16384, double linger_ms=0, int compression_type=0,
-                 int compression_level=-1, Py_ssize_t buffer_memory=33554432, double max_block_ms=60000,
-                 double delivery_timeout_ms=120000, double retry_backoff_ms=100, bint idempotent=True,
-                 int max_in_flight=5, wakeup=None):
+    def __init__(self, BatchFormat batch_format not None, *, Py_ssize_t batch_size=16384, double linger_ms=0,
+                 Py_ssize_t buffer_memory=33554432, double max_block_ms=60000, double delivery_timeout_ms=120000,
+                 double retry_backoff_ms=100, bint idempotent=True, int max_in_flight=5, wakeup=None):
+        self.format = batch_format
         self.topics = {}
         self.batch_size = max(batch_size, 1)
         self.linger = linger_ms / 1000.0
-        self.codec = compression_type
-        self.compression_level = compression_level
         self.buffer_memory = buffer_memory
         self.pool = BufferPool(self.batch_size + BATCH_SLACK)
         self.max_block = max_block_ms / 1000.0
@@ -352,6 +181,10 @@ cdef class RecordAccumulator:
         self.memory_freed = threading.Condition(self.lock)
         self.incomplete = set()
         self.wakeup = wakeup
+        self.reserve_step = min(self.batch_size, RESERVE_STEP)
+        self.due = {}
+        self.timers = []
+        self.next_expiry = float("inf")
 
     # -- topics ---------------------------------------------------------------------------------------
 
@@ -369,7 +202,7 @@ cdef class RecordAccumulator:
         cdef int32_t p
         with self.lock:
             for p in range(len(topic.partitions), len(leaders)):
-                topic.partitions.append(PartitionQueue(TopicPartition(name, p)))
+                topic.partitions.append(PartitionQueue(self.format.partition_key(name, p), topic, p))
             topic.leaders = list(leaders)
             available = [p for p, node in enumerate(leaders) if node >= 0 and node not in avoided_nodes]
             if not available:
@@ -398,7 +231,7 @@ cdef class RecordAccumulator:
         cdef ProducerBatch batch
         with self.lock:
             if self._any_in_flight():
-                raise IllegalStateError("the producer id cannot be reset while batches are in flight")
+                raise self.format.state_error("the producer id cannot be reset while batches are in flight")
             self.producer_id = -1
             self.producer_epoch = -1
             for batch in self.incomplete:
@@ -424,6 +257,12 @@ cdef class RecordAccumulator:
     def pooled_memory(self):
         """Bytes of buffer memory held by idle pooled storage (counted against buffer_memory too)."""
         return self._pooled_memory()
+
+    @property
+    def due_partitions(self):
+        """The partitions in the due set (keys as the format made them): those ready() looks at first."""
+        with self.lock:
+            return [queue.topic_partition for queue in self.due]
 
     @property
     def producer_identity(self):
@@ -460,10 +299,11 @@ cdef class RecordAccumulator:
                     raise ValueError(f"Unrecognized partition {partition} for topic {topic.name} "
                                      f"({count} partitions)")
             elif key is not None:
-                chosen = (murmur2_nogil(key_data, key_len) & 0x7FFFFFFF) % count
+                chosen = self.format.partition_for_key(key_data, key_len, count)
             else:
                 chosen = self._sticky_partition(topic)
-            return self._append(topic, chosen, timestamp, key_data, key_len, value_data, value_len, headers)
+            return self._append(topic, chosen, timestamp, key_data, key_len, value_data, value_len, headers,
+                                headers_size(headers))
         finally:
             if key_taken:
                 PyBuffer_Release(&key_view)
@@ -479,33 +319,33 @@ cdef class RecordAccumulator:
 
     cdef FutureRecordMetadata _append(self, TopicQueues topic, int32_t partition, int64_t timestamp,
                                       const char* key, Py_ssize_t key_len, const char* value,
-                                      Py_ssize_t value_len, object headers):
+                                      Py_ssize_t value_len, object headers, Py_ssize_t header_bytes):
         cdef ProducerBatch batch = self._append_record(topic, partition, timestamp, key, key_len, value,
-                                                       value_len, headers)
+                                                       value_len, headers, header_bytes)
         cdef FutureRecordMetadata future = FutureRecordMetadata.__new__(FutureRecordMetadata)
         future.batch = batch
-        future.index = batch.builder._record_count - 1
+        future.index = batch.record_count - 1
         future.timestamp = timestamp
         future.key_size = <int32_t>key_len
         future.value_size = <int32_t>value_len
-        future.header_size = -1 if not headers else <int32_t>headers_size(headers)
+        future.header_size = <int32_t>header_bytes
         return future
 
     cdef ProducerBatch _append_record(self, TopicQueues topic, int32_t partition, int64_t timestamp,
                                       const char* key, Py_ssize_t key_len, const char* value,
-                                      Py_ssize_t value_len, object headers):
+                                      Py_ssize_t value_len, object headers, Py_ssize_t header_bytes):
         # Encodes the record into its partition's open batch (opening one if needed); returns the batch.
         cdef PartitionQueue queue = topic.partitions[partition]
         cdef ProducerBatch batch = queue.open_batch
         cdef Py_ssize_t size = -1
+        cdef Py_ssize_t bound = record_bound(key_len, value_len, headers, header_bytes)
         if self.aborted_error is not None or self.closing:
-            raise IllegalStateError("Cannot send after the producer is closed")
-        if batch is not None:
+            raise self.format.state_error("Cannot send after the producer is closed")
+        if batch is not None and batch.encoded_size + bound <= batch.reserved:
             # The common case: no lock, no Python code between the state check and the write.
-            size = batch.builder.append_raw(batch.builder._record_count, timestamp, key, key_len, value, value_len,
-                                            headers, False)
+            size = batch.append(timestamp, key, key_len, value, value_len, headers, False)
         if size < 0:
-            batch = self._new_batch(topic, queue, timestamp, key, key_len, value, value_len, headers)
+            batch = self._append_slow(topic, queue, timestamp, key, key_len, value, value_len, headers, bound)
         self.records_appended += 1
         self.bytes_appended += max(key_len, 0) + max(value_len, 0)
         return batch
@@ -546,10 +386,11 @@ cdef class RecordAccumulator:
                 if partition is not None:
                     chosen = partition
                 elif key_data != NULL:
-                    chosen = (murmur2_nogil(key_data, key_len) & 0x7FFFFFFF) % count
+                    chosen = self.format.partition_for_key(key_data, key_len, count)
                 else:
                     chosen = self._sticky_partition(topic)
-                batch = self._append_record(topic, chosen, timestamp, key_data, key_len, value_data, value_len, None)
+                batch = self._append_record(topic, chosen, timestamp, key_data, key_len, value_data, value_len, None,
+                                            -1)
                 if batch is not previous:
                     previous = batch
                     batches[batch] = None
@@ -557,50 +398,129 @@ cdef class RecordAccumulator:
             self.appends_in_progress -= 1
         return list(batches)
 
-    cdef ProducerBatch _new_batch(self, TopicQueues topic, PartitionQueue queue, int64_t timestamp,
-                                  const char* key, Py_ssize_t key_len, const char* value,
-                                  Py_ssize_t value_len, object headers):
-        # The open batch is full (or there is none): close it, reserve memory, start the next one.
+    cdef ProducerBatch _append_slow(self, TopicQueues topic, PartitionQueue queue, int64_t timestamp,
+                                    const char* key, Py_ssize_t key_len, const char* value,
+                                    Py_ssize_t value_len, object headers, Py_ssize_t bound):
+        # The open batch's reservation does not cover the record (grow it), or the batch is full (close it and
+        # start the next one), or there is none. `bound` is the record's size bound (record_bound).
         cdef ProducerBatch batch
-        cdef Py_ssize_t need = max(self.batch_size, max(key_len, 0) + max(value_len, 0) + 128)
-        cdef bint woke = False
-        cdef bytearray storage = None
+        cdef Py_ssize_t grow, size
+        cdef bint wake = False
         with self.lock:
-            batch = queue.open_batch
-            if batch is not None:
-                # Another thread may have opened a fresh batch while this one waited for the lock.
-                if batch.builder.append_raw(batch.builder._record_count, timestamp, key, key_len, value,
-                                            value_len, headers, False) >= 0:
-                    return batch
+            while True:
+                batch = queue.open_batch
+                if batch is None:
+                    break
+                if batch.encoded_size + bound <= batch.reserved:
+                    # Another thread grew the reservation (or closed and reopened the batch) meanwhile.
+                    if self._append_within(batch, timestamp, key, key_len, value, value_len, headers) >= 0:
+                        return batch
+                elif batch.encoded_size + bound <= self.batch_size:
+                    grow = min(max(bound, self.reserve_step), self.batch_size - batch.reserved)
+                    self._reserve(grow)             # may wait, letting other threads change the queue
+                    if queue.open_batch is batch:
+                        batch.reserved += grow
+                        if self._append_within(batch, timestamp, key, key_len, value, value_len, headers) >= 0:
+                            return batch
+                    else:
+                        self._release(grow)
+                        continue
+                # Full: it goes out as it is.
                 batch.state = BATCH_CLOSED
                 queue.open_batch = None
-                woke = True
-                if topic.sticky == queue.topic_partition[1]:
+                wake = self._make_due(queue)
+                if topic.sticky == queue.partition:
                     topic.sticky = -1       # KIP-480: a full batch moves keyless records elsewhere
-            if need == self.batch_size:
-                storage = self.pool.acquire()
-            if storage is not None:
-                # The idle storage's share of buffer memory passes to the batch.
-                self.used_memory += need
+                break
+            batch = self._open_batch(queue, bound + BATCH_OVERHEAD)
+            batch.append(timestamp, key, key_len, value, value_len, headers, True)
+            self._cover(batch)
+            if self.linger <= 0 or self.flushes or self.closing or self.waiting_for_memory:
+                wake = self._make_due(queue) or wake
             else:
-                self._reserve(need)
-            batch = ProducerBatch.__new__(ProducerBatch)
-            batch.topic_partition = queue.topic_partition
-            batch.builder = RecordBatchBuilder(2, self.codec, False, self.producer_id, self.producer_epoch, -1,
-                                               self.batch_size, compression_level=self.compression_level,
-                                               leader_epoch=-1, initial_capacity=need + BATCH_SLACK,
-                                               storage=storage)
-            batch.reserved = need
-            batch.created = _monotonic()
-            batch.builder.append_raw(0, timestamp, key, key_len, value, value_len, headers, True)
-            queue.batches.append(batch)
-            queue.open_batch = batch
-            self.incomplete.add(batch)
-            if len(queue.batches) == 1:
-                woke = True                 # the sender must start this partition's linger clock
-        if woke and self.wakeup is not None:
+                wake = self._schedule(queue, batch.created + self.linger) or wake
+        if wake and self.wakeup is not None:
             self.wakeup()
         return batch
+
+    cdef Py_ssize_t _append_within(self, ProducerBatch batch, int64_t timestamp, const char* key,
+                                   Py_ssize_t key_len, const char* value, Py_ssize_t value_len,
+                                   object headers) except -2:
+        # Appends to an open batch whose reservation covers the record's bound (lock held); -1 when it is full.
+        cdef Py_ssize_t size = batch.append(timestamp, key, key_len, value, value_len, headers, False)
+        if size >= 0:
+            self._cover(batch)
+        return size
+
+    cdef int _cover(self, ProducerBatch batch) except -1:
+        # A format's framing beyond the bound (or a forced oversized record) is charged after the fact.
+        cdef Py_ssize_t over = batch.encoded_size - batch.reserved
+        if over > 0:
+            batch.reserved += over
+            self.used_memory += over
+        return 0
+
+    cdef ProducerBatch _open_batch(self, PartitionQueue queue, Py_ssize_t need):
+        # A new open batch at the end of the queue (lock held), its memory reserved: idle pooled storage when
+        # the record fits in a batch_size batch (its batch_size share of memory passes to the batch), else
+        # what the record needs, at least one reserve step.
+        cdef ProducerBatch batch = ProducerBatch.__new__(ProducerBatch)
+        cdef bytearray storage = self.pool.acquire() if need <= self.batch_size else None
+        if storage is not None:
+            need = self.batch_size
+            self.used_memory += need
+        else:
+            need = max(need, self.reserve_step)
+            self._reserve(need)
+        batch.topic_partition = queue.topic_partition
+        batch.format = self.format
+        batch.builder = self.format.new_builder(self.batch_size, need + BATCH_SLACK, storage)
+        batch.reserved = need
+        batch.created = _monotonic()
+        queue.batches.append(batch)
+        queue.open_batch = batch
+        self.incomplete.add(batch)
+        self._expires_at(batch.created)
+        return batch
+
+    cdef inline int _expires_at(self, double created) except -1:
+        if created + self.delivery_timeout < self.next_expiry:
+            self.next_expiry = created + self.delivery_timeout
+        return 0
+
+    cdef int _release(self, Py_ssize_t amount) except -1:
+        # Gives back memory reserved for nothing (lock held).
+        self.used_memory -= amount
+        self.memory_freed.notify_all()
+        return 0
+
+    # -- the ready set (lock held) ------------------------------------------------------------------------
+
+    cdef bint _make_due(self, PartitionQueue queue) except -1:
+        # Returns whether the queue was not due before (the sender should look).
+        if queue.due:
+            return False
+        queue.due = True
+        self.due[queue] = None
+        return True
+
+    cdef bint _schedule(self, PartitionQueue queue, double deadline) except -1:
+        # Makes the queue due at `deadline`; returns whether that is now the earliest deadline (the sender
+        # may be sleeping past it).
+        if queue.due or 0 <= queue.scheduled <= deadline:
+            return False
+        queue.scheduled = deadline
+        self.timers_pushed += 1
+        _heappush(self.timers, (deadline, self.timers_pushed, queue))
+        return self.timers[0][2] is queue
+
+    cdef int _make_all_due(self) except -1:
+        # Flush, close, memory pressure: every queue with an unsent batch goes out now.
+        cdef ProducerBatch batch
+        for batch in self.incomplete:
+            if batch.state != BATCH_IN_FLIGHT and batch.state != BATCH_DONE:
+                self._make_due(self._queue_of(batch))
+        return 0
 
     cdef int _reserve(self, Py_ssize_t need) except -1:
         # Called with the lock held; Condition.wait releases both it and the GIL.
@@ -611,14 +531,16 @@ cdef class RecordAccumulator:
         deadline = _monotonic() + self.max_block
         self.waiting_for_memory += 1
         try:
+            # The memory is held by batches: they all go out now, so that sending them frees it.
+            self._make_all_due()
             if self.wakeup is not None:
                 self.wakeup()
             while self.used_memory + need > self.buffer_memory and self.used_memory:
                 if self.aborted_error is not None or self.closing:
-                    raise IllegalStateError("Producer closed while send was waiting for buffer memory")
+                    raise self.format.state_error("Producer closed while send was waiting for buffer memory")
                 remaining = deadline - _monotonic()
                 if remaining <= 0:
-                    raise KafkaTimeoutError(
+                    raise self.format.timeout_error(
                         f"Failed to allocate {need} bytes of buffer memory within max_block_ms "
                         f"({self.used_memory} of {self.buffer_memory} in use)")
                 self.memory_freed.wait(remaining)
@@ -638,43 +560,52 @@ cdef class RecordAccumulator:
 
     def ready(self, double now):
         """Which leaders have a batch to send: ({node_id: [PartitionQueue]}, seconds until the next linger
-        or backoff expires (None: nothing waits), [names of topics with partitions lacking a leader])."""
+        or backoff expires (None: nothing waits), [names of topics with partitions lacking a leader]).
+        Visits the due partitions only (plus those whose deadline passed)."""
         cdef dict nodes = {}
         cdef list unknown = []
-        cdef TopicQueues topic
         cdef PartitionQueue queue
         cdef ProducerBatch first
         cdef double next_check = -1, due
-        cdef int32_t p, node
+        cdef int32_t node
         cdef bint urgent = self.flushes > 0 or self.waiting_for_memory > 0 or self.closing
         with self.lock:
-            for topic in self.topics.values():
-                for p in range(len(topic.partitions)):
-                    queue = <PartitionQueue>topic.partitions[p]
-                    if not queue.batches or queue.in_flight >= self.max_in_flight:
-                        continue
-                    first = None
-                    for candidate in queue.batches:
-                        if (<ProducerBatch>candidate).state != BATCH_IN_FLIGHT:
-                            first = candidate
-                            break
-                    if first is None:
-                        continue
-                    node = topic.leaders[p]
-                    if node < 0:
-                        if topic.name not in unknown:
-                            unknown.append(topic.name)
-                        continue
-                    if first.attempts:
-                        due = first.retry_after
-                    elif first.state == BATCH_CLOSED or urgent:
-                        due = now
-                    else:
-                        due = first.created + self.linger
-                    if due <= now:
-                        nodes.setdefault(node, []).append(queue)
-                    elif next_check < 0 or due - now < next_check:
-                        next_check = due - now
+            while self.timers and self.timers[0][0] <= now:
+                due, _, queue = _heappop(self.timers)
+                if queue.scheduled == due:
+                    queue.scheduled = -1
+                self._make_due(queue)
+            for queue in list(self.due):
+                if queue.in_flight >= self.max_in_flight:
+                    continue                    # stays due: an answer frees a slot
+                first = None
+                for candidate in queue.batches:
+                    if (<ProducerBatch>candidate).state != BATCH_IN_FLIGHT:
+                        first = candidate
+                        break
+                if first is None:
+                    del self.due[queue]
+                    queue.due = False
+                    continue
+                if first.attempts:
+                    due = first.retry_after
+                elif first.state == BATCH_CLOSED or urgent:
+                    due = now
+                else:
+                    due = first.created + self.linger
+                if due > now:
+                    del self.due[queue]
+                    queue.due = False
+                    self._schedule(queue, due)
+                    continue
+                node = queue.topic.leaders[queue.partition]
+                if node < 0:
+                    if queue.topic.name not in unknown:
+                        unknown.append(queue.topic.name)
+                    continue
+                nodes.setdefault(node, []).append(queue)
+            if self.timers:
+                next_check = max(self.timers[0][0] - now, 0.0)
         return nodes, (None if next_check < 0 else next_check), unknown
 
     def drain(self, list queues, Py_ssize_t max_request_size, double now):
@@ -701,14 +632,14 @@ cdef class RecordAccumulator:
                     if batch.base_sequence < 0:
                         batch.base_sequence = queue.next_sequence
                         queue.next_sequence = <int32_t>((<int64_t>queue.next_sequence
-                                                         + batch.builder._record_count) & 0x7FFFFFFF)
+                                                         + batch.record_count) & 0x7FFFFFFF)
                         if batch.payload is not None:
                             # Built under a producer id that was reset since (reset_producer_id).
-                            restamp_producer(batch.payload, self.producer_id, self.producer_epoch,
-                                             batch.base_sequence)
+                            batch.builder.stamp_producer(batch.payload, self.producer_id, self.producer_epoch,
+                                                         batch.base_sequence, self.transactional)
                     if batch.payload is None:
-                        batch.builder.set_producer_fields(self.producer_id, self.producer_epoch,
-                                                          batch.base_sequence, self.transactional)
+                        batch.builder.stamp_producer(None, self.producer_id, self.producer_epoch,
+                                                     batch.base_sequence, self.transactional)
                 batch.state = BATCH_IN_FLIGHT
                 batch.attempts += 1
                 queue.in_flight += 1
@@ -753,8 +684,10 @@ cdef class RecordAccumulator:
             self.incomplete.discard(batch)
             self.used_memory -= batch.reserved
             storage = batch.take_storage()
-            # A batch's storage is kept for the next batch unless a sender waits for memory or none will come.
-            if (batch.reserved == self.batch_size and not self.waiting_for_memory and not self.closing
+            # The storage of a batch that grew to batch_size (not an oversized record's: more than the pool's
+            # capacity) is kept for the next batch, unless a sender waits for memory or none will come.
+            if (self.batch_size <= batch.reserved <= self.batch_size + BATCH_SLACK
+                    and not self.waiting_for_memory and not self.closing
                     and self.used_memory + self._pooled_memory() + self.batch_size <= self.buffer_memory):
                 self.pool.release(storage)
             storage = None
@@ -770,6 +703,8 @@ cdef class RecordAccumulator:
                 queue.in_flight -= 1
             batch.state = BATCH_CLOSED
             batch.retry_after = now + self.retry_backoff
+            self._expires_at(batch.created)
+            self._schedule(queue, batch.retry_after)
         if self.wakeup is not None:
             self.wakeup()
 
@@ -783,7 +718,8 @@ cdef class RecordAccumulator:
         cdef ProducerBatch child = None
         cdef Py_ssize_t index = 0, position
         cdef int64_t sequence = batch.base_sequence
-        records = list(RecordBatch(batch.payload))
+        cdef list records = self.format.split_records(batch.payload)
+        cdef bytes key, value
         cdef Py_ssize_t half = (len(records) + 1) // 2
         if len(records) < 2:
             raise ValueError("a batch of one record cannot be split")
@@ -792,16 +728,19 @@ cdef class RecordAccumulator:
                 if child is None or index == half:
                     child = ProducerBatch.__new__(ProducerBatch)
                     child.topic_partition = batch.topic_partition
-                    child.builder = RecordBatchBuilder(
-                        2, self.codec, False, self.producer_id, self.producer_epoch, -1, self.batch_size,
-                        compression_level=self.compression_level, leader_epoch=-1)
+                    child.format = self.format
+                    child.builder = self.format.new_builder(self.batch_size, self.batch_size + BATCH_SLACK, None)
                     child.created = batch.created
                     child.state = BATCH_CLOSED
                     if sequence >= 0:
                         # The children take over the parent's sequence numbers, in order.
                         child.base_sequence = <int32_t>((sequence + index) & 0x7FFFFFFF)
                     children.append((index, child))
-                _append_record(child, record)
+                timestamp, key, value, headers = record
+                child.append(timestamp, NULL if key is None else PyBytes_AS_STRING(key),
+                             -1 if key is None else PyBytes_GET_SIZE(key),
+                             NULL if value is None else PyBytes_AS_STRING(value),
+                             -1 if value is None else PyBytes_GET_SIZE(value), headers, True)
                 index += 1
             if batch.state == BATCH_IN_FLIGHT:
                 queue.in_flight -= 1
@@ -816,6 +755,8 @@ cdef class RecordAccumulator:
             child.reserved, batch.reserved = batch.reserved, 0
             batch.children = children
             batch.state = BATCH_SPLIT
+            self._expires_at(batch.created)
+            self._make_due(queue)
             # Callbacks follow their records into the children.
             callbacks, batch.callbacks = batch.callbacks or [], None
             for entry in callbacks:
@@ -830,20 +771,25 @@ cdef class RecordAccumulator:
         return [c for _, c in children]
 
     def expire(self, double now):
-        """Fail batches older than delivery_timeout that are not in flight; returns them."""
+        """Fail batches older than delivery_timeout that are not in flight; returns them. Looks at the batches
+        only when the oldest unsent one may have expired (next_expiry), not at every call."""
         cdef list expired = []
-        cdef TopicQueues topic
-        cdef PartitionQueue queue
         cdef ProducerBatch batch
+        cdef double next_expiry = float("inf")
+        if now < self.next_expiry:
+            return expired
         with self.lock:
-            for topic in self.topics.values():
-                for queue in topic.partitions:
-                    for batch in queue.batches:
-                        if batch.state != BATCH_IN_FLIGHT and now - batch.created >= self.delivery_timeout:
-                            expired.append(batch)
+            for batch in self.incomplete:
+                if batch.state == BATCH_IN_FLIGHT:
+                    continue                # retry() and split() bring it back into next_expiry
+                if now - batch.created >= self.delivery_timeout:
+                    expired.append(batch)
+                elif batch.created + self.delivery_timeout < next_expiry:
+                    next_expiry = batch.created + self.delivery_timeout
+            self.next_expiry = next_expiry
         for batch in expired:
-            self.fail(batch, KafkaTimeoutError(
-                f"Expiring {batch.builder._record_count} record(s) for {batch.topic_partition}: "
+            self.fail(batch, self.format.timeout_error(
+                f"Expiring {batch.record_count} record(s) for {batch.topic_partition}: "
                 f"{(now - batch.created) * 1000:.0f} ms has passed since batch creation"))
         return expired
 
@@ -854,6 +800,7 @@ cdef class RecordAccumulator:
         with self.lock:
             self.flushes += 1
             pending = list(self.incomplete)
+            self._make_all_due()
         if self.wakeup is not None:
             self.wakeup()
         return pending
@@ -866,6 +813,7 @@ cdef class RecordAccumulator:
         """No new records from now on; everything already accepted is sent."""
         self.closing = True
         with self.lock:
+            self._make_all_due()
             self.pool.clear()
             self.memory_freed.notify_all()
         if self.wakeup is not None:
@@ -918,100 +866,6 @@ cdef class RecordAccumulator:
         return bool(self.incomplete)
 
 
-@cython.final
-cdef class ArrowBinary:
-    """Read access to the items of a bulk send: a Python sequence of bytes-like objects, or an Arrow binary/
-    string column (pyarrow Array or ChunkedArray of one chunk), whose validity, offsets and data buffers are
-    read in place: no Python object per item."""
-    cdef Py_ssize_t length          # items
-    cdef list items                 # the Python sequence (None for an Arrow column)
-    cdef Py_buffer offsets_view     # Arrow: the offsets buffer (int32, or int64 for large_binary)
-    cdef Py_buffer data_view        # Arrow: the data buffer
-    cdef Py_buffer validity_view    # Arrow: the validity bitmap, when there is one
-    cdef bint arrow                 # an Arrow column
-    cdef bint large                 # 64-bit offsets
-    cdef bint has_validity          # validity_view holds a bitmap
-    cdef Py_ssize_t array_offset    # the array's offset into its buffers (slices)
-    cdef object owner               # keeps the Arrow array alive
-    cdef bytes scratch              # a copy of the last non-bytes Python item (valid until the next item)
-
-    @staticmethod
-    cdef ArrowBinary of(object source, str what):
-        cdef ArrowBinary column = ArrowBinary.__new__(ArrowBinary)
-        if hasattr(source, "chunks") and hasattr(source, "num_chunks"):      # pyarrow ChunkedArray
-            if source.num_chunks != 1:
-                source = source.combine_chunks()
-            else:
-                source = source.chunk(0)
-        if hasattr(source, "buffers") and hasattr(source, "type"):
-            column._open_arrow(source, what)
-        else:
-            column.items = source if isinstance(source, list) else list(source)
-            column.length = len(column.items)
-        return column
-
-    cdef int _open_arrow(self, array, str what) except -1:
-        import pyarrow as pa
-
-        kind = array.type
-        if pa.types.is_large_binary(kind) or pa.types.is_large_string(kind):
-            self.large = True
-        elif not (pa.types.is_binary(kind) or pa.types.is_string(kind)):
-            raise TypeError(f"{what}: an Arrow column of binary or string type is needed, not {kind}")
-        validity, offsets, data = array.buffers()
-        self.owner = array
-        self.arrow = True
-        self.length = len(array)
-        self.array_offset = array.offset
-        PyObject_GetBuffer(offsets, &self.offsets_view, PyBUF_SIMPLE)
-        if data is None:
-            data = pa.py_buffer(b"")
-        PyObject_GetBuffer(data, &self.data_view, PyBUF_SIMPLE)
-        if validity is not None and array.null_count:
-            PyObject_GetBuffer(validity, &self.validity_view, PyBUF_SIMPLE)
-            self.has_validity = True
-        return 0
-
-    def __dealloc__(self):
-        if self.arrow:
-            PyBuffer_Release(&self.offsets_view)
-            PyBuffer_Release(&self.data_view)
-            if self.has_validity:
-                PyBuffer_Release(&self.validity_view)
-
-    cdef const char* item(self, Py_ssize_t i, Py_ssize_t* length) except? NULL:
-        # Item i (NULL with length -1 for null). Python items must be bytes-like.
-        cdef Py_ssize_t at, start, end
-        if self.arrow:
-            at = i + self.array_offset
-            if self.has_validity and not ((<const unsigned char*>self.validity_view.buf)[at >> 3] >> (at & 7)) & 1:
-                length[0] = -1
-                return NULL
-            if self.large:
-                start = (<const int64_t*>self.offsets_view.buf)[at]
-                end = (<const int64_t*>self.offsets_view.buf)[at + 1]
-            else:
-                start = (<const int32_t*>self.offsets_view.buf)[at]
-                end = (<const int32_t*>self.offsets_view.buf)[at + 1]
-            if start < 0 or end < start or end > self.data_view.len:
-                raise ValueError("the Arrow column's offsets run outside its data buffer")
-            length[0] = end - start
-            return <const char*>self.data_view.buf + start
-        obj = self.items[i]
-        if obj is None:
-            length[0] = -1
-            return NULL
-        if PyBytes_CheckExact(obj):
-            length[0] = PyBytes_GET_SIZE(obj)
-            return PyBytes_AS_STRING(obj)
-        if PyUnicode_Check(obj):
-            raise TypeError("bulk send items must be bytes-like, not str (encode them first)")
-        # Other buffer objects (bytearray, memoryview) are rare here: a copy keeps the pointer valid.
-        self.scratch = bytes(obj)
-        length[0] = PyBytes_GET_SIZE(self.scratch)
-        return PyBytes_AS_STRING(self.scratch)
-
-
 cdef inline bint _borrow(object obj, Py_buffer* view, const char** data, Py_ssize_t* length,
                          str what) except -1:
     # bytes are read in place; other buffer objects through a view the caller releases.
@@ -1025,15 +879,3 @@ cdef inline bint _borrow(object obj, Py_buffer* view, const char** data, Py_ssiz
     data[0] = <const char*>view.buf
     length[0] = view.len
     return True
-
-
-cdef Py_ssize_t _append_record(ProducerBatch batch, record) except -2:
-    # Re-appends a decoded record (split): its key and value are bytes or None.
-    cdef bytes key = record.key
-    cdef bytes value = record.value
-    return batch.builder.append_raw(batch.builder._record_count, record.timestamp,
-                                    NULL if key is None else PyBytes_AS_STRING(key),
-                                    -1 if key is None else PyBytes_GET_SIZE(key),
-                                    NULL if value is None else PyBytes_AS_STRING(value),
-                                    -1 if value is None else PyBytes_GET_SIZE(value),
-                                    record.headers, True)

@@ -23,7 +23,7 @@ def _measure(function: Callable[[], object], min_seconds: float) -> tuple[float,
 def bench_codec(records: int, value_size: int, seconds: float) -> list[tuple[str, float, int, int]]:
     """Rows of (case, seconds per run, records per run, bytes per run)."""
     from fastmq._native.checksum import crc32c
-    from fastmq._native.columnar import decode_columns
+    from fastmq.kafka._native.columnar import decode_columns
     from fastmq.kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
     values = [os.urandom(value_size) for _ in range(records)]

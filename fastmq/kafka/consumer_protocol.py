@@ -29,7 +29,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from fastmq._native import kafka_protocol as _native
+from fastmq.kafka._native import kafka_protocol as _native
 from fastmq.errors import CorruptDataError, ProtocolError
 from fastmq.kafka.protocol.compiler import compile_struct
 from fastmq.kafka.protocol.schema import parse_struct

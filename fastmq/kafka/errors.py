@@ -71,7 +71,7 @@ class IllegalArgumentError(KafkaError):
     """An argument is not acceptable for the operation."""
 
 
-class IllegalStateError(KafkaError):
+class IllegalStateError(KafkaError, _base.IllegalStateError):
     """The operation is not allowed in the object's current state (e.g. after close())."""
 
 
@@ -140,7 +140,7 @@ class UnsupportedRequestError(KafkaProtocolError):
         return type(self), (self.args[0], self.api_key, self.api_version, self.correlation_id)
 
 
-class KafkaTimeoutError(RetriableError):
+class KafkaTimeoutError(RetriableError, _base.OperationTimeoutError):
     """An operation did not complete within its time limit."""
 
 

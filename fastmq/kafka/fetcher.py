@@ -30,7 +30,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from fastmq._native.fetch import RecordDecoder
+from fastmq.kafka._native.fetch import RecordDecoder
 from fastmq.errors import ProtocolError
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp

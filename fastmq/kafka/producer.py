@@ -17,7 +17,7 @@ import logging
 import time
 from typing import Any, Callable, Sequence
 
-from fastmq._native.accumulator import FutureRecordMetadata, RecordAccumulator
+from fastmq.kafka._native.accumulator import FutureRecordMetadata, RecordAccumulator
 from fastmq.client import NodeHealth
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka.client import ClientConfig, KafkaClient

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from fastmq._native.accumulator import RecordAccumulator
+from fastmq.kafka._native.accumulator import RecordAccumulator
 from fastmq._native.hashing import kafka_partition
-from fastmq._native.records import RecordBatch
+from fastmq.kafka._native.records import RecordBatch
 from fastmq.kafka.errors import IllegalStateError, KafkaTimeoutError, NotLeaderForPartitionError
 
 
@@ -358,3 +358,106 @@ def test_concurrent_senders_lose_nothing():
     for n in range(4):
         offs = [f.get(0).offset for f in results[n]]
         assert offs == sorted(offs)          # one producer thread's records keep their order
+
+
+def ready_partitions(acc, now):
+    nodes, next_check, _ = acc.ready(now)
+    return sorted(q.topic_partition.partition for queues in nodes.values() for q in queues), next_check
+
+
+def test_lingering_partitions_wait_on_the_timer_not_in_the_due_set():
+    acc = RecordAccumulator(batch_size=1000, linger_ms=1000)
+    acc.update_topic("t", [1] * 500)
+    topic = acc.topic("t")
+    start = time.monotonic()
+    for p in range(500):
+        acc.send(topic, p, None, b"v", None, None)
+    partitions, next_check = ready_partitions(acc, start)
+    assert partitions == [] and acc.due_partitions == []
+    assert 0.5 < next_check <= 1.1                 # the first linger deadline, not a poll interval
+    partitions, next_check = ready_partitions(acc, time.monotonic() + 2)
+    assert partitions == list(range(500)) and next_check is None
+
+
+def test_a_full_batch_is_due_at_once_and_a_drained_partition_leaves_the_due_set():
+    acc, topic = make(batch_size=1000, linger_ms=60_000)
+    now = time.monotonic()
+    for _ in range(12):
+        acc.send(topic, 2, None, b"x" * 100, None, None)   # 8 fit in a batch: the 9th opens a second one
+    acc.send(topic, 3, None, b"x", None, None)              # lingers
+    assert acc.due_partitions == [("t", 2)]
+    partitions, _ = ready_partitions(acc, now)
+    assert partitions == [2]
+    nodes, _, _ = acc.ready(now)
+    (batch,) = acc.drain(nodes[1], 1 << 30, now)
+    acc.complete(batch, 0)
+    # What is left of partition 2 lingers: ready() sends it back to the timer.
+    assert ready_partitions(acc, now)[0] == [] and acc.due_partitions == []
+    assert ready_partitions(acc, now + 61)[0] == [2, 3]
+
+
+def test_a_retried_batch_waits_out_its_backoff():
+    acc, topic = make(retry_backoff_ms=500)
+    acc.send(topic, 0, None, b"v", None, None)
+    now = time.monotonic() + 1
+    nodes, _, _ = acc.ready(now)
+    (batch,) = acc.drain(nodes[1], 1 << 30, now)
+    acc.retry(batch, now)
+    partitions, next_check = ready_partitions(acc, now + 0.1)
+    assert partitions == [] and 0.3 < next_check <= 0.41
+    assert ready_partitions(acc, now + 0.6)[0] == [0]
+
+
+def test_flush_and_close_make_every_lingering_partition_due():
+    acc, topic = make(linger_ms=60_000)
+    for p in range(4):
+        acc.send(topic, p, None, b"v", None, None)
+    now = time.monotonic()
+    assert ready_partitions(acc, now)[0] == []
+    acc.begin_flush()
+    assert ready_partitions(acc, now)[0] == [0, 1, 2, 3]
+    acc.end_flush()
+    drain_all(acc)
+    acc.send(topic, 1, None, b"v", None, None)
+    acc.begin_close()
+    assert ready_partitions(acc, now)[0] == [1]
+
+
+def test_batches_reserve_what_they_hold_not_batch_size():
+    # 64 partitions x 256 KiB batches would be 16 MiB: the reservations grow with the records instead.
+    acc = RecordAccumulator(batch_size=256 * 1024, buffer_memory=2 << 20, max_block_ms=100, linger_ms=60_000)
+    acc.update_topic("t", [1] * 64)
+    topic = acc.topic("t")
+    for i in range(64 * 10):
+        acc.send(topic, i % 64, None, b"x" * 100, None, None)
+    assert acc.used_memory == 64 * 16384
+    # A batch grows its reservation step by step up to batch_size, where it closes.
+    for _ in range(3000):
+        acc.send(topic, 0, None, b"y" * 100, None, None)
+    assert 64 * 16384 < acc.used_memory <= 2 << 20
+    assert ("t", 0) in acc.due_partitions
+    contents = {}
+    drain_all(acc, contents=contents)
+    assert acc.used_memory == 0
+    assert sum(len(records_of(data)) for data in contents.values()) == 64 * 10 + 3000
+
+
+def test_a_send_short_of_memory_makes_every_partition_due_and_wakes_the_sender():
+    wakeups = []
+    acc = RecordAccumulator(batch_size=16384, buffer_memory=4 * 16384, max_block_ms=5000, linger_ms=60_000,
+                            wakeup=lambda: wakeups.append(1))
+    acc.update_topic("t", [1] * 8)
+    topic = acc.topic("t")
+    for p in range(4):
+        acc.send(topic, p, None, b"v", None, None)
+    assert acc.due_partitions == []
+    blocked = threading.Thread(target=acc.send, args=(topic, 4, None, b"v", None, None))
+    wakeups.clear()
+    blocked.start()
+    deadline = time.monotonic() + 5
+    while not wakeups and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert wakeups and sorted(p for _, p in acc.due_partitions) == [0, 1, 2, 3]
+    drain_all(acc, now=time.monotonic())            # no linger elapsed: pressure alone made them ready
+    blocked.join(5)
+    assert not blocked.is_alive() and acc.used_memory == 16384

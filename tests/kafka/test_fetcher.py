@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import pytest
 
-from fastmq._native.records import RecordBatchBuilder
+from fastmq.kafka._native.records import RecordBatchBuilder
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.client import KafkaClient

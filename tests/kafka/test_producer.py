@@ -382,3 +382,32 @@ def test_a_batch_refused_as_too_large_is_split_and_delivered(embedded_broker):
         p.close(5)
     records = read_with_kafka_python(embedded_broker.bootstrap_servers, topic, 400)
     assert [r.value[:6] for r in records] == [b"%06d" % i for i in range(400)]
+
+
+@pytest.mark.parametrize("partitions, buffer_memory", [(300, 1 << 20), (64, 256 << 10)])
+def test_buffer_memory_below_partitions_times_batch_size_delivers_everything(embedded_broker, partitions,
+                                                                             buffer_memory):
+    """partitions x batch_size far above buffer_memory (300 x 256 KiB against 1 MiB; 64 x 256 KiB against 256 KiB,
+    below even one reservation step per partition): sends block on memory now and then, the sender drains what
+    holds it, and every record arrives once, in order per partition, within a bounded time."""
+    from fastmq.kafka import Admin
+    from fastmq.kafka.admin import NewTopic
+
+    topic = topic_name("memory")
+    count = 20 * partitions
+    with Admin(embedded_broker.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic(topic, partitions, 1)])
+    p = Producer(embedded_broker.bootstrap_servers, batch_size=256 * 1024, linger_ms=10,
+                 buffer_memory=buffer_memory, max_block_ms=WAIT * 1000)
+    try:
+        futures = [p.send(topic, b"%06d" % i + b"x" * 94, partition=i % partitions) for i in range(count)]
+        p.flush(WAIT)
+        assert all(f.succeeded() for f in futures)
+    finally:
+        p.close(5)
+    records = read_with_confluent(embedded_broker.bootstrap_servers, topic, partitions, count)
+    assert len(records) == count
+    by_partition: dict[int, list[int]] = {}
+    for record in records:
+        by_partition.setdefault(record.partition(), []).append(int(record.value()[:6]))
+    assert by_partition == {q: list(range(q, count, partitions)) for q in range(partitions)}

@@ -1,4 +1,4 @@
-"""Tests of fastmq.kafka.protocol (and the compiled interpreter fastmq/_native/kafka_protocol.pyx).
+"""Tests of fastmq.kafka.protocol (and the compiled interpreter fastmq/kafka/_native/kafka_protocol.pyx).
 
 - Oracles: every (API, version, direction) is checked against kafka-python 3.0.12's JSON-driven protocol
   (encode with fastmq, decode with kafka-python and compare values; encode with kafka-python and compare
@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fastmq._native import kafka_protocol as native
+from fastmq.kafka._native import kafka_protocol as native
 from fastmq.errors import CorruptDataError, FastMQError, ProtocolError, TruncatedError
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.errors import EncodeError, IncompatibleBrokerVersion, UnsupportedRequestError, UnsupportedVersionError

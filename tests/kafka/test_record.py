@@ -250,7 +250,7 @@ def test_set_producer_state_and_transactional_batches():
 
 
 def test_control_batches_are_exposed():
-    from fastmq._native.records import RecordBatchBuilder
+    from fastmq.kafka._native.records import RecordBatchBuilder
 
     for marker_type, name in ((0, "abort"), (1, "commit")):
         builder = RecordBatchBuilder(2, 0, True, 42, 0, -1, 1 << 20, control=True, base_offset=10)
@@ -265,7 +265,7 @@ def test_control_batches_are_exposed():
 
 
 def test_log_append_time_batches_use_the_max_timestamp():
-    from fastmq._native.records import RecordBatchBuilder
+    from fastmq.kafka._native.records import RecordBatchBuilder
 
     builder = RecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20, timestamp_type=1)
     for i in range(3):
@@ -432,7 +432,7 @@ def test_unconsumed_bytes_after_the_last_record_are_corrupt():
 
 
 def test_decompression_is_bounded():
-    from fastmq._native.records import RecordBatch
+    from fastmq.kafka._native.records import RecordBatch
 
     data = build_with(fm_default.DefaultRecordBatchBuilder, 4, [(0, 1, None, bytes(4 * 1024 * 1024), [])])
     with pytest.raises(CorruptRecordError, match="more than"):

@@ -1,7 +1,7 @@
 """The sender's use of broker health: a broker that keeps failing is avoided by records without key or partition."""
 from __future__ import annotations
 
-from fastmq._native.accumulator import RecordAccumulator
+from fastmq.kafka._native.accumulator import RecordAccumulator
 
 
 def test_avoided_brokers_get_no_keyless_records_but_keep_keyed_ones():

@@ -28,7 +28,7 @@ from array import array
 from pathlib import Path
 from typing import Any, Callable
 
-from fastmq._native import kafka_store
+from fastmq.broker.kafka._native import kafka_store
 from fastmq.broker.idempotence import ProducerStateManager, next_sequence
 from fastmq.broker.kafka.errors import NONE, kafka_code
 from fastmq.broker.partition_transactions import PartitionTransactions

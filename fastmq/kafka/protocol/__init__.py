@@ -14,7 +14,7 @@ How it is built (one mechanism for every API and version):
 - structs.py: one generated __slots__ class per struct, keyword-constructible, with the union of all
   versions' fields; message classes carry their nested struct classes as attributes.
 - compiler.py: turns a (message, version) into flat per-struct programs (StructCodec) that the Cython
-  interpreter in fastmq/_native/kafka_protocol.pyx runs, reading and writing instance slots directly.
+  interpreter in fastmq/kafka/_native/kafka_protocol.pyx runs, reading and writing instance slots directly.
 - framing.py: whole frames (size prefix, headers, the ApiVersions special cases).
 - versions.py: the supported version range of every API and the negotiation with a broker.
 
@@ -22,7 +22,7 @@ Bad input raises fastmq.errors.ProtocolError subclasses (TruncatedError, Corrupt
 cannot be encoded raise fastmq.kafka.errors.EncodeError naming the field.
 """
 from fastmq._native.buffer import WriteBuffer
-from fastmq._native.kafka_protocol import Struct
+from fastmq.kafka._native.kafka_protocol import Struct
 from fastmq.kafka.protocol import messages
 from fastmq.kafka.protocol.framing import (
     SPLICE_MIN, RequestHeader, decode_request, decode_response, encode_request, encode_response,

@@ -7,7 +7,7 @@ bytes an instance can take, so that the decoder can reject a forged array count 
 """
 from __future__ import annotations
 
-from fastmq._native.kafka_protocol import KINDS, StructCodec, default_struct
+from fastmq.kafka._native.kafka_protocol import KINDS, StructCodec, default_struct
 from fastmq.kafka.protocol.schema import FieldSchema, MessageSchema, StructSchema
 
 _FIXED_SIZES = {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastmq._native import kafka_protocol as _native
+from fastmq.kafka._native import kafka_protocol as _native
 from fastmq._native.buffer import WriteBuffer
 from fastmq.errors import ProtocolError
 from fastmq.kafka.errors import UnsupportedRequestError, UnsupportedVersionError

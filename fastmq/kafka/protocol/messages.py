@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from fastmq._native.kafka_protocol import StructCodec
+from fastmq.kafka._native.kafka_protocol import StructCodec
 from fastmq.kafka.errors import UnsupportedVersionError
 from fastmq.kafka.protocol import schemas_admin, schemas_client, schemas_group, schemas_txn
 from fastmq.kafka.protocol.compiler import compile_message

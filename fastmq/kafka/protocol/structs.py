@@ -11,7 +11,7 @@ hang off its top-level class under Kafka's struct names (FetchResponse.Partition
 """
 from __future__ import annotations
 
-from fastmq._native.kafka_protocol import FieldTable, Struct
+from fastmq.kafka._native.kafka_protocol import FieldTable, Struct
 from fastmq.kafka.protocol.schema import FieldSchema, MessageSchema, StructSchema
 
 MODULE = "fastmq.kafka.protocol.messages"

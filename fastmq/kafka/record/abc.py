@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
-from fastmq._native import legacy_records, memory_records, records
+from fastmq.kafka._native import legacy_records, memory_records, records
 
 
 class ABCRecord(ABC):

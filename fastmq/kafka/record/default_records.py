@@ -1,13 +1,13 @@
 """kafka-python's kafka.record.default_records (RecordBatch v2) on fastmq's compiled layer.
 
-The wire format is documented in fastmq/_native/records.pyx.
+The wire format is documented in fastmq/kafka/_native/records.pyx.
 """
 from __future__ import annotations
 
-from fastmq._native.records import ControlRecord, DefaultRecordBase, RecordBatchBuilder
-from fastmq._native.records import Record as DefaultRecord
-from fastmq._native.records import RecordBatch as DefaultRecordBatch
-from fastmq._native.records import RecordMetadata as DefaultRecordMetadata
+from fastmq.kafka._native.records import ControlRecord, DefaultRecordBase, RecordBatchBuilder
+from fastmq.kafka._native.records import Record as DefaultRecord
+from fastmq.kafka._native.records import RecordBatch as DefaultRecordBatch
+from fastmq.kafka._native.records import RecordMetadata as DefaultRecordMetadata
 from fastmq.kafka import codec as _codec
 
 __all__ = ["ControlRecord", "DefaultRecord", "DefaultRecordBase", "DefaultRecordBatch",

@@ -1,11 +1,11 @@
 """kafka-python's kafka.record.legacy_records (message sets v0/v1) on fastmq's compiled layer.
 
-The wire format is documented in fastmq/_native/legacy_records.pyx.
+The wire format is documented in fastmq/kafka/_native/legacy_records.pyx.
 """
 from __future__ import annotations
 
-from fastmq._native import legacy_records as _compiled
-from fastmq._native.legacy_records import LegacyRecord, LegacyRecordBase, LegacyRecordBatch, LegacyRecordMetadata
+from fastmq.kafka._native import legacy_records as _compiled
+from fastmq.kafka._native.legacy_records import LegacyRecord, LegacyRecordBase, LegacyRecordBatch, LegacyRecordMetadata
 from fastmq.kafka import codec as _codec
 
 __all__ = ["LegacyRecord", "LegacyRecordBase", "LegacyRecordBatch", "LegacyRecordBatchBuilder",

@@ -1,4 +1,4 @@
 """kafka-python's kafka.record.memory_records on fastmq's compiled layer."""
-from fastmq._native.memory_records import MemoryRecords, MemoryRecordsBuilder
+from fastmq.kafka._native.memory_records import MemoryRecords, MemoryRecordsBuilder
 
 __all__ = ["MemoryRecords", "MemoryRecordsBuilder"]

@@ -35,7 +35,7 @@ cdef enum:
 
 
 cdef extern from "kafka_record.h" nogil:
-    # Record parsing in C (csrc/kafka_record.h), forced inline into every reader's loop.
+    # Record parsing in C (kafka_record.h beside this file), forced inline into every reader's loop.
     enum:
         RECORD_OK "FMQ_RECORD_OK"
         RECORD_BAD_VARINT "FMQ_RECORD_BAD_VARINT"
@@ -82,20 +82,6 @@ ctypedef struct BatchHeader:
     int32_t record_count        # number of records
 
 
-cdef extern from "<time.h>" nogil:
-    ctypedef long time_t
-    struct timespec:
-        time_t tv_sec
-        long tv_nsec
-    int clock_gettime(int clock_id, timespec* ts)
-    int CLOCK_REALTIME
-
-
-cdef inline int64_t now_ms() noexcept nogil:
-    # Wall-clock epoch milliseconds: the timestamp of a record sent without one.
-    cdef timespec ts
-    clock_gettime(CLOCK_REALTIME, &ts)
-    return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
 
 
 cdef int raise_record_error(int code, int64_t offset) except -1

@@ -40,13 +40,13 @@ from libc.stdint cimport int8_t, int32_t, int64_t
 
 from fastmq._native.buffer cimport WriteBuffer, load_i16be, load_i32be
 from fastmq._native.compression cimport CODEC_MASK, CODEC_NONE, decompress_into
-from fastmq._native.records cimport (
+from fastmq.kafka._native.records cimport (
     BATCH_HEADER_SIZE, BatchHeader, CONTROL_BIT, CREATE_TIME, LENGTH_AT, LOG_APPEND_TIME, LOG_OVERHEAD,
     MAGIC_AT, RecordView, TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT, batch_crc, decode_headers, parse_record,
     raise_record_error, read_batch_header, take_bytes,
 )
 
-from fastmq._native.legacy_records import LegacyRecordBatch
+from fastmq.kafka._native.legacy_records import LegacyRecordBatch
 from fastmq.errors import CompressionError
 from fastmq.kafka.errors import CorruptRecordError
 

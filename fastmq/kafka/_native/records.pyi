@@ -1,4 +1,4 @@
-"""Type stubs of fastmq._native.records (the Kafka RecordBatch v2 format is documented in records.pyx)."""
+"""Type stubs of fastmq.kafka._native.records (the Kafka RecordBatch v2 format is documented in records.pyx)."""
 import struct
 from typing import Iterator
 

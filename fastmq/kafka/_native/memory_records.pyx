@@ -10,10 +10,10 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport int32_t, int64_t
 
 from fastmq._native.buffer cimport load_i32be
-from fastmq._native.records cimport LENGTH_AT, LOG_OVERHEAD, MAGIC_AT
+from fastmq.kafka._native.records cimport LENGTH_AT, LOG_OVERHEAD, MAGIC_AT
 
-from fastmq._native.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
-from fastmq._native.records import RecordBatch, RecordBatchBuilder
+from fastmq.kafka._native.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
+from fastmq.kafka._native.records import RecordBatch, RecordBatchBuilder
 from fastmq.kafka.errors import CorruptRecordError, IllegalStateError, UnsupportedVersionError
 
 cdef enum:

@@ -54,6 +54,7 @@ from fastmq._native.buffer cimport (
     put_varint, store_i16be, store_i32be, store_i64be, store_u32be, uvarint_size, varint_size, zigzag64,
 )
 from fastmq._native.checksum cimport crc32c_of
+from fastmq._native.clock cimport now_ms
 from fastmq._native.compression cimport (
     CODEC_MASK, CODEC_NONE, check_codec, compress_into, decompress_into,
 )

@@ -1,4 +1,4 @@
-"""fastmq._native.kafka_store: Kafka batches -> CommitLog messages -> Kafka batches, exactly, for any record;
+"""fastmq.broker.kafka._native.kafka_store: Kafka batches -> CommitLog messages -> Kafka batches, exactly, for any record;
 bad input raises fastmq's errors only. The oracle for the batches is fastmq's kafka-python-compatible record
 layer and, for the stored messages, the store's own decoder."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fastmq._native import kafka_store
+from fastmq.broker.kafka._native import kafka_store
 from fastmq._native.store_codec import MessageBatch
 from fastmq.errors import FastMQError
 from fastmq.kafka import errors as kerrors

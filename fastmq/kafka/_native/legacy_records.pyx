@@ -28,7 +28,7 @@ from fastmq._native.compression cimport (
     CODEC_LZ4, CODEC_MASK, CODEC_NONE, CODEC_ZSTD, check_codec, compress_into, decompress_into,
 )
 from fastmq._native.hashing cimport xxh32_nogil
-from fastmq._native.records cimport LOG_OVERHEAD
+from fastmq.kafka._native.records cimport LOG_OVERHEAD
 
 from fastmq.errors import CompressionError
 from fastmq.kafka.errors import CorruptRecordError, UnsupportedCodecError

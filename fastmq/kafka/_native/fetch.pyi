@@ -1,4 +1,4 @@
-"""Type stubs of fastmq._native.fetch (see fetch.pyx for what the decoder does)."""
+"""Type stubs of fastmq.kafka._native.fetch (see fetch.pyx for what the decoder does)."""
 from collections.abc import Callable, Iterable
 from typing import Any
 

@@ -28,7 +28,7 @@ from libc.string cimport memcpy, memset
 
 from fastmq._native.buffer cimport ReadCursor, WriteBuffer, cursor_init, load_i32be
 from fastmq._native.compression cimport CODEC_MASK, CODEC_NONE, decompress_into
-from fastmq._native.records cimport (
+from fastmq.kafka._native.records cimport (
     BATCH_HEADER_SIZE, BatchHeader, CONTROL_BIT, LENGTH_AT, LOG_OVERHEAD, MAGIC_AT, RECORD_OK,
     RecordView, TIMESTAMP_TYPE_BIT, batch_crc, parse_record, raise_record_error, read_batch_header,
     take_bytes,

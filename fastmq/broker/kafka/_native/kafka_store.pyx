@@ -51,7 +51,7 @@ from fastmq._native.buffer cimport (
 )
 from fastmq._native.checksum cimport crc32c_of
 from fastmq._native.compression cimport CODEC_MASK, CODEC_NONE, decompress_into
-from fastmq._native.records cimport (
+from fastmq.kafka._native.records cimport (
     ATTRIBUTES_AT, BASE_OFFSET_AT, BASE_SEQUENCE_AT, BATCH_HEADER_SIZE, BatchHeader, CONTROL_BIT, CRC_AT,
     FIRST_TIMESTAMP_AT, LAST_OFFSET_DELTA_AT, LEADER_EPOCH_AT, LENGTH_AT, LOG_OVERHEAD, MAGIC_AT, MAX_TIMESTAMP_AT,
     NO_PRODUCER_ID, PRODUCER_EPOCH_AT, PRODUCER_ID_AT, RECORD_COUNT_AT, RecordView, TIMESTAMP_TYPE_BIT,

@@ -1,4 +1,4 @@
-"""The consumer's compiled record decoder (fastmq/_native/fetch.pyx), against kafka-python's pure-Python
+"""The consumer's compiled record decoder (fastmq/kafka/_native/fetch.pyx), against kafka-python's pure-Python
 record reader as the oracle, plus transactions, legacy message sets and bad input."""
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from kafka.record import MemoryRecords as PeerMemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder as PeerBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder as PeerLegacyBuilder
 
-from fastmq._native.fetch import RecordDecoder
-from fastmq._native.records import RecordBatchBuilder
+from fastmq.kafka._native.fetch import RecordDecoder
+from fastmq.kafka._native.records import RecordBatchBuilder
 from fastmq.errors import FastMQError
 from fastmq.kafka.errors import CorruptRecordError
 from fastmq.kafka.structs import ConsumerRecord

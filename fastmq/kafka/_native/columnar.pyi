@@ -1,4 +1,4 @@
-"""Type stubs of fastmq._native.columnar (the output layout is documented in columnar.pyx)."""
+"""Type stubs of fastmq.kafka._native.columnar (the output layout is documented in columnar.pyx)."""
 from typing import Any
 
 from typing_extensions import Buffer

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fastmq._native.columnar import decode_columns
-from fastmq._native.legacy_records import LegacyRecordBatchBuilder
-from fastmq._native.memory_records import MemoryRecords
-from fastmq._native.records import RecordBatchBuilder
+from fastmq.kafka._native.columnar import decode_columns
+from fastmq.kafka._native.legacy_records import LegacyRecordBatchBuilder
+from fastmq.kafka._native.memory_records import MemoryRecords
+from fastmq.kafka._native.records import RecordBatchBuilder
 from fastmq.errors import FastMQError
 from fastmq.kafka.errors import CorruptRecordError, UnsupportedVersionError
 

@@ -1,4 +1,4 @@
-/* Parsing of Kafka v2 records (see fastmq/_native/records.pyx for the format).
+/* Parsing of Kafka v2 records (see fastmq/kafka/_native/records.pyx for the format).
  *
  * Header-only and free of Python: parse_record is the inner loop of every record reader (per-record
  * objects, the columnar decoder, the consumer), so it is forced inline into each of those loops, where

@@ -1,0 +1,223 @@
+"""The partition sweep: produce and consume 1M x 100 B spread over P partitions (record i to partition i % P),
+P in {1, 64, 1024, 4096}, fastmq vs confluent-kafka in one run against the embedded broker; plus a producer over
+1000 topics x 4 partitions. acks=1, linger 10 ms, 256 KiB batches, 256 MiB of buffer memory for both clients.
+
+Each client runs in a process of its own, so that its CPU per record (process time of all its threads: the
+user thread, fastmq's I/O thread, librdkafka's threads) is measured apart from the broker's, which runs in the
+benchmark's process. The table prints msgs/s and cpu_per_record (ns).
+
+Run: pytest benches/bench_partitions.py --benchmark-only -s
+     FASTMQ_BENCH_PARTITIONS=1,1024 FASTMQ_BENCH_RECORDS=200000 to run a part of it.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+import uuid
+
+import pytest
+
+from fastmq.broker import EmbeddedBroker
+
+RECORDS = int(os.environ.get("FASTMQ_BENCH_RECORDS", 1_000_000))
+PARTITIONS = [int(p) for p in os.environ.get("FASTMQ_BENCH_PARTITIONS", "1,64,1024,4096").split(",")]
+VALUE = b"x" * 100
+MANY_TOPICS = 1000
+BATCH = 262144
+MEMORY = 256 << 20
+CLIENT_TIMEOUT = 600.0
+
+
+# ---- what the client processes run -------------------------------------------------------------------------
+
+def produce_fastmq(servers: str, targets: list[tuple[str, int]], count: int, ready) -> None:
+    from fastmq.kafka import Producer
+
+    with Producer(servers, linger_ms=10, batch_size=BATCH, acks=1, enable_idempotence=False,
+                  buffer_memory=MEMORY) as producer:
+        for topic in {topic for topic, _ in targets}:
+            producer.partitions_for(topic)              # metadata before the clock starts
+        ready()
+        send, n = producer.send, len(targets)
+        for i in range(count):
+            topic, partition = targets[i % n]
+            send(topic, VALUE, partition=partition)
+        producer.flush(CLIENT_TIMEOUT)
+
+
+def produce_confluent(servers: str, targets: list[tuple[str, int]], count: int, ready) -> None:
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": servers, "linger.ms": 10, "batch.size": BATCH,
+                                         "acks": 1, "queue.buffering.max.kbytes": MEMORY >> 10})
+    for topic in {topic for topic, _ in targets}:
+        producer.list_topics(topic, timeout=30)
+    ready()
+    produce, poll, n = producer.produce, producer.poll, len(targets)
+    for i in range(count):
+        topic, partition = targets[i % n]
+        while True:
+            try:
+                produce(topic, VALUE, partition=partition)
+                break
+            except BufferError:
+                poll(0.001)
+    assert producer.flush(CLIENT_TIMEOUT) == 0
+
+
+def consume_fastmq(servers: str, targets: list[tuple[str, int]], count: int, ready) -> None:
+    from fastmq.kafka import Consumer
+    from fastmq.kafka.structs import TopicPartition
+
+    with Consumer(bootstrap_servers=servers, auto_offset_reset="earliest", max_poll_records=10000) as consumer:
+        partitions = [TopicPartition(topic, partition) for topic, partition in targets]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        ready()
+        received, deadline = 0, time.monotonic() + CLIENT_TIMEOUT
+        while received < count and time.monotonic() < deadline:
+            for chunk in consumer.poll(1.0).values():
+                received += len(chunk)
+    assert received >= count, f"{received} of {count} records"
+
+
+def consume_confluent(servers: str, targets: list[tuple[str, int]], count: int, ready) -> None:
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": servers, "group.id": f"bench-{uuid.uuid4().hex}",
+                                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.assign([confluent_kafka.TopicPartition(topic, partition, confluent_kafka.OFFSET_BEGINNING)
+                     for topic, partition in targets])
+    ready()
+    received, deadline = 0, time.monotonic() + CLIENT_TIMEOUT
+    while received < count and time.monotonic() < deadline:
+        for message in consumer.consume(10000, 1.0):
+            if message.error() is None:
+                received += 1
+    consumer.close()
+    assert received >= count, f"{received} of {count} records"
+
+
+CLIENTS = {("produce", "fastmq"): produce_fastmq, ("produce", "confluent-kafka"): produce_confluent,
+           ("consume", "fastmq"): consume_fastmq, ("consume", "confluent-kafka"): consume_confluent}
+
+
+def client_process(connection, work: str, client: str, servers: str, targets, count: int) -> None:
+    """Sets up, says "ready", waits for "go", runs, answers (wall seconds, CPU seconds) or the error."""
+    started = {}
+
+    def ready() -> None:
+        connection.send("ready")
+        connection.recv()
+        started["wall"], started["cpu"] = time.perf_counter(), time.process_time()
+
+    try:
+        CLIENTS[work, client](servers, targets, count, ready)
+        connection.send((time.perf_counter() - started["wall"], time.process_time() - started["cpu"]))
+    except BaseException as error:        # the benchmark's process reports it
+        connection.send(repr(error))
+
+
+class ClientRun:
+    """One client in its own (spawned) process, set up and waiting for go()."""
+
+    def __init__(self, work: str, client: str, servers: str, targets, count: int) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.connection, child = context.Pipe()
+        self.process = context.Process(target=client_process,
+                                       args=(child, work, client, servers, targets, count), daemon=True)
+        self.process.start()
+        self.answer("ready")
+
+    def answer(self, expected: str | None = None):
+        if not self.connection.poll(CLIENT_TIMEOUT):
+            raise TimeoutError("the client process did not answer")
+        message = self.connection.recv()
+        if isinstance(message, str) and message != expected:
+            raise RuntimeError(f"client process failed: {message}")
+        return message
+
+    def go(self) -> tuple[float, float]:
+        self.connection.send("go")
+        result = self.answer()
+        self.process.join(30)
+        return result
+
+
+# ---- the benchmarks ----------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def broker():
+    with EmbeddedBroker() as embedded:
+        yield embedded
+
+
+def create_topics(servers: str, names: list[str], partitions: int) -> None:
+    from fastmq.kafka import Admin
+    from fastmq.kafka.admin import NewTopic
+
+    admin = Admin(servers)
+    try:
+        admin.create_topics([NewTopic(name, partitions, 1) for name in names], timeout=120)
+    finally:
+        admin.close()
+
+
+def measure(compare, group: str, work: str, client: str, servers: str, targets, count: int) -> None:
+    bench = compare(group, client, items=count, nbytes=count * len(VALUE))
+    run: dict[str, ClientRun] = {}
+
+    def setup():
+        run["client"] = ClientRun(work, client, servers, targets, count)
+        return (), {}
+
+    def timed() -> None:
+        wall, cpu = run["client"].go()
+        bench.extra_info["client_wall_s"] = round(wall, 3)
+        bench.extra_info["cpu_per_record_ns"] = round(cpu / count * 1e9)
+
+    bench.pedantic(timed, setup=setup, rounds=1, iterations=1)
+
+
+@pytest.fixture(scope="module")
+def filled_topics(broker):
+    """{P: topic holding RECORDS records spread over P partitions}, written by fastmq, made on first use."""
+    topics: dict[int, str] = {}
+
+    def filled(partitions: int) -> str:
+        if partitions not in topics:
+            name = f"sweep-filled-{partitions}-{uuid.uuid4().hex[:6]}"
+            create_topics(broker.bootstrap_servers, [name], partitions)
+            ClientRun("produce", "fastmq", broker.bootstrap_servers,
+                      [(name, p) for p in range(partitions)], RECORDS).go()
+            topics[partitions] = name
+        return topics[partitions]
+    return filled
+
+
+@pytest.mark.parametrize("partitions", PARTITIONS)
+@pytest.mark.parametrize("client", ["fastmq", "confluent-kafka"])
+def test_produce_partition_sweep(compare, broker, client, partitions):
+    name = f"sweep-{client}-{partitions}-{uuid.uuid4().hex[:6]}"
+    create_topics(broker.bootstrap_servers, [name], partitions)
+    measure(compare, f"produce 100 B over {partitions} partitions", "produce", client, broker.bootstrap_servers,
+            [(name, p) for p in range(partitions)], RECORDS)
+
+
+@pytest.mark.parametrize("partitions", PARTITIONS)
+@pytest.mark.parametrize("client", ["fastmq", "confluent-kafka"])
+def test_consume_partition_sweep(compare, broker, filled_topics, client, partitions):
+    name = filled_topics(partitions)
+    measure(compare, f"consume 100 B over {partitions} partitions", "consume", client, broker.bootstrap_servers,
+            [(name, p) for p in range(partitions)], RECORDS)
+
+
+@pytest.mark.parametrize("client", ["fastmq", "confluent-kafka"])
+def test_produce_many_topics(compare, broker, client):
+    names = [f"many-{client}-{i}-{uuid.uuid4().hex[:4]}" for i in range(MANY_TOPICS)]
+    create_topics(broker.bootstrap_servers, names, 4)
+    # Record i goes to topic i % 1000 and, per round over the topics, to the next partition.
+    targets = [(names[i % MANY_TOPICS], (i // MANY_TOPICS) % 4) for i in range(MANY_TOPICS * 4)]
+    measure(compare, f"produce 100 B over {MANY_TOPICS} topics x 4 partitions", "produce", client,
+            broker.bootstrap_servers, targets, RECORDS)

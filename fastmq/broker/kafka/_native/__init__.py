@@ -1,0 +1,1 @@
+"""The compiled part of the broker's Kafka front end: Kafka record batches to and from store messages."""
