@@ -3,7 +3,8 @@
 
 kafka-python's 65 keyword arguments with its defaults (an unknown one raises KafkaConfigurationError, as
 there), its methods with their signatures (timeouts in ms), iteration, poll(timeout_ms, max_records) returning
-{TopicPartition: [ConsumerRecord]}, records shaped exactly as kafka-python's (headers a list, deserializers
+{TopicPartition: [ConsumerRecord]}, records shaped exactly as kafka-python's (headers a list; records without
+headers share one read-only empty list, copied with list(); deserializers
 also called for null keys and values, kafka.serializer.Deserializer objects called with (topic, headers,
 data)), and its errors (fastmq.kafka.errors under kafka-python's names). Settings that only tune kafka-python's
 own internals (selector, kafka_client, metric reporters, client_dns_lookup, api_version) are accepted and have
