@@ -32,6 +32,9 @@ from fastmq.kafka.admin import (
     ConfigType, NewPartitions, NewTopic, enum_member, group_offsets, raise_failures,
 )
 from fastmq.kafka.compat_config import CONNECTION_DEFAULTS, client_options, resolve
+from fastmq.kafka.compat_types import (
+    by_topic_partition, config_resource, new_partitions, new_topic, topic_partitions,
+)
 from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition
 
 __all__ = [
@@ -155,8 +158,8 @@ def _new_topics(new_topics: Any) -> list[NewTopic]:
     topics: list[NewTopic] = []
     if all(isinstance(t, str) for t in new_topics):
         topics = [NewTopic(name) for name in new_topics]
-    elif all(isinstance(t, NewTopic) for t in new_topics):
-        topics = new_topics
+    elif all(hasattr(t, "name") and hasattr(t, "num_partitions") for t in new_topics):
+        topics = [new_topic(t) for t in new_topics]     # fastmq's NewTopic or kafka-python's
     if not topics:
         raise ValueError(f"No valid topics found in new_topics: {new_topics}")
     return topics
@@ -165,7 +168,7 @@ def _new_topics(new_topics: Any) -> list[NewTopic]:
 def _new_partitions(spec: Any) -> NewPartitions:
     if isinstance(spec, Mapping):
         return NewPartitions(spec["count"], [list(b) for b in spec["assignments"]] if "assignments" in spec else None)
-    return spec
+    return spec if isinstance(spec, int) else new_partitions(spec)
 
 
 def _state_name(value: Any, names: dict[str, str], what: str) -> str:
@@ -280,7 +283,8 @@ class KafkaAdminClient:
                        partition_leader_id: int | None = None) -> dict[TopicPartition, dict[str, Any]]:
         """Delete the records below the given offsets; {TopicPartition: {partition_index, low_watermark,
         error_code}}. Partitions whose leader moved are retried unless partition_leader_id is given."""
-        answers = self._admin._delete_records(records_to_delete, self._deadline(timeout_ms), partition_leader_id)
+        answers = self._admin._delete_records(by_topic_partition(records_to_delete), self._deadline(timeout_ms),
+                                              partition_leader_id)
         failed = {tp: a.code for tp, a in answers.items() if a.code or a.struct is None}
         if len(failed) == 1:
             (tp, code), = failed.items()
@@ -314,7 +318,8 @@ class KafkaAdminClient:
     def describe_configs(self, config_resources: list[ConfigResource], include_synonyms: bool = False,
                          config_filter: ConfigFilterType | str = "modified") -> dict[str, dict[str, Any]]:
         """{resource type: {resource name: {config name: config dict}}}, filtered by config_filter."""
-        return self._describe_configs(config_resources, include_synonyms, config_filter, self._deadline(None))
+        return self._describe_configs([config_resource(r) for r in config_resources], include_synonyms, config_filter,
+                                      self._deadline(None))
 
     def _describe_configs(self, config_resources: list[ConfigResource], include_synonyms: bool,
                           config_filter: Any, deadline: float) -> dict[str, dict[str, Any]]:
@@ -406,7 +411,7 @@ class KafkaAdminClient:
         when the broker has it (or incremental=True), else AlterConfigs with the other modified keys kept.
         Returns {resource type: {resource name: 'OK' or the error}}."""
         deadline = self._deadline(None)
-        resources = list(config_resources)
+        resources = [config_resource(r) for r in config_resources]
         if raise_on_unknown:
             self._check_known(resources, deadline)
         return self._alter(resources, validate_only, incremental, deadline, reset=False)
@@ -415,7 +420,7 @@ class KafkaAdminClient:
                       raise_on_unknown: bool = True, incremental: bool | None = None) -> dict[str, dict[str, str]]:
         """Return the listed keys (every modified key when a resource lists none) to their defaults."""
         deadline = self._deadline(None)
-        resources = list(config_resources)
+        resources = [config_resource(r) for r in config_resources]
         if raise_on_unknown:
             self._check_known(resources, deadline)
         return self._alter(resources, validate_only, incremental, deadline, reset=True)
@@ -455,7 +460,7 @@ class KafkaAdminClient:
         elif isinstance(group_specs, list):
             group_specs = {group_id: None for group_id in group_specs}
         answers = self._admin._fetch_group_offsets(
-            {g: None if tps is None else list(tps) for g, tps in group_specs.items()}, self._deadline(None))
+            {g: None if tps is None else topic_partitions(tps) for g, tps in group_specs.items()}, self._deadline(None))
         return {group_id: group_offsets(group_id, answer) for group_id, answer in answers.items()}
 
     def delete_groups(self, group_ids: list[str], group_coordinator_id: int | None = None) -> dict[str, str]:
@@ -468,7 +473,7 @@ class KafkaAdminClient:
     def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition],
                              group_coordinator_id: int | None = None) -> dict[TopicPartition, type]:
         """{TopicPartition: error class (NoError on success)}; a group-level error raises."""
-        partitions = list(partitions)
+        partitions = topic_partitions(partitions)
         if not partitions:
             return {}
         answer = self._admin._delete_group_offsets(group_id, partitions, self._deadline(None), group_coordinator_id)

@@ -1,0 +1,146 @@
+"""What a kafka-python user meets after changing only the imports: consumers without a group_id, kafka-python's
+own value objects (TopicPartition, OffsetAndMetadata, ConfigResource, NewTopic, NewPartitions) passed to the
+compat faces, and the error classes they raise, against fastmq's embedded broker."""
+from __future__ import annotations
+
+import time
+import uuid
+
+import kafka.admin as peer_admin
+import kafka.structs as peer_structs
+import pytest
+
+from fastmq.kafka import errors as kerrors
+from fastmq.kafka.compat import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from fastmq.kafka.structs import TopicPartition
+
+WAIT = 20.0
+
+
+def topic_name() -> str:
+    return f"gap-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def admin(embedded_broker):
+    with KafkaAdminClient(bootstrap_servers=embedded_broker.bootstrap_servers) as client:
+        yield client
+
+
+def fill(servers: str, topic: str, partitions: int, per_partition: int) -> None:
+    producer = KafkaProducer(bootstrap_servers=servers, linger_ms=5)
+    try:
+        for partition in range(partitions):
+            for i in range(per_partition):
+                producer.send(topic, b"v%d-%d" % (partition, i), partition=partition)
+        producer.flush(WAIT)
+    finally:
+        producer.close()
+
+
+def read(consumer: KafkaConsumer, count: int) -> list:
+    records, deadline = [], time.monotonic() + WAIT
+    while len(records) < count and time.monotonic() < deadline:
+        for chunk in consumer.poll(timeout_ms=200).values():
+            records.extend(chunk)
+    return records
+
+
+def test_subscription_without_group_id_reads_every_partition_and_commits_nothing(embedded_broker, admin):
+    topic = topic_name()
+    admin.create_topics([peer_admin.NewTopic(topic, 3, 1)])
+    fill(embedded_broker.bootstrap_servers, topic, 3, 4)
+    consumer = KafkaConsumer(topic, bootstrap_servers=embedded_broker.bootstrap_servers,
+                             auto_offset_reset="earliest")
+    try:
+        records = read(consumer, 12)
+        assert sorted((r.partition, r.value) for r in records) == sorted(
+            (p, b"v%d-%d" % (p, i)) for p in range(3) for i in range(4))
+        assert consumer.subscription() == {topic}
+        assert consumer.assignment() == {TopicPartition(topic, p) for p in range(3)}
+        with pytest.raises(kerrors.IllegalStateError):
+            consumer.commit()
+        with pytest.raises(kerrors.IllegalStateError):
+            consumer.assign([TopicPartition(topic, 0)])
+    finally:
+        consumer.close()
+
+
+def test_pattern_subscription_without_group_id_picks_up_new_topics(embedded_broker, admin):
+    prefix = topic_name()
+    consumer = KafkaConsumer(bootstrap_servers=embedded_broker.bootstrap_servers, auto_offset_reset="earliest",
+                             metadata_max_age_ms=200)
+    try:
+        consumer.subscribe(pattern=f"{prefix}-.*")
+        assert consumer.poll(timeout_ms=100) == {}
+        admin.create_topics([f"{prefix}-a", f"{prefix}-b"])
+        fill(embedded_broker.bootstrap_servers, f"{prefix}-a", 1, 2)
+        fill(embedded_broker.bootstrap_servers, f"{prefix}-b", 1, 3)
+        records = read(consumer, 5)
+        assert sorted((r.topic, r.offset) for r in records) == [
+            (f"{prefix}-a", 0), (f"{prefix}-a", 1), (f"{prefix}-b", 0), (f"{prefix}-b", 1), (f"{prefix}-b", 2)]
+        assert consumer.subscription() == {f"{prefix}-a", f"{prefix}-b"}
+    finally:
+        consumer.close()
+
+
+def test_consumer_takes_kafka_pythons_topic_partition_and_offset_and_metadata(embedded_broker, admin):
+    topic = topic_name()
+    admin.create_topics([peer_admin.NewTopic(topic, 2, 1)])
+    fill(embedded_broker.bootstrap_servers, topic, 2, 3)
+    theirs = [peer_structs.TopicPartition(topic, 0), peer_structs.TopicPartition(topic, 1)]
+    consumer = KafkaConsumer(bootstrap_servers=embedded_broker.bootstrap_servers, group_id=topic,
+                             auto_offset_reset="earliest", enable_auto_commit=False)
+    try:
+        consumer.assign(theirs)
+        assert consumer.assignment() == set(theirs)
+        consumer.pause(theirs[1])
+        assert consumer.paused() == {theirs[1]}
+        records = read(consumer, 3)
+        assert {r.partition for r in records} == {0}
+        consumer.resume(theirs[1])
+        consumer.seek_to_end(theirs[0])
+        assert consumer.position(theirs[0]) == 3
+        consumer.seek(theirs[0], 1)
+        consumer.seek_to_beginning(*theirs)
+        assert consumer.beginning_offsets(theirs) == {theirs[0]: 0, theirs[1]: 0}
+        assert consumer.end_offsets(theirs) == {theirs[0]: 3, theirs[1]: 3}
+        consumer.commit({theirs[0]: peer_structs.OffsetAndMetadata(2, "m", -1)})
+        assert consumer.committed(theirs[0]) == 2
+        assert consumer.committed(theirs[0], metadata=True).metadata == "m"
+        consumer.assign([TopicPartition(topic, 0)])
+        assert consumer.highwater(theirs[0]) in (None, 3)
+        with pytest.raises(TypeError, match="TopicPartition"):
+            consumer.pause((topic, 0)[0])
+    finally:
+        consumer.close()
+
+
+def test_admin_takes_kafka_pythons_new_topic_new_partitions_and_config_resource(admin):
+    topic = topic_name()
+    admin.create_topics([peer_admin.NewTopic(topic, 1, 1, topic_configs={"retention.ms": "123456"})])
+    admin.create_partitions({topic: peer_admin.NewPartitions(3)})
+    assert len(admin.describe_topics([topic])[0]["partitions"]) == 3
+    resource = peer_admin.ConfigResource(peer_admin.ConfigResourceType.TOPIC, topic)
+    described = admin.describe_configs([resource])
+    assert described["topic"][topic]["retention.ms"]["value"] == "123456"
+    change = peer_admin.ConfigResource(peer_admin.ConfigResourceType.TOPIC, topic, {"retention.ms": "654321"})
+    assert admin.alter_configs([change]) == {"topic": {topic: "OK"}}
+    assert admin.describe_configs([resource])["topic"][topic]["retention.ms"]["value"] == "654321"
+    with pytest.raises(TypeError, match="NewPartitions"):
+        admin.create_partitions({topic: object()})
+
+
+def test_delete_records_takes_kafka_pythons_topic_partition_and_raises_kafka_python_errors(embedded_broker, admin):
+    topic = topic_name()
+    admin.create_topics([peer_admin.NewTopic(topic, 1, 1)])
+    fill(embedded_broker.bootstrap_servers, topic, 1, 5)
+    result = admin.delete_records({peer_structs.TopicPartition(topic, 0): 2})
+    assert result[TopicPartition(topic, 0)]["low_watermark"] == 2
+    with pytest.raises(kerrors.UnknownTopicOrPartitionError) as caught:
+        admin.delete_records({peer_structs.TopicPartition(topic_name(), 0): 1}, timeout_ms=3000)
+    import kafka.errors as peer_errors
+
+    # kafka-python code catches its own names; ours carry them (and its error codes).
+    assert type(caught.value).__name__ == "UnknownTopicOrPartitionError"
+    assert caught.value.errno == peer_errors.UnknownTopicOrPartitionError.errno
