@@ -173,6 +173,18 @@ class KafkaProducer(Producer):
             raise ValueError(f"Partitioner did not assign a partition for topic {topic}!")
         return chosen
 
+    @classmethod
+    def max_usable_produce_magic(cls, api_version: tuple[int, ...]) -> int:
+        """The record format (magic) a broker of this version takes: 2 from Kafka 0.11, 1 from 0.10.0."""
+        if api_version >= (0, 11):
+            return 2
+        return 1 if api_version >= (0, 10, 0) else 0
+
+    def send_offsets_to_transaction(self, offsets, group_metadata, timeout=None):
+        """Commit consumer offsets in the transaction; group_metadata is a group id or a consumer's
+        group_metadata() (kafka-python's argument name)."""
+        super().send_offsets_to_transaction(offsets, group_metadata, timeout)
+
     def bootstrap_connected(self) -> bool:
         """True once metadata came from a bootstrap server."""
         return self.client.cluster.version > 0

@@ -13,8 +13,10 @@ describe_cluster, configurations (describe, alter, reset), groups (list, describ
 (list, delete). Not covered (kafka-python has them): ACLs, SCRAM users, transactions, quorum, features, log
 dirs, reassignments, leader elections, alter/reset_group_offsets, remove_group_members, list_partition_offsets.
 
-Deliberate differences: members' metadata and assignment in describe_groups stay undecoded (as kafka-python
-shows bytes it cannot decode); unknown bits of an authorized-operations field are skipped (kafka-python fails
+describe_groups decodes members' metadata and assignment as consumer-protocol dicts, as kafka-python does.
+kafka-python's own TopicPartition, ConfigResource, NewTopic and NewPartitions are taken (compat_types).
+
+Deliberate differences: unknown bits of an authorized-operations field are skipped (kafka-python fails
 on them); describe_groups always asks for authorized operations, as kafka-python does; a single str where a
 list is expected raises TypeError instead of being taken letter by letter.
 """
@@ -25,6 +27,7 @@ from collections import defaultdict
 from enum import IntEnum
 from typing import Any, Iterable, Mapping
 
+from fastmq.errors import CorruptDataError
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.admin import (
@@ -32,6 +35,7 @@ from fastmq.kafka.admin import (
     ConfigType, NewPartitions, NewTopic, enum_member, group_offsets, raise_failures,
 )
 from fastmq.kafka.compat_config import CONNECTION_DEFAULTS, client_options, resolve
+from fastmq.kafka.consumer_protocol import decode_assignment_message, decode_subscription_message
 from fastmq.kafka.compat_types import (
     by_topic_partition, config_resource, new_partitions, new_topic, topic_partitions,
 )
@@ -145,6 +149,22 @@ def _config_source(config: dict[str, Any], resource_type: ConfigResourceType) ->
     if config.get("is_default", False):
         return ConfigSourceType.DEFAULT_CONFIG
     return ConfigSourceType.dynamic_for(resource_type)
+
+
+def _decode_member(group_id: str, member: dict[str, Any], struct: Any) -> None:
+    """A DescribeGroups member's metadata and assignment decoded as consumer-protocol dicts, as kafka-python
+    shows them (left as text, with a warning, when they are not the consumer protocol's)."""
+    for key, decode in (("member_metadata", decode_subscription_message),
+                        ("member_assignment", decode_assignment_message)):
+        data = getattr(struct, key)
+        if not data:
+            continue
+        try:
+            version, message = decode(data)
+        except CorruptDataError:
+            _log.warning("Unable to decode %s for %s/%s", key, group_id, member.get("member_id"))
+            continue
+        member[key] = to_dict(message, version)
 
 
 def _new_topics(new_topics: Any) -> list[NewTopic]:
@@ -446,6 +466,8 @@ class KafkaAdminClient:
                 results[group_id] = {"group_id": group_id, "error": str(error)}
                 continue
             group = to_dict(answer.struct, answer.version)
+            for member, struct in zip(group.get("members") or (), answer.struct.members or ()):
+                _decode_member(group_id, member, struct)
             code = group.pop("error_code")
             message = group.pop("error_message", "")
             group["error"] = str(kerrors.for_code(code)(message)) if code else None

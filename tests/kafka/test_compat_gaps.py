@@ -144,3 +144,24 @@ def test_delete_records_takes_kafka_pythons_topic_partition_and_raises_kafka_pyt
     # kafka-python code catches its own names; ours carry them (and its error codes).
     assert type(caught.value).__name__ == "UnknownTopicOrPartitionError"
     assert caught.value.errno == peer_errors.UnknownTopicOrPartitionError.errno
+
+
+def test_describe_groups_decodes_member_metadata_and_assignment_as_kafka_python(embedded_broker, admin):
+    import kafka
+
+    topic = topic_name()
+    admin.create_topics([peer_admin.NewTopic(topic, 2, 1)])
+    consumer = KafkaConsumer(topic, bootstrap_servers=embedded_broker.bootstrap_servers, group_id=topic)
+    peer = kafka.KafkaAdminClient(bootstrap_servers=embedded_broker.bootstrap_servers)
+    try:
+        deadline = time.monotonic() + WAIT
+        while not consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(timeout_ms=100)
+        ours, theirs = admin.describe_groups([topic])[topic], peer.describe_groups([topic])[topic]
+        assert ours["members"] == theirs["members"]
+        member = ours["members"][0]
+        assert member["member_metadata"]["topics"] == [topic]
+        assert sorted(member["member_assignment"]["assigned_partitions"][0]["partitions"]) == [0, 1]
+    finally:
+        peer.close()
+        consumer.close()
