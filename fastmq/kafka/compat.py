@@ -17,7 +17,7 @@ from fastmq.kafka.compat_config import CONNECTION_DEFAULTS, Unset, client_option
 from fastmq.kafka.compat_consumer import KafkaConsumer  # noqa: F401
 from fastmq.kafka.compat_admin import (  # noqa: F401  (kafka-python's admin names)
     AlterConfigOp, ConfigFilterType, ConfigResource, ConfigResourceType, ConfigSourceType, ConfigType,
-    KafkaAdminClient, NewPartitions, NewTopic,
+    IsolationLevel, KafkaAdminClient, NewPartitions, NewTopic, OffsetSpec,
 )
 from fastmq.kafka.partitioner import ClusterView, DefaultPartitioner, Partitioner
 from fastmq.kafka.producer import CODECS, Producer

@@ -23,6 +23,7 @@ list is expected raises TypeError instead of being taken letter by letter.
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from enum import IntEnum
 from typing import Any, Iterable, Mapping
@@ -39,11 +40,11 @@ from fastmq.kafka.consumer_protocol import decode_assignment_message, decode_sub
 from fastmq.kafka.compat_types import (
     by_topic_partition, config_resource, new_partitions, new_topic, topic_partitions,
 )
-from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition
+from fastmq.kafka.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 __all__ = [
     "AlterConfigOp", "ConfigFilterType", "ConfigResource", "ConfigResourceType", "ConfigSourceType", "ConfigType",
-    "KafkaAdminClient", "NewPartitions", "NewTopic",
+    "IsolationLevel", "KafkaAdminClient", "NewPartitions", "NewTopic", "OffsetSpec",
 ]
 
 _log = logging.getLogger(__name__)
@@ -72,10 +73,30 @@ class ConfigFilterType(IntEnum):
         return False
 
 
+class IsolationLevel(IntEnum):
+    """Which records offset lookups see: all, or only those of committed transactions (kafka.IsolationLevel)."""
+
+    READ_UNCOMMITTED = 0
+    READ_COMMITTED = 1
+
+
+class OffsetSpec(IntEnum):
+    """ListOffsets' special timestamps (kafka.OffsetSpec); a timestamp >= 0 asks for the first offset at or
+    after it."""
+
+    LATEST = -1
+    EARLIEST = -2
+    MAX_TIMESTAMP = -3
+    EARLIEST_LOCAL = -4
+    LATEST_TIERED = -5
+
+
 # Kafka's ACL operations, bit n of an authorized-operations field (kafka-python's ACLOperation names).
 _ACL_OPERATIONS = {3: "READ", 4: "WRITE", 5: "CREATE", 6: "DELETE", 7: "ALTER", 8: "DESCRIBE", 9: "CLUSTER_ACTION",
                    10: "DESCRIBE_CONFIGS", 11: "ALTER_CONFIGS", 12: "IDEMPOTENT_WRITE", 13: "CREATE_TOKENS",
                    14: "DESCRIBE_TOKENS"}
+# Partition errors after which kafka-python asks the partition's new leader again.
+_LEADER_MOVED = (kerrors.NotLeaderForPartitionError.errno, kerrors.LeaderNotAvailableError.errno)
 # kafka-python's GroupState names -> the broker's spelling.
 _GROUP_STATES = {"UNKNOWN": "Unknown", "PREPARING_REBALANCE": "PreparingRebalance",
                  "COMPLETING_REBALANCE": "CompletingRebalance", "STABLE": "Stable", "DEAD": "Dead", "EMPTY": "Empty",
@@ -316,6 +337,56 @@ class KafkaAdminClient:
                     f"{tp.topic}(partition={tp.partition}): {kerrors.for_code(code).__name__}"
                     for tp, code in failed.items()))
         return {tp: to_dict(a.struct, a.version) for tp, a in answers.items()}
+
+    def list_partition_offsets(self, topic_partition_specs: Mapping[Any, int],
+                               isolation_level: IsolationLevel | str | int = IsolationLevel.READ_UNCOMMITTED,
+                               timeout_ms: float | None = None) -> dict[TopicPartition, OffsetAndTimestamp]:
+        """{TopicPartition: OffsetAndTimestamp} for {TopicPartition: OffsetSpec or a timestamp in ms}, asked of
+        each partition's leader; partitions whose leader moved are asked again until timeout_ms. Raises the
+        first partition error (UnknownTopicOrPartitionError for partitions the cluster lacks)."""
+        if not isinstance(topic_partition_specs, Mapping):
+            raise TypeError("topic_partition_specs must map TopicPartition to an OffsetSpec or a timestamp")
+        specs = by_topic_partition(topic_partition_specs)
+        for tp, spec in specs.items():
+            if not isinstance(spec, int) or isinstance(spec, bool):
+                raise TypeError(f"Unsupported ts type {type(spec)}, expected int or OffsetSpec")
+        level = enum_member(IsolationLevel, isolation_level, "isolation_level")
+        deadline = self._deadline(timeout_ms)
+        L = kp.ListOffsetsRequest
+        results: dict[TopicPartition, OffsetAndTimestamp] = {}
+        pending = set(specs)
+        while pending:
+            by_node: dict[int, list[TopicPartition]] = defaultdict(list)
+            for tp, leader in self._admin._leaders(pending, deadline).items():
+                if leader >= 0:
+                    by_node[leader].append(tp)
+            requests = []
+            for node, partitions in by_node.items():
+                topics: dict[str, list[Any]] = defaultdict(list)
+                for tp in partitions:
+                    topics[tp.topic].append(L.ListOffsetsPartition(partition_index=tp.partition, timestamp=specs[tp]))
+                requests.append((node, L(replica_id=-1, isolation_level=int(level), topics=[
+                    L.ListOffsetsTopic(name=name, partitions=parts) for name, parts in topics.items()])))
+            for outcome in self._admin._send_many(requests, deadline):
+                if isinstance(outcome, BaseException):
+                    raise outcome
+                for topic in outcome.response.topics:
+                    for p in topic.partitions:
+                        tp = TopicPartition(topic.name, p.partition_index)
+                        if p.error_code in _LEADER_MOVED:
+                            continue
+                        if p.error_code:
+                            error = kerrors.for_code(p.error_code)
+                            raise error(f"ListOffsetsRequest failed for {tp}: {error.__name__}")
+                        results[tp] = OffsetAndTimestamp(p.offset, p.timestamp,
+                                                         p.leader_epoch if p.leader_epoch >= 0 else None)
+                        pending.discard(tp)
+            if pending:
+                if not self._admin._can_retry(deadline):
+                    raise kerrors.NotLeaderForPartitionError(
+                        f"list_partition_offsets timed out waiting for the leaders of {sorted(pending)}")
+                time.sleep(self._admin._retry_backoff)
+        return results
 
     # ---- cluster ----------------------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ NOT_YET = {
         "describe_features", "describe_log_dirs", "describe_metadata_quorum", "describe_producers",
         "describe_topic_partitions", "describe_transactions", "describe_user_scram_credentials",
         "elect_leaders", "find_hanging_transactions", "get_broker_version_data", "list_config_resources",
-        "list_partition_offsets", "list_partition_reassignments", "list_transactions", "remove_group_members",
+        "list_partition_reassignments", "list_transactions", "remove_group_members",
         "reset_group_offsets", "update_features")
 }
 SPECIAL = ("__init__", "__iter__", "__next__", "__enter__", "__exit__")

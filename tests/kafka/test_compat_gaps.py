@@ -11,7 +11,7 @@ import kafka.structs as peer_structs
 import pytest
 
 from fastmq.kafka import errors as kerrors
-from fastmq.kafka.compat import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from fastmq.kafka.compat import KafkaAdminClient, KafkaConsumer, KafkaProducer, OffsetSpec
 from fastmq.kafka.structs import TopicPartition
 
 WAIT = 20.0
@@ -165,3 +165,33 @@ def test_describe_groups_decodes_member_metadata_and_assignment_as_kafka_python(
     finally:
         peer.close()
         consumer.close()
+
+
+def test_list_partition_offsets_answers_as_kafka_python(embedded_broker, admin):
+    import kafka
+
+    topic = topic_name()
+    admin.create_topics([peer_admin.NewTopic(topic, 2, 1)])
+    producer = KafkaProducer(bootstrap_servers=embedded_broker.bootstrap_servers)
+    try:
+        for i in range(4):
+            producer.send(topic, b"v", partition=0, timestamp_ms=1_000_000 + i * 1000)
+        producer.flush(WAIT)
+    finally:
+        producer.close()
+    p0, p1 = peer_structs.TopicPartition(topic, 0), peer_structs.TopicPartition(topic, 1)
+    specs = {p0: kafka.OffsetSpec.LATEST, p1: kafka.OffsetSpec.EARLIEST}
+    peer = kafka.KafkaAdminClient(bootstrap_servers=embedded_broker.bootstrap_servers)
+    try:
+        assert admin.list_partition_offsets(specs) == peer.list_partition_offsets(specs)
+        ours = admin.list_partition_offsets({p0: 1_001_500, p1: OffsetSpec.LATEST},
+                                            isolation_level=kafka.IsolationLevel.READ_COMMITTED)
+        assert ours[p0].offset == 2 and ours[p0].timestamp == 1_002_000
+        assert ours[p1].offset == 0
+        assert ours == peer.list_partition_offsets({p0: 1_001_500, p1: -1}, kafka.IsolationLevel.READ_COMMITTED)
+    finally:
+        peer.close()
+    with pytest.raises(kerrors.UnknownTopicOrPartitionError):
+        admin.list_partition_offsets({TopicPartition(topic_name(), 0): OffsetSpec.EARLIEST})
+    with pytest.raises(TypeError):
+        admin.list_partition_offsets({p0: "latest"})
