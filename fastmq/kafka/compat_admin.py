@@ -9,9 +9,11 @@ and friends, TopicPartition / OffsetAndMetadata mappings, and the error classes 
 carry kafka-python's names. Routing, retries and the checks of bad input are Admin's (fastmq.kafka.admin).
 
 Covered: topics (create, delete, list, describe, wait_for_topics), create_partitions, delete_records,
-describe_cluster, configurations (describe, alter, reset), groups (list, describe, delete) and their offsets
-(list, delete). Not covered (kafka-python has them): ACLs, SCRAM users, transactions, quorum, features, log
-dirs, reassignments, leader elections, alter/reset_group_offsets, remove_group_members, list_partition_offsets.
+list_partition_offsets, describe_cluster, describe_log_dirs, describe_metadata_quorum,
+list_partition_reassignments, configurations (describe, alter, reset), groups (list, describe, delete) and their
+offsets (list, delete). Not covered (kafka-python has them): ACLs, SCRAM users, transactions, features,
+reassigning, leader elections, describe_topic_partitions, list_config_resources, alter/reset_group_offsets,
+remove_group_members, api_versions (tests/kafka/test_compat_api.py lists them).
 
 describe_groups decodes members' metadata and assignment as consumer-protocol dicts, as kafka-python does.
 kafka-python's own TopicPartition, ConfigResource, NewTopic and NewPartitions are taken (compat_types).
@@ -37,9 +39,8 @@ from fastmq.kafka.admin import (
 )
 from fastmq.kafka.compat_config import CONNECTION_DEFAULTS, client_options, resolve
 from fastmq.kafka.consumer_protocol import decode_assignment_message, decode_subscription_message
-from fastmq.kafka.compat_types import (
-    by_topic_partition, config_resource, new_partitions, new_topic, topic_partitions,
-)
+from fastmq.kafka.compat_types import by_topic_partition, config_resource, new_partitions, new_topic
+from fastmq.kafka.compat_types import topic_partitions as _as_topic_partitions
 from fastmq.kafka.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 __all__ = [
@@ -404,6 +405,70 @@ class KafkaAdminClient:
         metadata.pop("throttle_time_ms", None)
         return metadata
 
+    def describe_log_dirs(self, topic_partitions: Any = None, brokers: list[int] | None = None) -> list[dict[str, Any]]:
+        """[{"broker": id, "log_dirs": [DescribeLogDirs result dicts]}] for each broker (None: all); for the
+        partitions {topic: [partitions]}, or every partition of a list of topics (None: of all topics)."""
+        deadline = self._deadline(None)
+        if isinstance(topic_partitions, Mapping):
+            wanted = [(topic, list(partitions)) for topic, partitions in topic_partitions.items()]
+        else:
+            wanted = [(t["name"], [p["partition_index"] for p in t["partitions"]])
+                      for t in self.describe_topics(topic_partitions)]
+        D = kp.DescribeLogDirsRequest
+        request = D(topics=[D.DescribableLogDirTopic(topic=topic, partitions=partitions) for topic, partitions in wanted])
+        nodes = self._admin._brokers(deadline) if brokers is None else list(brokers)
+        results = []
+        for node, outcome in zip(nodes, self._admin._send_many([(node, request) for node in nodes], deadline)):
+            if isinstance(outcome, BaseException):
+                raise outcome
+            results.append({"broker": node, "log_dirs": [to_dict(r, outcome.version) for r in outcome.response.results]})
+        return results
+
+    def list_partition_reassignments(self, topic_partitions: Any = None,
+                                     timeout_ms: float | None = None) -> dict[TopicPartition, dict[str, list[int]]]:
+        """{TopicPartition: {replicas, adding_replicas, removing_replicas}} of the reassignments under way, for
+        {topic: [partitions]}, a list of TopicPartition, or None (all)."""
+        deadline = self._deadline(timeout_ms)
+        R = kp.ListPartitionReassignmentsRequest
+        topics = None
+        if isinstance(topic_partitions, Mapping):
+            topics = [R.ListPartitionReassignmentsTopics(name=topic, partition_indexes=list(partitions))
+                      for topic, partitions in topic_partitions.items()]
+        elif topic_partitions is not None:
+            by_topic: dict[str, list[int]] = defaultdict(list)
+            for tp in _as_topic_partitions(topic_partitions):
+                by_topic[tp.topic].append(tp.partition)
+            topics = [R.ListPartitionReassignmentsTopics(name=topic, partition_indexes=partitions)
+                      for topic, partitions in by_topic.items()]
+        request = R(timeout_ms=self._admin._timeout_ms(deadline), topics=topics)
+        response = self._admin._send(self._admin._controller(deadline), request, deadline).response
+        if response.error_code:
+            raise kerrors.for_code(response.error_code)(response.error_message or "")
+        return {TopicPartition(topic.name, p.partition_index): {
+                    "replicas": list(p.replicas), "adding_replicas": list(p.adding_replicas),
+                    "removing_replicas": list(p.removing_replicas)}
+                for topic in response.topics for p in topic.partitions}
+
+    def describe_metadata_quorum(self) -> dict[str, Any]:
+        """The KRaft quorum of the cluster metadata log (__cluster_metadata, partition 0): leader, epoch, high
+        watermark, voters and observers (and, from Kafka 3.8, the controllers' endpoints), each partition with
+        "error" (None or the error's text). Needs a KRaft cluster."""
+        deadline = self._deadline(None)
+        Q = kp.DescribeQuorumRequest
+        request = Q(topics=[Q.TopicData(topic_name="__cluster_metadata", partitions=[Q.PartitionData(
+            partition_index=0)])])
+        reply = self._admin._send(None, request, deadline)
+        if reply.response.error_code:
+            raise kerrors.for_code(reply.response.error_code)(reply.response.error_message or "")
+        result = to_dict(reply.response, reply.version)
+        for key in ("throttle_time_ms", "error_code", "error_message"):
+            result.pop(key, None)
+        for topic in result["topics"]:
+            for partition in topic["partitions"]:
+                code, message = partition.pop("error_code"), partition.pop("error_message", None)
+                partition["error"] = str(kerrors.for_code(code)(message)) if code else None
+        return result
+
     # ---- configurations -----------------------------------------------------------------------------------
 
     def describe_configs(self, config_resources: list[ConfigResource], include_synonyms: bool = False,
@@ -553,7 +618,7 @@ class KafkaAdminClient:
         elif isinstance(group_specs, list):
             group_specs = {group_id: None for group_id in group_specs}
         answers = self._admin._fetch_group_offsets(
-            {g: None if tps is None else topic_partitions(tps) for g, tps in group_specs.items()}, self._deadline(None))
+            {g: None if tps is None else _as_topic_partitions(tps) for g, tps in group_specs.items()}, self._deadline(None))
         return {group_id: group_offsets(group_id, answer) for group_id, answer in answers.items()}
 
     def delete_groups(self, group_ids: list[str], group_coordinator_id: int | None = None) -> dict[str, str]:
@@ -566,7 +631,7 @@ class KafkaAdminClient:
     def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition],
                              group_coordinator_id: int | None = None) -> dict[TopicPartition, type]:
         """{TopicPartition: error class (NoError on success)}; a group-level error raises."""
-        partitions = topic_partitions(partitions)
+        partitions = _as_topic_partitions(partitions)
         if not partitions:
             return {}
         answer = self._admin._delete_group_offsets(group_id, partitions, self._deadline(None), group_coordinator_id)

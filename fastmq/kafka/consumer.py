@@ -267,6 +267,10 @@ class Consumer:
             coordinator.ensure_active(deadline)
         elif self._subscriptions.group_managed:
             self._assign_subscribed_partitions()
+            if not self._subscriptions.assignment:
+                # Nothing to fetch until the metadata lists the topics: wait for it, not for records.
+                self.client.wait_for_metadata(self._metadata_version, max(0.0, deadline - time.monotonic()))
+                self._assign_subscribed_partitions()
         self._update_positions(deadline)
         if coordinator is not None:
             coordinator.maybe_auto_commit()

@@ -53,7 +53,10 @@ def test_subscription_without_group_id_reads_every_partition_and_commits_nothing
     consumer = KafkaConsumer(topic, bootstrap_servers=embedded_broker.bootstrap_servers,
                              auto_offset_reset="earliest")
     try:
-        records = read(consumer, 12)
+        first = consumer.poll(timeout_ms=int(WAIT * 1000))     # waits for the metadata, then for records
+        assert first and all(chunk for chunk in first.values())
+        records = [r for chunk in first.values() for r in chunk]
+        records += read(consumer, 12 - len(records))
         assert sorted((r.partition, r.value) for r in records) == sorted(
             (p, b"v%d-%d" % (p, i)) for p in range(3) for i in range(4))
         assert consumer.subscription() == {topic}
@@ -195,3 +198,54 @@ def test_list_partition_offsets_answers_as_kafka_python(embedded_broker, admin):
         admin.list_partition_offsets({TopicPartition(topic_name(), 0): OffsetSpec.EARLIEST})
     with pytest.raises(TypeError):
         admin.list_partition_offsets({p0: "latest"})
+
+
+# ---- admin calls over APIs fastmq's embedded broker does not serve (Apache Kafka does) ----------------------
+
+def cluster_calls(topic: str) -> dict:
+    return {"describe_log_dirs": ({topic: [0]},), "list_partition_reassignments": (),
+            "describe_metadata_quorum": ()}
+
+
+# Values of the metadata quorum that move while it runs.
+LIVE = {"last_fetch_timestamp", "last_caught_up_timestamp", "log_end_offset", "high_watermark"}
+
+
+def without_live_values(value):
+    if isinstance(value, dict):
+        return {k: without_live_values(v) for k, v in value.items() if k not in LIVE}
+    if isinstance(value, list):
+        return [without_live_values(v) for v in value]
+    return value
+
+
+def test_calls_the_broker_lacks_raise_incompatible_broker_version(admin):
+    for name, args in cluster_calls(topic_name()).items():
+        with pytest.raises(kerrors.IncompatibleBrokerVersion):
+            getattr(admin, name)(*args)
+
+
+def test_cluster_calls_answer_as_kafka_python(kafka_broker):
+    """Compared with kafka-python's answers on a broker that has the APIs (Apache Kafka in the test kit)."""
+    import kafka
+
+    ours = KafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap_servers)
+    theirs = kafka.KafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap_servers)
+    try:
+        topic = topic_name()
+        ours.create_topics([peer_admin.NewTopic(topic, 2, 1)], wait_for_metadata=True)
+        answered = 0
+        for name, args in cluster_calls(topic).items():
+            try:
+                expected = getattr(theirs, name)(*args)
+            except kafka.errors.IncompatibleBrokerVersion:
+                with pytest.raises(kerrors.IncompatibleBrokerVersion):
+                    getattr(ours, name)(*args)
+                continue
+            assert without_live_values(getattr(ours, name)(*args)) == without_live_values(expected), name
+            answered += 1
+        if not answered:
+            pytest.skip("this broker has none of DescribeLogDirs, ListPartitionReassignments, DescribeQuorum")
+    finally:
+        theirs.close()
+        ours.close()
