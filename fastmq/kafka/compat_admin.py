@@ -10,9 +10,9 @@ carry kafka-python's names. Routing, retries and the checks of bad input are Adm
 
 Covered: topics (create, delete, list, describe, wait_for_topics), create_partitions, delete_records,
 list_partition_offsets, describe_cluster, describe_log_dirs, describe_metadata_quorum,
-list_partition_reassignments, configurations (describe, alter, reset), groups (list, describe, delete) and their
-offsets (list, delete). Not covered (kafka-python has them): ACLs, SCRAM users, transactions, features,
-reassigning, leader elections, describe_topic_partitions, list_config_resources, alter/reset_group_offsets,
+list_partition_reassignments, elect_leaders, list_config_resources, configurations (describe, alter, reset),
+groups (list, describe, delete) and their offsets (list, delete). Not covered (kafka-python has them): ACLs,
+SCRAM users, transactions, features, reassigning, describe_topic_partitions, alter/reset_group_offsets,
 remove_group_members, api_versions (tests/kafka/test_compat_api.py lists them).
 
 describe_groups decodes members' metadata and assignment as consumer-protocol dicts, as kafka-python does.
@@ -405,17 +405,43 @@ class KafkaAdminClient:
         metadata.pop("throttle_time_ms", None)
         return metadata
 
+    def _partitions_by_topic(self, topic_partitions: Any) -> list[tuple[str, list[int]]]:
+        """kafka-python's partition selections: {topic: [partitions]}, or every partition of a list of topics
+        (None: of all topics)."""
+        if isinstance(topic_partitions, Mapping):
+            return [(topic, list(partitions)) for topic, partitions in topic_partitions.items()]
+        return [(t["name"], [p["partition_index"] for p in t["partitions"]])
+                for t in self.describe_topics(topic_partitions)]
+
+    def elect_leaders(self, election_type: int, topic_partitions: Any = None, timeout_ms: float | None = None,
+                      raise_errors: bool = True) -> Any:
+        """Elect leaders (election_type 0: preferred, 1: unclean) of {topic: [partitions]}, every partition of
+        a list of topics, or of all topics (None); returns the ElectLeadersResponse. With raise_errors the
+        first error other than ElectionNotNeededError is raised."""
+        if election_type not in (0, 1):
+            raise ValueError(f"election_type must be 0 (preferred) or 1 (unclean), not {election_type!r}")
+        deadline = self._deadline(timeout_ms)
+        E = kp.ElectLeadersRequest
+        request = E(election_type=int(election_type), timeout_ms=self._admin._timeout_ms(deadline),
+                    topic_partitions=[E.TopicPartitions(topic=topic, partitions=partitions)
+                                      for topic, partitions in self._partitions_by_topic(topic_partitions)])
+        reply = self._admin._send(self._admin._controller(deadline), request, deadline)
+        response = reply.response
+        if raise_errors:
+            codes = [response.error_code] if reply.version >= 1 else []
+            codes += [p.error_code for result in response.replica_election_results for p in result.partition_result]
+            for code in codes:
+                if code and code != kerrors.ElectionNotNeededError.errno:
+                    raise kerrors.for_code(code)("ElectLeadersRequest failed")
+        return response
+
     def describe_log_dirs(self, topic_partitions: Any = None, brokers: list[int] | None = None) -> list[dict[str, Any]]:
         """[{"broker": id, "log_dirs": [DescribeLogDirs result dicts]}] for each broker (None: all); for the
         partitions {topic: [partitions]}, or every partition of a list of topics (None: of all topics)."""
         deadline = self._deadline(None)
-        if isinstance(topic_partitions, Mapping):
-            wanted = [(topic, list(partitions)) for topic, partitions in topic_partitions.items()]
-        else:
-            wanted = [(t["name"], [p["partition_index"] for p in t["partitions"]])
-                      for t in self.describe_topics(topic_partitions)]
         D = kp.DescribeLogDirsRequest
-        request = D(topics=[D.DescribableLogDirTopic(topic=topic, partitions=partitions) for topic, partitions in wanted])
+        request = D(topics=[D.DescribableLogDirTopic(topic=topic, partitions=partitions)
+                            for topic, partitions in self._partitions_by_topic(topic_partitions)])
         nodes = self._admin._brokers(deadline) if brokers is None else list(brokers)
         results = []
         for node, outcome in zip(nodes, self._admin._send_many([(node, request) for node in nodes], deadline)):
@@ -580,6 +606,22 @@ class KafkaAdminClient:
         if raise_on_unknown:
             self._check_known(resources, deadline)
         return self._alter(resources, validate_only, incremental, deadline, reset=True)
+
+    def list_config_resources(self, resource_types: list[Any] | None = None) -> dict[str, list[str]]:
+        """{resource type name: [resource names]} of the resources with configurations, of the given types
+        (ConfigResourceType or names; None or empty: every type the broker lists). Kafka 4.1+ for types other
+        than CLIENT_METRICS."""
+        R = kp.ListConfigResourcesRequest
+        request = R(resource_types=[enum_member(ConfigResourceType, t, "resource_type").value
+                                    for t in resource_types or ()])
+        response = self._admin._send(None, request, self._deadline(None)).response
+        if response.error_code:
+            raise kerrors.for_code(response.error_code)(f"ListConfigResourcesRequest failed with {response!r}")
+        listed: dict[str, list[str]] = defaultdict(list)
+        for resource in response.config_resources:
+            listed[enum_member(ConfigResourceType, resource.resource_type, "resource_type").name.lower()].append(
+                resource.resource_name)
+        return dict(listed)
 
     # ---- groups -------------------------------------------------------------------------------------------
 

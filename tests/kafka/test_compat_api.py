@@ -19,7 +19,7 @@ NOT_YET = {
         "alter_user_scram_credentials", "api_versions", "create_acls", "delete_acls", "describe_acls",
         "describe_features", "describe_producers",
         "describe_topic_partitions", "describe_transactions", "describe_user_scram_credentials",
-        "elect_leaders", "find_hanging_transactions", "get_broker_version_data", "list_config_resources",
+        "find_hanging_transactions", "get_broker_version_data",
         "list_transactions", "remove_group_members",
         "reset_group_offsets", "update_features")
 }

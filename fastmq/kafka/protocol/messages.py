@@ -48,11 +48,13 @@ class ApiKey(IntEnum):
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
+    LIST_CONFIG_RESOURCES = 74
 
 
 def _load() -> dict[int, ApiSchema]:
@@ -149,6 +151,10 @@ ListPartitionReassignmentsRequest = _message_class(ApiKey.LIST_PARTITION_REASSIG
 ListPartitionReassignmentsResponse = _message_class(ApiKey.LIST_PARTITION_REASSIGNMENTS, "response")
 DescribeQuorumRequest = _message_class(ApiKey.DESCRIBE_QUORUM, "request")
 DescribeQuorumResponse = _message_class(ApiKey.DESCRIBE_QUORUM, "response")
+ElectLeadersRequest = _message_class(ApiKey.ELECT_LEADERS, "request")
+ElectLeadersResponse = _message_class(ApiKey.ELECT_LEADERS, "response")
+ListConfigResourcesRequest = _message_class(ApiKey.LIST_CONFIG_RESOURCES, "request")
+ListConfigResourcesResponse = _message_class(ApiKey.LIST_CONFIG_RESOURCES, "response")
 InitProducerIdRequest = _message_class(ApiKey.INIT_PRODUCER_ID, "request")
 InitProducerIdResponse = _message_class(ApiKey.INIT_PRODUCER_ID, "response")
 AddPartitionsToTxnRequest = _message_class(ApiKey.ADD_PARTITIONS_TO_TXN, "request")

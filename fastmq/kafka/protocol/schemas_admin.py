@@ -189,6 +189,33 @@ response
       adding_replicas: []int32 0+
       removing_replicas: []int32 0+
 
+ElectLeaders 43 versions=0-2 flexible=2+
+request
+  election_type: int8 1+
+  topic_partitions: []TopicPartitions 0+ nullable=0+
+    topic: string 0+
+    partitions: []int32 0+
+  timeout_ms: int32 0+ =60000
+response
+  throttle_time_ms: int32 0+
+  error_code: int16 1+
+  replica_election_results: []ReplicaElectionResult 0+
+    topic: string 0+
+    partition_result: []PartitionResult 0+
+      partition_id: int32 0+
+      error_code: int16 0+
+      error_message: string 0+ nullable=0+
+
+ListConfigResources 74 versions=0-1 flexible=0+
+request
+  resource_types: []int8 1+
+response
+  throttle_time_ms: int32 0+
+  error_code: int16 0+
+  config_resources: []ConfigResource 0+
+    resource_name: string 0+
+    resource_type: int8 1+ =16
+
 DescribeQuorum 55 versions=0-2 flexible=0+
 request
   topics: []TopicData 0+
