@@ -8,6 +8,7 @@ Run: pytest benches/bench_consumer.py --benchmark-only -s
 from __future__ import annotations
 
 import asyncio
+import functools
 import subprocess
 import sys
 import time
@@ -20,7 +21,7 @@ from tests.support.tansu import start_tansu
 RECORDS = 1_000_000
 VALUE = b"x" * 100
 # Records per client: kafka-python reads a prefix (it needs ~5 s per million); rates are per record.
-COUNTS = {"fastmq": RECORDS, "confluent-kafka": RECORDS, "aiokafka": RECORDS, "kafka-python": 300_000}
+COUNTS = {"fastmq": RECORDS, "fastmq.compat": RECORDS, "confluent-kafka": RECORDS, "aiokafka": RECORDS, "kafka-python": 300_000}
 LATENCY_RATE = 20_000           # records per second during the latency run
 LATENCY_SECONDS = 3.0
 
@@ -54,15 +55,19 @@ def loaded(broker):
     return topic
 
 
-def consume_fastmq(servers: str, topic: str, count: int) -> int:
+def consume_fastmq(servers: str, topic: str, count: int, compat: bool = False) -> int:
+    """fastmq's Consumer, or with compat its kafka-python face (KafkaConsumer: headers as lists)."""
     from fastmq.kafka import Consumer
+    from fastmq.kafka.compat import KafkaConsumer
     from fastmq.kafka.structs import TopicPartition
 
-    with Consumer(bootstrap_servers=servers, auto_offset_reset="earliest", max_poll_records=10000) as consumer:
+    options = dict(bootstrap_servers=servers, auto_offset_reset="earliest", max_poll_records=10000)
+    with KafkaConsumer(**options) if compat else Consumer(**options) as consumer:
         consumer.assign([TopicPartition(topic, 0)])
+        poll = functools.partial(consumer.poll, 5000 if compat else 5.0)
         seen = 0
         while seen < count:
-            for chunk in consumer.poll(5.0).values():
+            for chunk in poll().values():
                 seen += len(chunk)
     return seen
 
@@ -118,7 +123,8 @@ def consume_kafka_python(servers: str, topic: str, count: int) -> int:
     return seen
 
 
-CLIENTS = {"fastmq": consume_fastmq, "confluent-kafka": consume_confluent, "aiokafka": consume_aiokafka,
+CLIENTS = {"fastmq": consume_fastmq, "fastmq.compat": functools.partial(consume_fastmq, compat=True),
+           "confluent-kafka": consume_confluent, "aiokafka": consume_aiokafka,
            "kafka-python": consume_kafka_python}
 
 

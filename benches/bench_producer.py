@@ -7,6 +7,7 @@ Run: pytest benches/bench_producer.py --benchmark-only -s
 from __future__ import annotations
 
 import asyncio
+import functools
 import socket
 import threading
 import uuid
@@ -18,7 +19,7 @@ from tests.support.tansu import start_tansu
 SMALL = b"x" * 100
 LARGE = b"y" * 1024
 # Records per client: the slow clients get fewer so the run stays short; rates are per record.
-COUNTS = {"fastmq": 1_000_000, "confluent-kafka": 1_000_000, "aiokafka": 300_000, "kafka-python": 100_000}
+COUNTS = {"fastmq": 1_000_000, "fastmq.compat": 1_000_000, "confluent-kafka": 1_000_000, "aiokafka": 300_000, "kafka-python": 100_000}
 
 
 @pytest.fixture(scope="module")
@@ -28,11 +29,14 @@ def broker():
     tansu.stop()
 
 
-def produce_fastmq(servers, topic, value, count, codec):
+def produce_fastmq(servers, topic, value, count, codec, compat=False):
+    """fastmq's Producer, or with compat its kafka-python face (KafkaProducer, its default buffer memory)."""
     from fastmq.kafka import Producer
+    from fastmq.kafka.compat import KafkaProducer
 
-    with Producer(servers, linger_ms=10, batch_size=262144, acks=1, enable_idempotence=False,
-                  compression_type=codec, buffer_memory=256 << 20) as producer:
+    options = dict(bootstrap_servers=servers, linger_ms=10, batch_size=262144, acks=1, enable_idempotence=False,
+                   compression_type=codec)
+    with KafkaProducer(**options) if compat else Producer(buffer_memory=256 << 20, **options) as producer:
         send = producer.send
         for _ in range(count):
             send(topic, value, partition=0)
@@ -86,7 +90,8 @@ def produce_kafka_python(servers, topic, value, count, codec):
     producer.close()
 
 
-CLIENTS = {"fastmq": produce_fastmq, "confluent-kafka": produce_confluent, "aiokafka": produce_aiokafka,
+CLIENTS = {"fastmq": produce_fastmq, "fastmq.compat": functools.partial(produce_fastmq, compat=True),
+           "confluent-kafka": produce_confluent, "aiokafka": produce_aiokafka,
            "kafka-python": produce_kafka_python}
 
 

@@ -6,9 +6,17 @@ UnsupportedCodecError.
 """
 from __future__ import annotations
 
+import platform
+
 from fastmq._native.compression import compress, decompress
+from fastmq._native.hashing import xxhash32
 
 CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD = 1, 2, 3, 4
+PYPY = platform.python_implementation() == "PyPy"
+# kafka-python's bound on one zstd-decoded buffer (its name is public; fastmq bounds decoding per batch).
+ZSTD_MAX_OUTPUT_SIZE = 1024 * 1024
+# kafka-python's slots for optional LZ4 libraries it may import; fastmq uses its own LZ4 and none of them.
+lz4f = lz4framed = None
 
 
 def has_gzip() -> bool:
@@ -46,12 +54,53 @@ def snappy_decode(payload) -> bytes:
     return bytes(decompress(CODEC_SNAPPY, payload))
 
 
-def lz4_encode(payload) -> bytes:
-    return compress(CODEC_LZ4, payload)
+def lz4_encode(payload, **kwargs) -> bytes:
+    """One LZ4 frame of independent blocks. kwargs are lz4.frame's options as kafka-python passes them on:
+    compression_level is honoured, block_linked may only be False (what Kafka reads), others are refused."""
+    level = kwargs.pop("compression_level", -1)
+    if kwargs.pop("block_linked", False):
+        raise ValueError("Kafka reads LZ4 frames of independent blocks only (block_linked=False)")
+    if kwargs:
+        raise TypeError(f"lz4_encode takes no {', '.join(sorted(kwargs))} option")
+    return compress(CODEC_LZ4, payload, level)
 
 
 def lz4_decode(payload) -> bytes:
     return bytes(decompress(CODEC_LZ4, payload))
+
+
+def lz4f_decode(payload) -> bytes:
+    """Decode one LZ4 frame (the interoperable framing of Kafka >= 0.10)."""
+    return lz4_decode(payload)
+
+
+# Kafka 0.8/0.9 wrote LZ4 frames whose header checksum covered the 4 magic bytes too (not just the frame
+# descriptor) and read no content-size field. Frame: magic(4) FLG(1) BD(1) [content size(8)] HC(1) blocks.
+_LZ4_DESCRIPTOR_AT, _LZ4_CONTENT_SIZE_FLAG = 4, 0x08
+
+
+def _lz4_header_checksum(header: bytes) -> int:
+    return (xxhash32(header) >> 8) & 0xFF
+
+
+def lz4_encode_old_kafka(payload) -> bytes:
+    """LZ4 for 0.8/0.9 brokers (message format v0): no content size, the checksum as those brokers compute it."""
+    data = lz4_encode(payload)
+    flags = data[_LZ4_DESCRIPTOR_AT]
+    blocks_at = _LZ4_DESCRIPTOR_AT + 3 + (8 if flags & _LZ4_CONTENT_SIZE_FLAG else 0)
+    header = data[:_LZ4_DESCRIPTOR_AT] + bytes([flags & ~_LZ4_CONTENT_SIZE_FLAG, data[_LZ4_DESCRIPTOR_AT + 1]])
+    return header + bytes([_lz4_header_checksum(header)]) + data[blocks_at:]
+
+
+def lz4_decode_old_kafka(payload) -> bytes:
+    """Decode LZ4 written by 0.8/0.9 brokers: the header checksum is recomputed as the LZ4 format has it."""
+    payload = bytes(payload)
+    if len(payload) <= _LZ4_DESCRIPTOR_AT:
+        raise ValueError(f"an LZ4 frame needs more than {len(payload)} bytes")
+    flags = payload[_LZ4_DESCRIPTOR_AT]
+    checksum_at = _LZ4_DESCRIPTOR_AT + 2 + (8 if flags & _LZ4_CONTENT_SIZE_FLAG else 0)
+    checksum = _lz4_header_checksum(payload[_LZ4_DESCRIPTOR_AT:checksum_at])
+    return lz4_decode(payload[:checksum_at] + bytes([checksum]) + payload[checksum_at + 1:])
 
 
 def zstd_encode(payload) -> bytes:

@@ -17,7 +17,7 @@ from fastmq.kafka.compat_config import CONNECTION_DEFAULTS, Unset, client_option
 from fastmq.kafka.compat_consumer import KafkaConsumer  # noqa: F401
 from fastmq.kafka.compat_admin import (  # noqa: F401  (kafka-python's admin names)
     AlterConfigOp, ConfigFilterType, ConfigResource, ConfigResourceType, ConfigSourceType, ConfigType,
-    KafkaAdminClient, NewPartitions, NewTopic,
+    IsolationLevel, KafkaAdminClient, NewPartitions, NewTopic, OffsetSpec,
 )
 from fastmq.kafka.partitioner import ClusterView, DefaultPartitioner, Partitioner
 from fastmq.kafka.producer import CODECS, Producer
@@ -46,6 +46,8 @@ PRODUCER_DEFAULTS: dict[str, Any] = {
     "ssl_ciphers": None,
 }
 # Settings the Producer takes as its own arguments rather than as connection settings.
+# kafka-python's size estimate of one record beyond its key and value (batch and record overhead).
+_RECORD_OVERHEAD = 61 + 21
 _PRODUCER_ARGUMENTS = ("bootstrap_servers", "request_timeout_ms", "retry_backoff_ms",
                        "max_in_flight_requests_per_connection")
 
@@ -113,6 +115,7 @@ class KafkaProducer(Producer):
             max_in_flight_requests_per_connection=config["max_in_flight_requests_per_connection"],
             transactional_id=config["transactional_id"], transaction_timeout_ms=config["transaction_timeout_ms"],
             **options)
+        self._max_payload = self.max_request_size - _RECORD_OVERHEAD
         self._serialize_key = _serializer(config["key_serializer"])
         self._serialize_value = _serializer(config["value_serializer"])
         try:
@@ -122,37 +125,37 @@ class KafkaProducer(Producer):
             raise
 
     def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
-        """Publish a record; returns a FutureRecordMetadata (kafka-python's semantics and errors)."""
-        if self._closed:
-            raise kerrors.IllegalStateError("KafkaProducer already closed!")
-        if value is None and key is None:
-            raise ValueError("Need at least one: key or value")
-        if headers is not None:
-            if not isinstance(headers, list):
-                raise TypeError("headers must be list-type")
-            for item in headers:
-                if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
-                        and isinstance(item[1], bytes)):
-                    raise TypeError("All headers items must be (str, bytes) tuples")
+        """Publish a record; returns a FutureRecordMetadata (kafka-python's semantics and errors).
+
+        Only what the accumulator does not check itself is checked here (each Python step costs as much as
+        the accumulator's whole append); its TypeError / ValueError for bad headers become kafka-python's."""
+        if headers is not None and not isinstance(headers, list):
+            raise TypeError("headers must be list-type")
         if self._serialize_key is not None:
             key = self._serialize_key(topic, headers or [], key)
         if self._serialize_value is not None:
             value = self._serialize_value(topic, headers or [], value)
-        for name, data in (("key", key), ("value", value)):
-            if data is not None and type(data) not in (bytes, bytearray, memoryview):
-                raise TypeError(f"Unsupported type for serialized {name}: {type(data)}")
-        size = 61 + 21 + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
-        if size > self.max_request_size:
+        if value is None:
+            if key is None:
+                raise ValueError("Need at least one: key or value")
+            size = len(key)
+        else:
+            size = len(value) if key is None else len(value) + len(key)
+        if size > self._max_payload:
             raise kerrors.MessageSizeTooLargeError(
-                f"The message is {size} bytes when serialized which is larger than the maximum request size "
-                "you have configured with the max_request_size configuration")
-        if partition is not None and partition < 0:
-            raise ValueError("partition must be >= 0")
+                f"The message is {size + _RECORD_OVERHEAD} bytes when serialized which is larger than the maximum "
+                "request size you have configured with the max_request_size configuration")
         if partition is None and self._custom_partitioner is not None:
             if topic not in self.client.cluster.topics:
                 self.client.topic_metadata(topic, self.max_block)
             partition = self._call_partitioner(topic, key, value)
-        return self._append(topic, value, key, headers, partition, timestamp_ms)
+        try:
+            return self._append(topic, value, key, headers, partition, timestamp_ms)
+        except (TypeError, ValueError):
+            if headers and not all(isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
+                                   and isinstance(item[1], bytes) for item in headers):
+                raise TypeError("All headers items must be (str, bytes) tuples") from None
+            raise
 
     def _call_partitioner(self, topic: str, key: Any, value: Any) -> int:
         partitioner = self._custom_partitioner
@@ -169,6 +172,18 @@ class KafkaProducer(Producer):
         if chosen is None:
             raise ValueError(f"Partitioner did not assign a partition for topic {topic}!")
         return chosen
+
+    @classmethod
+    def max_usable_produce_magic(cls, api_version: tuple[int, ...]) -> int:
+        """The record format (magic) a broker of this version takes: 2 from Kafka 0.11, 1 from 0.10.0."""
+        if api_version >= (0, 11):
+            return 2
+        return 1 if api_version >= (0, 10, 0) else 0
+
+    def send_offsets_to_transaction(self, offsets, group_metadata, timeout=None):
+        """Commit consumer offsets in the transaction; group_metadata is a group id or a consumer's
+        group_metadata() (kafka-python's argument name)."""
+        super().send_offsets_to_transaction(offsets, group_metadata, timeout)
 
     def bootstrap_connected(self) -> bool:
         """True once metadata came from a bootstrap server."""

@@ -9,22 +9,28 @@ and friends, TopicPartition / OffsetAndMetadata mappings, and the error classes 
 carry kafka-python's names. Routing, retries and the checks of bad input are Admin's (fastmq.kafka.admin).
 
 Covered: topics (create, delete, list, describe, wait_for_topics), create_partitions, delete_records,
-describe_cluster, configurations (describe, alter, reset), groups (list, describe, delete) and their offsets
-(list, delete). Not covered (kafka-python has them): ACLs, SCRAM users, transactions, quorum, features, log
-dirs, reassignments, leader elections, alter/reset_group_offsets, remove_group_members, list_partition_offsets.
+list_partition_offsets, describe_cluster, describe_log_dirs, describe_metadata_quorum,
+list_partition_reassignments, elect_leaders, list_config_resources, configurations (describe, alter, reset),
+groups (list, describe, delete) and their offsets (list, delete). Not covered (kafka-python has them): ACLs,
+SCRAM users, transactions, features, reassigning, describe_topic_partitions, alter/reset_group_offsets,
+remove_group_members, api_versions (tests/kafka/test_compat_api.py lists them).
 
-Deliberate differences: members' metadata and assignment in describe_groups stay undecoded (as kafka-python
-shows bytes it cannot decode); unknown bits of an authorized-operations field are skipped (kafka-python fails
+describe_groups decodes members' metadata and assignment as consumer-protocol dicts, as kafka-python does.
+kafka-python's own TopicPartition, ConfigResource, NewTopic and NewPartitions are taken (compat_types).
+
+Deliberate differences: unknown bits of an authorized-operations field are skipped (kafka-python fails
 on them); describe_groups always asks for authorized operations, as kafka-python does; a single str where a
 list is expected raises TypeError instead of being taken letter by letter.
 """
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from enum import IntEnum
 from typing import Any, Iterable, Mapping
 
+from fastmq.errors import CorruptDataError
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.admin import (
@@ -32,11 +38,14 @@ from fastmq.kafka.admin import (
     ConfigType, NewPartitions, NewTopic, enum_member, group_offsets, raise_failures,
 )
 from fastmq.kafka.compat_config import CONNECTION_DEFAULTS, client_options, resolve
-from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition
+from fastmq.kafka.consumer_protocol import decode_assignment_message, decode_subscription_message
+from fastmq.kafka.compat_types import by_topic_partition, config_resource, new_partitions, new_topic
+from fastmq.kafka.compat_types import topic_partitions as _as_topic_partitions
+from fastmq.kafka.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 __all__ = [
     "AlterConfigOp", "ConfigFilterType", "ConfigResource", "ConfigResourceType", "ConfigSourceType", "ConfigType",
-    "KafkaAdminClient", "NewPartitions", "NewTopic",
+    "IsolationLevel", "KafkaAdminClient", "NewPartitions", "NewTopic", "OffsetSpec",
 ]
 
 _log = logging.getLogger(__name__)
@@ -65,10 +74,30 @@ class ConfigFilterType(IntEnum):
         return False
 
 
+class IsolationLevel(IntEnum):
+    """Which records offset lookups see: all, or only those of committed transactions (kafka.IsolationLevel)."""
+
+    READ_UNCOMMITTED = 0
+    READ_COMMITTED = 1
+
+
+class OffsetSpec(IntEnum):
+    """ListOffsets' special timestamps (kafka.OffsetSpec); a timestamp >= 0 asks for the first offset at or
+    after it."""
+
+    LATEST = -1
+    EARLIEST = -2
+    MAX_TIMESTAMP = -3
+    EARLIEST_LOCAL = -4
+    LATEST_TIERED = -5
+
+
 # Kafka's ACL operations, bit n of an authorized-operations field (kafka-python's ACLOperation names).
 _ACL_OPERATIONS = {3: "READ", 4: "WRITE", 5: "CREATE", 6: "DELETE", 7: "ALTER", 8: "DESCRIBE", 9: "CLUSTER_ACTION",
                    10: "DESCRIBE_CONFIGS", 11: "ALTER_CONFIGS", 12: "IDEMPOTENT_WRITE", 13: "CREATE_TOKENS",
                    14: "DESCRIBE_TOKENS"}
+# Partition errors after which kafka-python asks the partition's new leader again.
+_LEADER_MOVED = (kerrors.NotLeaderForPartitionError.errno, kerrors.LeaderNotAvailableError.errno)
 # kafka-python's GroupState names -> the broker's spelling.
 _GROUP_STATES = {"UNKNOWN": "Unknown", "PREPARING_REBALANCE": "PreparingRebalance",
                  "COMPLETING_REBALANCE": "CompletingRebalance", "STABLE": "Stable", "DEAD": "Dead", "EMPTY": "Empty",
@@ -144,6 +173,22 @@ def _config_source(config: dict[str, Any], resource_type: ConfigResourceType) ->
     return ConfigSourceType.dynamic_for(resource_type)
 
 
+def _decode_member(group_id: str, member: dict[str, Any], struct: Any) -> None:
+    """A DescribeGroups member's metadata and assignment decoded as consumer-protocol dicts, as kafka-python
+    shows them (left as text, with a warning, when they are not the consumer protocol's)."""
+    for key, decode in (("member_metadata", decode_subscription_message),
+                        ("member_assignment", decode_assignment_message)):
+        data = getattr(struct, key)
+        if not data:
+            continue
+        try:
+            version, message = decode(data)
+        except CorruptDataError:
+            _log.warning("Unable to decode %s for %s/%s", key, group_id, member.get("member_id"))
+            continue
+        member[key] = to_dict(message, version)
+
+
 def _new_topics(new_topics: Any) -> list[NewTopic]:
     if isinstance(new_topics, str):
         raise TypeError("new_topics must be a list of names, a list of NewTopic or a dict, not one str")
@@ -155,8 +200,8 @@ def _new_topics(new_topics: Any) -> list[NewTopic]:
     topics: list[NewTopic] = []
     if all(isinstance(t, str) for t in new_topics):
         topics = [NewTopic(name) for name in new_topics]
-    elif all(isinstance(t, NewTopic) for t in new_topics):
-        topics = new_topics
+    elif all(hasattr(t, "name") and hasattr(t, "num_partitions") for t in new_topics):
+        topics = [new_topic(t) for t in new_topics]     # fastmq's NewTopic or kafka-python's
     if not topics:
         raise ValueError(f"No valid topics found in new_topics: {new_topics}")
     return topics
@@ -165,7 +210,7 @@ def _new_topics(new_topics: Any) -> list[NewTopic]:
 def _new_partitions(spec: Any) -> NewPartitions:
     if isinstance(spec, Mapping):
         return NewPartitions(spec["count"], [list(b) for b in spec["assignments"]] if "assignments" in spec else None)
-    return spec
+    return spec if isinstance(spec, int) else new_partitions(spec)
 
 
 def _state_name(value: Any, names: dict[str, str], what: str) -> str:
@@ -280,7 +325,8 @@ class KafkaAdminClient:
                        partition_leader_id: int | None = None) -> dict[TopicPartition, dict[str, Any]]:
         """Delete the records below the given offsets; {TopicPartition: {partition_index, low_watermark,
         error_code}}. Partitions whose leader moved are retried unless partition_leader_id is given."""
-        answers = self._admin._delete_records(records_to_delete, self._deadline(timeout_ms), partition_leader_id)
+        answers = self._admin._delete_records(by_topic_partition(records_to_delete), self._deadline(timeout_ms),
+                                              partition_leader_id)
         failed = {tp: a.code for tp, a in answers.items() if a.code or a.struct is None}
         if len(failed) == 1:
             (tp, code), = failed.items()
@@ -292,6 +338,56 @@ class KafkaAdminClient:
                     f"{tp.topic}(partition={tp.partition}): {kerrors.for_code(code).__name__}"
                     for tp, code in failed.items()))
         return {tp: to_dict(a.struct, a.version) for tp, a in answers.items()}
+
+    def list_partition_offsets(self, topic_partition_specs: Mapping[Any, int],
+                               isolation_level: IsolationLevel | str | int = IsolationLevel.READ_UNCOMMITTED,
+                               timeout_ms: float | None = None) -> dict[TopicPartition, OffsetAndTimestamp]:
+        """{TopicPartition: OffsetAndTimestamp} for {TopicPartition: OffsetSpec or a timestamp in ms}, asked of
+        each partition's leader; partitions whose leader moved are asked again until timeout_ms. Raises the
+        first partition error (UnknownTopicOrPartitionError for partitions the cluster lacks)."""
+        if not isinstance(topic_partition_specs, Mapping):
+            raise TypeError("topic_partition_specs must map TopicPartition to an OffsetSpec or a timestamp")
+        specs = by_topic_partition(topic_partition_specs)
+        for tp, spec in specs.items():
+            if not isinstance(spec, int) or isinstance(spec, bool):
+                raise TypeError(f"Unsupported ts type {type(spec)}, expected int or OffsetSpec")
+        level = enum_member(IsolationLevel, isolation_level, "isolation_level")
+        deadline = self._deadline(timeout_ms)
+        L = kp.ListOffsetsRequest
+        results: dict[TopicPartition, OffsetAndTimestamp] = {}
+        pending = set(specs)
+        while pending:
+            by_node: dict[int, list[TopicPartition]] = defaultdict(list)
+            for tp, leader in self._admin._leaders(pending, deadline).items():
+                if leader >= 0:
+                    by_node[leader].append(tp)
+            requests = []
+            for node, partitions in by_node.items():
+                topics: dict[str, list[Any]] = defaultdict(list)
+                for tp in partitions:
+                    topics[tp.topic].append(L.ListOffsetsPartition(partition_index=tp.partition, timestamp=specs[tp]))
+                requests.append((node, L(replica_id=-1, isolation_level=int(level), topics=[
+                    L.ListOffsetsTopic(name=name, partitions=parts) for name, parts in topics.items()])))
+            for outcome in self._admin._send_many(requests, deadline):
+                if isinstance(outcome, BaseException):
+                    raise outcome
+                for topic in outcome.response.topics:
+                    for p in topic.partitions:
+                        tp = TopicPartition(topic.name, p.partition_index)
+                        if p.error_code in _LEADER_MOVED:
+                            continue
+                        if p.error_code:
+                            error = kerrors.for_code(p.error_code)
+                            raise error(f"ListOffsetsRequest failed for {tp}: {error.__name__}")
+                        results[tp] = OffsetAndTimestamp(p.offset, p.timestamp,
+                                                         p.leader_epoch if p.leader_epoch >= 0 else None)
+                        pending.discard(tp)
+            if pending:
+                if not self._admin._can_retry(deadline):
+                    raise kerrors.NotLeaderForPartitionError(
+                        f"list_partition_offsets timed out waiting for the leaders of {sorted(pending)}")
+                time.sleep(self._admin._retry_backoff)
+        return results
 
     # ---- cluster ----------------------------------------------------------------------------------------
 
@@ -309,12 +405,103 @@ class KafkaAdminClient:
         metadata.pop("throttle_time_ms", None)
         return metadata
 
+    def _partitions_by_topic(self, topic_partitions: Any) -> list[tuple[str, list[int]]]:
+        """kafka-python's partition selections: {topic: [partitions]}, or every partition of a list of topics
+        (None: of all topics)."""
+        if isinstance(topic_partitions, Mapping):
+            return [(topic, list(partitions)) for topic, partitions in topic_partitions.items()]
+        return [(t["name"], [p["partition_index"] for p in t["partitions"]])
+                for t in self.describe_topics(topic_partitions)]
+
+    def elect_leaders(self, election_type: int, topic_partitions: Any = None, timeout_ms: float | None = None,
+                      raise_errors: bool = True) -> Any:
+        """Elect leaders (election_type 0: preferred, 1: unclean) of {topic: [partitions]}, every partition of
+        a list of topics, or of all topics (None); returns the ElectLeadersResponse. With raise_errors the
+        first error other than ElectionNotNeededError is raised."""
+        if election_type not in (0, 1):
+            raise ValueError(f"election_type must be 0 (preferred) or 1 (unclean), not {election_type!r}")
+        deadline = self._deadline(timeout_ms)
+        E = kp.ElectLeadersRequest
+        request = E(election_type=int(election_type), timeout_ms=self._admin._timeout_ms(deadline),
+                    topic_partitions=[E.TopicPartitions(topic=topic, partitions=partitions)
+                                      for topic, partitions in self._partitions_by_topic(topic_partitions)])
+        reply = self._admin._send(self._admin._controller(deadline), request, deadline)
+        response = reply.response
+        if raise_errors:
+            codes = [response.error_code] if reply.version >= 1 else []
+            codes += [p.error_code for result in response.replica_election_results for p in result.partition_result]
+            for code in codes:
+                if code and code != kerrors.ElectionNotNeededError.errno:
+                    raise kerrors.for_code(code)("ElectLeadersRequest failed")
+        return response
+
+    def describe_log_dirs(self, topic_partitions: Any = None, brokers: list[int] | None = None) -> list[dict[str, Any]]:
+        """[{"broker": id, "log_dirs": [DescribeLogDirs result dicts]}] for each broker (None: all); for the
+        partitions {topic: [partitions]}, or every partition of a list of topics (None: of all topics)."""
+        deadline = self._deadline(None)
+        D = kp.DescribeLogDirsRequest
+        request = D(topics=[D.DescribableLogDirTopic(topic=topic, partitions=partitions)
+                            for topic, partitions in self._partitions_by_topic(topic_partitions)])
+        nodes = self._admin._brokers(deadline) if brokers is None else list(brokers)
+        results = []
+        for node, outcome in zip(nodes, self._admin._send_many([(node, request) for node in nodes], deadline)):
+            if isinstance(outcome, BaseException):
+                raise outcome
+            results.append({"broker": node, "log_dirs": [to_dict(r, outcome.version) for r in outcome.response.results]})
+        return results
+
+    def list_partition_reassignments(self, topic_partitions: Any = None,
+                                     timeout_ms: float | None = None) -> dict[TopicPartition, dict[str, list[int]]]:
+        """{TopicPartition: {replicas, adding_replicas, removing_replicas}} of the reassignments under way, for
+        {topic: [partitions]}, a list of TopicPartition, or None (all)."""
+        deadline = self._deadline(timeout_ms)
+        R = kp.ListPartitionReassignmentsRequest
+        topics = None
+        if isinstance(topic_partitions, Mapping):
+            topics = [R.ListPartitionReassignmentsTopics(name=topic, partition_indexes=list(partitions))
+                      for topic, partitions in topic_partitions.items()]
+        elif topic_partitions is not None:
+            by_topic: dict[str, list[int]] = defaultdict(list)
+            for tp in _as_topic_partitions(topic_partitions):
+                by_topic[tp.topic].append(tp.partition)
+            topics = [R.ListPartitionReassignmentsTopics(name=topic, partition_indexes=partitions)
+                      for topic, partitions in by_topic.items()]
+        request = R(timeout_ms=self._admin._timeout_ms(deadline), topics=topics)
+        response = self._admin._send(self._admin._controller(deadline), request, deadline).response
+        if response.error_code:
+            raise kerrors.for_code(response.error_code)(response.error_message or "")
+        return {TopicPartition(topic.name, p.partition_index): {
+                    "replicas": list(p.replicas), "adding_replicas": list(p.adding_replicas),
+                    "removing_replicas": list(p.removing_replicas)}
+                for topic in response.topics for p in topic.partitions}
+
+    def describe_metadata_quorum(self) -> dict[str, Any]:
+        """The KRaft quorum of the cluster metadata log (__cluster_metadata, partition 0): leader, epoch, high
+        watermark, voters and observers (and, from Kafka 3.8, the controllers' endpoints), each partition with
+        "error" (None or the error's text). Needs a KRaft cluster."""
+        deadline = self._deadline(None)
+        Q = kp.DescribeQuorumRequest
+        request = Q(topics=[Q.TopicData(topic_name="__cluster_metadata", partitions=[Q.PartitionData(
+            partition_index=0)])])
+        reply = self._admin._send(None, request, deadline)
+        if reply.response.error_code:
+            raise kerrors.for_code(reply.response.error_code)(reply.response.error_message or "")
+        result = to_dict(reply.response, reply.version)
+        for key in ("throttle_time_ms", "error_code", "error_message"):
+            result.pop(key, None)
+        for topic in result["topics"]:
+            for partition in topic["partitions"]:
+                code, message = partition.pop("error_code"), partition.pop("error_message", None)
+                partition["error"] = str(kerrors.for_code(code)(message)) if code else None
+        return result
+
     # ---- configurations -----------------------------------------------------------------------------------
 
     def describe_configs(self, config_resources: list[ConfigResource], include_synonyms: bool = False,
                          config_filter: ConfigFilterType | str = "modified") -> dict[str, dict[str, Any]]:
         """{resource type: {resource name: {config name: config dict}}}, filtered by config_filter."""
-        return self._describe_configs(config_resources, include_synonyms, config_filter, self._deadline(None))
+        return self._describe_configs([config_resource(r) for r in config_resources], include_synonyms, config_filter,
+                                      self._deadline(None))
 
     def _describe_configs(self, config_resources: list[ConfigResource], include_synonyms: bool,
                           config_filter: Any, deadline: float) -> dict[str, dict[str, Any]]:
@@ -406,7 +593,7 @@ class KafkaAdminClient:
         when the broker has it (or incremental=True), else AlterConfigs with the other modified keys kept.
         Returns {resource type: {resource name: 'OK' or the error}}."""
         deadline = self._deadline(None)
-        resources = list(config_resources)
+        resources = [config_resource(r) for r in config_resources]
         if raise_on_unknown:
             self._check_known(resources, deadline)
         return self._alter(resources, validate_only, incremental, deadline, reset=False)
@@ -415,10 +602,26 @@ class KafkaAdminClient:
                       raise_on_unknown: bool = True, incremental: bool | None = None) -> dict[str, dict[str, str]]:
         """Return the listed keys (every modified key when a resource lists none) to their defaults."""
         deadline = self._deadline(None)
-        resources = list(config_resources)
+        resources = [config_resource(r) for r in config_resources]
         if raise_on_unknown:
             self._check_known(resources, deadline)
         return self._alter(resources, validate_only, incremental, deadline, reset=True)
+
+    def list_config_resources(self, resource_types: list[Any] | None = None) -> dict[str, list[str]]:
+        """{resource type name: [resource names]} of the resources with configurations, of the given types
+        (ConfigResourceType or names; None or empty: every type the broker lists). Kafka 4.1+ for types other
+        than CLIENT_METRICS."""
+        R = kp.ListConfigResourcesRequest
+        request = R(resource_types=[enum_member(ConfigResourceType, t, "resource_type").value
+                                    for t in resource_types or ()])
+        response = self._admin._send(None, request, self._deadline(None)).response
+        if response.error_code:
+            raise kerrors.for_code(response.error_code)(f"ListConfigResourcesRequest failed with {response!r}")
+        listed: dict[str, list[str]] = defaultdict(list)
+        for resource in response.config_resources:
+            listed[enum_member(ConfigResourceType, resource.resource_type, "resource_type").name.lower()].append(
+                resource.resource_name)
+        return dict(listed)
 
     # ---- groups -------------------------------------------------------------------------------------------
 
@@ -441,6 +644,8 @@ class KafkaAdminClient:
                 results[group_id] = {"group_id": group_id, "error": str(error)}
                 continue
             group = to_dict(answer.struct, answer.version)
+            for member, struct in zip(group.get("members") or (), answer.struct.members or ()):
+                _decode_member(group_id, member, struct)
             code = group.pop("error_code")
             message = group.pop("error_message", "")
             group["error"] = str(kerrors.for_code(code)(message)) if code else None
@@ -455,7 +660,7 @@ class KafkaAdminClient:
         elif isinstance(group_specs, list):
             group_specs = {group_id: None for group_id in group_specs}
         answers = self._admin._fetch_group_offsets(
-            {g: None if tps is None else list(tps) for g, tps in group_specs.items()}, self._deadline(None))
+            {g: None if tps is None else _as_topic_partitions(tps) for g, tps in group_specs.items()}, self._deadline(None))
         return {group_id: group_offsets(group_id, answer) for group_id, answer in answers.items()}
 
     def delete_groups(self, group_ids: list[str], group_coordinator_id: int | None = None) -> dict[str, str]:
@@ -468,7 +673,7 @@ class KafkaAdminClient:
     def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition],
                              group_coordinator_id: int | None = None) -> dict[TopicPartition, type]:
         """{TopicPartition: error class (NoError on success)}; a group-level error raises."""
-        partitions = list(partitions)
+        partitions = _as_topic_partitions(partitions)
         if not partitions:
             return {}
         answer = self._admin._delete_group_offsets(group_id, partitions, self._deadline(None), group_coordinator_id)

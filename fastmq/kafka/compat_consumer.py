@@ -3,7 +3,8 @@
 
 kafka-python's 65 keyword arguments with its defaults (an unknown one raises KafkaConfigurationError, as
 there), its methods with their signatures (timeouts in ms), iteration, poll(timeout_ms, max_records) returning
-{TopicPartition: [ConsumerRecord]}, records shaped exactly as kafka-python's (headers a list, deserializers
+{TopicPartition: [ConsumerRecord]}, records shaped exactly as kafka-python's (headers a list; records without
+headers share one read-only empty list, copied with list(); deserializers
 also called for null keys and values, kafka.serializer.Deserializer objects called with (topic, headers,
 data)), and its errors (fastmq.kafka.errors under kafka-python's names). Settings that only tune kafka-python's
 own internals (selector, kafka_client, metric reporters, client_dns_lookup, api_version) are accepted and have
@@ -17,6 +18,7 @@ from typing import Any
 
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka.compat_config import CONNECTION_DEFAULTS, Unset, client_options, resolve
+from fastmq.kafka.compat_types import by_topic_partition, offsets_to_commit, topic_partition, topic_partitions
 from fastmq.kafka.consumer import Consumer
 from fastmq.kafka.group import ConsumerRebalanceListener
 from fastmq.kafka.structs import TopicPartition
@@ -146,7 +148,7 @@ class KafkaConsumer:
     def assign(self, partitions: list[TopicPartition]) -> None:
         if self._consumer._subscriptions.group_managed:
             raise kerrors.IllegalStateError("Subscription to topics, partitions and pattern are mutually exclusive")
-        self._consumer.assign(partitions)
+        self._consumer.assign(topic_partitions(partitions))
 
     def assignment(self) -> set[TopicPartition]:
         return self._consumer.assignment()
@@ -187,53 +189,52 @@ class KafkaConsumer:
         return next(self._consumer)
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
-        self._consumer.seek(partition, offset)
+        self._consumer.seek(topic_partition(partition), offset)
 
     def seek_to_beginning(self, *partitions: TopicPartition) -> None:
-        self._consumer.seek_to_beginning(*partitions)
+        self._consumer.seek_to_beginning(*topic_partitions(partitions))
 
     def seek_to_end(self, *partitions: TopicPartition) -> None:
-        self._consumer.seek_to_end(*partitions)
+        self._consumer.seek_to_end(*topic_partitions(partitions))
 
     def position(self, partition: TopicPartition, timeout_ms: float | None = None) -> int | None:
-        return self._consumer.position(partition, self._seconds(timeout_ms))
+        return self._consumer.position(topic_partition(partition), self._seconds(timeout_ms))
 
     def highwater(self, partition: TopicPartition) -> int | None:
-        if not isinstance(partition, TopicPartition):
-            raise TypeError("partition must be a TopicPartition namedtuple")
+        partition = topic_partition(partition)
         if partition not in self._consumer._subscriptions.assignment:
             raise kerrors.IllegalStateError("Partition is not assigned")
         return self._consumer.highwater(partition)
 
     def pause(self, *partitions: TopicPartition) -> None:
-        self._consumer.pause(*partitions)
+        self._consumer.pause(*topic_partitions(partitions))
 
     def resume(self, *partitions: TopicPartition) -> None:
-        self._consumer.resume(*partitions)
+        self._consumer.resume(*topic_partitions(partitions))
 
     def paused(self) -> set[TopicPartition]:
         return self._consumer.paused()
 
     def commit(self, offsets: dict | None = None, timeout_ms: float | None = None) -> None:
-        self._consumer.commit(offsets, self._seconds(timeout_ms))
+        self._consumer.commit(offsets_to_commit(offsets), self._seconds(timeout_ms))
 
     def commit_async(self, offsets: dict | None = None, callback: Any = None) -> Any:
-        return self._consumer.commit_async(offsets, callback)
+        return self._consumer.commit_async(offsets_to_commit(offsets), callback)
 
     def committed(self, partition: TopicPartition, metadata: bool = False, timeout_ms: float | None = None) -> Any:
-        return self._consumer.committed(partition, metadata, self._seconds(timeout_ms))
+        return self._consumer.committed(topic_partition(partition), metadata, self._seconds(timeout_ms))
 
     def group_metadata(self) -> Any:
         return self._consumer.group_metadata()
 
     def offsets_for_times(self, timestamps: dict, timeout_ms: float | None = None) -> dict:
-        return self._consumer.offsets_for_times(timestamps, self._seconds(timeout_ms))
+        return self._consumer.offsets_for_times(by_topic_partition(timestamps), self._seconds(timeout_ms))
 
     def beginning_offsets(self, partitions: list, timeout_ms: float | None = None) -> dict:
-        return self._consumer.beginning_offsets(partitions, self._seconds(timeout_ms))
+        return self._consumer.beginning_offsets(topic_partitions(partitions), self._seconds(timeout_ms))
 
     def end_offsets(self, partitions: list, timeout_ms: float | None = None) -> dict:
-        return self._consumer.end_offsets(partitions, self._seconds(timeout_ms))
+        return self._consumer.end_offsets(topic_partitions(partitions), self._seconds(timeout_ms))
 
     def partitions_for_topic(self, topic: str) -> set[int]:
         return self._consumer.partitions_for_topic(topic)

@@ -195,16 +195,15 @@ class Consumer:
 
     def subscribe(self, topics: Iterable[str] = (), pattern: str | re.Pattern | None = None,
                   listener: Any = None) -> None:
-        """Join the group for these topics (or every topic matching pattern); replaces the subscription."""
+        """Join the group for these topics (or every topic matching pattern); replaces the subscription.
+        Without a group_id (as kafka-python) every partition of the topics is consumed, without commits."""
         self._check_open()
         if isinstance(topics, str):
             raise TypeError("topics must be a list of topic names, not a str")
-        if self.config.group_id is None:
-            raise kerrors.IllegalStateError("subscribe() needs a group_id; use assign() without one")
         changed = self._subscriptions.subscribe(topics, pattern, listener)
+        self._metadata_version = -1
         if pattern is not None:
             self.client.set_all_topics(True)
-            self._metadata_version = -1
         else:
             self.client.add_topics(self._subscriptions.topics)
         if changed and self._coordinator is not None:
@@ -269,6 +268,12 @@ class Consumer:
             self._match_pattern()
             coordinator.check_metadata()
             coordinator.ensure_active(deadline)
+        elif self._subscriptions.group_managed:
+            self._assign_subscribed_partitions()
+            if not self._subscriptions.assignment:
+                # Nothing to fetch until the metadata lists the topics: wait for it, not for records.
+                self.client.wait_for_metadata(self._metadata_version, max(0.0, deadline - time.monotonic()))
+                self._assign_subscribed_partitions()
         self._update_positions(deadline)
         if coordinator is not None:
             coordinator.maybe_auto_commit()
@@ -322,6 +327,20 @@ class Consumer:
         if subscriptions.match_pattern(self.client.cluster.topics, self.config.exclude_internal_topics):
             _log.info("pattern %r now matches %s", subscriptions.pattern.pattern, sorted(subscriptions.topics))
             self._coordinator.request_rejoin()
+
+    def _assign_subscribed_partitions(self) -> None:
+        """A subscription without a group: every partition of the subscribed (or matching) topics that the
+        metadata lists, taken again when the metadata changes."""
+        cluster = self.client.cluster
+        if self._metadata_version == cluster.version:
+            return
+        self._metadata_version = cluster.version
+        subscriptions = self._subscriptions
+        subscriptions.match_pattern(cluster.topics, self.config.exclude_internal_topics)
+        partitions = {TopicPartition(topic, p.partition) for topic in subscriptions.topics if topic in cluster.topics
+                      for p in cluster.topics[topic].partitions}
+        if partitions != subscriptions.assigned_partitions():
+            subscriptions.assign_from_group(partitions)
 
     def _update_positions(self, deadline: float) -> None:
         """Give every assigned partition without a position one: its committed offset, else a lookup by

@@ -137,6 +137,19 @@ class Assignment:
         return cls(_flattened(message.assigned_partitions), _as_bytes(message.user_data))
 
 
+def decode_subscription_message(data: Any) -> tuple[int, Any]:
+    """An encoded subscription as its protocol struct, with the version whose fields it holds (what admin
+    tools show of a group member; Subscription.decode is the assignor's view)."""
+    version, message = _decode_prefixed(data, _SUBSCRIPTION_CODECS, "subscription")
+    return min(version, SUBSCRIPTION_VERSION), message
+
+
+def decode_assignment_message(data: Any) -> tuple[int, Any]:
+    """An encoded assignment as its protocol struct, with the version whose fields it holds."""
+    version, message = _decode_prefixed(data, _ASSIGNMENT_CODECS, "assignment")
+    return min(version, ASSIGNMENT_VERSION), message
+
+
 def encode_sticky_user_data(previous: Iterable[TopicPartition], generation: int) -> bytes:
     message = _StickyUserData(previous_assignment=_grouped(previous, _StickyUserData.TopicPartition),
                               generation=generation)

@@ -44,12 +44,17 @@ class ApiKey(IntEnum):
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
+    LIST_CONFIG_RESOURCES = 74
 
 
 def _load() -> dict[int, ApiSchema]:
@@ -140,6 +145,16 @@ OffsetFetchRequest = _message_class(ApiKey.OFFSET_FETCH, "request")
 OffsetFetchResponse = _message_class(ApiKey.OFFSET_FETCH, "response")
 OffsetDeleteRequest = _message_class(ApiKey.OFFSET_DELETE, "request")
 OffsetDeleteResponse = _message_class(ApiKey.OFFSET_DELETE, "response")
+DescribeLogDirsRequest = _message_class(ApiKey.DESCRIBE_LOG_DIRS, "request")
+DescribeLogDirsResponse = _message_class(ApiKey.DESCRIBE_LOG_DIRS, "response")
+ListPartitionReassignmentsRequest = _message_class(ApiKey.LIST_PARTITION_REASSIGNMENTS, "request")
+ListPartitionReassignmentsResponse = _message_class(ApiKey.LIST_PARTITION_REASSIGNMENTS, "response")
+DescribeQuorumRequest = _message_class(ApiKey.DESCRIBE_QUORUM, "request")
+DescribeQuorumResponse = _message_class(ApiKey.DESCRIBE_QUORUM, "response")
+ElectLeadersRequest = _message_class(ApiKey.ELECT_LEADERS, "request")
+ElectLeadersResponse = _message_class(ApiKey.ELECT_LEADERS, "response")
+ListConfigResourcesRequest = _message_class(ApiKey.LIST_CONFIG_RESOURCES, "request")
+ListConfigResourcesResponse = _message_class(ApiKey.LIST_CONFIG_RESOURCES, "response")
 InitProducerIdRequest = _message_class(ApiKey.INIT_PRODUCER_ID, "request")
 InitProducerIdResponse = _message_class(ApiKey.INIT_PRODUCER_ID, "response")
 AddPartitionsToTxnRequest = _message_class(ApiKey.ADD_PARTITIONS_TO_TXN, "request")

@@ -148,4 +148,104 @@ response
     error_message: string 0+ nullable=0+
     resource_type: int8 0+
     resource_name: string 0+
+
+DescribeLogDirs 35 versions=0-5 flexible=2+
+request
+  topics: []DescribableLogDirTopic 0+ nullable=0+
+    topic: string 0+
+    partitions: []int32 0+
+response
+  throttle_time_ms: int32 0+
+  error_code: int16 3+
+  results: []DescribeLogDirsResult 0+
+    error_code: int16 0+
+    log_dir: string 0+
+    topics: []DescribeLogDirsTopic 0+
+      name: string 0+
+      partitions: []DescribeLogDirsPartition 0+
+        partition_index: int32 0+
+        partition_size: int64 0+
+        offset_lag: int64 0+
+        is_future_key: bool 0+
+    total_bytes: int64 4+ =-1
+    usable_bytes: int64 4+ =-1
+    is_cordoned: bool 5+
+
+ListPartitionReassignments 46 versions=0 flexible=0+
+request
+  timeout_ms: int32 0+ =60000
+  topics: []ListPartitionReassignmentsTopics 0+ nullable=0+ =null
+    name: string 0+
+    partition_indexes: []int32 0+
+response
+  throttle_time_ms: int32 0+
+  error_code: int16 0+
+  error_message: string 0+ nullable=0+
+  topics: []OngoingTopicReassignment 0+
+    name: string 0+
+    partitions: []OngoingPartitionReassignment 0+
+      partition_index: int32 0+
+      replicas: []int32 0+
+      adding_replicas: []int32 0+
+      removing_replicas: []int32 0+
+
+ElectLeaders 43 versions=0-2 flexible=2+
+request
+  election_type: int8 1+
+  topic_partitions: []TopicPartitions 0+ nullable=0+
+    topic: string 0+
+    partitions: []int32 0+
+  timeout_ms: int32 0+ =60000
+response
+  throttle_time_ms: int32 0+
+  error_code: int16 1+
+  replica_election_results: []ReplicaElectionResult 0+
+    topic: string 0+
+    partition_result: []PartitionResult 0+
+      partition_id: int32 0+
+      error_code: int16 0+
+      error_message: string 0+ nullable=0+
+
+ListConfigResources 74 versions=0-1 flexible=0+
+request
+  resource_types: []int8 1+
+response
+  throttle_time_ms: int32 0+
+  error_code: int16 0+
+  config_resources: []ConfigResource 0+
+    resource_name: string 0+
+    resource_type: int8 1+ =16
+
+DescribeQuorum 55 versions=0-2 flexible=0+
+request
+  topics: []TopicData 0+
+    topic_name: string 0+
+    partitions: []PartitionData 0+
+      partition_index: int32 0+
+response
+  error_code: int16 0+
+  error_message: string 2+ nullable=2+
+  topics: []TopicData 0+
+    topic_name: string 0+
+    partitions: []PartitionData 0+
+      partition_index: int32 0+
+      error_code: int16 0+
+      error_message: string 2+ nullable=2+
+      leader_id: int32 0+
+      leader_epoch: int32 0+
+      high_watermark: int64 0+
+      current_voters: []ReplicaState 0+
+      observers: []ReplicaState 0+
+  nodes: []Node 2+
+    node_id: int32 2+
+    listeners: []Listener 2+
+      name: string 2+
+      host: string 2+
+      port: uint16 2+
+  struct ReplicaState
+    replica_id: int32 0+
+    replica_directory_id: uuid 2+
+    log_end_offset: int64 0+
+    last_fetch_timestamp: int64 1+ =-1
+    last_caught_up_timestamp: int64 1+ =-1
 """

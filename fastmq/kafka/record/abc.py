@@ -1,7 +1,7 @@
 """kafka-python's record ABCs, with fastmq's compiled classes registered as their implementations."""
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import ABC, abstractmethod, abstractproperty  # noqa: F401  (kafka-python's module has it)
 
 from fastmq.kafka._native import legacy_records, memory_records, records
 

@@ -6,6 +6,9 @@ from fastmq._native.varint import decode_varint, encode_varint, size_of_varint
 
 __all__ = ["calc_crc32", "calc_crc32c", "decode_varint", "encode_varint", "size_of_varint"]
 
+# kafka-python's two CRC-32C implementations (pure Python, and the crc32c package's); fastmq has one.
+crc32c_py = crc32c_c = crc32c
+
 
 def calc_crc32c(memview) -> int:
     """CRC-32C (Castagnoli) of a bytes-like object."""

@@ -2,7 +2,9 @@
 record reader as the oracle, plus transactions, legacy message sets and bad input."""
 from __future__ import annotations
 
+import copy
 import gc
+import pickle
 import struct
 
 import pytest
@@ -12,7 +14,7 @@ from kafka.record import MemoryRecords as PeerMemoryRecords
 from kafka.record.default_records import DefaultRecordBatchBuilder as PeerBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder as PeerLegacyBuilder
 
-from fastmq.kafka._native.fetch import RecordDecoder
+from fastmq.kafka._native.fetch import NO_HEADERS, RecordDecoder
 from fastmq.kafka._native.records import RecordBatchBuilder
 from fastmq.errors import FastMQError
 from fastmq.kafka.errors import CorruptRecordError
@@ -84,7 +86,7 @@ def test_decodes_what_kafka_python_reads(batches, codec, fetch_offset, tuple_hea
     assert as_tuples(records) == expected(record_set, "t", 3, fetch_offset)
     assert next_offset == max(offset, fetch_offset)
     assert all(type(r) is ConsumerRecord for r in records)
-    assert all(type(r.headers) is (tuple if tuple_headers else list) for r in records)
+    assert all(isinstance(r.headers, tuple if tuple_headers else list) for r in records)
 
 
 def test_records_are_untracked_by_the_collector_only_when_nothing_in_them_can_form_a_cycle():
@@ -93,10 +95,27 @@ def test_records_are_untracked_by_the_collector_only_when_nothing_in_them_can_fo
     assert not any(gc.is_tracked(r) for r in immutable)
     assert not gc.is_tracked(immutable[0].headers)
     listed, _, _ = RecordDecoder(ConsumerRecord, tuple_headers=False).decode(record_set, "t", 0, 0)
-    assert all(gc.is_tracked(r) for r in listed)
+    assert not any(gc.is_tracked(r) or gc.is_tracked(r.headers) for r in listed)
     deserialized, _, _ = RecordDecoder(ConsumerRecord, tuple_headers=True,
                                        value_deserializer=lambda v: [v]).decode(record_set, "t", 0, 0)
     assert all(gc.is_tracked(r) for r in deserialized)
+
+
+def test_records_without_headers_share_one_read_only_empty_list_whose_copies_are_plain_lists():
+    record_set = peer_batch(0, [(TS, None, b"a", []), (TS, None, b"b", []), (TS, None, b"c", [("h", b"x")])])
+    records, _, _ = RecordDecoder(ConsumerRecord, tuple_headers=False).decode(record_set, "t", 0, 0)
+    empty = records[0].headers
+    assert empty is records[1].headers is NO_HEADERS and empty == [] and isinstance(empty, list)
+    assert type(records[2].headers) is list and records[2].headers == [("h", b"x")]
+    for change in (lambda h: h.append(("k", b"v")), lambda h: h.extend([]), lambda h: h.insert(0, 1),
+                   lambda h: h.__setitem__(slice(None), [1]), lambda h: h.__iadd__([1]), lambda h: h.clear()):
+        with pytest.raises(TypeError, match="list\\(record.headers\\)"):
+            change(empty)
+    assert NO_HEADERS == []
+    for copied in (copy.copy(empty), copy.deepcopy(empty), pickle.loads(pickle.dumps(empty)), list(empty)):
+        assert type(copied) is list and copied == []
+        copied.append(("k", b"v"))
+    assert type(pickle.loads(pickle.dumps(records[0])).headers) is list
 
 
 def test_truncated_last_batch_is_left_for_the_next_fetch():
