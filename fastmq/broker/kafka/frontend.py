@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fastmq._native import kafka_store
+from fastmq.broker.kafka._native import kafka_store
 from fastmq.broker.config import ListenerConfig
 from fastmq.broker.frontends import FrontEnd
 from fastmq.broker.kafka.fetch import FetchHold
