@@ -230,12 +230,13 @@ class ConnectionPool:
         return node.last_error if node is not None else None
 
     def connection_delay(self, node_id: Any) -> float:
-        """Seconds until the node is worth looking at again: 0 when ready or when a connection may be
-        started now, the rest of the backoff when disconnected, inf while connecting (wait for the
-        state listener)."""
+        """Seconds until the node is worth looking at again: 0 when a request can be sent or a connection
+        may be started now, the rest of the backoff when disconnected, inf while connecting (wait for the
+        state listener) or while every in-flight slot is taken (a response or a finished write frees one,
+        and either runs the loop's hooks again: asking to be polled at once would spin the loop)."""
         node = self._node(node_id)
         if node.conn is not None:
-            return 0.0 if node.conn.ready else float("inf")
+            return 0.0 if node.conn.can_send() else float("inf")
         return max(0.0, node.next_attempt - self.loop.time())
 
     def least_loaded_node(self, node_ids: Iterable[Any] | None = None) -> Any | None:

@@ -530,6 +530,9 @@ class Stream:
                 callback = marks.popleft()[1]
                 if callback is not None:
                     self._run_callback(callback, None, None)
+            # An in-flight slot is free again: the loop's hooks run once more before it sleeps (the write
+            # may have finished in the flush that follows them, where no socket event would wake the loop).
+            self.loop.wakeup()
 
     def _run_callback(self, callback: Callable[[Any, Any], Any], result: Any, error: Any) -> None:
         try:

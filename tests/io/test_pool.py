@@ -267,3 +267,20 @@ def test_many_threads_drive_one_pool_through_the_loop(loop, echo_server, make_po
     for thread in threads:
         thread.join(WAIT)
     assert sorted(results) == sorted(b"%d-%d" % (t, i) for t in range(6) for i in range(50))
+
+
+def test_a_node_with_every_in_flight_slot_taken_is_not_polled_until_one_frees(loop, echo_server, make_pool):
+    # "Look again at once" for a full connection spun the producer's sender (1000 topics x 4 partitions): the
+    # response that frees a slot runs the loop's hooks anyway.
+    pool = make_pool(max_in_flight=2)
+    loop.run_in_loop(pool.add_node, 1, "127.0.0.1", echo_server.port, timeout=WAIT)
+    loop.run_in_loop(pool.ready, 1, timeout=WAIT)
+    assert wait_for(lambda: loop.run_in_loop(pool.is_ready, 1))
+    held = [pool_send(loop, pool, 1, b"H", bytes([n])) for n in range(2)]
+    assert loop.run_in_loop(pool.connection_delay, 1) == float("inf")
+    assert not loop.run_in_loop(pool.can_send, 1)
+    # Room for the flush that answers the held two.
+    loop.run_in_loop(setattr, pool.connection(1), "max_in_flight", 3, timeout=WAIT)
+    pool_send(loop, pool, 1, b"F").result(WAIT)
+    assert all(future.result(WAIT) for future in held)
+    assert wait_for(lambda: loop.run_in_loop(pool.connection_delay, 1) == 0.0)
