@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from fastmq.broker import groups as g
 from fastmq.broker.groups import GroupCoordinator, GroupSettings
 
-from .conftest import wait_for
+from tests.support.waiting import wait_for
 
 
 class ManualTimer:

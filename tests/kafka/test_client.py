@@ -12,11 +12,11 @@ from fastmq.kafka.client import KafkaClient, parse_bootstrap_servers
 
 
 @pytest.fixture
-def client(tansu):
+def client(kafka_broker):
     made = []
 
     def make(**options):
-        options.setdefault("bootstrap_servers", tansu.bootstrap_servers)
+        options.setdefault("bootstrap_servers", kafka_broker.bootstrap_servers)
         made.append(KafkaClient(**options))
         return made[-1]
 
@@ -33,8 +33,8 @@ def test_parse_bootstrap_servers():
         parse_bootstrap_servers(" , ")
 
 
-def test_bootstrap_skips_a_dead_server(client, tansu):
-    c = client(bootstrap_servers=f"127.0.0.1:1,{tansu.bootstrap_servers}", reconnect_backoff_ms=10)
+def test_bootstrap_skips_a_dead_server(client, kafka_broker):
+    c = client(bootstrap_servers=f"127.0.0.1:1,{kafka_broker.bootstrap_servers}", reconnect_backoff_ms=10)
     c.bootstrap(10)
     assert c.cluster.brokers and c.cluster.cluster_id
 

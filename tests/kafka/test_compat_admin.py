@@ -22,7 +22,7 @@ from fastmq.kafka.compat_admin import (
     ConfigFilterType, ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions, NewTopic,
 )
 from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition
-from tests.support.brokers import on_both_brokers
+from tests.support.brokers import on_all_brokers, on_brokers
 
 TIMEOUT_MS = 10000
 COVERED = ["close", "create_topics", "delete_topics", "list_topics", "describe_topics", "wait_for_topics",
@@ -181,6 +181,7 @@ def test_wait_for_topics_times_out_like_kafka_python(ours, theirs):
                lambda: theirs.wait_for_topics([missing], timeout_ms=300))
 
 
+@on_brokers("tansu")
 def test_create_partitions_fails_like_kafka_python_without_the_api(ours, theirs):
     name = topic_name()
     ours.create_topics([name])
@@ -188,7 +189,7 @@ def test_create_partitions_fails_like_kafka_python_without_the_api(ours, theirs)
     assert issubclass(error, kerrors.IncompatibleBrokerVersion)
 
 
-@on_both_brokers(raises=kerrors.IncompatibleBrokerVersion,
+@on_all_brokers(raises=kerrors.IncompatibleBrokerVersion,
                  reason="Tansu 0.6.0 does not implement CreatePartitions")
 def test_create_partitions_returns_the_response(ours):
     name = topic_name()
@@ -208,7 +209,7 @@ def test_delete_records_of_unknown_partitions_fails_like_kafka_python(ours, thei
                lambda: theirs.delete_records({PeerTopicPartition(name, 9): 0}))
 
 
-@on_both_brokers(raises=kerrors.KafkaConnectionError,
+@on_all_brokers(raises=kerrors.KafkaConnectionError,
                  reason="Tansu 0.6.0's memory storage panics on DeleteRecords and drops the connection")
 def test_delete_records_returns_the_partitions(ours):
     name = topic_name()
@@ -309,7 +310,7 @@ def test_delete_groups_and_offsets_match_kafka_python(ours, theirs, committed_gr
     assert ours.list_group_offsets(group) == theirs.list_group_offsets(group) == {group: {}}
 
 
-@on_both_brokers(reason="Tansu 0.6.0 deletes groups that do not exist")
+@on_all_brokers(reason="Tansu 0.6.0 deletes groups that do not exist")
 def test_delete_unknown_groups_reports_the_error_name(ours):
     missing = topic_name("no-group")
     assert ours.delete_groups([missing]) == {missing: "GroupIdNotFoundError"}

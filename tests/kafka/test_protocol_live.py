@@ -43,8 +43,8 @@ class Connection:
 
 
 @pytest.fixture
-def connection(tansu):
-    conn = Connection(tansu.host, tansu.port)
+def connection(kafka_broker):
+    conn = Connection(kafka_broker.host, kafka_broker.port)
     yield conn
     conn.close()
 
@@ -69,14 +69,14 @@ def test_api_versions_v3(connection):
     assert kp.ApiKey.API_VERSIONS in chosen
 
 
-def test_metadata_at_highest_common_version(connection, tansu):
+def test_metadata_at_highest_common_version(connection, kafka_broker):
     versions = kp.negotiate_versions(_api_versions(connection))
     version = versions[kp.ApiKey.METADATA]
     topic = f"fastmq-protocol-{uuid.uuid4().hex[:8]}"
     request = kp.MetadataRequest(topics=[kp.MetadataRequest.MetadataRequestTopic(name=topic)],
                                  allow_auto_topic_creation=True)
     response = connection.call(kp.ApiKey.METADATA, version, request)
-    assert [(b.host, b.port) for b in response.brokers] == [(tansu.host, tansu.port)]
+    assert [(b.host, b.port) for b in response.brokers] == [(kafka_broker.host, kafka_broker.port)]
     assert [t.name for t in response.topics] == [topic]
     # Auto-creation may need a second look before the partitions are there.
     all_topics = connection.call(kp.ApiKey.METADATA, version, kp.MetadataRequest(topics=None))
