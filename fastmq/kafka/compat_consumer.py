@@ -109,6 +109,8 @@ class KafkaConsumer:
                 warnings.warn(f"{key} does not implement kafka.serializer.Deserializer", DeprecationWarning,
                               stacklevel=2)
         self.config = config
+        self._groupless_topics: set[str] | None = None   # subscribed without a group_id (see subscribe)
+        self._groupless_metadata = -1                     # the metadata version they were last assigned from
         options = {**client_options(config, exclude=("bootstrap_servers",)),
                    **{k: config[k] for k in _CONSUMER_KEYS}}
         if config["default_offset_commit_callback"] is not Unset:
@@ -121,7 +123,7 @@ class KafkaConsumer:
         try:
             self._consumer.client.bootstrap(config["bootstrap_timeout_ms"] / 1000.0)
             if topics:
-                self._consumer.subscribe(topics)
+                self.subscribe(list(topics))
         except BaseException:
             self._consumer.close(autocommit=False, timeout=0)
             raise
@@ -144,7 +146,7 @@ class KafkaConsumer:
         self._consumer.client.bootstrap(3600.0 if timeout_ms is None else timeout_ms / 1000.0)
 
     def assign(self, partitions: list[TopicPartition]) -> None:
-        if self._consumer._subscriptions.group_managed:
+        if self._consumer._subscriptions.group_managed or self._groupless_topics is not None:
             raise kerrors.IllegalStateError("Subscription to topics, partitions and pattern are mutually exclusive")
         self._consumer.assign(partitions)
 
@@ -160,12 +162,41 @@ class KafkaConsumer:
             raise TypeError("Topics must be a list (or non-str sequence)")
         if listener is not None and not _is_listener(listener):
             raise TypeError("listener must be a ConsumerRebalanceListener or AsyncConsumerRebalanceListener")
-        self._consumer.subscribe(topics, pattern, listener)
+        if self.config["group_id"] is not None:
+            self._consumer.subscribe(topics, pattern, listener)
+            return
+        if pattern:
+            raise kerrors.IllegalStateError("a pattern subscription needs a group_id")
+        if self._groupless_topics is None and self._consumer.assignment():
+            raise kerrors.IllegalStateError("Subscription to topics, partitions and pattern are mutually exclusive")
+        # kafka-python without a group_id takes every partition of the subscribed topics itself, following
+        # the metadata (its coordinator's _auto_assign_all_partitions).
+        self._groupless_topics = set(topics)
+        self._groupless_metadata = -1
+        self._consumer.client.add_topics(self._groupless_topics)
+        self._assign_groupless(wait=True)
+
+    def _assign_groupless(self, wait: bool = False) -> None:
+        """Assign every known partition of the topics subscribed without a group_id when the metadata changed;
+        wait: fetch the metadata of topics not known yet (a topic that does not exist is assigned nothing)."""
+        cluster = self._consumer.client.cluster
+        if self._groupless_topics is None or cluster.version == self._groupless_metadata:
+            return
+        self._groupless_metadata = cluster.version
+        partitions = set()
+        for topic in self._groupless_topics:
+            known = self._consumer.partitions_for_topic(topic) if wait else cluster.partitions_for(topic)
+            partitions.update(TopicPartition(topic, p) for p in known or ())
+        if partitions and partitions != self._consumer.assignment():
+            self._consumer.assign(partitions)
 
     def subscription(self) -> set[str] | None:
+        if self._groupless_topics is not None:
+            return set(self._groupless_topics)
         return self._consumer.subscription()
 
     def unsubscribe(self) -> None:
+        self._groupless_topics = None
         self._consumer.unsubscribe()
 
     def poll(self, timeout_ms: float = 0, max_records: int | None = None, update_offsets: bool = True) -> dict:
@@ -178,12 +209,14 @@ class KafkaConsumer:
                 raise ValueError("max_records must be positive")
         if self._consumer._closed:
             raise kerrors.IllegalStateError("KafkaConsumer is closed")
+        self._assign_groupless()
         return self._consumer.poll(timeout_ms / 1000.0, max_records)
 
     def __iter__(self) -> "KafkaConsumer":
         return self
 
     def __next__(self) -> Any:
+        self._assign_groupless()
         return next(self._consumer)
 
     def seek(self, partition: TopicPartition, offset: int) -> None:

@@ -84,6 +84,28 @@ def test_records_are_what_kafka_python_returns(kafka_broker):
         ours.close()
 
 
+def test_topics_without_a_group_id_are_read_whole_as_kafka_python_does(kafka_broker):
+    """KafkaConsumer(topic) without group_id (kafka-python's README example): every partition of the topic is
+    assigned to the consumer itself, no group is joined."""
+    topic = topic_name()
+    produce(kafka_broker.bootstrap_servers, topic)
+    options = dict(bootstrap_servers=kafka_broker.bootstrap_servers, auto_offset_reset="earliest",
+                   consumer_timeout_ms=3000)
+    peer, ours = PeerConsumer(topic, **options), KafkaConsumer(topic, **options)
+    try:
+        expected = sorted((r.partition, r.offset, r.value) for r in peer)
+        got = sorted((r.partition, r.offset, r.value) for r in ours)
+        assert got == expected and len(got) == 30
+        assert ours.assignment() == peer.assignment() == {TopicPartition(topic, 0), TopicPartition(topic, 1),
+                                                           TopicPartition(topic, 2), TopicPartition(topic, 3)}
+        assert ours.subscription() == peer.subscription() == {topic}
+        with pytest.raises(kerrors.IllegalStateError):
+            ours.assign([TopicPartition(topic, 0)])
+    finally:
+        peer.close()
+        ours.close()
+
+
 class Upper(Deserializer):
     def __init__(self):
         self.closed = False
