@@ -171,7 +171,9 @@ def test_static_member_restarting_within_the_session_keeps_its_partitions(kafka_
         while time.monotonic() < deadline and not second.assignment():
             second.poll(0.2)
         after = second.group_metadata()
-        assert (after.member_id, after.generation_id) == (before.member_id, before.generation_id)
+        # No rebalance: the generation stays. (Apache Kafka gives the rejoining static member a new member id
+        # and fences the old one, KIP-345; Tansu keeps the id.)
+        assert after.generation_id == before.generation_id
         assert second.assignment() == {TopicPartition(topic, p) for p in range(4)}
         assert poll_for(second, 1.0) == []                  # resumes after what was committed
     finally:
@@ -295,7 +297,10 @@ def test_mixed_group_with_confluent_kafka(kafka_broker):
         ours.subscribe([topic])
         got: list = []
         deadline = time.monotonic() + 2 * WAIT
-        while time.monotonic() < deadline and len(set(values(got)) | set(peer_values)) < 400:
+        # Until every record was read and the group settled with both members (the peer may read everything
+        # before ours joins: Apache Kafka lets the first member in at once).
+        while time.monotonic() < deadline and (len(set(values(got)) | set(peer_values)) < 400
+                                               or len(ours.assignment()) < 2):
             poll_for(ours, 0.3, got)
         assert len(ours.assignment()) == 2
         assert sorted(values(got) + peer_values) == list(range(400))
