@@ -1,5 +1,6 @@
 """Fixtures of the Kafka tests beyond the session-wide brokers (tests/conftest.py): brokers behind a
-fault-injecting proxy, brokers reached over TLS, and Tansu with authentication required."""
+fault-injecting proxy, brokers reached over TLS, Tansu with authentication required, and a three-node Apache
+Kafka cluster for fault tests."""
 from __future__ import annotations
 
 import ssl
@@ -8,8 +9,10 @@ from typing import Any
 
 import pytest
 
+from tests.support.apache_kafka import KafkaCluster
 from tests.support.brokers import DEFAULT_BROKERS
 from tests.support.faults import FaultProxy
+from tests.support.servers import SERVER_LOGS
 from tests.support.tansu import RUNNING as _running, start_tansu
 
 
@@ -59,6 +62,18 @@ def tls_kafka(request, pki):
     context.load_cert_chain(pki.server_cert, pki.server_key)
     for proxied in _proxied_tansu(context):
         yield TlsBroker(proxied.broker, proxied.bootstrap_servers)
+
+
+@pytest.fixture(scope="module")
+def apache_kafka_cluster(tmp_path_factory):
+    """Three Apache Kafka nodes (each broker and controller voter) for the fault tests of one module:
+    .node(id).kill() is kill -9, .restart(id) brings a node back on its data."""
+    with KafkaCluster(tmp_path_factory.mktemp("apache-kafka-cluster"), 3) as cluster:
+        SERVER_LOGS["apache_kafka_cluster"] = cluster.log_tails
+        try:
+            yield cluster
+        finally:
+            del SERVER_LOGS["apache_kafka_cluster"]
 
 
 @pytest.fixture
