@@ -66,11 +66,11 @@ def apache_kafka(tmp_path_factory, pki, apache_kafka_proxy):
                            proxy_port=apache_kafka_proxy.port)
     with cluster:
         apache_kafka_proxy.upstream_port = cluster.nodes[0].ports["PROXIED"]
-        SERVER_LOGS["apache"] = cluster.log_tails
+        SERVER_LOGS["apache_kafka"] = cluster.log_tails
         try:
             yield cluster
         finally:
-            del SERVER_LOGS["apache"]
+            del SERVER_LOGS["apache_kafka"]
 
 
 def _tansu_log() -> list[tuple[str, str]]:
@@ -92,9 +92,12 @@ def kafka_broker(request):
 
 
 def _servers_used(item) -> set[str]:
+    """The fixtures of the servers a test used: its own, and those its broker parameters name."""
     names = set(getattr(item, "fixturenames", ()))
     params = getattr(getattr(item, "callspec", None), "params", {})
-    names.update(str(value) for value in params.values())
+    names.update(BROKER_FIXTURES[value] for value in params.values() if value in BROKER_FIXTURES)
+    if "authenticating_tansu" in names:
+        names.add("tansu")
     return names
 
 
@@ -106,7 +109,7 @@ def pytest_runtest_makereport(item, call):
         return
     used = _servers_used(item)
     for server, log_tails in list(SERVER_LOGS.items()):
-        if server in used or any(server in name for name in used):
+        if server in used:
             report.sections.extend(log_tails())
 
 

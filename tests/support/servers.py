@@ -31,8 +31,8 @@ LOG_TAIL_BYTES = 12000
 
 
 SERVER_LOGS: dict[str, Callable[[], list[tuple[str, str]]]] = {}
-"""Server name -> (title, log tail) of each of its processes, for the report of a failing test that used it
-(tests/conftest.py); a fixture registers its server while it runs."""
+"""Fixture name -> (title, log tail) of each process of its server, for the report of a failing test that used
+it (tests/conftest.py); a fixture registers its server while it runs."""
 
 
 class ServerUnavailable(RuntimeError):
