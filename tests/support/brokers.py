@@ -29,3 +29,33 @@ def on_all_brokers(reason: str, raises: type[BaseException] | None = None, fixtu
     tansu = pytest.mark.xfail(strict=True, reason=reason, raises=raises)
     return pytest.mark.parametrize(fixture, [pytest.param("tansu", marks=tansu), "embedded", "apache"],
                                    indirect=True)
+
+
+def create_served_topic(bootstrap_servers: str, name: str, partitions: int, timeout: float = 30.0) -> None:
+    """Create a topic and return once the leader of every partition serves it. Apache Kafka answers CreateTopics
+    and lists the leaders in Metadata before they took their partitions: a producer's first batches would meet
+    NOT_LEADER there (see the report of test_peers_read_exactly_what_was_sent)."""
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.errors import KafkaError
+
+    from fastmq.kafka import Admin
+    from fastmq.kafka.admin import NewTopic
+    from tests.support.waiting import wait_for
+
+    with Admin(bootstrap_servers) as admin:
+        admin.create_topics([NewTopic(name, partitions, 1)])
+        admin.wait_for_topics([name], timeout=timeout)
+    # kafka-python, an independent client: its ListOffsets fail while a leader still answers NOT_LEADER.
+    probe = KafkaConsumer(bootstrap_servers=bootstrap_servers, request_timeout_ms=3000)
+
+    def served() -> bool:
+        try:
+            probe.end_offsets([TopicPartition(name, p) for p in range(partitions)])
+        except KafkaError:
+            return False
+        return True
+
+    try:
+        wait_for(served, timeout, interval=0.1, message=f"every leader of {name} serving it")
+    finally:
+        probe.close()

@@ -114,8 +114,8 @@ class FaultProxy:
             time.sleep(min(PUMP_POLL_S / 2, max(0.0, end - time.monotonic())))
 
     def _pump(self, source: socket.socket, sink: socket.socket, to_server: bool, done: threading.Event) -> None:
-        source.settimeout(PUMP_POLL_S)
         try:
+            source.settimeout(PUMP_POLL_S)      # raises when disconnect_all() closed it already
             while not done.is_set() and not self._stop.is_set():
                 try:
                     data = source.recv(65536)
