@@ -39,7 +39,7 @@ from fastmq.kafka.admin import (
     NewPartitions, NewTopic,
 )
 from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition
-from tests.support.brokers import on_all_brokers, on_brokers
+from tests.support.brokers import create_served_topic, on_all_brokers, on_brokers
 from tests.support.waiting import wait_for
 
 TIMEOUT = 10.0
@@ -529,7 +529,7 @@ def joined_group(admin, bootstrap: str):
     """A consumer group with one kafka-python member that joined and holds its partitions (about 3 s with
     Tansu, which holds the second JoinGroup for half the session timeout)."""
     name, group = topic_name(), topic_name("group")
-    create_known(admin, [NewTopic(name, 2, 1)])
+    create_served_topic(bootstrap, name, 2)
     consumer = PeerConsumer(name, bootstrap_servers=bootstrap, group_id=group, client_id="admin-test-member",
                             session_timeout_ms=6000, heartbeat_interval_ms=1000, enable_auto_commit=False)
     try:

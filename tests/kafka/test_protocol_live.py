@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
 from tests.support.waiting import wait_for
 
@@ -139,10 +140,15 @@ def test_produce_then_fetch_at_highest_common_versions(connection):
     values = [b"first", "zweite \u00fc".encode(), b"x" * 1000]
     P = kp.ProduceRequest
     produce_version = versions[kp.ApiKey.PRODUCE]
-    produced = connection.call(kp.ApiKey.PRODUCE, produce_version, P(acks=-1, timeout_ms=5000, topic_data=[
-        P.TopicProduceData(name=topic, topic_id=topic_id, partition_data=[
-            P.PartitionProduceData(index=1, records=_record_batch(values))])]))
-    partition = produced.responses[0].partition_responses[0]
+
+    def produce():      # NOT_LEADER (nothing written) until the leader took the partition it is listed for
+        produced = connection.call(kp.ApiKey.PRODUCE, produce_version, P(acks=-1, timeout_ms=5000, topic_data=[
+            P.TopicProduceData(name=topic, topic_id=topic_id, partition_data=[
+                P.PartitionProduceData(index=1, records=_record_batch(values))])]))
+        answer = produced.responses[0].partition_responses[0]
+        return None if answer.error_code == kerrors.NotLeaderForPartitionError.errno else answer
+
+    partition = wait_for(produce, interval=0.1, message="the leader taking the produce request")
     assert (partition.index, partition.error_code, partition.base_offset) == (1, 0, 0)
 
     F = kp.FetchRequest
