@@ -14,6 +14,10 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from hypothesis import HealthCheck, settings
 
 from tests.support.shared import golden_path
+from tests.support.apache_kafka import KafkaCluster, Security
+from tests.support.brokers import BROKER_FIXTURES, DEFAULT_BROKERS, KAFKA_USERS
+from tests.support.faults import FaultProxy
+from tests.support.servers import SERVER_LOGS
 from tests.support.tansu import RUNNING, start_tansu
 
 # Property tests run without per-example deadlines (the machine is shared with brokers started by other
@@ -25,9 +29,10 @@ settings.load_profile(os.environ.get("FASTMQ_HYPOTHESIS_PROFILE", "default"))
 
 
 
-# ---- Kafka brokers: Tansu (Apache Kafka compatible, memory storage) on 127.0.0.1 ---------------------
-# `tansu` starts one broker per session; its output goes to a temporary file whose tail is attached to the
-# report of every failing test that used a broker (the file is kept then).
+# ---- Kafka brokers on 127.0.0.1 -----------------------------------------------------------------------------
+# Session-wide: Tansu, Apache Kafka (one KRaft node with every listener) and fastmq's embedded broker. Tests
+# that take `kafka_broker` run against Tansu and Apache Kafka unless they name their brokers
+# (tests/support/brokers.py). A failing test that used a server gets the tail of that server's log in its report.
 
 @pytest.fixture(scope="session")
 def tansu():
@@ -41,17 +46,71 @@ def tansu():
         RUNNING.remove(broker)
 
 
+@pytest.fixture(scope="session")
+def apache_kafka_proxy():
+    """The FaultProxy in front of the session's Apache Kafka PROXIED listener (see `proxied_kafka`)."""
+    proxy = FaultProxy(upstream_port=0)
+    yield proxy
+    proxy.stop()
+
+
+@pytest.fixture(scope="session")
+def apache_kafka(tmp_path_factory, pki, apache_kafka_proxy):
+    """Apache Kafka (tests/support/apache_kafka.py), one KRaft node for the whole session: .bootstrap_servers
+    (PLAINTEXT), .listener("SSL" | "SASL_PLAINTEXT" | "SASL_SSL" | "PROXIED"); TLS with the test PKI's server
+    certificate, SASL users KAFKA_USERS for PLAIN and SCRAM-SHA-256/512."""
+    directory = tmp_path_factory.mktemp("apache-kafka")
+    keystore = directory / "keystore.pem"
+    keystore.write_text(Path(pki.server_key).read_text() + Path(pki.server_cert).read_text())
+    cluster = KafkaCluster(directory, 1, security=Security(keystore, KAFKA_USERS),
+                           proxy_port=apache_kafka_proxy.port)
+    with cluster:
+        apache_kafka_proxy.upstream_port = cluster.nodes[0].ports["PROXIED"]
+        SERVER_LOGS["apache_kafka"] = cluster.log_tails
+        try:
+            yield cluster
+        finally:
+            del SERVER_LOGS["apache_kafka"]
+
+
+def _tansu_log() -> list[tuple[str, str]]:
+    if not RUNNING:
+        return []
+    broker = RUNNING[-1]
+    broker.keep_log = True
+    return [(f"tansu output (tail of {broker.log_path})", broker.log_tail())]
+
+
+SERVER_LOGS["tansu"] = _tansu_log
+
+
+@pytest.fixture(scope="module", params=DEFAULT_BROKERS)
+def kafka_broker(request):
+    """A Kafka broker for the test: anything with .bootstrap_servers. Its parameter is a broker name ("tansu",
+    "apache", "embedded"): DEFAULT_BROKERS unless the test names its own (tests/support/brokers.py)."""
+    return request.getfixturevalue(BROKER_FIXTURES[request.param])
+
+
+def _servers_used(item) -> set[str]:
+    """The fixtures of the servers a test used: its own, and those its broker parameters name."""
+    names = set(getattr(item, "fixturenames", ()))
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    names.update(BROKER_FIXTURES[value] for value in params.values() if value in BROKER_FIXTURES)
+    if "authenticating_tansu" in names:
+        names.add("tansu")
+    return names
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    uses_broker = {"tansu", "proxied_tansu", "tls_tansu", "authenticating_tansu"} & set(
-        getattr(item, "fixturenames", ()))
-    if report.failed and uses_broker and RUNNING:
-        broker = RUNNING[-1]
-        broker.keep_log = True
-        report.sections.append((f"tansu output (tail of {broker.log_path})", broker.log_tail()))
-
+    if not report.failed:
+        return
+    used = _servers_used(item)
+    for server, log_tails in list(SERVER_LOGS.items()):
+        if server in used:
+            report.sections.extend(log_tails())
 
 
 @pytest.fixture(scope="session")

@@ -123,7 +123,7 @@ class KafkaConsumer:
         try:
             self._consumer.client.bootstrap(config["bootstrap_timeout_ms"] / 1000.0)
             if topics:
-                self._consumer.subscribe(topics)
+                self.subscribe(list(topics))
         except BaseException:
             self._consumer.close(autocommit=False, timeout=0)
             raise
@@ -162,6 +162,8 @@ class KafkaConsumer:
             raise TypeError("Topics must be a list (or non-str sequence)")
         if listener is not None and not _is_listener(listener):
             raise TypeError("listener must be a ConsumerRebalanceListener or AsyncConsumerRebalanceListener")
+        # Without a group_id the consumer takes every partition of the topics itself, following the metadata,
+        # as kafka-python does.
         self._consumer.subscribe(topics, pattern, listener)
 
     def subscription(self) -> set[str] | None:

@@ -182,9 +182,14 @@ class TransactionManager:
         # only here.
         if self._partitions or self._offsets_added:
             pid, epoch = self.accumulator.producer_identity
-            self._call(kp.EndTxnRequest(transactional_id=self.transactional_id, producer_id=pid,
-                                        producer_epoch=epoch, committed=committed),
-                       lambda r: r.error_code, timeout)
+            response = self._call(kp.EndTxnRequest(transactional_id=self.transactional_id, producer_id=pid,
+                                                   producer_epoch=epoch, committed=committed),
+                                  lambda r: r.error_code, timeout)
+            # EndTxn v5 (transactions v2, KIP-890): the coordinator bumped the epoch (or, at its end, gave a
+            # new producer id) for the next transaction; the old one is fenced from now on.
+            new_pid, new_epoch = response.producer_id, response.producer_epoch
+            if new_pid >= 0 and new_epoch >= 0 and (new_pid, new_epoch) != (pid, epoch):
+                self.accumulator.set_producer_id(new_pid, new_epoch, True)
         self._partitions = set()
         self._offsets_added = False
         self.accumulator.clear_transaction_failure()

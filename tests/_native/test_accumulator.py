@@ -10,6 +10,7 @@ from fastmq.kafka._native.accumulator import RecordAccumulator
 from fastmq._native.hashing import kafka_partition
 from fastmq.kafka._native.records import RecordBatch
 from fastmq.kafka.errors import IllegalStateError, KafkaTimeoutError, NotLeaderForPartitionError
+from tests.support.waiting import wait_for
 
 
 def drain_all(acc, now=None, complete=True, offsets=None, contents=None):
@@ -212,7 +213,7 @@ def test_memory_is_bounded_and_send_blocks_then_times_out():
     result = []
     waiter = threading.Thread(target=lambda: result.append(acc.send(topic, 3, None, b"y", None, None)))
     waiter.start()
-    time.sleep(0.05)
+    time.sleep(0.05)  # the sender stays blocked however long one waits
     assert not result
     drain_all(acc)
     waiter.join(5)
@@ -327,7 +328,7 @@ def test_concurrent_senders_lose_nothing():
     def sender():
         while not stop.is_set():
             drain_all(acc, offsets=offsets)
-            time.sleep(0.001)
+            time.sleep(0.001)  # a sender thread draining at its own pace
         drain_all(acc, offsets=offsets)
 
     drainer = threading.Thread(target=sender)
@@ -343,11 +344,11 @@ def test_concurrent_senders_lose_nothing():
     for t in threads:
         t.join(30)
     acc.begin_close()
-    deadline = time.monotonic() + 20
-    while acc.has_incomplete() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    stop.set()
-    drainer.join(10)
+    try:
+        wait_for(lambda: not acc.has_incomplete(), 20, message="every batch drained")
+    finally:
+        stop.set()
+        drainer.join(10)
     seen = {}
     for n, futures in results.items():
         for future in futures:

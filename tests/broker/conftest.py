@@ -1,10 +1,8 @@
-"""Fixtures of the broker tests: a fresh embedded broker per test (small files) and a
-blocking Kafka wire client that speaks the protocol with fastmq's codecs, byte for byte."""
+"""Fixtures of the broker tests: a fresh embedded broker per test (small files), a wire connection to it
+(tests/support/kafka_wire.py) and request helpers on top."""
 from __future__ import annotations
 
-import socket
 import struct
-import time
 from typing import Any
 
 import pytest
@@ -12,8 +10,8 @@ import pytest
 from fastmq.broker import EmbeddedBroker
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+from tests.support.kafka_wire import Wire
 
-WAIT = 10.0
 
 
 def small_broker(path, **options: Any) -> EmbeddedBroker:
@@ -26,68 +24,6 @@ def small_broker(path, **options: Any) -> EmbeddedBroker:
 def broker(tmp_path):
     with small_broker(tmp_path / "data") as embedded:
         yield embedded
-
-
-def wait_for(predicate, timeout: float = WAIT) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
-
-
-class Wire:
-    """One blocking connection: request() sends a request and returns the decoded response body."""
-
-    def __init__(self, address: tuple[str, int] | str, client_id: str = "wire-test") -> None:
-        if isinstance(address, str):
-            host, port = address.rsplit(":", 1)
-            address = (host, int(port))
-        self.sock = socket.create_connection(address, timeout=WAIT)
-        self.client_id = client_id
-        self.correlation_id = 0
-
-    def send(self, api_key: int, version: int, body: Any) -> int:
-        self.correlation_id += 1
-        frame = kp.encode_request(api_key, version, self.correlation_id, self.client_id, body)
-        self.sock.sendall(bytes(memoryview(frame)))
-        return self.correlation_id
-
-    def receive_frame(self) -> bytes:
-        size = struct.unpack(">i", self.recv_exact(4))[0]
-        return self.recv_exact(size)
-
-    def receive(self, api_key: int, version: int, correlation_id: int) -> Any:
-        received_id, body = kp.decode_response(api_key, version, self.receive_frame())
-        assert received_id == correlation_id
-        return body
-
-    def request(self, api_key: int, version: int, body: Any) -> Any:
-        return self.receive(api_key, version, self.send(api_key, version, body))
-
-    def recv_exact(self, size: int) -> bytes:
-        data = b""
-        while len(data) < size:
-            chunk = self.sock.recv(size - len(data))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            data += chunk
-        return data
-
-    def closed_by_peer(self, timeout: float = WAIT) -> bool:
-        self.sock.settimeout(timeout)
-        try:
-            while True:
-                if not self.sock.recv(65536):
-                    return True
-        except (ConnectionError, OSError):
-            return True
-        except socket.timeout:
-            return False
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture

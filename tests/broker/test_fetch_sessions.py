@@ -9,7 +9,8 @@ from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.protocol import ApiKey
 
-from .conftest import WAIT, Wire, produce, record_batch, records_of, small_broker
+from tests.support.waiting import WAIT
+from .conftest import Wire, produce, record_batch, records_of, small_broker
 
 F = kp.FetchRequest
 
@@ -93,7 +94,7 @@ def test_a_held_incremental_fetch_is_answered_by_new_records(broker):
     correlation_id = wire.send(ApiKey.FETCH, 12, F(
         max_wait_ms=int(WAIT * 1000), min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=sid,
         session_epoch=1, topics=[], forgotten_topics_data=[], rack_id=""))
-    time.sleep(0.2)
+    time.sleep(0.2)  # the fetch is parked, waiting for data, when the record comes
     assert produce(producer, topic, 1, record_batch([b"late"])).error_code == 0
     response = wire.receive(ApiKey.FETCH, 12, correlation_id)
     assert time.monotonic() - started < WAIT / 2

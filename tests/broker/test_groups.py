@@ -17,7 +17,7 @@ from fastmq.broker import groups as g
 from fastmq.broker.errors import CoreError
 from fastmq.broker.groups import GroupManager, GroupSettings
 
-from .conftest import wait_for
+from tests.support.waiting import wait_for
 
 
 class ManualTimer:

@@ -17,7 +17,8 @@ from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.protocol import ApiKey
 
-from .conftest import Wire, fetch, metadata, produce, record_batch, records_of, small_broker, wait_for
+from tests.support.waiting import wait_for
+from .conftest import Wire, fetch, metadata, produce, record_batch, records_of, small_broker
 
 
 def topic_name() -> str:

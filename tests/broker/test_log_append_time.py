@@ -28,7 +28,7 @@ def produce_in_two_requests(broker, topic: str) -> list:
             futures = [producer.send(topic, b"v%d-%d" % (round_, i), timestamp_ms=OLD + i) for i in range(3)]
             producer.flush(WAIT)
             metadata += [future.get(WAIT) for future in futures]
-            time.sleep(0.02)
+            time.sleep(0.02)  # the second round is appended at a later time
     return metadata
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 
 from fastmq.kafka import Consumer, Producer, TopicPartition
-from tests.broker.conftest import small_broker, wait_for
+from tests.support.waiting import wait_for
+from tests.broker.conftest import small_broker
 
 WAIT = 30.0
 

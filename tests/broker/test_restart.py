@@ -18,7 +18,8 @@ from fastmq.broker import BrokerProcess
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.protocol import ApiKey
 
-from .conftest import Wire, fetch, produce, record_batch, records_of, small_broker, wait_for
+from tests.support.waiting import wait_for
+from .conftest import Wire, fetch, produce, record_batch, records_of, small_broker
 
 
 def test_clean_restart_keeps_records_topics_offsets_and_producer_state(tmp_path):
@@ -113,9 +114,9 @@ def crash_while_producing(process: BrokerProcess, topic: str, script: str, args:
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         assert wait_for(lambda: progress.exists() and progress.stat().st_size > min_progress, 30)
-        time.sleep(random.Random(os.getpid()).uniform(0.1, 1.5))
+        time.sleep(random.Random(os.getpid()).uniform(0.1, 1.5))  # the crash strikes at a random point of the writing
         process.kill()
-        time.sleep(0.3)
+        time.sleep(0.3)  # the writer keeps failing against the dead broker a while
     finally:
         child.kill()
         child.wait(30)

@@ -21,7 +21,8 @@ from fastmq.kafka import protocol as kp
 from fastmq.kafka.protocol import ApiKey
 from fastmq.kafka.record.default_records import DefaultRecordBatchBuilder
 
-from .conftest import WAIT, Wire, fetch, produce, record_batch, records_of, small_broker, wait_for
+from tests.support.waiting import WAIT, wait_for
+from .conftest import Wire, fetch, produce, record_batch, records_of, small_broker
 
 READ_COMMITTED = 1
 
@@ -217,7 +218,7 @@ def test_a_held_read_committed_fetch_is_answered_by_the_commit(broker):
         session_id=0, session_epoch=-1, topics=[kp.FetchRequest.FetchTopic(topic=topic, partitions=[
             kp.FetchRequest.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)])],
         rack_id=""))
-    time.sleep(0.3)
+    time.sleep(0.3)  # the fetch is parked behind the open transaction when it ends
     assert end(wire, tid, pid, epoch, True) == 0
     data = consumer.receive(ApiKey.FETCH, 11, correlation_id).responses[0].partitions[0]
     assert time.monotonic() - started < WAIT / 2

@@ -8,6 +8,7 @@ import time
 
 from fastmq.broker import BrokerProcess
 from fastmq.kafka import Producer
+from tests.support.waiting import wait_for
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -69,10 +70,7 @@ def test_broker_process_does_not_outlive_a_killed_owner(tmp_path):
         broker_pid = int(owner.stdout.readline())
         owner.kill()                        # SIGKILL: the owner cleans nothing up
         owner.wait(30)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and _alive(broker_pid):
-            time.sleep(0.1)
-        assert not _alive(broker_pid)
+        wait_for(lambda: not _alive(broker_pid), 30, message=f"the broker (pid {broker_pid}) exiting")
     finally:
         owner.kill()
         owner.stdout.close()

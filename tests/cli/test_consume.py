@@ -35,39 +35,46 @@ def test_formatter_tokens_and_escapes():
     assert Formatter("[%k][%s]").format(null) == b"[][]"
 
 
-def test_consume_from_an_offset_with_a_count_and_a_format(tansu):
+def test_consume_from_an_offset_with_a_count_and_a_format(kafka_broker):
     topic = f"cli-{uuid.uuid4().hex[:8]}"
-    produce(tansu.bootstrap_servers, topic, 10)
-    result = fastmq("consume", "-b", tansu.bootstrap_servers, "-t", topic, "-p", "0", "-o", "3", "-c", "4",
+    produce(kafka_broker.bootstrap_servers, topic, 10)
+    result = fastmq("consume", "-b", kafka_broker.bootstrap_servers, "-t", topic, "-p", "0", "-o", "3", "-c", "4",
                     "-f", "%o:%k:%s\\n")
     assert result.returncode == 0, result.stderr
     assert result.stdout.decode().splitlines() == [f"{i}:k{i}:value-{i}" for i in range(3, 7)]
 
 
-def test_consume_exits_at_the_end_of_every_partition(tansu):
+def test_consume_exits_at_the_end_of_every_partition(kafka_broker):
     topic = f"cli-{uuid.uuid4().hex[:8]}"
-    produce(tansu.bootstrap_servers, topic, 3, partition=0)
-    produce(tansu.bootstrap_servers, topic, 2, partition=2)
-    result = fastmq("consume", "-b", tansu.bootstrap_servers, "-t", topic, "-e", "-f", "%p %s\\n")
+    produce(kafka_broker.bootstrap_servers, topic, 3, partition=0)
+    produce(kafka_broker.bootstrap_servers, topic, 2, partition=2)
+    result = fastmq("consume", "-b", kafka_broker.bootstrap_servers, "-t", topic, "-e", "-f", "%p %s\\n")
     assert result.returncode == 0, result.stderr
     assert sorted(result.stdout.decode().splitlines()) == sorted(
         [f"0 value-{i}" for i in range(3)] + [f"2 value-{i}" for i in range(2)])
 
 
-def test_consume_as_a_group_member_commits(tansu):
+def test_consume_as_a_group_member_commits(kafka_broker):
     topic, group = f"cli-{uuid.uuid4().hex[:8]}", f"cli-group-{uuid.uuid4().hex[:8]}"
-    produce(tansu.bootstrap_servers, topic, 5)
-    options = ["-b", tansu.bootstrap_servers, "-t", topic, "-g", group, "-X", "session_timeout_ms=6000"]
+    produce(kafka_broker.bootstrap_servers, topic, 5)
+    options = ["-b", kafka_broker.bootstrap_servers, "-t", topic, "-g", group, "-X", "session_timeout_ms=6000"]
     first = fastmq("consume", *options, "-c", "5")
     assert first.returncode == 0, first.stderr
     assert first.stdout.decode().splitlines() == [f"value-{i}" for i in range(5)]
-    produce(tansu.bootstrap_servers, topic, 1)
+    produce(kafka_broker.bootstrap_servers, topic, 1)
     second = fastmq("consume", *options, "-c", "1")
     assert second.stdout.decode().splitlines() == ["value-0"]           # only the new record
 
 
-def test_bench_consume_prints_a_summary(tansu):
-    result = fastmq("bench", "consume", "-b", tansu.bootstrap_servers, "--records", "20000", "-q",
+def test_consume_rejects_bad_arguments(kafka_broker):
+    result = fastmq("consume", "-b", kafka_broker.bootstrap_servers, "-t", "x", "-o", "sometime")
+    assert result.returncode != 0 and b"-o wants" in result.stderr
+    result = fastmq("consume", "-b", kafka_broker.bootstrap_servers, "-t", "x", "-X", "bogus_option=1")
+    assert result.returncode != 0 and b"bogus_option" in result.stderr
+
+
+def test_bench_consume_prints_a_summary(kafka_broker):
+    result = fastmq("bench", "consume", "-b", kafka_broker.bootstrap_servers, "--records", "20000", "-q",
                     "--latency-seconds", "1", "--latency-rate", "1000")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.decode().splitlines()

@@ -29,33 +29,33 @@ def read_all(servers: str, topic: str, count: int) -> list:
         consumer.close()
 
 
-def test_produce_lines_with_keys_and_headers(tansu, tmp_path):
+def test_produce_lines_with_keys_and_headers(kafka_broker, tmp_path):
     topic = f"cli-{uuid.uuid4().hex[:8]}"
     source = tmp_path / "lines.txt"
     source.write_bytes(b"k1:one\nk2:two\nno-key-here\n")
-    result = fastmq("produce", "-b", tansu.bootstrap_servers, "-t", topic, "-K", ":", "-H", "origin=cli",
+    result = fastmq("produce", "-b", kafka_broker.bootstrap_servers, "-t", topic, "-K", ":", "-H", "origin=cli",
                     "-z", "lz4", "-p", "0", str(source))
     assert result.returncode == 0, result.stderr
-    records = read_all(tansu.bootstrap_servers, topic, 3)
+    records = read_all(kafka_broker.bootstrap_servers, topic, 3)
     assert [(r.key, r.value, r.headers) for r in records] == [
         (b"k1", b"one", [("origin", b"cli")]), (b"k2", b"two", [("origin", b"cli")]),
         (None, b"no-key-here", [("origin", b"cli")])]
 
 
-def test_produce_from_stdin(tansu):
+def test_produce_from_stdin(kafka_broker):
     topic = f"cli-{uuid.uuid4().hex[:8]}"
-    result = fastmq("produce", "-b", tansu.bootstrap_servers, "-t", topic, "-p", "1", stdin=b"a\nb\n")
+    result = fastmq("produce", "-b", kafka_broker.bootstrap_servers, "-t", topic, "-p", "1", stdin=b"a\nb\n")
     assert result.returncode == 0, result.stderr
-    assert [r.value for r in read_all(tansu.bootstrap_servers, topic, 2)] == [b"a", b"b"]
+    assert [r.value for r in read_all(kafka_broker.bootstrap_servers, topic, 2)] == [b"a", b"b"]
 
 
-def test_produce_reports_failures(tansu):
-    result = fastmq("produce", "-b", tansu.bootstrap_servers, "-t", "x", "-X", "not_an_option=1", stdin=b"a\n")
+def test_produce_reports_failures(kafka_broker):
+    result = fastmq("produce", "-b", kafka_broker.bootstrap_servers, "-t", "x", "-X", "not_an_option=1", stdin=b"a\n")
     assert result.returncode != 0 and b"not_an_option" in result.stderr
 
 
-def test_bench_produce_prints_a_summary(tansu):
-    result = fastmq("bench", "produce", "-b", tansu.bootstrap_servers, "--records", "20000", "-q")
+def test_bench_produce_prints_a_summary(kafka_broker):
+    result = fastmq("bench", "produce", "-b", kafka_broker.bootstrap_servers, "--records", "20000", "-q")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.decode().splitlines()
     assert lines[0].split() == ["stage", "msgs/s", "MB/s", "p50", "ms", "p99", "ms"]

@@ -10,7 +10,7 @@ from fastmq.client.nodes import is_failing
 import socket
 
 from fastmq.io import ConnectionPool, IOLoop, ProtocolAdapter
-from tests.support.waits import wait_until
+from tests.support.waiting import wait_for
 
 
 def test_node_health_penalty_and_recovery():
@@ -70,6 +70,6 @@ def test_bootstrap_servers_join_once_every_broker_fails(pool):
     assert candidates([]) == ["bootstrap-0"]                   # nothing known yet
     assert candidates([1, 2]) == [1, 2]                       # never tried: not failing
     pool.loop.run_in_loop(pool.maybe_connect, 1)
-    assert wait_until(lambda: pool.loop.run_in_loop(is_failing, pool, 1), 5)
+    assert wait_for(lambda: pool.loop.run_in_loop(is_failing, pool, 1), 5)
     assert candidates([1, 2]) == [1, 2]                       # broker 2 may still answer
     assert candidates([1]) == [1, "bootstrap-0"]              # every broker fails: bootstrap too

@@ -49,7 +49,7 @@ def test_many_concurrent_requests_are_matched_by_correlation_id(loop, echo_serve
 def test_responses_out_of_order_complete_the_right_requests(loop, echo_server, connect):
     client = connect(echo_server.port, max_in_flight=10)
     held = [client.send(b"H", b"held-%d" % i) for i in range(5)]
-    time.sleep(0.05)
+    time.sleep(0.05)  # held requests stay unanswered however long one waits
     assert not any(future.done() for future in held)
     flush = client.send(b"F", b"flush")
     assert flush.result(WAIT)[4:] == b"Fflush"
@@ -141,7 +141,7 @@ def test_answered_requests_keep_the_connection_open_past_their_timeout(loop, ech
     client = connect(echo_server.port, request_timeout=0.5)
     for _ in range(6):
         assert client.send(b"E", b"x").result(WAIT)
-        time.sleep(0.1)
+        time.sleep(0.1)  # requests spread over more than the timeout
     time.sleep(0.6)  # the timer fires with nothing pending
     assert client.conn.state is ConnectionState.READY
 
@@ -217,7 +217,7 @@ def test_connect_timeout_when_the_server_never_accepts(loop, connect):
             filler.setblocking(False)
             filler.connect_ex(("127.0.0.1", port))
             fillers.append(filler)
-        time.sleep(0.05)
+        time.sleep(0.05)  # the kernel queues the fillers in the backlog
         client = connect(port, wait=False, connect_timeout=0.3)
         with pytest.raises(ConnectTimeoutError):
             client.ready.result(WAIT)

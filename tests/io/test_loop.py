@@ -7,17 +7,7 @@ import time
 import pytest
 
 from fastmq.io import IOLoop, LoopClosedError
-
-WAIT = 10.0
-
-
-def wait_for(predicate, timeout: float = WAIT) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.005)
-    return predicate()
+from tests.support.waiting import WAIT, wait_for
 
 
 def test_call_soon_threadsafe_from_many_threads_runs_everything_in_order_per_thread(loop):

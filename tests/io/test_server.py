@@ -15,17 +15,7 @@ from hypothesis import strategies as st
 from fastmq._native.frames import KafkaFrameSplitter
 from fastmq.errors import FrameTooLargeError, ProtocolError
 from fastmq.io import ConnectionClosedError, IdleConnectionClosedError, Listener, ServerHandler
-
-WAIT = 10.0
-
-
-def wait_for(predicate, timeout: float = WAIT) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.005)
-    return predicate()
+from tests.support.waiting import WAIT, wait_for
 
 
 class EchoHandler(ServerHandler):
@@ -221,7 +211,7 @@ def test_unanswered_requests_pause_reading_until_answered(loop, listen):
     for i in range(6):
         client.send(b"E", b"%d" % i)
     assert wait_for(lambda: len(seen) == 2)
-    time.sleep(0.1)
+    time.sleep(0.1)  # no more frames may arrive however long one waits
     assert len(seen) == 2  # the other four wait in the socket and the splitter
     for _ in range(3):
         reply, data = replies.pop(0)
@@ -259,7 +249,7 @@ def test_idle_server_connections_are_closed(loop, listen):
     while time.monotonic() < deadline:
         busy.send(b"E")
         busy.receive()
-        time.sleep(0.04)
+        time.sleep(0.04)  # the traffic pattern under test: busy, never idle 400 ms
     assert quiet.is_closed_by_server()
     assert any(isinstance(error, IdleConnectionClosedError) for _, error in handler.lost)
     busy.send(b"E", b"alive")

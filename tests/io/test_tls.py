@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import socket
 import struct
-import time
 
 import pytest
 
@@ -13,8 +12,7 @@ from fastmq._native.frames import KafkaFrameSplitter
 from fastmq.errors import ConfigurationError, FastMQError
 from fastmq.io import ConnectTimeoutError, Listener, ServerHandler, TLSError
 from fastmq.io.tls import create_client_context, create_server_context
-
-WAIT = 10.0
+from tests.support.waiting import WAIT, wait_for
 
 
 class EchoHandler(ServerHandler):
@@ -111,10 +109,7 @@ def test_tls_large_and_many_small_writes(loop, pki, tls_listener, connect, frame
     small = [client.send(b"E", b"%d" % i) for i in range(200)]
     for i, future in enumerate(small):
         assert future.result(WAIT)[5:] == b"%d" % i
-    deadline = time.monotonic() + WAIT
-    while "big" not in results and time.monotonic() < deadline:
-        time.sleep(0.01)
-    response, error = results["big"]
+    response, error = wait_for(lambda: results.get("big"), message="the big request's answer")
     assert error is None and response[4:] == b"E" + body
 
 

@@ -144,13 +144,6 @@ def test_tls_upgrade_with_an_untrusted_certificate_fails_the_handshake(loop, pki
         client.ready.result(WAIT)
 
 
-def wait_until(predicate) -> None:
-    deadline = time.monotonic() + WAIT
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.001)
-
-
 def raw_connection(listener) -> socket.socket:
     return socket.create_connection(listener.address, timeout=WAIT)
 
@@ -192,7 +185,7 @@ def test_bytes_past_a_tls_switch_close_the_connection_with_an_upgrade_error(loop
     with raw_connection(listener) as sock:
         sock.sendall(make_frame(0, b"T") + b"not a TLS ClientHello")
         assert sock.recv(100) in (b"", make_frame(0, b"T+"))
-    wait_until(lambda: handler.lost)
+    wait_for(lambda: handler.lost)
     assert isinstance(handler.lost[0], UpgradeError) and "must wait" in str(handler.lost[0])
 
 
@@ -203,7 +196,7 @@ def test_a_client_that_never_starts_its_tls_handshake_is_disconnected(loop, pki,
         sock.sendall(make_frame(0, b"T"))
         assert recv_exact(sock, 10) == make_frame(0, b"T+")
         assert sock.recv(100) == b""                     # closed by the server after its handshake timeout
-    wait_until(lambda: handler.lost)
+    wait_for(lambda: handler.lost)
     assert isinstance(handler.lost[0], ConnectionClosedError) and "TLS upgrade within" in str(handler.lost[0])
 
 
@@ -259,9 +252,9 @@ def test_the_switch_point_holds_for_any_chunking_of_the_stream(loop, command, pu
         for end in cuts + [len(stream)]:
             peer.sendall(stream[start:end])
             start = end
-            wait_until(lambda: conn.metrics.bytes_in == start)   # the client has read exactly this far
+            wait_for(lambda: conn.metrics.bytes_in == start)   # the client has read exactly this far
         assert ready.wait(WAIT)
-        wait_until(lambda: len(adapter.pushed) == len(pushes))
+        wait_for(lambda: len(adapter.pushed) == len(pushes))
         assert adapter.pushed == [struct.pack(">i", -1) + body for body in pushes]
         # And what the client sends after the switch is encoded.
         loop.run_in_loop(conn.request, make_frame(1, b"Eafter"), None, 1, timeout=WAIT)

@@ -1,174 +1,79 @@
-"""Fixtures of the Kafka tests beyond the session-wide `tansu` (tests/conftest.py): fresh brokers behind a
-fault-injecting proxy, behind a TLS terminator, and with authentication required."""
+"""Fixtures of the Kafka tests beyond the session-wide brokers (tests/conftest.py): brokers behind a
+fault-injecting proxy, brokers reached over TLS, Tansu with authentication required, and a three-node Apache
+Kafka cluster for fault tests."""
 from __future__ import annotations
 
-import socket
-import threading
-import time
+import ssl
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from tests.support.tansu import RUNNING as _running, TansuBroker, start_tansu
-
-
-
-class FaultProxy:
-    """A TCP proxy on 127.0.0.1 between clients and a broker, with faults switched on and off by tests.
-
-    cut_after(n): the next connection that carries n more client->broker bytes is cut in the middle of
-    that stream (both sides closed), as a broken network would. delay(seconds): broker->client bytes
-    are held that long. refuse(): new connections are closed at once. tls_context: the proxy terminates
-    TLS for the clients (a TLS front for a broker that has none). Every thread is bounded by stop().
-    """
-
-    def __init__(self, upstream_port: int, tls_context: Any = None) -> None:
-        self.upstream_port = upstream_port
-        self.tls_context = tls_context
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.sock.settimeout(0.1)
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        self.cuts = 0
-        self._cut_after: int | None = None
-        self._delay = 0.0
-        self._refuse = False
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._sockets: list[socket.socket] = []
-        self._threads: list[threading.Thread] = []
-        self._accept = threading.Thread(target=self._accept_loop, name="fault-proxy", daemon=True)
-        self._accept.start()
-
-    def cut_after(self, client_bytes: int | None) -> None:
-        with self._lock:
-            self._cut_after = client_bytes
-
-    def delay(self, seconds: float) -> None:
-        self._delay = seconds
-
-    def refuse(self, refuse: bool = True) -> None:
-        self._refuse = refuse
-
-    def heal(self) -> None:
-        self.cut_after(None)
-        self.delay(0.0)
-        self.refuse(False)
-
-    def _accept_loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                client, _ = self.sock.accept()
-            except (TimeoutError, socket.timeout):
-                continue
-            except OSError:
-                return
-            if self._refuse:
-                client.close()
-                continue
-            self.connections += 1
-            thread = threading.Thread(target=self._serve, args=(client,), daemon=True)
-            self._threads.append(thread)
-            thread.start()
-
-    def _serve(self, client: socket.socket) -> None:
-        try:
-            if self.tls_context is not None:
-                client.settimeout(5.0)
-                client = self.tls_context.wrap_socket(client, server_side=True)
-            upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=5.0)
-        except OSError:
-            client.close()
-            return
-        with self._lock:
-            self._sockets += [client, upstream]
-        done = threading.Event()
-        pumps = [threading.Thread(target=self._pump, args=(client, upstream, True, done), daemon=True),
-                 threading.Thread(target=self._pump, args=(upstream, client, False, done), daemon=True)]
-        for pump in pumps:
-            pump.start()
-        for pump in pumps:
-            pump.join()
-
-    def _pump(self, source: socket.socket, sink: socket.socket, to_broker: bool, done: threading.Event) -> None:
-        try:
-            # Inside the try: the other direction may have closed both sockets already.
-            source.settimeout(0.1)
-            while not done.is_set() and not self._stop.is_set():
-                try:
-                    data = source.recv(65536)
-                except (TimeoutError, socket.timeout):
-                    continue
-                if not data:
-                    break
-                if to_broker:
-                    with self._lock:
-                        budget = self._cut_after
-                        if budget is not None:
-                            if len(data) >= budget:
-                                self._cut_after = None
-                                self.cuts += 1
-                                sink.sendall(data[:budget])
-                                break
-                            self._cut_after = budget - len(data)
-                elif self._delay:
-                    end = time.monotonic() + self._delay
-                    while not self._stop.is_set() and time.monotonic() < end:
-                        time.sleep(min(0.05, max(0.0, end - time.monotonic())))
-                sink.sendall(data)
-        except OSError:
-            pass
-        finally:
-            done.set()
-            for sock in (source, sink):
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-                sock.close()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self.sock.close()
-        self._accept.join(5)
-        with self._lock:
-            for sock in self._sockets:
-                try:
-                    sock.close()
-                except OSError:
-                    pass
-        for thread in self._threads:
-            thread.join(5)
+from tests.support.apache_kafka import KafkaCluster
+from tests.support.brokers import DEFAULT_BROKERS
+from tests.support.faults import FaultProxy
+from tests.support.servers import SERVER_LOGS
+from tests.support.tansu import RUNNING as _running, start_tansu
 
 
 @dataclass
 class ProxiedBroker:
-    """A Tansu broker that advertises a FaultProxy's address, so every client connection crosses it."""
+    """A broker that advertises a FaultProxy's address, so every client connection crosses it."""
 
-    broker: TansuBroker
+    broker: Any
     proxy: FaultProxy
 
     @property
     def bootstrap_servers(self) -> str:
-        return f"127.0.0.1:{self.proxy.port}"
+        return self.proxy.address
 
 
-@pytest.fixture
-def proxied_tansu():
-    """A fresh Tansu reached only through a FaultProxy (.proxy): for fault injection tests."""
-    yield from _proxied(None)
+@pytest.fixture(params=DEFAULT_BROKERS)
+def proxied_kafka(request):
+    """A broker reached only through a FaultProxy (.proxy), for fault injection tests: a fresh Tansu, or the
+    session's Apache Kafka through its PROXIED listener, with the proxy healed and every old connection cut."""
+    if request.param == "apache":
+        proxy = request.getfixturevalue("apache_kafka_proxy")
+        proxy.heal()
+        proxy.disconnect_all()
+        proxy.connections = proxy.cuts = 0
+        yield ProxiedBroker(request.getfixturevalue("apache_kafka"), proxy)
+        proxy.heal()
+        proxy.disconnect_all()
+    else:
+        yield from _proxied_tansu(None)
 
 
-@pytest.fixture
-def tls_tansu(pki):
-    """A fresh Tansu behind a TLS-terminating proxy (Tansu 0.6 itself does not do TLS): the proxy holds
-    the test PKI's server certificate for 127.0.0.1/localhost."""
-    import ssl
+@dataclass
+class TlsBroker:
+    broker: Any
+    bootstrap_servers: str
 
+
+@pytest.fixture(params=DEFAULT_BROKERS)
+def tls_kafka(request, pki):
+    """A broker reached over TLS with the test PKI's server certificate (127.0.0.1/localhost): Apache Kafka's
+    SSL listener, or a fresh Tansu behind a TLS-terminating proxy (Tansu 0.6 itself does not do TLS)."""
+    if request.param == "apache":
+        broker = request.getfixturevalue("apache_kafka")
+        yield TlsBroker(broker, broker.listener("SSL"))
+        return
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(pki.server_cert, pki.server_key)
-    yield from _proxied(context)
+    for proxied in _proxied_tansu(context):
+        yield TlsBroker(proxied.broker, proxied.bootstrap_servers)
+
+
+@pytest.fixture(scope="module")
+def apache_kafka_cluster(tmp_path_factory):
+    """Three Apache Kafka nodes (each broker and controller voter) for the fault tests of one module:
+    .node(id).kill() is kill -9, .restart(id) brings a node back on its data."""
+    with KafkaCluster(tmp_path_factory.mktemp("apache-kafka-cluster"), 3) as cluster:
+        SERVER_LOGS["apache_kafka_cluster"] = cluster.log_tails
+        try:
+            yield cluster
+        finally:
+            del SERVER_LOGS["apache_kafka_cluster"]
 
 
 @pytest.fixture
@@ -183,7 +88,7 @@ def authenticating_tansu():
         _running.remove(broker)
 
 
-def _proxied(tls_context: Any):
+def _proxied_tansu(tls_context: Any):
     broker = None
     proxy = None
     try:
@@ -200,11 +105,3 @@ def _proxied(tls_context: Any):
             broker.stop()
             if broker in _running:
                 _running.remove(broker)
-
-
-@pytest.fixture(scope="module")
-def kafka_broker(request):
-    """The session's Tansu, or the embedded broker for tests parametrized by on_both_brokers
-    (tests/support/brokers.py): anything with .bootstrap_servers."""
-    return request.getfixturevalue("embedded_broker" if getattr(request, "param", "tansu") == "embedded"
-                                   else "tansu")

@@ -1,4 +1,4 @@
-"""KafkaClient: bootstrap, version negotiation, metadata upkeep and requests from any thread, against Tansu."""
+"""KafkaClient: bootstrap, version negotiation, metadata upkeep and requests from any thread, against real brokers."""
 from __future__ import annotations
 
 import time
@@ -9,14 +9,17 @@ import pytest
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.client import KafkaClient, parse_bootstrap_servers
+from fastmq.kafka.protocol.versions import CLIENT_MAX_VERSIONS
+from tests.support.brokers import on_brokers
+from tests.support.kafka_wire import Wire
 
 
 @pytest.fixture
-def client(tansu):
+def client(kafka_broker):
     made = []
 
     def make(**options):
-        options.setdefault("bootstrap_servers", tansu.bootstrap_servers)
+        options.setdefault("bootstrap_servers", kafka_broker.bootstrap_servers)
         made.append(KafkaClient(**options))
         return made[-1]
 
@@ -33,8 +36,8 @@ def test_parse_bootstrap_servers():
         parse_bootstrap_servers(" , ")
 
 
-def test_bootstrap_skips_a_dead_server(client, tansu):
-    c = client(bootstrap_servers=f"127.0.0.1:1,{tansu.bootstrap_servers}", reconnect_backoff_ms=10)
+def test_bootstrap_skips_a_dead_server(client, kafka_broker):
+    c = client(bootstrap_servers=f"127.0.0.1:1,{kafka_broker.bootstrap_servers}", reconnect_backoff_ms=10)
     c.bootstrap(10)
     assert c.cluster.brokers and c.cluster.cluster_id
 
@@ -45,17 +48,35 @@ def test_unreachable_cluster_gives_a_clear_timeout(client):
         c.bootstrap(1.0)
 
 
-def test_versions_are_the_highest_both_sides_support(client):
+def advertised_versions(bootstrap_servers: str) -> dict[int, tuple[int, int]]:
+    """The broker's own ApiVersions answer, asked over a plain wire connection."""
+    wire = Wire(bootstrap_servers.split(",")[0])
+    try:
+        answer = wire.request(kp.ApiKey.API_VERSIONS, 0, kp.ApiVersionsRequest())
+    finally:
+        wire.close()
+    return {entry.api_key: (entry.min_version, entry.max_version) for entry in answer.api_keys}
+
+
+def test_versions_are_the_highest_both_sides_support(client, kafka_broker):
     c = client()
     c.bootstrap(10)
     node = next(iter(c.cluster.brokers))
     c.request(node, kp.MetadataRequest(topics=[]))          # connected and negotiated
-    produce = c.loop.run_in_loop(c.api_version, node, kp.ApiKey.PRODUCE)
-    fetch = c.loop.run_in_loop(c.api_version, node, kp.ApiKey.FETCH)
-    # Tansu 0.6 advertises Produce 0-11 and Fetch 0-17 (kafka.md); fastmq speaks more of both.
-    assert (produce, fetch) == (min(11, kp.SUPPORTED_VERSIONS[0][1]), min(17, kp.SUPPORTED_VERSIONS[1][1]))
+    advertised = advertised_versions(kafka_broker.bootstrap_servers)
+    for key in (kp.ApiKey.PRODUCE, kp.ApiKey.FETCH, kp.ApiKey.METADATA, kp.ApiKey.ADD_PARTITIONS_TO_TXN):
+        expected = min(kp.SUPPORTED_VERSIONS[key][1], advertised[key][1], CLIENT_MAX_VERSIONS.get(key, 1 << 15))
+        assert c.loop.run_in_loop(c.api_version, node, key) == expected, kp.ApiKey(key).name
+
+
+@on_brokers("tansu")
+def test_an_api_the_broker_lacks_is_refused_clearly(client):
+    c = client()
+    c.bootstrap(10)
+    node = next(iter(c.cluster.brokers))
+    c.request(node, kp.MetadataRequest(topics=[]))
     with pytest.raises(kerrors.UnsupportedVersionError):
-        c.loop.run_in_loop(c.api_version, node, kp.ApiKey.CREATE_PARTITIONS)   # Tansu lacks it
+        c.loop.run_in_loop(c.api_version, node, kp.ApiKey.CREATE_PARTITIONS)   # Tansu 0.6 lacks it
 
 
 def test_metadata_refreshes_periodically_and_on_demand(client):

@@ -22,7 +22,8 @@ from fastmq.kafka.compat_admin import (
     ConfigFilterType, ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions, NewTopic,
 )
 from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition
-from tests.support.brokers import on_both_brokers
+from tests.support.brokers import on_all_brokers, on_brokers
+from tests.support.waiting import wait_for
 
 TIMEOUT_MS = 10000
 COVERED = ["close", "create_topics", "delete_topics", "list_topics", "describe_topics", "wait_for_topics",
@@ -59,6 +60,25 @@ def same_error(ours_call, theirs_call) -> type:
     if isinstance(peer.value, kafka.errors.BrokerResponseError):
         assert mine.value.errno == peer.value.errno
     return type(mine.value)
+
+
+def same_outcome(ours_call, theirs_call) -> tuple | None:
+    """Both calls raise the same error (as same_error; returns None), or neither does (returns both results):
+    for what one broker lacks (Tansu) and another has (Apache Kafka)."""
+    outcomes = []
+    for call in (ours_call, theirs_call):
+        try:
+            outcomes.append((call(), None))
+        except Exception as exc:
+            outcomes.append((None, exc))
+    (mine, my_error), (peer, peer_error) = outcomes
+    assert (my_error is None) == (peer_error is None), (my_error, peer_error)
+    if my_error is None:
+        return mine, peer
+    assert type(my_error).__name__ == type(peer_error).__name__
+    if isinstance(peer_error, kafka.errors.BrokerResponseError):
+        assert my_error.errno == peer_error.errno
+    return None
 
 
 # ---- the surface --------------------------------------------------------------------------------------------
@@ -136,7 +156,8 @@ def test_create_topics_returns_what_kafka_python_returns(ours, theirs, form):
     mine_result = ours.create_topics(mine_spec, wait_for_metadata=True)
     assert mine_result["topics"][0]["name"] == mine and mine_result["topics"][0]["topic_id"]
     assert _without_identity(mine_result) == _without_identity(theirs.create_topics(peer_spec))
-    # Each sees the other's topic.
+    # Each sees the other's topic (kafka-python's create_topics returns before the brokers know it).
+    ours.wait_for_topics([peer], timeout_ms=TIMEOUT_MS)
     assert mine in theirs.list_topics() and peer in ours.list_topics()
 
 
@@ -170,7 +191,7 @@ def test_delete_topics_returns_what_kafka_python_returns(ours, theirs):
     mine_result, peer_result = ours.delete_topics([mine]), theirs.delete_topics([peer])
     assert mine_result["topics"][0]["name"] == mine
     assert _without_identity(mine_result) == _without_identity(peer_result)
-    assert mine not in theirs.list_topics()
+    wait_for(lambda: mine not in theirs.list_topics(), TIMEOUT_MS / 1000, message=f"{mine} gone")
     same_error(lambda: ours.delete_topics([mine]), lambda: theirs.delete_topics([mine]))
     assert ours.delete_topics([mine], raise_errors=False) == theirs.delete_topics([mine], raise_errors=False)
 
@@ -181,6 +202,7 @@ def test_wait_for_topics_times_out_like_kafka_python(ours, theirs):
                lambda: theirs.wait_for_topics([missing], timeout_ms=300))
 
 
+@on_brokers("tansu")
 def test_create_partitions_fails_like_kafka_python_without_the_api(ours, theirs):
     name = topic_name()
     ours.create_topics([name])
@@ -188,7 +210,7 @@ def test_create_partitions_fails_like_kafka_python_without_the_api(ours, theirs)
     assert issubclass(error, kerrors.IncompatibleBrokerVersion)
 
 
-@on_both_brokers(raises=kerrors.IncompatibleBrokerVersion,
+@on_all_brokers(raises=kerrors.IncompatibleBrokerVersion,
                  reason="Tansu 0.6.0 does not implement CreatePartitions")
 def test_create_partitions_returns_the_response(ours):
     name = topic_name()
@@ -198,7 +220,8 @@ def test_create_partitions_returns_the_response(ours):
     broker = ours.describe_cluster()["brokers"][0]["broker_id"]
     response = ours.create_partitions({name: {"count": 3, "assignments": [[broker]]}})
     assert [(r.name, r.error_code) for r in response.results] == [(name, 0)]
-    assert len(ours.describe_topics([name])[0]["partitions"]) == 3
+    wait_for(lambda: len(ours.describe_topics([name])[0]["partitions"]) == 3, TIMEOUT_MS / 1000,
+             message="the brokers knowing the new partitions")
 
 
 def test_delete_records_of_unknown_partitions_fails_like_kafka_python(ours, theirs):
@@ -208,7 +231,7 @@ def test_delete_records_of_unknown_partitions_fails_like_kafka_python(ours, thei
                lambda: theirs.delete_records({PeerTopicPartition(name, 9): 0}))
 
 
-@on_both_brokers(raises=kerrors.KafkaConnectionError,
+@on_all_brokers(raises=kerrors.KafkaConnectionError,
                  reason="Tansu 0.6.0's memory storage panics on DeleteRecords and drops the connection")
 def test_delete_records_returns_the_partitions(ours):
     name = topic_name()
@@ -242,23 +265,30 @@ def test_alter_and_reset_configs_return_what_kafka_python_returns(ours, theirs):
     for name in (mine, peer):
         ours.create_topics({name: {"num_partitions": 1, "configs": {"retention.ms": "1000"}}})
 
+    def retention_of(name: str) -> str | None:
+        described = ours.describe_configs([ConfigResource("TOPIC", name)], config_filter="all")["topic"][name]
+        return described.get("retention.ms", {}).get("value")
+
     def resource(client, name, configs=None):
         cls = ConfigResource if client is ours else kafka.admin.ConfigResource
         return cls("TOPIC", name, configs)
 
     for client, name in ((ours, mine), (theirs, peer)):
         assert client.alter_configs([resource(client, name, {"retention.ms": "2000"})]) == {"topic": {name: "OK"}}
-        assert ours.describe_configs([ConfigResource("TOPIC", name)], config_filter="all")["topic"][name][
-            "retention.ms"]["value"] == "2000"
+        wait_for(lambda: retention_of(name) == "2000", TIMEOUT_MS / 1000, message=f"{name} altered")
     same_error(lambda: ours.alter_configs([resource(ours, mine, {"no.such.key": "1"})]),
                lambda: theirs.alter_configs([resource(theirs, peer, {"no.such.key": "1"})]))
-    same_error(lambda: ours.alter_configs([resource(ours, mine, {"retention.ms": "3"})], incremental=False),
-               lambda: theirs.alter_configs([resource(theirs, peer, {"retention.ms": "3"})], incremental=False))
+    replaced = same_outcome(
+        lambda: ours.alter_configs([resource(ours, mine, {"retention.ms": "3"})], incremental=False),
+        lambda: theirs.alter_configs([resource(theirs, peer, {"retention.ms": "3"})], incremental=False))
+    assert replaced in (None, ({"topic": {mine: "OK"}}, {"topic": {peer: "OK"}}))
     assert ours.reset_configs([resource(ours, mine, ["retention.ms"])]) == {"topic": {mine: "OK"}}
     assert theirs.reset_configs([resource(theirs, peer, ["retention.ms"])]) == {"topic": {peer: "OK"}}
+    # Back to the broker's default: gone (Tansu describes only what is set) or the default value.
+    wait_for(lambda: {retention_of(mine), retention_of(peer)}.isdisjoint({"1000", "2000", "3"}), TIMEOUT_MS / 1000,
+             message="retention.ms reset")
     assert (ours.describe_configs([ConfigResource("TOPIC", mine)], config_filter="all")["topic"][mine]
-            == theirs.describe_configs([kafka.admin.ConfigResource("TOPIC", peer)], config_filter="all")["topic"][peer]
-            == {})
+            == theirs.describe_configs([kafka.admin.ConfigResource("TOPIC", peer)], config_filter="all")["topic"][peer])
 
 
 # ---- groups -----------------------------------------------------------------------------------------------
@@ -301,15 +331,18 @@ def test_describe_groups_has_kafka_pythons_shape(ours, committed_group):
 
 def test_delete_groups_and_offsets_match_kafka_python(ours, theirs, committed_group):
     group, name = committed_group
-    error = same_error(lambda: ours.delete_group_offsets(group, [TopicPartition(name, 0)]),
-                       lambda: theirs.delete_group_offsets(group, [PeerTopicPartition(name, 0)]))
-    assert issubclass(error, kerrors.IncompatibleBrokerVersion)
+    # Tansu 0.6 lacks OffsetDelete (both raise IncompatibleBrokerVersion); Apache Kafka deletes.
+    deleted = same_outcome(lambda: ours.delete_group_offsets(group, [TopicPartition(name, 0)]),
+                           lambda: theirs.delete_group_offsets(group, [PeerTopicPartition(name, 0)]))
+    if deleted is not None:
+        assert [{tuple(tp): error.__name__ for tp, error in result.items()} for result in deleted] == [
+            {(name, 0): "NoError"}] * 2
     assert ours.delete_group_offsets(group, []) == theirs.delete_group_offsets(group, []) == {}
     assert ours.delete_groups([group]) == {group: "OK"}
     assert ours.list_group_offsets(group) == theirs.list_group_offsets(group) == {group: {}}
 
 
-@on_both_brokers(reason="Tansu 0.6.0 deletes groups that do not exist")
+@on_all_brokers(reason="Tansu 0.6.0 deletes groups that do not exist")
 def test_delete_unknown_groups_reports_the_error_name(ours):
     missing = topic_name("no-group")
     assert ours.delete_groups([missing]) == {missing: "GroupIdNotFoundError"}

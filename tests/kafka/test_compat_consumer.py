@@ -66,12 +66,12 @@ def as_fields(record) -> tuple:
             record.serialized_value_size, record.serialized_header_size)
 
 
-def test_records_are_what_kafka_python_returns(tansu):
+def test_records_are_what_kafka_python_returns(kafka_broker):
     topic = topic_name()
-    produce(tansu.bootstrap_servers, topic)
+    produce(kafka_broker.bootstrap_servers, topic)
     partitions = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
-    peer = PeerConsumer(bootstrap_servers=tansu.bootstrap_servers, auto_offset_reset="earliest")
-    ours = KafkaConsumer(bootstrap_servers=tansu.bootstrap_servers, auto_offset_reset="earliest")
+    peer = PeerConsumer(bootstrap_servers=kafka_broker.bootstrap_servers, auto_offset_reset="earliest")
+    ours = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap_servers, auto_offset_reset="earliest")
     try:
         peer.assign(partitions)
         ours.assign(partitions)
@@ -79,6 +79,28 @@ def test_records_are_what_kafka_python_returns(tansu):
         got = read_all(ours, 30)
         assert all(type(r) is ConsumerRecord and isinstance(r.headers, list) for r in got)
         assert sorted(as_fields(r) for r in got) == expected and len(expected) == 30
+    finally:
+        peer.close()
+        ours.close()
+
+
+def test_topics_without_a_group_id_are_read_whole_as_kafka_python_does(kafka_broker):
+    """KafkaConsumer(topic) without group_id (kafka-python's README example): every partition of the topic is
+    assigned to the consumer itself, no group is joined."""
+    topic = topic_name()
+    produce(kafka_broker.bootstrap_servers, topic)
+    options = dict(bootstrap_servers=kafka_broker.bootstrap_servers, auto_offset_reset="earliest",
+                   consumer_timeout_ms=3000)
+    peer, ours = PeerConsumer(topic, **options), KafkaConsumer(topic, **options)
+    try:
+        expected = sorted((r.partition, r.offset, r.value) for r in peer)
+        got = sorted((r.partition, r.offset, r.value) for r in ours)
+        assert got == expected and len(got) == 30
+        assert ours.assignment() == peer.assignment() == {TopicPartition(topic, 0), TopicPartition(topic, 1),
+                                                           TopicPartition(topic, 2), TopicPartition(topic, 3)}
+        assert ours.subscription() == peer.subscription() == {topic}
+        with pytest.raises(kerrors.IllegalStateError):
+            ours.assign([TopicPartition(topic, 0)])
     finally:
         peer.close()
         ours.close()
@@ -95,12 +117,12 @@ class Upper(Deserializer):
         self.closed = True
 
 
-def test_deserializers_as_kafka_python_calls_them(tansu):
+def test_deserializers_as_kafka_python_calls_them(kafka_broker):
     topic = topic_name()
-    produce(tansu.bootstrap_servers, topic)
+    produce(kafka_broker.bootstrap_servers, topic)
     upper = Upper()
     with pytest.warns(DeprecationWarning):
-        ours = KafkaConsumer(topic, bootstrap_servers=tansu.bootstrap_servers, group_id=f"g-{topic}",
+        ours = KafkaConsumer(topic, bootstrap_servers=kafka_broker.bootstrap_servers, group_id=f"g-{topic}",
                              auto_offset_reset="earliest", session_timeout_ms=6000, value_deserializer=upper,
                              key_deserializer=lambda data: "null" if data is None else data.decode())
     try:
@@ -114,11 +136,11 @@ def test_deserializers_as_kafka_python_calls_them(tansu):
     assert upper.closed
 
 
-def test_poll_iteration_and_errors(tansu):
+def test_poll_iteration_and_errors(kafka_broker):
     topic = topic_name()
-    produce(tansu.bootstrap_servers, topic)
+    produce(kafka_broker.bootstrap_servers, topic)
     tp = TopicPartition(topic, 0)
-    ours = KafkaConsumer(bootstrap_servers=tansu.bootstrap_servers, auto_offset_reset="earliest",
+    ours = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap_servers, auto_offset_reset="earliest",
                          consumer_timeout_ms=500)
     try:
         with pytest.raises(ValueError):
@@ -146,8 +168,8 @@ def test_poll_iteration_and_errors(tansu):
     assert list(ours) == []
 
 
-def test_subscribe_checks_its_arguments(tansu):
-    ours = KafkaConsumer(bootstrap_servers=tansu.bootstrap_servers, group_id="g-args")
+def test_subscribe_checks_its_arguments(kafka_broker):
+    ours = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap_servers, group_id="g-args")
     try:
         with pytest.raises(ValueError):
             ours.subscribe()
@@ -175,16 +197,16 @@ def test_subscribe_checks_its_arguments(tansu):
 
 
 @pytest.mark.slow
-def test_pattern_subscription_follows_new_topics(tansu):
+def test_pattern_subscription_follows_new_topics(kafka_broker):
     prefix = f"pat-{uuid.uuid4().hex[:6]}"
     first, second = f"{prefix}-a", f"{prefix}-b"
-    produce(tansu.bootstrap_servers, first)
-    ours = KafkaConsumer(bootstrap_servers=tansu.bootstrap_servers, group_id=f"g-{prefix}",
+    produce(kafka_broker.bootstrap_servers, first)
+    ours = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap_servers, group_id=f"g-{prefix}",
                          auto_offset_reset="earliest", session_timeout_ms=6000, metadata_max_age_ms=500)
     try:
         ours.subscribe(pattern=f"^{prefix}-.*")
         assert {r.topic for r in read_all(ours, 30)} == {first}
-        produce(tansu.bootstrap_servers, second)
+        produce(kafka_broker.bootstrap_servers, second)
         records = read_all(ours, 30)
         assert {r.topic for r in records} == {second} and len(records) == 30
         assert ours.subscription() == {first, second}

@@ -22,12 +22,12 @@ IMPLEMENTATIONS = {
 
 
 @pytest.fixture(params=list(IMPLEMENTATIONS))
-def impl(request, tansu):
+def impl(request, kafka_broker):
     producer_class, errors = IMPLEMENTATIONS[request.param]
     made = []
 
     def make(**configs):
-        configs.setdefault("bootstrap_servers", tansu.bootstrap_servers)
+        configs.setdefault("bootstrap_servers", kafka_broker.bootstrap_servers)
         producer = producer_class(**configs)
         made.append(producer)
         return producer

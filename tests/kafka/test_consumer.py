@@ -18,7 +18,7 @@ from fastmq.kafka import errors as kerrors
 from fastmq.kafka.consumer import Consumer
 from fastmq.kafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
-from tests.support.brokers import on_both_brokers
+from tests.support.brokers import on_all_brokers
 
 WAIT = 20.0
 TANSU_LATEST = ("Tansu 0.6.0: ListOffsets(LATEST) answers the start of the last batch + 1, not the log end "
@@ -68,8 +68,8 @@ def consumer_factory(bootstrap_servers: str):
 
 
 @pytest.fixture
-def consumer(tansu):
-    make, made = consumer_factory(tansu.bootstrap_servers)
+def consumer(kafka_broker):
+    make, made = consumer_factory(kafka_broker.bootstrap_servers)
     yield make
     for instance in made:
         instance.close(timeout=5)
@@ -77,7 +77,7 @@ def consumer(tansu):
 
 def exact_brokers(tansu_bug: str):
     """Run a test against Tansu (an expected failure: `tansu_bug`) and the embedded broker (expected to pass)."""
-    return on_both_brokers(tansu_bug, fixture="exact")
+    return on_all_brokers(tansu_bug, fixture="exact")
 
 
 @pytest.fixture
@@ -104,11 +104,11 @@ def exact(request, tmp_path):
 
 # ---- reading -----------------------------------------------------------------------------------------------
 
-def test_assign_reads_every_partition_in_order(tansu, consumer):
+def test_assign_reads_every_partition_in_order(kafka_broker, consumer):
     topic = topic_name()
-    produce(tansu.bootstrap_servers, topic, 400, partition=None, key=b"k")
+    produce(kafka_broker.bootstrap_servers, topic, 400, partition=None, key=b"k")
     for p in range(4):
-        produce(tansu.bootstrap_servers, topic, 50, partition=p, value=b"p%d-" % p)
+        produce(kafka_broker.bootstrap_servers, topic, 50, partition=p, value=b"p%d-" % p)
     c = consumer()
     c.assign([TopicPartition(topic, p) for p in range(4)])
     records = poll_until(c, 600)
@@ -121,9 +121,9 @@ def test_assign_reads_every_partition_in_order(tansu, consumer):
     assert sum(len(v) for v in by_partition.values()) == 600
 
 
-def test_record_fields(tansu, consumer):
+def test_record_fields(kafka_broker, consumer):
     topic = topic_name()
-    producer = confluent_kafka.Producer({"bootstrap.servers": tansu.bootstrap_servers})
+    producer = confluent_kafka.Producer({"bootstrap.servers": kafka_broker.bootstrap_servers})
     producer.produce(topic, b"value", key=b"key", partition=0, timestamp=1_700_000_000_123,
                      headers=[("h1", b"a"), ("h2", None)])
     producer.produce(topic, None, partition=0, timestamp=1_700_000_000_456)
@@ -136,9 +136,9 @@ def test_record_fields(tansu, consumer):
     assert (tombstone.key, tombstone.value, tombstone.serialized_value_size, tombstone.headers) == (None, None, -1, ())
 
 
-def test_deserializers_skip_null_keys_and_values(tansu, consumer):
+def test_deserializers_skip_null_keys_and_values(kafka_broker, consumer):
     topic = topic_name()
-    producer = confluent_kafka.Producer({"bootstrap.servers": tansu.bootstrap_servers})
+    producer = confluent_kafka.Producer({"bootstrap.servers": kafka_broker.bootstrap_servers})
     producer.produce(topic, b"41", key=b"k", partition=0)
     producer.produce(topic, None, partition=0)
     assert producer.flush(WAIT) == 0
@@ -147,9 +147,9 @@ def test_deserializers_skip_null_keys_and_values(tansu, consumer):
     assert [(r.key, r.value) for r in poll_until(c, 2)] == [("k", 42), (None, None)]
 
 
-def test_max_records_consume_and_iteration(tansu, consumer):
+def test_max_records_consume_and_iteration(kafka_broker, consumer):
     topic = topic_name()
-    produce(tansu.bootstrap_servers, topic, 30)
+    produce(kafka_broker.bootstrap_servers, topic, 30)
     tp = TopicPartition(topic, 0)
     c = consumer(consumer_timeout_ms=1000)
     c.assign([tp])
@@ -168,10 +168,10 @@ def test_max_records_consume_and_iteration(tansu, consumer):
     assert c.position(tp) == 30
 
 
-def test_seek_pause_resume(tansu, consumer):
+def test_seek_pause_resume(kafka_broker, consumer):
     topic = topic_name()
-    produce(tansu.bootstrap_servers, topic, 20, partition=0)
-    produce(tansu.bootstrap_servers, topic, 20, partition=1)
+    produce(kafka_broker.bootstrap_servers, topic, 20, partition=0)
+    produce(kafka_broker.bootstrap_servers, topic, 20, partition=1)
     a, b = TopicPartition(topic, 0), TopicPartition(topic, 1)
     c = consumer()
     c.assign([a, b])
@@ -194,10 +194,10 @@ def test_seek_pause_resume(tansu, consumer):
         c.seek(a, -1)
 
 
-def test_records_of_partitions_no_longer_assigned_are_dropped(tansu, consumer):
+def test_records_of_partitions_no_longer_assigned_are_dropped(kafka_broker, consumer):
     topic = topic_name()
-    produce(tansu.bootstrap_servers, topic, 300, partition=0)
-    produce(tansu.bootstrap_servers, topic, 300, partition=1)
+    produce(kafka_broker.bootstrap_servers, topic, 300, partition=0)
+    produce(kafka_broker.bootstrap_servers, topic, 300, partition=1)
     a, b = TopicPartition(topic, 0), TopicPartition(topic, 1)
     c = consumer()
     c.assign([a, b])
@@ -211,9 +211,9 @@ def test_records_of_partitions_no_longer_assigned_are_dropped(tansu, consumer):
     assert [r.offset for r in first.get(a, []) + rest] == list(range(300))
 
 
-def test_offset_reset_none_raises_until_a_position_is_set(tansu, consumer):
+def test_offset_reset_none_raises_until_a_position_is_set(kafka_broker, consumer):
     topic = topic_name()
-    produce(tansu.bootstrap_servers, topic, 3)
+    produce(kafka_broker.bootstrap_servers, topic, 3)
     tp = TopicPartition(topic, 0)
     c = consumer(auto_offset_reset="none")
     c.assign([tp])
@@ -225,9 +225,9 @@ def test_offset_reset_none_raises_until_a_position_is_set(tansu, consumer):
 
 @exact_brokers(TANSU_OUT_OF_RANGE)
 def test_an_offset_out_of_range_resets(exact):
-    tansu, consumer = exact
+    kafka_broker, consumer = exact
     topic = topic_name()
-    produce(tansu.bootstrap_servers, topic, 5)
+    produce(kafka_broker.bootstrap_servers, topic, 5)
     tp = TopicPartition(topic, 0)
     c = consumer()
     c.assign([tp])
@@ -235,9 +235,9 @@ def test_an_offset_out_of_range_resets(exact):
     assert [r.offset for r in poll_until(c, 5, timeout=3.0)] == [0, 1, 2, 3, 4]
 
 
-def test_beginning_offsets_and_partitions(tansu, consumer):
+def test_beginning_offsets_and_partitions(kafka_broker, consumer):
     topic = topic_name()
-    produce(tansu.bootstrap_servers, topic, 5)
+    produce(kafka_broker.bootstrap_servers, topic, 5)
     c = consumer()
     assert c.beginning_offsets([TopicPartition(topic, 0)]) == {TopicPartition(topic, 0): 0}
     assert c.partitions_for_topic(topic) == {0, 1, 2, 3}
@@ -246,9 +246,9 @@ def test_beginning_offsets_and_partitions(tansu, consumer):
 
 @exact_brokers(TANSU_LATEST)
 def test_end_offsets_and_seek_to_end(exact):
-    tansu, consumer = exact
+    kafka_broker, consumer = exact
     topic = topic_name()
-    produce(tansu.bootstrap_servers, topic, 10, batches=2)
+    produce(kafka_broker.bootstrap_servers, topic, 10, batches=2)
     tp = TopicPartition(topic, 0)
     c = consumer()
     assert c.end_offsets([tp]) == {tp: 10}
@@ -259,22 +259,22 @@ def test_end_offsets_and_seek_to_end(exact):
 
 @exact_brokers(TANSU_LATEST)
 def test_auto_offset_reset_latest_reads_only_new_records(exact):
-    tansu, consumer = exact
+    kafka_broker, consumer = exact
     topic = topic_name()
-    produce(tansu.bootstrap_servers, topic, 10, batches=2)
+    produce(kafka_broker.bootstrap_servers, topic, 10, batches=2)
     tp = TopicPartition(topic, 0)
     c = consumer(auto_offset_reset="latest")
     c.assign([tp])
     assert c.position(tp) == 10
-    produce(tansu.bootstrap_servers, topic, 1, value=b"new")
+    produce(kafka_broker.bootstrap_servers, topic, 1, value=b"new")
     assert [r.value for r in poll_until(c, 1)] == [b"new0"]
 
 
 @exact_brokers(TANSU_TIMES)
 def test_offsets_for_times_uses_record_timestamps(exact):
-    tansu, consumer = exact
+    kafka_broker, consumer = exact
     topic = topic_name()
-    producer = confluent_kafka.Producer({"bootstrap.servers": tansu.bootstrap_servers, "linger.ms": 50})
+    producer = confluent_kafka.Producer({"bootstrap.servers": kafka_broker.bootstrap_servers, "linger.ms": 50})
     base = 1_700_000_000_000
     for i in range(3):
         producer.produce(topic, b"v", partition=0, timestamp=base + 1000 * i)     # one batch
@@ -284,7 +284,7 @@ def test_offsets_for_times_uses_record_timestamps(exact):
     assert (found[tp].offset, found[tp].timestamp) == (1, base + 1000)
 
 
-def test_offsets_for_times_rejects_negative_times(tansu, consumer):
+def test_offsets_for_times_rejects_negative_times(kafka_broker, consumer):
     with pytest.raises(ValueError):
         consumer().offsets_for_times({TopicPartition("x", 0): -5})
 
@@ -306,16 +306,16 @@ def test_read_committed_skips_aborted_transactions(exact):
     c = consumer(isolation_level="read_committed")
     c.assign([TopicPartition(topic, 0)])
     records = poll_until(c, 1)
-    time.sleep(0.5)
+    time.sleep(0.5)  # the aborted records stay hidden however long one waits
     records += poll_until(c, 1, timeout=1.0)
     assert [r.value for r in records] == [b"committed"]
 
 
 # ---- rate limits ------------------------------------------------------------------------------------------
 
-def test_record_rate_limit_caps_what_one_poll_hands_out(tansu, consumer):
+def test_record_rate_limit_caps_what_one_poll_hands_out(kafka_broker, consumer):
     topic = topic_name()
-    produce(tansu.bootstrap_servers, topic, 500)
+    produce(kafka_broker.bootstrap_servers, topic, 500)
     tp = TopicPartition(topic, 0)
     c = consumer(max_records_per_second=50)
     c.assign([tp])
@@ -325,9 +325,9 @@ def test_record_rate_limit_caps_what_one_poll_hands_out(tansu, consumer):
     assert taken <= 52                          # the bucket is empty: nothing more right away
 
 
-def test_byte_rate_limit_caps_what_one_poll_hands_out(tansu, consumer):
+def test_byte_rate_limit_caps_what_one_poll_hands_out(kafka_broker, consumer):
     topic = topic_name()
-    produce(tansu.bootstrap_servers, topic, 500, value=b"x" * 100)
+    produce(kafka_broker.bootstrap_servers, topic, 500, value=b"x" * 100)
     tp = TopicPartition(topic, 0)
     c = consumer(max_bytes_per_second=2000)
     c.assign([tp])
@@ -337,9 +337,9 @@ def test_byte_rate_limit_caps_what_one_poll_hands_out(tansu, consumer):
 
 # ---- commits ------------------------------------------------------------------------------------------------
 
-def test_commit_committed_and_async_callback_on_the_users_thread(tansu, consumer):
+def test_commit_committed_and_async_callback_on_the_users_thread(kafka_broker, consumer):
     topic = topic_name()
-    produce(tansu.bootstrap_servers, topic, 10)
+    produce(kafka_broker.bootstrap_servers, topic, 10)
     tp = TopicPartition(topic, 0)
     c = consumer(group_id=f"g-{topic}", enable_auto_commit=False)
     c.assign([tp])
@@ -364,17 +364,17 @@ def test_commit_committed_and_async_callback_on_the_users_thread(tansu, consumer
 
 @exact_brokers("Tansu 0.6.0 does not store the metadata string of committed offsets")
 def test_committed_metadata_is_kept(exact):
-    tansu, consumer = exact
+    kafka_broker, consumer = exact
     tp = TopicPartition(topic_name(), 0)
-    produce(tansu.bootstrap_servers, tp.topic, 1)
+    produce(kafka_broker.bootstrap_servers, tp.topic, 1)
     c = consumer(group_id=f"g-{tp.topic}", enable_auto_commit=False)
     c.commit({tp: OffsetAndMetadata(3, "where I was", -1)})
     assert c.committed(tp, metadata=True).metadata == "where I was"
 
 
-def test_assign_with_group_resumes_from_committed_offsets(tansu, consumer):
+def test_assign_with_group_resumes_from_committed_offsets(kafka_broker, consumer):
     topic = topic_name()
-    produce(tansu.bootstrap_servers, topic, 10)
+    produce(kafka_broker.bootstrap_servers, topic, 10)
     tp = TopicPartition(topic, 0)
     group = f"g-{topic}"
     first = consumer(group_id=group, enable_auto_commit=False)
@@ -435,9 +435,9 @@ def produce_fastmq(bootstrap, topic, count, compression):
 @pytest.mark.parametrize("compression", [None, "gzip", "snappy", "lz4", "zstd"])
 @pytest.mark.parametrize("peer", [produce_kafka_python, produce_aiokafka, produce_confluent, produce_fastmq],
                          ids=["kafka-python", "aiokafka", "confluent-kafka", "fastmq"])
-def test_reads_what_every_producer_writes(tansu, consumer, peer, compression):
+def test_reads_what_every_producer_writes(kafka_broker, consumer, peer, compression):
     topic = topic_name()
-    peer(tansu.bootstrap_servers, topic, 200, compression)
+    peer(kafka_broker.bootstrap_servers, topic, 200, compression)
     c = consumer()
     c.assign([TopicPartition(topic, 0)])
     records = poll_until(c, 200)
@@ -445,12 +445,12 @@ def test_reads_what_every_producer_writes(tansu, consumer, peer, compression):
         (i, b"k%d" % (i % 3), b"kp%d" % i, (("i", b"%d" % i),)) for i in range(200)]
 
 
-def test_peers_resume_from_our_commits_and_we_from_theirs(tansu, consumer):
+def test_peers_resume_from_our_commits_and_we_from_theirs(kafka_broker, consumer):
     from kafka import KafkaConsumer as PeerConsumer
     from kafka import TopicPartition as PeerTopicPartition
     from kafka.structs import OffsetAndMetadata as PeerOffsetAndMetadata
     topic = topic_name()
-    produce(tansu.bootstrap_servers, topic, 30)
+    produce(kafka_broker.bootstrap_servers, topic, 30)
     tp = TopicPartition(topic, 0)
     group = f"g-{topic}"
     ours = consumer(group_id=group, enable_auto_commit=False)
@@ -458,7 +458,7 @@ def test_peers_resume_from_our_commits_and_we_from_theirs(tansu, consumer):
     ours.commit({tp: OffsetAndMetadata(11, "", -1)})
     ours.close()
     # confluent-kafka and kafka-python, in the same group, start where we committed.
-    confluent = confluent_kafka.Consumer({"bootstrap.servers": tansu.bootstrap_servers, "group.id": group,
+    confluent = confluent_kafka.Consumer({"bootstrap.servers": kafka_broker.bootstrap_servers, "group.id": group,
                                           "enable.auto.commit": False, "fetch.queue.backoff.ms": 0})
     try:
         confluent.assign([confluent_kafka.TopicPartition(topic, 0)])
@@ -470,7 +470,7 @@ def test_peers_resume_from_our_commits_and_we_from_theirs(tansu, consumer):
     finally:
         confluent.close()
     assert consumer(group_id=group).committed(tp) == 17
-    peer = PeerConsumer(bootstrap_servers=tansu.bootstrap_servers, group_id=group, enable_auto_commit=False)
+    peer = PeerConsumer(bootstrap_servers=kafka_broker.bootstrap_servers, group_id=group, enable_auto_commit=False)
     try:
         peer_tp = PeerTopicPartition(topic, 0)
         assert peer.committed(peer_tp) == 17
@@ -482,14 +482,14 @@ def test_peers_resume_from_our_commits_and_we_from_theirs(tansu, consumer):
     assert [r.offset for r in poll_until(resumed, 7)] == list(range(23, 30))
 
 
-def test_consumes_through_tls(tls_tansu, pki):
+def test_consumes_through_tls(tls_kafka, pki):
     topic = topic_name("tls")
-    producer = confluent_kafka.Producer({"bootstrap.servers": tls_tansu.bootstrap_servers, "security.protocol": "ssl",
+    producer = confluent_kafka.Producer({"bootstrap.servers": tls_kafka.bootstrap_servers, "security.protocol": "ssl",
                                          "ssl.ca.location": str(pki.ca_file)})
     for i in range(5):
         producer.produce(topic, b"v%d" % i, partition=0)
     assert producer.flush(WAIT) == 0
-    make, made = consumer_factory(tls_tansu.bootstrap_servers)
+    make, made = consumer_factory(tls_kafka.bootstrap_servers)
     try:
         c = make(security_protocol="SSL", ssl_cafile=pki.ca_file, group_id=f"g-{topic}")
         c.assign([TopicPartition(topic, 0)])

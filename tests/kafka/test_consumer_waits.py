@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from fastmq.kafka import Consumer, Producer
 from fastmq.kafka.structs import TopicPartition
-from tests.support.waits import wait_until
+from tests.support.waiting import wait_for
 
 POLL = 0.4
 RECORDS = 3
@@ -57,11 +57,11 @@ def test_poll_ends_in_time_and_sleeps_while_waiting(three_records, start, partit
         if reachable and partition_exists:
             expected = max(0, RECORDS - start) if start is not None and start <= RECORDS else 0
             assert len(seen) == expected
-            assert wait_until(lambda: consumer.poll(0.1) == {} and consumer.at_end(), 10)
+            assert wait_for(lambda: consumer.poll(0.1) == {} and consumer.at_end(), 10)
             assert consumer.unavailable_partitions() == {}
         else:
             assert seen == [] and not consumer.at_end()
-            assert wait_until(lambda: tp in consumer.unavailable_partitions(), 10)
+            assert wait_for(lambda: tp in consumer.unavailable_partitions(), 10)
     finally:
         consumer.close()
 
@@ -71,13 +71,13 @@ def test_unavailable_partitions_say_why(three_records, caplog):
     missing = TopicPartition(topic, 7)
     with Consumer(bootstrap_servers=servers) as consumer:
         consumer.assign([missing, TopicPartition(topic, 0)])
-        assert wait_until(lambda: consumer.poll(0.05) == {} and missing in consumer.unavailable_partitions(), 10)
+        assert wait_for(lambda: consumer.poll(0.05) == {} and missing in consumer.unavailable_partitions(), 10)
         assert consumer.unavailable_partitions() == {missing: f"topic {topic!r} has 1 partitions"}
     assert f"{topic}-7 cannot be fetched" in caplog.text
     with Consumer(bootstrap_servers=f"127.0.0.1:{closed_port()}", reconnect_backoff_ms=10) as consumer:
         tp = TopicPartition(topic, 0)
         consumer.assign([tp])
-        assert wait_until(lambda: consumer.poll(0.05) == {} and tp in consumer.unavailable_partitions(), 10)
+        assert wait_for(lambda: consumer.poll(0.05) == {} and tp in consumer.unavailable_partitions(), 10)
         assert "no broker answered yet" in consumer.unavailable_partitions()[tp]
 
 
@@ -88,6 +88,6 @@ def test_at_end_after_a_start_beyond_the_end(three_records):
     with Consumer(bootstrap_servers=servers, auto_offset_reset="latest", fetch_max_wait_ms=100) as consumer:
         consumer.assign([tp])
         consumer.seek(tp, 100)
-        assert wait_until(lambda: consumer.poll(0.1) == {} and consumer.at_end(), 10)
+        assert wait_for(lambda: consumer.poll(0.1) == {} and consumer.at_end(), 10)
         assert consumer.position(tp) == RECORDS and consumer.highwater(tp) == RECORDS
         assert consumer.at_end(tp)

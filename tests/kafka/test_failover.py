@@ -76,13 +76,13 @@ def test_admin_follows_the_broker_to_its_new_address(moving_broker):
         assert topic in admin.describe_topics([topic], timeout=30)
 
 
-def test_a_failed_connection_triggers_a_refresh(proxied_tansu):
-    with KafkaClient(bootstrap_servers=proxied_tansu.bootstrap_servers, reconnect_backoff_ms=10, **SLOW) as client:
+def test_a_failed_connection_triggers_a_refresh(proxied_kafka):
+    with KafkaClient(bootstrap_servers=proxied_kafka.bootstrap_servers, reconnect_backoff_ms=10, **SLOW) as client:
         client.bootstrap(30)
         node = next(iter(client.cluster.brokers))
         client.request(node, _metadata_request(), 30)       # the broker's connection is up
         version = client.cluster.version
-        proxied_tansu.proxy.cut_after(1)
+        proxied_kafka.proxy.cut_after(1)
         with pytest.raises(kerrors.KafkaConnectionError):
             client.request(node, _metadata_request(), 30)
         assert client.wait_for_metadata(version, 30)

@@ -22,6 +22,7 @@ from fastmq.kafka.client import KafkaClient
 from fastmq.kafka.consumer import Consumer
 from fastmq.kafka.fetcher import PREFETCH_DEPTH, FetchSession
 from fastmq.kafka.structs import TopicPartition
+from tests.support.brokers import on_brokers
 
 TS = 1_700_000_000_000
 WAIT = 20.0
@@ -208,7 +209,7 @@ def test_fetch_sessions_send_only_what_changed(scripted):
             sessions["next"] += 1
         partitions = {p.partition: p.fetch_offset for t in request.topics for p in t.partitions}
         parts = {p: (0, batch(offset, 2)) for p, offset in partitions.items() if offset < 6}
-        time.sleep(0.01)
+        time.sleep(0.01)  # a broker that takes its time answering
         return fetch_response(parts, broker.topic, session_id=1000 + sessions["next"])
 
     broker = scripted(on_fetch, partitions=3)
@@ -224,7 +225,7 @@ def test_fetch_sessions_send_only_what_changed(scripted):
         assert incremental, "the consumer never used the session the broker created"
         assert all(r.session_id == 1001 for r in incremental)
         # Once everything is read, nothing changes: the session carries on with empty requests.
-        time.sleep(0.3)
+        time.sleep(0.3)  # a few idle fetches go by
         assert any(not r.topics for r in broker.fetches[-3:])
     finally:
         consumer.close()
@@ -314,15 +315,16 @@ def produce_raw(bootstrap: str, topic: str, record_set: bytes) -> None:
         client.close()
 
 
-def test_a_corrupt_batch_on_the_broker_raises_at_its_offset_until_sought_past(tansu):
+@on_brokers("tansu")       # Apache Kafka checks the CRC of what is produced (CORRUPT_MESSAGE): none lands there
+def test_a_corrupt_batch_on_the_broker_raises_at_its_offset_until_sought_past(kafka_broker):
     topic = f"crc-{uuid.uuid4().hex[:8]}"
-    produce_raw(tansu.bootstrap_servers, topic, batch(0, 3))
+    produce_raw(kafka_broker.bootstrap_servers, topic, batch(0, 3))
     bad = bytearray(batch(0, 3, b"w"))
     bad[-2] ^= 0x01                                 # a value byte: only the CRC notices
-    produce_raw(tansu.bootstrap_servers, topic, bytes(bad))
-    produce_raw(tansu.bootstrap_servers, topic, batch(0, 3, b"z"))
+    produce_raw(kafka_broker.bootstrap_servers, topic, bytes(bad))
+    produce_raw(kafka_broker.bootstrap_servers, topic, batch(0, 3, b"z"))
     tp = TopicPartition(topic, 0)
-    consumer = Consumer(bootstrap_servers=tansu.bootstrap_servers, auto_offset_reset="earliest")
+    consumer = Consumer(bootstrap_servers=kafka_broker.bootstrap_servers, auto_offset_reset="earliest")
     try:
         consumer.assign([tp])
         assert [r.value for r in poll_until(consumer, 3)] == [b"v0", b"v1", b"v2"]
@@ -334,7 +336,7 @@ def test_a_corrupt_batch_on_the_broker_raises_at_its_offset_until_sought_past(ta
         assert [r.value for r in poll_until(consumer, 3)] == [b"z0", b"z1", b"z2"]
     finally:
         consumer.close()
-    unchecked = Consumer(bootstrap_servers=tansu.bootstrap_servers, auto_offset_reset="earliest", check_crcs=False)
+    unchecked = Consumer(bootstrap_servers=kafka_broker.bootstrap_servers, auto_offset_reset="earliest", check_crcs=False)
     try:
         unchecked.assign([tp])
         assert len(poll_until(unchecked, 9)) == 9
@@ -342,14 +344,14 @@ def test_a_corrupt_batch_on_the_broker_raises_at_its_offset_until_sought_past(ta
         unchecked.close()
 
 
-def test_prefetching_is_bounded_per_partition(tansu):
+def test_prefetching_is_bounded_per_partition(kafka_broker):
     import confluent_kafka
     topic = f"pre-{uuid.uuid4().hex[:8]}"
-    producer = confluent_kafka.Producer({"bootstrap.servers": tansu.bootstrap_servers, "linger.ms": 5})
+    producer = confluent_kafka.Producer({"bootstrap.servers": kafka_broker.bootstrap_servers, "linger.ms": 5})
     for i in range(3000):
         producer.produce(topic, b"x" * 100, partition=0)
     assert producer.flush(WAIT) == 0
-    consumer = Consumer(bootstrap_servers=tansu.bootstrap_servers, auto_offset_reset="earliest",
+    consumer = Consumer(bootstrap_servers=kafka_broker.bootstrap_servers, auto_offset_reset="earliest",
                         max_partition_fetch_bytes=4096, fetch_max_bytes=4096)
     try:
         tp = TopicPartition(topic, 0)
@@ -363,11 +365,11 @@ def test_prefetching_is_bounded_per_partition(tansu):
         consumer.close()
 
 
-def test_pull_frequency_control_spaces_out_empty_fetches(tansu):
+def test_pull_frequency_control_spaces_out_empty_fetches(kafka_broker):
     topic = f"idle-{uuid.uuid4().hex[:8]}"
     counts = {}
     for backoff in (0, 400):
-        consumer = Consumer(bootstrap_servers=tansu.bootstrap_servers, auto_offset_reset="earliest",
+        consumer = Consumer(bootstrap_servers=kafka_broker.bootstrap_servers, auto_offset_reset="earliest",
                             fetch_max_wait_ms=10, empty_fetch_backoff_ms=backoff)
         try:
             consumer.assign([TopicPartition(topic, 0)])

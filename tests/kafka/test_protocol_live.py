@@ -7,7 +7,9 @@ import uuid
 
 import pytest
 
+from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
+from tests.support.waiting import wait_for
 
 IO_TIMEOUT_S = 10.0
 
@@ -43,8 +45,8 @@ class Connection:
 
 
 @pytest.fixture
-def connection(tansu):
-    conn = Connection(tansu.host, tansu.port)
+def connection(kafka_broker):
+    conn = Connection(kafka_broker.host, kafka_broker.port)
     yield conn
     conn.close()
 
@@ -69,19 +71,22 @@ def test_api_versions_v3(connection):
     assert kp.ApiKey.API_VERSIONS in chosen
 
 
-def test_metadata_at_highest_common_version(connection, tansu):
+def test_metadata_at_highest_common_version(connection, kafka_broker):
     versions = kp.negotiate_versions(_api_versions(connection))
     version = versions[kp.ApiKey.METADATA]
     topic = f"fastmq-protocol-{uuid.uuid4().hex[:8]}"
     request = kp.MetadataRequest(topics=[kp.MetadataRequest.MetadataRequestTopic(name=topic)],
                                  allow_auto_topic_creation=True)
     response = connection.call(kp.ApiKey.METADATA, version, request)
-    assert [(b.host, b.port) for b in response.brokers] == [(tansu.host, tansu.port)]
+    assert [(b.host, b.port) for b in response.brokers] == [(kafka_broker.host, kafka_broker.port)]
     assert [t.name for t in response.topics] == [topic]
-    # Auto-creation may need a second look before the partitions are there.
-    all_topics = connection.call(kp.ApiKey.METADATA, version, kp.MetadataRequest(topics=None))
-    listed = {t.name: t for t in all_topics.topics}
-    assert topic in listed
+    # Auto-creation takes a moment to reach the broker's metadata (Apache Kafka: through its controller).
+    def listed_topics() -> dict:
+        all_topics = connection.call(kp.ApiKey.METADATA, version, kp.MetadataRequest(topics=None))
+        listed = {t.name: t for t in all_topics.topics}
+        return listed if topic in listed and listed[topic].partitions else {}
+
+    listed = wait_for(listed_topics, message=f"{topic} in the metadata of every topic")
     assert listed[topic].error_code == 0
     assert len(listed[topic].partitions) >= 1
     assert all(p.leader_id == response.brokers[0].node_id for p in listed[topic].partitions)
@@ -122,17 +127,28 @@ def test_produce_then_fetch_at_highest_common_versions(connection):
         topics=[kp.CreateTopicsRequest.CreatableTopic(name=topic, num_partitions=2, replication_factor=1)],
         timeout_ms=5000))
     assert [(t.name, t.error_code) for t in created.topics] == [(topic, 0)]
-    metadata = connection.call(kp.ApiKey.METADATA, versions[kp.ApiKey.METADATA], kp.MetadataRequest(
-        topics=[kp.MetadataRequest.MetadataRequestTopic(name=topic)]))
-    topic_id = metadata.topics[0].topic_id
+
+    def known_with_leaders():       # a created topic reaches the broker's metadata a moment later
+        metadata = connection.call(kp.ApiKey.METADATA, versions[kp.ApiKey.METADATA], kp.MetadataRequest(
+            topics=[kp.MetadataRequest.MetadataRequestTopic(name=topic)]))
+        (described,) = metadata.topics
+        ready = not described.error_code and len(described.partitions) == 2
+        return described if ready and all(p.leader_id >= 0 for p in described.partitions) else None
+
+    topic_id = wait_for(known_with_leaders, message=f"{topic} with its leaders in the metadata").topic_id
 
     values = [b"first", "zweite \u00fc".encode(), b"x" * 1000]
     P = kp.ProduceRequest
     produce_version = versions[kp.ApiKey.PRODUCE]
-    produced = connection.call(kp.ApiKey.PRODUCE, produce_version, P(acks=-1, timeout_ms=5000, topic_data=[
-        P.TopicProduceData(name=topic, topic_id=topic_id, partition_data=[
-            P.PartitionProduceData(index=1, records=_record_batch(values))])]))
-    partition = produced.responses[0].partition_responses[0]
+
+    def produce():      # NOT_LEADER (nothing written) until the leader took the partition it is listed for
+        produced = connection.call(kp.ApiKey.PRODUCE, produce_version, P(acks=-1, timeout_ms=5000, topic_data=[
+            P.TopicProduceData(name=topic, topic_id=topic_id, partition_data=[
+                P.PartitionProduceData(index=1, records=_record_batch(values))])]))
+        answer = produced.responses[0].partition_responses[0]
+        return None if answer.error_code == kerrors.NotLeaderForPartitionError.errno else answer
+
+    partition = wait_for(produce, interval=0.1, message="the leader taking the produce request")
     assert (partition.index, partition.error_code, partition.base_offset) == (1, 0, 0)
 
     F = kp.FetchRequest

@@ -15,10 +15,10 @@ from fastmq.kafka.producer import Producer
 from fastmq.kafka.structs import OffsetAndMetadata
 from fastmq.kafka.structs import TopicPartition as OurTopicPartition
 
-from tests.support.brokers import on_both_brokers
+from tests.support.brokers import on_all_brokers, on_brokers
 
 WAIT = 20.0
-BOTH = pytest.mark.parametrize("kafka_broker", ["tansu", "embedded"], indirect=True)
+EVERY_BROKER = on_brokers("tansu", "embedded", "apache")
 NO_MARKERS = "Tansu 0.6.0 writes no transaction markers: read_committed consumers still see aborted records " \
              "(kafka.md)"
 
@@ -56,7 +56,7 @@ def txn_producer(kafka_broker):
         p.close(0)
 
 
-@BOTH
+@EVERY_BROKER
 def test_commit_and_abort(kafka_broker, txn_producer):
     topic, tid = names()
     p = txn_producer(tid, begin=True)
@@ -71,7 +71,7 @@ def test_commit_and_abort(kafka_broker, txn_producer):
     assert values[:5] == [b"committed-%d" % i for i in range(5)]
 
 
-@on_both_brokers(NO_MARKERS)
+@on_all_brokers(NO_MARKERS)
 def test_read_committed_hides_aborted_records(kafka_broker, txn_producer):
     topic, tid = names()
     p = txn_producer(tid, begin=True)
@@ -84,7 +84,7 @@ def test_read_committed_hides_aborted_records(kafka_broker, txn_producer):
     assert read(kafka_broker.bootstrap_servers, topic, "read_committed") == [b"kept"]
 
 
-@BOTH
+@EVERY_BROKER
 def test_abort_fails_records_not_sent_yet(kafka_broker, txn_producer):
     topic, tid = names()
     p = txn_producer(tid, begin=True, linger_ms=60000, batch_size=1 << 20)
@@ -97,7 +97,7 @@ def test_abort_fails_records_not_sent_yet(kafka_broker, txn_producer):
     assert following.succeeded()
 
 
-@BOTH
+@EVERY_BROKER
 def test_state_errors(kafka_broker, txn_producer):
     topic, tid = names()
     p = txn_producer(tid)
@@ -114,7 +114,7 @@ def test_state_errors(kafka_broker, txn_producer):
     p.commit_transaction(WAIT)                         # an empty transaction commits
 
 
-@BOTH
+@EVERY_BROKER
 def test_a_new_producer_with_the_same_id_fences_the_old_one(kafka_broker, txn_producer):
     topic, tid = names()
     old = txn_producer(tid)
@@ -137,7 +137,7 @@ def committed_offset(servers: str, group: str, topic: str) -> int | None:
         return None if committed is None else getattr(committed, "offset", committed)
 
 
-@BOTH
+@EVERY_BROKER
 def test_offsets_join_the_transaction(kafka_broker, txn_producer):
     topic, tid = names()
     source = f"{topic}-in"
@@ -158,7 +158,7 @@ def test_offsets_join_the_transaction(kafka_broker, txn_producer):
     assert committed_offset(kafka_broker.bootstrap_servers, group, source) == 42
 
 
-@BOTH
+@EVERY_BROKER
 def test_offsets_alone_make_a_transaction(kafka_broker, txn_producer):
     # No record at all: the transaction holds only offsets, and still ends at the coordinator.
     _topic, tid = names()
@@ -171,7 +171,7 @@ def test_offsets_alone_make_a_transaction(kafka_broker, txn_producer):
     assert committed_offset(kafka_broker.bootstrap_servers, group, source) == 1
 
 
-@on_both_brokers(NO_MARKERS)
+@on_all_brokers(NO_MARKERS)
 def test_read_committed_consumer_of_fastmq(kafka_broker, txn_producer):
     topic, tid = names()
     p = txn_producer(tid, begin=True)
@@ -194,7 +194,7 @@ def test_read_committed_consumer_of_fastmq(kafka_broker, txn_producer):
         assert consumer.end_offsets([tp])[tp] == 4      # open, aborted marker, kept, commit marker
 
 
-@BOTH
+@EVERY_BROKER
 def test_kafka_python_transactional_api(kafka_broker):
     topic, tid = names()
     producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap_servers, transactional_id=tid)
@@ -211,7 +211,7 @@ def test_kafka_python_transactional_api(kafka_broker):
                       enable_idempotence=False)
 
 
-@pytest.mark.parametrize("kafka_broker", ["embedded"], indirect=True)
+@on_brokers("embedded", "apache")
 @pytest.mark.parametrize("isolation_level", ["read_uncommitted", "read_committed"])
 def test_a_fetch_of_markers_only_moves_the_consumer_on(kafka_broker, txn_producer, isolation_level):
     # The consumer reads the transaction's record, then a fetch brings the commit marker alone: its position

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from fastmq.store import DiskFullError, GetMessageStatus
+from tests.support.waiting import wait_for
 
 from .conftest import DiskUsage, ManualClock
 
@@ -131,7 +132,4 @@ def test_cleanup_thread_runs_on_its_interval(open_store, disk):
     store = open_store(disk_usage=disk, clean_resource_interval_ms=20)
     assert not store.disk_full
     disk.ratio = 0.95
-    deadline = time.monotonic() + 10
-    while not store.disk_full and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert store.disk_full
+    wait_for(lambda: store.disk_full, message="the cleanup thread seeing the full disk")

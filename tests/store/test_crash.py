@@ -39,7 +39,7 @@ def run_child(root: Path, round_number: int, rng: random.Random) -> dict[int, in
     try:
         ready, _, _ = select.select([child.stdout], [], [], STARTUP_TIMEOUT)
         assert ready and child.stdout.readline() == b"ready\n", child.stderr.read1()
-        time.sleep(rng.uniform(0.0, 0.25))
+        time.sleep(rng.uniform(0.0, 0.25))  # the crash strikes at a random point of the writing
     finally:
         os.kill(child.pid, signal.SIGKILL)
         child.wait(STARTUP_TIMEOUT)

@@ -7,17 +7,7 @@ import threading
 import time
 
 from fastmq.store import FlushDiskType, PutMessageStatus
-
-DEADLINE_SECONDS = 10
-
-
-def wait_until(condition) -> bool:
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
+from tests.support.waiting import WAIT, wait_for
 
 
 def test_group_commit_shares_fsyncs_between_appenders(open_store):
@@ -59,22 +49,22 @@ def test_async_flush_waits_for_least_pages(open_store):
     time.sleep(0.3)                       # six flush intervals: one small message is below 4 pages
     assert store.commit_log.flushed_where == 0
     result = store.put_messages("T", 0, [b"y" * 4000] * 5)
-    assert wait_until(lambda: store.commit_log.flushed_where >= 16384)
-    assert wait_until(lambda: store.checkpoint.physic_msg_timestamp == result.store_timestamp)
+    assert wait_for(lambda: store.commit_log.flushed_where >= 16384)
+    assert wait_for(lambda: store.checkpoint.physic_msg_timestamp == result.store_timestamp)
 
 
 def test_async_thorough_flush_takes_everything(open_store):
     store = open_store(flush_commit_log_least_pages=4, flush_commit_log_thorough_interval_ms=100)
     result = store.put_message("T", 0, b"small")
-    assert wait_until(lambda: store.commit_log.flushed_where == result.end_offset)
+    assert wait_for(lambda: store.commit_log.flushed_where == result.end_offset)
 
 
 def test_consume_queue_flush_writes_the_checkpoint(open_store):
     store = open_store(flush_consume_queue_thorough_interval_ms=100)
     result = store.put_message("T", 0, b"x", keys="k")
     consume_queue = store.find_consume_queue("T", 0)
-    assert wait_until(lambda: consume_queue.mapped_file_queue.flushed_where == 20)
-    assert wait_until(lambda: struct.unpack_from(">qqq", (store.root / "checkpoint").read_bytes())[1:]
+    assert wait_for(lambda: consume_queue.mapped_file_queue.flushed_where == 20)
+    assert wait_for(lambda: struct.unpack_from(">qqq", (store.root / "checkpoint").read_bytes())[1:]
                       == (result.store_timestamp, result.store_timestamp))
     assert all(index_file.flushed for index_file in store.index_service.files)
 
@@ -113,7 +103,7 @@ def test_request_flush_calls_back_once_durable_and_shares_fsyncs(open_store):
         result = store.append_batch(batch)
         service.request_flush(result.end_offset, lambda ok, end=result.end_offset: durable(ok, end))
     for _ in range(20):
-        assert called.acquire(timeout=DEADLINE_SECONDS)
+        assert called.acquire(timeout=WAIT)
     assert results == [(True, True)] * 20
 
 

@@ -3,10 +3,10 @@ slaves start at the master's newest file, SYNC_MASTER waits for the slave, and t
 anything (fuzz)."""
 from __future__ import annotations
 
+import functools
 import socket
 import struct
 import threading
-import time
 
 import pytest
 from hypothesis import given
@@ -15,17 +15,12 @@ from hypothesis import strategies as st
 from fastmq.store import BrokerRole, PutMessageStatus, ReadOnlyStoreError
 from fastmq.store.errors import HAProtocolError
 from fastmq.store.ha import HAStreamParser, SlaveReportParser
+from tests.support import waiting
+
 
 DEADLINE_SECONDS = 15
-
-
-def wait_until(condition) -> bool:
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
+# Replication on this loaded machine can take longer than the default wait.
+wait_for = functools.partial(waiting.wait_for, timeout=DEADLINE_SECONDS)
 
 
 def directory_bytes(path) -> dict:
@@ -41,7 +36,7 @@ def open_slave(open_store, tmp_path, master, name="slave", **overrides):
     """A slave of `master`, returned once the master has decided where its transfer starts."""
     slave = open_store(tmp_path / name, broker_role=BrokerRole.SLAVE, ha_master_address=master.ha_service.address,
                        mapped_file_size_commit_log=8192, ha_send_heartbeat_interval_ms=100, **overrides)
-    assert wait_until(lambda: any(c.next_transfer_from >= 0 for c in master.ha_service.connections))
+    assert wait_for(lambda: any(c.next_transfer_from >= 0 for c in master.ha_service.connections))
     return slave
 
 
@@ -49,14 +44,14 @@ def test_slave_is_byte_identical(open_store, tmp_path, master):
     slave = open_slave(open_store, tmp_path, master)
     for i in range(300):
         master.put_message("T", i % 3, b"message %d" % i, tags="TagA", keys=f"k{i}")
-    assert wait_until(lambda: slave.get_max_phy_offset() == master.get_max_phy_offset())
+    assert wait_for(lambda: slave.get_max_phy_offset() == master.get_max_phy_offset())
     assert len(master.commit_log.mapped_file_queue.files) > 3
     assert directory_bytes(slave.root / "commitlog") == directory_bytes(master.root / "commitlog")
-    assert wait_until(lambda: slave.get_max_offset("T", 2) == 100)
+    assert wait_for(lambda: slave.get_max_offset("T", 2) == 100)
     assert directory_bytes(slave.root / "consumequeue") == directory_bytes(master.root / "consumequeue")
     assert [m.body for m in slave.get_messages("T", 1, 0, 5)] == [b"message %d" % i for i in (1, 4, 7, 10, 13)]
     assert [m.body for m in slave.query_message("T", "k42")] == [b"message 42"]
-    assert wait_until(lambda: master.ha_service.push_to_slave_max_offset == master.get_max_phy_offset())
+    assert wait_for(lambda: master.ha_service.push_to_slave_max_offset == master.get_max_phy_offset())
     with pytest.raises(ReadOnlyStoreError):
         slave.put_message("T", 0, b"x")
 
@@ -69,8 +64,8 @@ def test_late_slave_starts_at_the_newest_file(open_store, tmp_path, master):
     slave = open_slave(open_store, tmp_path, master)
     # The slave's CommitLog ends where the master's does before the messages it got are dispatched to their
     # ConsumeQueue (as in RocketMQ, where dispatching follows the CommitLog): wait for both.
-    assert wait_until(lambda: slave.get_max_phy_offset() == master.get_max_phy_offset())
-    assert wait_until(lambda: slave.get_max_offset("T", 0) == 400)
+    assert wait_for(lambda: slave.get_max_phy_offset() == master.get_max_phy_offset())
+    assert wait_for(lambda: slave.get_max_offset("T", 0) == 400)
     assert slave.get_min_phy_offset() == last_file
     name = f"{last_file:020d}"
     assert (slave.root / "commitlog" / name).read_bytes() == (master.root / "commitlog" / name).read_bytes()
@@ -82,13 +77,13 @@ def test_late_slave_starts_at_the_newest_file(open_store, tmp_path, master):
 def test_restarted_slave_continues_where_it_stopped(open_store, tmp_path, master):
     slave = open_slave(open_store, tmp_path, master)
     master.put_message("T", 0, b"one")
-    assert wait_until(lambda: slave.get_max_offset("T", 0) == 1)
+    assert wait_for(lambda: slave.get_max_offset("T", 0) == 1)
     slave.close()
-    assert wait_until(lambda: not master.ha_service.connections)
+    assert wait_for(lambda: not master.ha_service.connections)
     for i in range(100):
         master.put_message("T", 0, b"more %d" % i)
     slave = open_slave(open_store, tmp_path, master)
-    assert wait_until(lambda: slave.get_max_offset("T", 0) == 101)
+    assert wait_for(lambda: slave.get_max_offset("T", 0) == 101)
     assert slave.get_min_phy_offset() == 0
     assert directory_bytes(slave.root / "commitlog") == directory_bytes(master.root / "commitlog")
 
@@ -98,7 +93,7 @@ def test_sync_master_waits_for_the_slave(open_store, tmp_path):
                         sync_flush_timeout_ms=2_000)
     assert master.put_message("T", 0, b"alone").status is PutMessageStatus.SLAVE_NOT_AVAILABLE
     slave = open_slave(open_store, tmp_path, master)
-    assert wait_until(lambda: master.ha_service.connections)
+    assert wait_for(lambda: master.ha_service.connections)
     result = master.put_message("T", 0, b"replicated")
     assert result.status is PutMessageStatus.PUT_OK
     assert slave.get_max_phy_offset() >= result.end_offset
@@ -125,7 +120,7 @@ def test_slave_drops_a_master_that_skips_offsets(open_store, tmp_path):
     thread.join(DEADLINE_SECONDS)
     server.close()
     assert reports == [0]
-    assert wait_until(lambda: not slave.ha_client.connected.is_set())
+    assert wait_for(lambda: not slave.ha_client.connected.is_set())
     assert slave.get_max_phy_offset() == 3   # what it got at the right offset; nothing after the gap
 
 

@@ -124,7 +124,7 @@ def test_wait_for_messages_and_listeners(open_store):
     woke = []
     waiter = threading.Thread(target=lambda: woke.append(store.wait_for_messages("T", 0, 0, timeout=10)))
     waiter.start()
-    time.sleep(0.05)
+    time.sleep(0.05)  # the waiter is asleep when the message arrives
     store.put_message("T", 0, b"x")
     waiter.join(10)
     assert woke == [True]
