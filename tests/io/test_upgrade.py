@@ -10,7 +10,6 @@ import functools
 import socket
 import struct
 import threading
-import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,6 +22,8 @@ from fastmq.io.adapter import HandshakeStep
 from fastmq.io.codecs import DeflateStream, SnappyStream
 from fastmq.io.errors import UpgradeError
 from fastmq.io.tls import create_client_context, create_server_context
+
+from tests.support.waiting import wait_for
 
 from .conftest import EchoAdapter, make_frame
 
@@ -252,7 +253,7 @@ def test_the_switch_point_holds_for_any_chunking_of_the_stream(loop, command, pu
         for end in cuts + [len(stream)]:
             peer.sendall(stream[start:end])
             start = end
-            wait_for(lambda: conn.metrics.bytes_in == start)   # the client has read exactly this far
+            wait_for(lambda: conn.metrics.bytes_in == start, interval=0.001)   # the client has read exactly this far
         assert ready.wait(WAIT)
         wait_for(lambda: len(adapter.pushed) == len(pushes))
         assert adapter.pushed == [struct.pack(">i", -1) + body for body in pushes]
