@@ -12,7 +12,9 @@ from fastmq.broker.config import ListenerConfig
 from fastmq.broker.frontends import FrontEnd
 from fastmq.errors import ConfigurationError
 
-from .conftest import Wire, metadata, small_broker, wait_for
+from tests.support.waiting import wait_for
+
+from .conftest import Wire, metadata, small_broker
 
 
 class ProbeFrontEnd(FrontEnd):
