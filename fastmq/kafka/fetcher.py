@@ -178,6 +178,7 @@ class Fetcher:
         fetches: dict[Any, list[tuple[PartitionState, int, int]]] = {}
         resets: dict[Any, list[tuple[PartitionState, int]]] = {}
         unavailable: dict[TopicPartition, str] = {}
+        leaderless: list[TopicPartition] = []
         with self.subscriptions.lock:
             for state in assignment.values():
                 if now < state.retry_at:
@@ -189,7 +190,7 @@ class Fetcher:
                         continue                    # a lookup is on the wire
                     leader = cluster.leader_for(state.tp)
                     if leader < 0:
-                        self._no_leader(state.tp, unavailable)
+                        leaderless.append(state.tp)
                         continue
                     resets.setdefault(leader, []).append((state, epoch))
                     continue
@@ -201,9 +202,11 @@ class Fetcher:
                     state.fetch_epoch = epoch
                 leader = cluster.leader_for(state.tp)
                 if leader < 0:
-                    self._no_leader(state.tp, unavailable)
+                    leaderless.append(state.tp)
                     continue
                 fetches.setdefault(leader, []).append((state, epoch, state.fetch_offset))
+        if leaderless:
+            self._no_leader(leaderless, unavailable)
         for node, items in resets.items():
             if node in self._resetting_nodes:
                 continue
@@ -239,25 +242,29 @@ class Fetcher:
         delay = self.client.connection_delay(node)
         return wait if delay == float("inf") else _earlier(wait, max(delay, 0.001))
 
-    def _no_leader(self, tp: TopicPartition, unavailable: dict[TopicPartition, str]) -> None:
-        """A partition without a known leader waits for metadata (a metadata update wakes the loop); says
-        why in `unavailable` once the metadata or the connection errors tell."""
-        self.client.request_update(f"no leader known for {tp}")
+    def _no_leader(self, partitions: list[TopicPartition], unavailable: dict[TopicPartition, str]) -> None:
+        """Partitions without a known leader wait for metadata (a metadata update wakes the loop); says why
+        in `unavailable` once the metadata or the connection errors tell. One metadata request and one look
+        at the connections for all of them: a consumer of thousands of partitions starts with none known."""
+        more = f" and {len(partitions) - 1} more" if len(partitions) > 1 else ""
+        self.client.request_update(f"no leader known for {partitions[0]}{more}")
         cluster = self.client.cluster
         if cluster.version == 0:
             trouble = self.client.connection_trouble()
             if trouble:
-                unavailable[tp] = f"no broker answered yet{trouble}"
+                for tp in partitions:
+                    unavailable[tp] = f"no broker answered yet{trouble}"
             return
-        info = cluster.topics.get(tp.topic)
-        if info is None:
-            code = cluster.topic_errors.get(tp.topic)
-            if code:
-                unavailable[tp] = f"topic {tp.topic!r} is {kerrors.for_code(code).message}"
-        elif tp.partition >= len(info.partitions):
-            unavailable[tp] = f"topic {tp.topic!r} has {len(info.partitions)} partitions"
-        else:
-            unavailable[tp] = "the partition has no leader"
+        for tp in partitions:
+            info = cluster.topics.get(tp.topic)
+            if info is None:
+                code = cluster.topic_errors.get(tp.topic)
+                if code:
+                    unavailable[tp] = f"topic {tp.topic!r} is {kerrors.for_code(code).message}"
+            elif tp.partition >= len(info.partitions):
+                unavailable[tp] = f"topic {tp.topic!r} has {len(info.partitions)} partitions"
+            else:
+                unavailable[tp] = "the partition has no leader"
 
     def _note_unavailable(self, assignment: dict[TopicPartition, PartitionState],
                           found: dict[TopicPartition, str], leaders: list[Any]) -> None:
