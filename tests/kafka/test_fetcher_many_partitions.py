@@ -9,6 +9,7 @@ import uuid
 from fastmq.kafka import Consumer, Producer
 from fastmq.kafka.admin import Admin, NewTopic
 from fastmq.kafka.structs import TopicPartition
+from tests.support.waits import wait_until
 
 PARTITIONS = 1024
 ROUNDS = 3                      # send_many calls per partition: several batches each
@@ -53,9 +54,15 @@ def test_a_1024_partition_topic_is_read_once_in_order_within_the_buffer_budget(e
     topic = make_topic(servers)
     per_partition = ROUNDS * PER_ROUND
     with Consumer(bootstrap_servers=servers, auto_offset_reset="earliest", fetch_max_bytes=BUDGET,
-                  fetch_max_wait_ms=100) as consumer:
+                  fetch_max_wait_ms=100, max_poll_records=1) as consumer:
         consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
-        seen = read(consumer, PARTITIONS * per_partition)
+        seen = read(consumer, 1)                        # positions known: the loop fetches from now on
+        # Nobody hands records out: the buffers fill up to the budget (the data is several times larger), and no more.
+        assert wait_until(lambda: consumer.metrics()["consumer-fetch-manager-metrics"]["buffered-bytes"]
+                          >= BUDGET - 1024, WAIT)
+        more = read(consumer, PARTITIONS * per_partition - 1)
+        for partition, offsets in more.items():
+            seen.setdefault(partition, []).extend(offsets)
         assert len(seen) == PARTITIONS
         assert all(offsets == list(range(per_partition)) for offsets in seen.values())
         assert not consumer.poll(0.3)                   # nothing twice
