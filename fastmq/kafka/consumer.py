@@ -629,8 +629,11 @@ class Consumer:
         io = self.client.metrics
         return {"consumer-fetch-manager-metrics": {
             "fetch-total": self._fetcher.fetch_requests,
+            "fetch-partitions-total": self._fetcher.partitions_requested,
+            "buffered-bytes": self._fetcher.buffered_bytes(),
+            "buffered-bytes-max": self._fetcher.max_bytes_buffered,
             "records-consumed-total": self._fetcher.records_fetched,
-        }, "consumer-node-metrics": {k: v for k, v in vars(io).items() if isinstance(v, (int, float))}}
+        }, "consumer-node-metrics": io.snapshot()}
 
     # ---- closing -----------------------------------------------------------------------------------------------
 

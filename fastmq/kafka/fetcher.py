@@ -4,6 +4,10 @@ On the I/O loop thread (a poll hook of the client's loop):
 - every assigned, positioned, unpaused partition whose buffer has room is fetched from its leader, one
   Fetch in flight per node. The next Fetch to a node leaves as soon as the previous response is handled,
   while the user's thread hands out what is buffered (prefetching, PREFETCH_DEPTH responses per partition);
+- the buffers of all partitions together hold about fetch_max_bytes of fetched record sets, whatever the
+  number of partitions: each Fetch asks for at most the room left (budget minus what is buffered and what
+  the fetches in flight may still bring), and none leaves while the buffers are full. A broker answers with
+  at least one batch however small the room, so the buffers may exceed the budget by one batch per node;
 - responses are decoded there, by the compiled RecordDecoder, straight into ConsumerRecords, so that
   poll() only slices lists;
 - with Fetch v7+ a fetch session (KIP-227) per node: after a full request the broker remembers the
@@ -84,6 +88,7 @@ class CompletedFetch:
     error: BaseException | None
     bytes_per_record: float = 0.0
     index: int = 0
+    size: int = 0               # bytes of the fetched record set, counted against the buffer budget
 
 
 @dataclass
@@ -143,10 +148,18 @@ class Fetcher:
         self._topic_names: dict[Any, str] = {}
         self._topic_names_version = -1
         self._closed = False
+        # The buffer budget: bytes of record sets buffered = bytes_buffered - bytes_released, each counter with
+        # one writer (the loop thread adds, the user's thread releases); _reserved is what the fetches in
+        # flight may still bring (loop thread).
+        self.bytes_buffered = 0
+        self.bytes_released = 0
+        self.max_bytes_buffered = 0     # the most ever buffered at once, for metrics and tests
+        self._reserved: dict[Any, int] = {}
         # Partitions that cannot be fetched now -> why; replaced whole by the loop thread, read by any.
         self.unavailable: dict[TopicPartition, str] = {}
         # Counters for metrics and tests.
         self.fetch_requests = 0
+        self.partitions_requested = 0   # partitions listed in Fetch requests (incremental ones list only changes)
         self.records_fetched = 0
         client.loop.add_poll_hook(self._maintain)
 
@@ -165,6 +178,7 @@ class Fetcher:
         fetches: dict[Any, list[tuple[PartitionState, int, int]]] = {}
         resets: dict[Any, list[tuple[PartitionState, int]]] = {}
         unavailable: dict[TopicPartition, str] = {}
+        leaderless: list[TopicPartition] = []
         with self.subscriptions.lock:
             for state in assignment.values():
                 if now < state.retry_at:
@@ -176,7 +190,7 @@ class Fetcher:
                         continue                    # a lookup is on the wire
                     leader = cluster.leader_for(state.tp)
                     if leader < 0:
-                        self._no_leader(state.tp, unavailable)
+                        leaderless.append(state.tp)
                         continue
                     resets.setdefault(leader, []).append((state, epoch))
                     continue
@@ -188,9 +202,11 @@ class Fetcher:
                     state.fetch_epoch = epoch
                 leader = cluster.leader_for(state.tp)
                 if leader < 0:
-                    self._no_leader(state.tp, unavailable)
+                    leaderless.append(state.tp)
                     continue
                 fetches.setdefault(leader, []).append((state, epoch, state.fetch_offset))
+        if leaderless:
+            self._no_leader(leaderless, unavailable)
         for node, items in resets.items():
             if node in self._resetting_nodes:
                 continue
@@ -198,15 +214,18 @@ class Fetcher:
                 self._send_reset(node, items)
             else:
                 wait = self._reconnect_wait(node, wait, [state.tp for state, _ in items], unavailable)
+        room = self.config.fetch_max_bytes - self.buffered_bytes() - sum(self._reserved.values())
         for node, items in fetches.items():
             if node in self._fetching_nodes:
                 continue
+            if room <= 0:
+                break                               # drain() wakes the loop when it frees buffer space
             retry_at = self._node_retry_at.get(node, 0.0)
             if now < retry_at:
                 wait = _earlier(wait, retry_at - now)
                 continue
             if self.client.ready(node):
-                self._send_fetch(node, items)
+                room -= self._send_fetch(node, items, room)
             else:
                 wait = self._reconnect_wait(node, wait, [state.tp for state, _, _ in items], unavailable)
         self._note_unavailable(assignment, unavailable, [*fetches, *resets])
@@ -223,25 +242,29 @@ class Fetcher:
         delay = self.client.connection_delay(node)
         return wait if delay == float("inf") else _earlier(wait, max(delay, 0.001))
 
-    def _no_leader(self, tp: TopicPartition, unavailable: dict[TopicPartition, str]) -> None:
-        """A partition without a known leader waits for metadata (a metadata update wakes the loop); says
-        why in `unavailable` once the metadata or the connection errors tell."""
-        self.client.request_update(f"no leader known for {tp}")
+    def _no_leader(self, partitions: list[TopicPartition], unavailable: dict[TopicPartition, str]) -> None:
+        """Partitions without a known leader wait for metadata (a metadata update wakes the loop); says why
+        in `unavailable` once the metadata or the connection errors tell. One metadata request and one look
+        at the connections for all of them: a consumer of thousands of partitions starts with none known."""
+        more = f" and {len(partitions) - 1} more" if len(partitions) > 1 else ""
+        self.client.request_update(f"no leader known for {partitions[0]}{more}")
         cluster = self.client.cluster
         if cluster.version == 0:
             trouble = self.client.connection_trouble()
             if trouble:
-                unavailable[tp] = f"no broker answered yet{trouble}"
+                for tp in partitions:
+                    unavailable[tp] = f"no broker answered yet{trouble}"
             return
-        info = cluster.topics.get(tp.topic)
-        if info is None:
-            code = cluster.topic_errors.get(tp.topic)
-            if code:
-                unavailable[tp] = f"topic {tp.topic!r} is {kerrors.for_code(code).message}"
-        elif tp.partition >= len(info.partitions):
-            unavailable[tp] = f"topic {tp.topic!r} has {len(info.partitions)} partitions"
-        else:
-            unavailable[tp] = "the partition has no leader"
+        for tp in partitions:
+            info = cluster.topics.get(tp.topic)
+            if info is None:
+                code = cluster.topic_errors.get(tp.topic)
+                if code:
+                    unavailable[tp] = f"topic {tp.topic!r} is {kerrors.for_code(code).message}"
+            elif tp.partition >= len(info.partitions):
+                unavailable[tp] = f"topic {tp.topic!r} has {len(info.partitions)} partitions"
+            else:
+                unavailable[tp] = "the partition has no leader"
 
     def _note_unavailable(self, assignment: dict[TopicPartition, PartitionState],
                           found: dict[TopicPartition, str], leaders: list[Any]) -> None:
@@ -269,8 +292,10 @@ class Fetcher:
                                  if info.topic_id is not None}
             self._topic_names_version = cluster.version
 
-    def _send_fetch(self, node: Any, items: list[tuple[PartitionState, int, int]]) -> None:
+    def _send_fetch(self, node: Any, items: list[tuple[PartitionState, int, int]], room: int) -> int:
+        """Sends a Fetch that may bring up to `room` bytes; returns the bytes it reserved."""
         config = self.config
+        max_bytes = min(config.fetch_max_bytes, room)
         version = self.client.api_version(node, kp.ApiKey.FETCH)
         session = self._sessions.setdefault(node, FetchSession())
         wanted = {state.tp: fetch_offset for state, _, fetch_offset in items}
@@ -291,7 +316,7 @@ class Fetcher:
             return info.topic_id if info is not None and info.topic_id is not None else ZERO_UUID
 
         request = F(
-            max_wait_ms=config.fetch_max_wait_ms, min_bytes=config.fetch_min_bytes, max_bytes=config.fetch_max_bytes,
+            max_wait_ms=config.fetch_max_wait_ms, min_bytes=min(config.fetch_min_bytes, max_bytes), max_bytes=max_bytes,
             isolation_level=self.isolation, session_id=session_id, session_epoch=session_epoch,
             topics=[F.FetchTopic(topic=name, topic_id=topic_id(name), partitions=parts) for name, parts in topics.items()],
             forgotten_topics_data=[F.ForgottenTopic(topic=name, topic_id=topic_id(name), partitions=parts)
@@ -301,6 +326,7 @@ class Fetcher:
         for state, _, _ in items:
             state.in_flight = True
         self._fetching_nodes.add(node)
+        self._reserved[node] = max_bytes
         # The broker may hold the request for max_wait_ms before answering: allow for that on top.
         timeout = self.client.config.request_timeout_ms / 1000.0 + config.fetch_max_wait_ms / 1000.0
         try:
@@ -310,11 +336,14 @@ class Fetcher:
             self._fetch_done(node, sent)
             session.reset()
             _log.debug("fetch to node %r not sent: %s", node, exc)
-            return
+            return 0
         self.fetch_requests += 1
+        self.partitions_requested += len(send)
+        return max_bytes
 
     def _fetch_done(self, node: Any, sent: dict[TopicPartition, tuple[PartitionState, int, int]]) -> None:
         self._fetching_nodes.discard(node)
+        self._reserved.pop(node, None)
         for state, _, _ in sent.values():
             state.in_flight = False
 
@@ -388,8 +417,10 @@ class Fetcher:
                 if decoded or decode_error is not None or next_offset != fetch_offset:
                     count = len(decoded)
                     self.records_fetched += count
+                    size = len(records)
                     self.completed.append(CompletedFetch(state, epoch, fetch_offset, decoded, next_offset,
-                                                         decode_error, len(records) / count if count else 0.0))
+                                                         decode_error, size / count if count else 0.0, size=size))
+                    self.bytes_buffered += size
                     state.queued += 1
                     completed += 1
                     if decode_error is not None:
@@ -402,6 +433,9 @@ class Fetcher:
             session.reset()
         if not records_seen and self.config.empty_fetch_backoff_ms > 0:
             self._node_retry_at[node] = now + self.config.empty_fetch_backoff_ms / 1000.0
+        buffered = self.buffered_bytes()
+        if buffered > self.max_bytes_buffered:
+            self.max_bytes_buffered = buffered
         if completed:
             with self.wakeup:
                 self.wakeup.notify_all()
@@ -487,6 +521,10 @@ class Fetcher:
 
     # ---- the user's thread --------------------------------------------------------------------------------
 
+    def buffered_bytes(self) -> int:
+        """Bytes of fetched record sets waiting in the buffers (any thread; a moment's snapshot)."""
+        return self.bytes_buffered - self.bytes_released
+
     def has_buffered(self) -> bool:
         return self._current is not None or bool(self.completed) or bool(self.errors)
 
@@ -552,6 +590,7 @@ class Fetcher:
 
     def _finish(self, completed: CompletedFetch) -> None:
         self._current = None
+        self.bytes_released += completed.size
         completed.state.drained += 1
 
     # ---- offset lookups (user's thread) ------------------------------------------------------------------
@@ -631,6 +670,7 @@ class Fetcher:
         self.client.loop.remove_poll_hook(self._maintain)
         self.completed.clear()
         self._current = None
+        self.bytes_released = self.bytes_buffered
 
 
 def _earlier(current: float | None, candidate: float) -> float:
