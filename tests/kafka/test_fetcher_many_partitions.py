@@ -9,7 +9,7 @@ import uuid
 from fastmq.kafka import Consumer, Producer
 from fastmq.kafka.admin import Admin, NewTopic
 from fastmq.kafka.structs import TopicPartition
-from tests.support.waits import wait_until
+from tests.support.waiting import wait_for
 
 PARTITIONS = 1024
 ROUNDS = 3                      # send_many calls per partition: several batches each
@@ -58,7 +58,7 @@ def test_a_1024_partition_topic_is_read_once_in_order_within_the_buffer_budget(e
         consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
         seen = read(consumer, 1)                        # positions known: the loop fetches from now on
         # Nobody hands records out: the buffers fill up to the budget (the data is several times larger), and no more.
-        assert wait_until(lambda: consumer.metrics()["consumer-fetch-manager-metrics"]["buffered-bytes"]
+        assert wait_for(lambda: consumer.metrics()["consumer-fetch-manager-metrics"]["buffered-bytes"]
                           >= BUDGET - 1024, WAIT)
         more = read(consumer, PARTITIONS * per_partition - 1)
         for partition, offsets in more.items():
