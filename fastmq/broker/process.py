@@ -14,7 +14,6 @@ first on PYTHONPATH.
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Sequence
 
 import fastmq
+from fastmq.io.readiness import wait_readable
 
 READY_PREFIX = "fastmq broker listening on "
 # The directory holding the imported fastmq package (site-packages when installed, the checkout in development).
@@ -70,7 +70,7 @@ class BrokerProcess:
             if remaining <= 0 or self.process.poll() is not None:
                 self.kill()
                 raise RuntimeError(f"the broker did not start; its log {self.log_path}:\n{self.log_tail()}")
-            ready, _, _ = select.select([self.process.stdout], [], [], min(remaining, 0.5))
+            ready = wait_readable(self.process.stdout, min(remaining, 0.5))
             if ready:
                 chunk = os.read(self.process.stdout.fileno(), 4096)
                 if not chunk:

@@ -12,13 +12,13 @@ file boundary and never exceeds ha_transfer_batch_size bytes.
 from __future__ import annotations
 
 import logging
-import select
 import socket
 import struct
 import threading
 import time
 from typing import TYPE_CHECKING
 
+from fastmq.io.readiness import wait_readable
 from fastmq.store.errors import HAProtocolError
 from fastmq.store.service_thread import ServiceThread
 
@@ -121,7 +121,7 @@ class HAConnection:
         last_read = time.monotonic()
         try:
             while not self.closed:
-                readable, _, _ = select.select([self.sock], [], [], POLL_SECONDS)
+                readable = wait_readable(self.sock, POLL_SECONDS)
                 if not readable:
                     if time.monotonic() - last_read > housekeeping:
                         log.warning("slave %s silent for %.1f s; closing", self.address, housekeeping)
@@ -307,7 +307,7 @@ class HAClient(ServiceThread):
         self.connected.set()
         log.info("replicating from master %s, slave max offset %d", self.master_address, reported)
         while not self.stopped:
-            readable, _, _ = select.select([sock], [], [], POLL_SECONDS)
+            readable = wait_readable(sock, POLL_SECONDS)
             now = time.monotonic()
             if readable:
                 data = sock.recv(256 * 1024)
