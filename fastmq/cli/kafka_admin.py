@@ -4,6 +4,7 @@ plain data (dicts, lists), which the verbs print as a table or as JSON."""
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 from fastmq.cli.failure import CommandError, ExitCode, unreachable
@@ -16,6 +17,8 @@ from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition
 
 # A group whose members are connected refuses commits from outside it (Kafka's own tool refuses too).
 _INACTIVE_GROUP_STATES = ("Empty", "Dead")
+# How long a topic asked for may take to appear on a broker that creates topics on first use.
+AUTO_CREATE_GRACE_S = 3.0
 
 
 class KafkaAdmin:
@@ -102,10 +105,17 @@ class KafkaAdmin:
         know the topic; one that does answers with the topic, or that its leader is not there yet."""
         request = kp.MetadataRequest(topics=[kp.MetadataRequest.MetadataRequestTopic(name=name)],
                                      allow_auto_topic_creation=True)
-        response = self.admin.client.request(None, request, self.timeout)
-        codes = [t.error_code for t in response.topics if t.name == name]
-        if not codes or codes[0] == kerrors.UnknownTopicOrPartitionError.errno:
-            return False
+        # Apache Kafka (KRaft) answers the request that starts the creation with UNKNOWN_TOPIC_OR_PARTITION too,
+        # and knows the topic a moment later: ask again for a little while before concluding it does not create.
+        deadline = time.monotonic() + min(self.timeout, AUTO_CREATE_GRACE_S)
+        while True:
+            response = self.admin.client.request(None, request, self.timeout)
+            codes = [t.error_code for t in response.topics if t.name == name]
+            if codes and codes[0] != kerrors.UnknownTopicOrPartitionError.errno:
+                break
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.2)
         self.admin.wait_for_topics([name], timeout=self.timeout)
         return True
 
