@@ -13,6 +13,7 @@ share between threads.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import Any, Callable, Sequence
@@ -25,6 +26,7 @@ from fastmq.kafka.sender import Sender
 from fastmq.kafka.transactions import TransactionManager
 
 _log = logging.getLogger(__name__)
+_CLIENT_KEYS = {f.name for f in dataclasses.fields(ClientConfig)}
 
 CODECS = {None: 0, "none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
@@ -62,6 +64,9 @@ class Producer:
         transaction_timeout_ms: int = 60000,
         **client_options: Any,
     ) -> None:
+        unknown = set(client_options) - _CLIENT_KEYS
+        if unknown:
+            raise kerrors.KafkaConfigurationError(f"Unrecognized configs: {sorted(unknown)}")
         if acks == "all":
             acks = -1
         if acks not in (0, 1, -1):

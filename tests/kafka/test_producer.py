@@ -423,3 +423,9 @@ def test_buffer_memory_below_partitions_times_batch_size_delivers_everything(emb
     for record in records:
         by_partition.setdefault(record.partition(), []).append(int(record.value()[:6]))
     assert by_partition == {q: list(range(q, count, partitions)) for q in range(partitions)}
+
+
+def test_an_unknown_option_is_a_configuration_error():
+    # As the Consumer and Admin refuse one (the command line prints it as one line): not a TypeError.
+    with pytest.raises(kerrors.KafkaConfigurationError, match="bogus"):
+        Producer("127.0.0.1:1", bogus=1)
