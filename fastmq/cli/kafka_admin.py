@@ -3,7 +3,6 @@
 plain data (dicts, lists), which the verbs print as a table or as JSON."""
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any
 
@@ -11,7 +10,7 @@ from fastmq.cli.failure import CommandError, ExitCode, unreachable
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka.admin import Admin, ConfigResource, ConfigResourceType, AlterConfigOp, NewTopic
 from fastmq.kafka import protocol as kp
-from fastmq.kafka.client import ClientConfig
+from fastmq.kafka.client import CLIENT_OPTIONS
 from fastmq.kafka.consumer_protocol import Assignment
 from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition
 
@@ -26,8 +25,7 @@ class KafkaAdmin:
         self.servers = servers
         self.timeout = timeout
         # Only connection settings: -X may carry producer or consumer settings as well.
-        known = {f.name for f in dataclasses.fields(ClientConfig)}
-        self.client_options = {name: value for name, value in client_options.items() if name in known}
+        self.client_options = {name: value for name, value in client_options.items() if name in CLIENT_OPTIONS}
         self.client_options["request_timeout_ms"] = timeout * 1000
         self.admin = Admin(servers, **self.client_options)
         try:

@@ -35,7 +35,6 @@ answers through the underscore methods below and shapes them as kafka-python doe
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 import time
@@ -46,7 +45,7 @@ from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
-from fastmq.kafka.client import ClientConfig, KafkaClient
+from fastmq.kafka.client import CLIENT_OPTIONS, ClientConfig, KafkaClient
 from fastmq.kafka.cluster import BrokerInfo, ClusterMetadata, TopicInfo
 from fastmq.kafka.coordinator import GROUP, coordinator_entries, find_coordinator_request
 from fastmq.kafka.admin_types import (  # noqa: F401  (the admin's public types are imported from here too)
@@ -192,11 +191,10 @@ class Admin:
     def __init__(self, bootstrap_servers: str | list[str] = "localhost", *, client: KafkaClient | None = None,
                  **options: Any) -> None:
         if client is None:
-            known = {f.name for f in dataclasses.fields(ClientConfig)}
-            unknown = set(options) - known
+            unknown = set(options) - CLIENT_OPTIONS
             if unknown:
                 raise kerrors.KafkaConfigurationError(
-                    f"unknown options {sorted(unknown)}; Admin takes the KafkaClient settings {sorted(known)}")
+                    f"unknown options {sorted(unknown)}; Admin takes the KafkaClient settings {sorted(CLIENT_OPTIONS)}")
             # Describing a topic must never create it.
             options.setdefault("allow_auto_create_topics", False)
             client = KafkaClient(ClientConfig(bootstrap_servers=bootstrap_servers, **options), name="fastmq-admin")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Iterable
 
 from fastmq.client import MetadataRefresh, RetryPolicy, metadata_candidates, parse_servers
@@ -88,6 +88,10 @@ class ClientConfig:
                     "sasl_plain_username and sasl_plain_password are required with SASL")
         if self.max_in_flight_requests_per_connection < 1:
             raise kerrors.KafkaConfigurationError("max_in_flight_requests_per_connection must be at least 1")
+
+
+# The option names ClientConfig takes: what Producer, Consumer and Admin pass on to their KafkaClient.
+CLIENT_OPTIONS = frozenset(f.name for f in fields(ClientConfig))
 
 
 def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[tuple[str, int]]:

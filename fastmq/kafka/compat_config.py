@@ -6,13 +6,12 @@ each compat class adds its own keys on top.
 """
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import threading
 from typing import Any
 
 from fastmq.kafka import errors as kerrors
-from fastmq.kafka.client import ClientConfig
+from fastmq.kafka.client import CLIENT_OPTIONS
 
 
 class Unset:
@@ -65,7 +64,6 @@ _UNSUPPORTED = {
     "sasl_oauth_token_provider": "SASL OAUTHBEARER", "proxy_url": "connecting through a proxy",
     "socks5_proxy": "connecting through a SOCKS5 proxy", "kafka_client": "a kafka-python client class",
 }
-_CLIENT_CONFIG_KEYS = frozenset(field.name for field in dataclasses.fields(ClientConfig))
 _client_numbers = itertools.count(1)
 _client_numbers_lock = threading.Lock()
 
@@ -92,7 +90,7 @@ def resolve(configs: dict[str, Any], defaults: dict[str, Any], *, kind: str,
 def client_options(config: dict[str, Any], *, exclude: tuple[str, ...] = ()) -> dict[str, Any]:
     """The connection settings among `config` that fastmq's KafkaClient takes (ClientConfig's fields)."""
     options = {key: value for key, value in config.items()
-               if key in _CLIENT_CONFIG_KEYS and key not in exclude and value is not Unset}
+               if key in CLIENT_OPTIONS and key not in exclude and value is not Unset}
     if "socket_options" in options:
         options["socket_options"] = list(options["socket_options"])
     return options

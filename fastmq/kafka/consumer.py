@@ -41,7 +41,7 @@ from fastmq.client import RateLimiter
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.assignors import PartitionAssignor, make_assignors
-from fastmq.kafka.client import ClientConfig, KafkaClient
+from fastmq.kafka.client import CLIENT_OPTIONS, ClientConfig, KafkaClient
 from fastmq.kafka.fetcher import FetchConfig, Fetcher, make_decoder
 from fastmq.kafka.group import GroupConfig, GroupCoordinator
 from fastmq.kafka.structs import (
@@ -117,7 +117,6 @@ class ConsumerConfig:
 
 
 _CONSUMER_KEYS = {f.name for f in fields(ConsumerConfig)}
-_CLIENT_KEYS = {f.name for f in fields(ClientConfig)}
 
 
 class Wakeup(threading.Condition):
@@ -139,11 +138,11 @@ class Consumer:
     """A Kafka consumer (see the module docstring). Options not in ConsumerConfig are ClientConfig's."""
 
     def __init__(self, *topics: str, bootstrap_servers: str | list[str] = "localhost", **options: Any) -> None:
-        unknown = set(options) - _CONSUMER_KEYS - _CLIENT_KEYS
+        unknown = set(options) - _CONSUMER_KEYS - CLIENT_OPTIONS
         if unknown:
             raise kerrors.KafkaConfigurationError(f"Unrecognized configs: {sorted(unknown)}")
         config = ConsumerConfig(**{k: v for k, v in options.items() if k in _CONSUMER_KEYS})
-        client_options = {k: v for k, v in options.items() if k in _CLIENT_KEYS}
+        client_options = {k: v for k, v in options.items() if k in CLIENT_OPTIONS}
         client_options.setdefault("client_id", f"fastmq-{fastmq.__version__}")
         client_config = ClientConfig(bootstrap_servers=bootstrap_servers, **client_options)
         # A fetch response may exceed fetch_max_bytes by one partition's worth (the first batch always comes).

@@ -13,7 +13,6 @@ share between threads.
 """
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from typing import Any, Callable, Sequence
@@ -21,12 +20,11 @@ from typing import Any, Callable, Sequence
 from fastmq.kafka._native.accumulator import FutureRecordMetadata, RecordAccumulator
 from fastmq.client import NodeHealth
 from fastmq.kafka import errors as kerrors
-from fastmq.kafka.client import ClientConfig, KafkaClient
+from fastmq.kafka.client import CLIENT_OPTIONS, ClientConfig, KafkaClient
 from fastmq.kafka.sender import Sender
 from fastmq.kafka.transactions import TransactionManager
 
 _log = logging.getLogger(__name__)
-_CLIENT_KEYS = {f.name for f in dataclasses.fields(ClientConfig)}
 
 CODECS = {None: 0, "none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
@@ -64,7 +62,7 @@ class Producer:
         transaction_timeout_ms: int = 60000,
         **client_options: Any,
     ) -> None:
-        unknown = set(client_options) - _CLIENT_KEYS
+        unknown = set(client_options) - CLIENT_OPTIONS
         if unknown:
             raise kerrors.KafkaConfigurationError(f"Unrecognized configs: {sorted(unknown)}")
         if acks == "all":
