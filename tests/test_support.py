@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.apache_kafka import KafkaCluster
 from tests.support.servers import MavenServer, ServerUnavailable, fetch
 from tests.support.waiting import WaitTimeout, wait_for
 
@@ -66,3 +67,13 @@ def test_a_server_that_cannot_be_fetched_fails_loudly_naming_what_to_install(tmp
     monkeypatch.setenv("PATH", str(tmp_path))           # no mvn, no java
     with pytest.raises(ServerUnavailable, match="Maven and Java 17"):
         fetch(MavenServer("nothing", "1", ("org.example:nothing:1",)))
+
+
+def test_a_cluster_id_that_starts_with_a_dash_formats(tmp_path):
+    # One id in 64 starts with "-"; the storage tool once read it as an option and the cluster never started.
+    cluster = KafkaCluster(tmp_path)
+    cluster.cluster_id = "-" + cluster.cluster_id[1:]
+    node = cluster.nodes[0]
+    cluster._format(node)
+    meta = (node.directory / "data" / "meta.properties").read_text()
+    assert f"cluster.id={cluster.cluster_id}\n" in meta

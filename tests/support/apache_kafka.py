@@ -35,6 +35,8 @@ class Security:
 
 
 def _cluster_id() -> str:
+    # Base64url of a UUID: one id in 64 starts with "-", which the storage tool must not read as an option (it is
+    # passed as --cluster-id=ID for that reason).
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
@@ -194,7 +196,7 @@ class KafkaCluster:
                 for mechanism in SCRAM_MECHANISMS:
                     scram += ["--add-scram", f"{mechanism}=[name={name},password={password}]"]
         run_java(APACHE_KAFKA.classpath(), "kafka.tools.StorageTool", "format", "--ignore-formatted",
-                 "-t", self.cluster_id, "-c", str(config), *scram)
+                 f"--cluster-id={self.cluster_id}", "-c", str(config), *scram)
 
     @staticmethod
     def _answers(node: KafkaNode, brokers: int) -> bool:
