@@ -33,16 +33,31 @@ def refused(error: HttpError) -> None:
     assert 400 <= error.status < 500 and error.code and error.message
 
 
+def produced(parsed) -> bool:
+    return bool(parsed.producer) and 1 <= len(parsed.messages) <= 10 and all(
+        isinstance(m.value, bytes) for m in parsed.messages)
+
+
+def acked(parsed) -> bool:
+    return parsed.token.next_offset >= parsed.token.offset and 0 <= parsed.delay_ms <= 1000
+
+
+# The parsers of request bodies, each with what a request it accepts must satisfy.
+BODY_PARSERS = {"produce": (lambda r: parse_produce(r, max_messages=10), produced),
+                "ack": (lambda r: parse_ack(r, max_delay_ms=1000), acked)}
+
+
 @examples
-@given(st.binary(max_size=200) | JSON_VALUES.map(lambda v: json.dumps(v).encode()), CONTENT_TYPES, QUERIES)
-def test_produce_parser_answers_a_request_or_a_4xx(body, content_type, query):
+@given(st.sampled_from(sorted(BODY_PARSERS)),
+       st.binary(max_size=200) | JSON_VALUES.map(lambda v: json.dumps(v).encode()), CONTENT_TYPES, QUERIES)
+def test_body_parsers_answer_a_request_or_a_4xx(which, body, content_type, query):
+    parse, well_formed = BODY_PARSERS[which]
     try:
-        parsed = parse_produce(request(body, content_type, query), max_messages=10)
+        parsed = parse(request(body, content_type, query))
     except HttpError as error:
         refused(error)
         return
-    assert parsed.producer and 1 <= len(parsed.messages) <= 10
-    assert all(isinstance(m.value, bytes) for m in parsed.messages)
+    assert well_formed(parsed)
 
 
 @examples
@@ -77,17 +92,6 @@ def test_pull_parser_answers_a_request_or_a_4xx(query):
         refused(error)
         return
     assert 1 <= parsed.max_messages <= 100 and 0 <= parsed.wait_ms <= 30000 and parsed.consumer
-
-
-@examples
-@given(st.binary(max_size=200) | JSON_VALUES.map(lambda v: json.dumps(v).encode()), CONTENT_TYPES, QUERIES)
-def test_ack_parser_answers_a_request_or_a_4xx(body, content_type, query):
-    try:
-        parsed = parse_ack(request(body, content_type, query), max_delay_ms=1000)
-    except HttpError as error:
-        refused(error)
-        return
-    assert parsed.token.next_offset >= parsed.token.offset and 0 <= parsed.delay_ms <= 1000
 
 
 @examples
