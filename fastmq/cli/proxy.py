@@ -30,7 +30,8 @@ def run_process(config, host: str, port: int, log_level: str) -> None:
     from fastmq.proxy.server import serve, setup_logging
 
     setup_logging(log_level)
-    serve(config, KafkaBackend(config.bootstrap_servers), host, port, log_level=log_level)
+    serve(config, KafkaBackend(config.bootstrap_servers, linger_ms=config.producer_linger_ms), host, port,
+          log_level=log_level)
 
 
 def run_proxy(args: argparse.Namespace) -> int:

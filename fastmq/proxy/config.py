@@ -90,6 +90,9 @@ class ProxyConfig:
     max_pull_bytes: int = 1 << 20
     max_wait_ms: int = 30000
     bounds_max_age_s: float = 1.0          # how old the queues' end offsets that /message starts from may be
+    # The backend's producer: how long it waits to put concurrent requests' messages in one batch (a broker that
+    # syncs each acks=all batch to disk answers many more messages per second in fewer, larger batches).
+    producer_linger_ms: float = 2.0
     producers: dict[str, ProducerConfig] = field(default_factory=dict)
     consumers: dict[str, ConsumerConfig] = field(default_factory=dict)
 

@@ -18,6 +18,10 @@ from fastmq.proxy.backend import Backend, BackendError, OutgoingMessage, PulledM
 from fastmq.proxy.state import QueueBounds
 
 TAGS_HEADER = "tags"          # Kafka has no tags: they travel as a header
+# A pull asks the broker for about this many bytes per message wanted (at most max_bytes): the broker answers
+# whole batches and every record of them is decoded, so asking for a whole MiB to hand out one message would
+# decode hundreds of records for nothing. A broker answers at least one batch however small the request.
+PULL_BYTES_PER_MESSAGE = 1024
 METADATA_TIMEOUT_S = 5.0
 
 
@@ -38,6 +42,9 @@ class KafkaBackend(Backend):
         # topic -> (monotonic time learnt, {partition: [low, high]}); refreshed by one task per topic at a time.
         self._bounds: dict[str, tuple[float, dict[int, list[int]]]] = {}
         self._refreshing: dict[str, asyncio.Future] = {}
+        # topic -> the list queues() answers, the same object until the bounds change (ConsumerState encodes a
+        # list's script arguments once).
+        self._answers: dict[str, list[QueueBounds]] = {}
         self.broker_requests = 0
 
     async def start(self) -> None:
@@ -100,9 +107,10 @@ class KafkaBackend(Backend):
 
     async def _call(self, node: Any, request: Any) -> Any:
         self.broker_requests += 1
+        # The client fails the future itself once the timeout passes (waiting for a connection or an answer).
         future = self._client_ready().call(node, request, timeout=self.request_timeout)
         try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), self.request_timeout + 1.0)
+            return await asyncio.wrap_future(future)
         except (kerrors.KafkaError, TimeoutError, OSError) as exc:
             self._client_ready().request_update("a proxy request failed")
             raise BackendError(f"the broker did not answer {type(request).__name__}: {exc}") from None
@@ -134,6 +142,7 @@ class KafkaBackend(Backend):
         known = self._bounds.get(topic, (0.0, {}))[1]
         bounds = {p: [lows[p], max(highs[p], known.get(p, [0, 0])[1])] for p in highs}
         self._bounds[topic] = (time.monotonic(), bounds)
+        self._answers.pop(topic, None)
 
     async def queues(self, topic: str, max_age: float) -> list[QueueBounds]:
         learnt = self._bounds.get(topic)
@@ -144,7 +153,11 @@ class KafkaBackend(Backend):
                 self._refreshing[topic] = running
                 running.add_done_callback(lambda _: self._refreshing.pop(topic, None))
             await asyncio.shield(running)
-        return [QueueBounds(f"{self.broker}:{p}", low, high) for p, (low, high) in self._bounds[topic][1].items()]
+        answer = self._answers.get(topic)
+        if answer is None:
+            answer = self._answers[topic] = [QueueBounds(f"{self.broker}:{p}", low, high)
+                                             for p, (low, high) in self._bounds[topic][1].items()]
+        return answer
 
     def observed(self, topic: str, queue: str, high: int) -> None:
         learnt = self._bounds.get(topic)
@@ -152,6 +165,7 @@ class KafkaBackend(Backend):
             bounds = learnt[1].get(int(queue.rpartition(":")[2]))
             if bounds is not None and high > bounds[1]:
                 bounds[1] = high
+                self._answers.pop(topic, None)
 
     async def offsets_for_time(self, topic: str, timestamp_ms: int) -> dict[str, int]:
         at = await self._list_offsets(topic, timestamp_ms)
@@ -166,6 +180,7 @@ class KafkaBackend(Backend):
         if partition >= len(info.partitions):
             raise BackendError(f"topic {topic!r} has no partition {partition}")
         F = kp.FetchRequest
+        max_bytes = max(1, min(max_bytes, max_messages * PULL_BYTES_PER_MESSAGE))
         topic_id = info.topic_id if info.topic_id is not None else ZERO_UUID
         request = F(max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=0, session_id=0,
                     session_epoch=-1, topics=[F.FetchTopic(topic=topic, topic_id=topic_id, partitions=[

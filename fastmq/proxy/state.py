@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Sequence
 
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,249}\Z")
 _QUEUE = re.compile(r"[A-Za-z0-9._-]{1,64}:[0-9]{1,9}\Z")
@@ -129,21 +129,38 @@ ACK_OK = "ok"
 # offsets are not the committed ones (another lock delivered them since).
 ACK_EXPIRED, ACK_STALE = "expired", "stale"
 
+# Every script reads the hash once (HGETALL into the table h), works on the table, and writes what changed
+# with one HSET at the end (flush): a choose over many queues costs two hash commands, not dozens.
 _COMMON = """
 local key = KEYS[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local function field(queue, name) return queue .. '/' .. name end
+local h, changed = {}, {}
+local flat = redis.call('HGETALL', key)
+for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
 local function num(queue, name, default)
-  local v = redis.call('HGET', key, field(queue, name))
+  local v = h[queue .. '/' .. name]
   if v then return tonumber(v) end
   return default
 end
+local dirty = {}
+-- Set a field in h; flush() writes the fields that changed.
+local function mark(queue, name, value)
+  local f = queue .. '/' .. name
+  local text = string.format('%.0f', value)
+  if h[f] ~= text then
+    if not dirty[f] then dirty[f] = true; table.insert(changed, f) end
+    h[f] = text
+  end
+end
+local function flush()
+  local args = {}
+  for _, f in ipairs(changed) do table.insert(args, f); table.insert(args, h[f]) end
+  if #args > 0 then redis.call('HSET', key, unpack(args)) end
+end
 -- The lock of `queue` named by `lock` and `offset` is held and young enough: "ok", else why not.
 local function check(queue, offset, lock, lease)
-  if redis.call('HGET', key, field(queue, 'owned')) ~= '1' or num(queue, 'lock', -1) ~= lock then
-    return 'expired'
-  end
+  if num(queue, 'owned', 0) ~= 1 or num(queue, 'lock', -1) ~= lock then return 'expired' end
   if now - lock > lease then return 'expired' end
   if num(queue, 'committed', -1) ~= offset then return 'stale' end
   return 'ok'
@@ -151,8 +168,8 @@ end
 local function ack(queue, offset, next_offset, lock, lease)
   local verdict = check(queue, offset, lock, lease)
   if verdict == 'ok' then
-    redis.call('HSET', key, field(queue, 'committed'), next_offset, field(queue, 'owned'), '0',
-               field(queue, 'attempts'), 0, field(queue, 'access'), now)
+    mark(queue, 'committed', next_offset); mark(queue, 'owned', 0); mark(queue, 'attempts', 0)
+    mark(queue, 'access', now)
   end
   return verdict
 end
@@ -171,19 +188,22 @@ end
 local n = tonumber(ARGV[9])
 for i = 0, n - 1 do
   local queue, low, high = ARGV[10 + 3 * i], tonumber(ARGV[11 + 3 * i]), tonumber(ARGV[12 + 3 * i])
-  if high > num(queue, 'max', -1) then redis.call('HSET', key, field(queue, 'max'), high) end
-  redis.call('HSET', key, field(queue, 'low'), low)
+  if high > num(queue, 'max', -1) then mark(queue, 'max', high) end
+  mark(queue, 'low', low)
   local committed = num(queue, 'committed', nil)
   if committed == nil then
-    if start == 'latest' then committed = high else committed = low end
-    redis.call('HSET', key, field(queue, 'committed'), committed)
+    if start == 'latest' then mark(queue, 'committed', high) else mark(queue, 'committed', low) end
   elseif committed < low then
-    redis.call('HSET', key, field(queue, 'committed'), low)
+    mark(queue, 'committed', low)
   end
 end
-if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+local function finish(reply)
+  flush()
+  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+  return reply
+end
 local control = redis.call('HMGET', KEYS[2], 'paused', 'rate', 'burst', 'tokens', 'tokens_at')
-if control[1] == '1' then return {verdict, 'paused'} end
+if control[1] == '1' then return finish({verdict, 'paused'}) end
 local rate = tonumber(control[2] or '0')
 if rate and rate > 0 then
   local burst = tonumber(control[3] or '0')
@@ -193,30 +213,32 @@ if rate and rate > 0 then
   tokens = math.min(burst, tokens + (now - since) * rate / 1000)
   if tokens < 1 then
     redis.call('HSET', KEYS[2], 'tokens', tostring(tokens), 'tokens_at', now)
-    return {verdict, 'limited', tostring(math.ceil((1 - tokens) * 1000 / rate))}
+    return finish({verdict, 'limited', string.format('%.0f', math.ceil((1 - tokens) * 1000 / rate))})
   end
   redis.call('HSET', KEYS[2], 'tokens', tostring(tokens - 1), 'tokens_at', now)
 end
 for j = 0, n - 1 do
-  local i = (j + rotate) % n
-  local queue = ARGV[10 + 3 * i]
+  local queue = ARGV[10 + 3 * ((j + rotate) % n)]
   local committed, high = num(queue, 'committed', 0), num(queue, 'max', 0)
-  local held = redis.call('HGET', key, field(queue, 'owned')) == '1' and now - num(queue, 'lock', 0) <= lease
+  local held = num(queue, 'owned', 0) == 1 and now - num(queue, 'lock', 0) <= lease
   if committed < high and not held and num(queue, 'retry', 0) <= now then
     local lock = math.max(now, num(queue, 'lock', 0) + 1)
     local attempts = 1
     if num(queue, 'lockat', -1) == committed then attempts = num(queue, 'attempts', 0) + 1 end
-    redis.call('HSET', key, field(queue, 'lock'), lock, field(queue, 'owned'), '1', field(queue, 'lockat'), committed,
-               field(queue, 'attempts'), attempts, field(queue, 'access'), now)
-    return {verdict, 'locked', queue, tostring(committed), tostring(high), tostring(lock), tostring(attempts)}
+    mark(queue, 'lock', lock); mark(queue, 'owned', 1); mark(queue, 'lockat', committed)
+    mark(queue, 'attempts', attempts); mark(queue, 'access', now)
+    return finish({verdict, 'locked', queue, string.format('%.0f', committed), string.format('%.0f', high),
+                   string.format('%.0f', lock), string.format('%.0f', attempts)})
   end
 end
-return {verdict, 'empty'}
+return finish({verdict, 'empty'})
 """
 
 # KEYS: state hash. ARGV: queue, offset, next_offset, lock, lease_ms. Returns the verdict.
 ACK_LUA = _COMMON + """
-return ack(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+local verdict = ack(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
+flush()
+return verdict
 """
 
 # KEYS: state hash. ARGV: queue, offset, lock, lease_ms, delay_ms. Unlocks without committing; the queue is
@@ -225,8 +247,8 @@ NACK_LUA = _COMMON + """
 local queue, offset, lock = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local verdict = check(queue, offset, lock, tonumber(ARGV[4]))
 if verdict == 'ok' then
-  redis.call('HSET', key, field(queue, 'owned'), '0', field(queue, 'retry'), now + tonumber(ARGV[5]),
-             field(queue, 'access'), now)
+  mark(queue, 'owned', 0); mark(queue, 'retry', now + tonumber(ARGV[5])); mark(queue, 'access', now)
+  flush()
 end
 return verdict
 """
@@ -236,10 +258,11 @@ return verdict
 RESET_LUA = _COMMON + """
 local n = tonumber(ARGV[1])
 for i = 0, n - 1 do
-  local queue, offset = ARGV[2 + 2 * i], ARGV[3 + 2 * i]
-  redis.call('HSET', key, field(queue, 'committed'), offset, field(queue, 'owned'), '0',
-             field(queue, 'attempts'), 0, field(queue, 'retry'), 0, field(queue, 'lockat'), -1)
+  local queue, offset = ARGV[2 + 2 * i], tonumber(ARGV[3 + 2 * i])
+  mark(queue, 'committed', offset); mark(queue, 'owned', 0); mark(queue, 'attempts', 0); mark(queue, 'retry', 0)
+  mark(queue, 'lockat', -1)
 end
+flush()
 return n
 """
 
@@ -255,6 +278,9 @@ class ConsumerState:
         self._ack = redis.register_script(ACK_LUA)
         self._nack = redis.register_script(NACK_LUA)
         self._reset = redis.register_script(RESET_LUA)
+        # The script arguments of the last bounds list choose() was given, encoded once: a backend hands out
+        # the same list object until the bounds change.
+        self._bounds_args: tuple[Any, list[bytes]] = (None, [])
 
     # ---- keys ------------------------------------------------------------------------------------------
 
@@ -268,17 +294,21 @@ class ConsumerState:
 
     # ---- the scripts --------------------------------------------------------------------------------------
 
-    async def choose(self, consumer: str, topic: str, client_id: str | None, queues: Iterable[QueueBounds], *,
+    async def choose(self, consumer: str, topic: str, client_id: str | None, queues: Sequence[QueueBounds], *,
                      lease_ms: int, start: str = START_EARLIEST, rotate: int = 0, ttl_ms: int = 0,
                      ack: AckToken | None = None) -> tuple[str | None, Choice]:
         """Acknowledge `ack` (when given), then lock a free queue with backlog; returns (the ack's verdict or
         None, the choice). `queues` are every queue of the topic with what this proxy knows of its offsets."""
         args: list[Any] = [lease_ms, start, rotate, ttl_ms]
         args += [ack.queue, ack.offset, ack.next_offset, ack.lock] if ack is not None else ["", 0, 0, 0]
-        bounds = list(queues)
-        args.append(len(bounds))
-        for bound in bounds:
-            args += [bound.queue, bound.low, bound.high]
+        known, encoded = self._bounds_args
+        if queues is not known:
+            bounds = list(queues)
+            encoded = [str(len(bounds)).encode()]
+            for bound in bounds:
+                encoded += [bound.queue.encode(), str(bound.low).encode(), str(bound.high).encode()]
+            self._bounds_args = (queues, encoded)
+        args += encoded
         self.round_trips += 1
         reply = await self._choose(keys=[self.state_key(consumer, topic, client_id), self.control_key(consumer)],
                                    args=args)

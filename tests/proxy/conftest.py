@@ -1,16 +1,13 @@
 """Fixtures of the proxy tests: one real Redis for the session, a fresh namespace per test."""
 from __future__ import annotations
 
-import http.client
-import os
-import sys
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 from tests.proxy.client import ProxyClient
+from tests.proxy.processes import proxy_process
 from tests.support.redis import start_redis
 from tests.support.servers import SERVER_LOGS, ServerProcess, free_port
 
@@ -82,15 +79,6 @@ topic = "dl.dead"
 """
 
 
-def _healthy(port: int) -> bool:
-    try:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2.0)
-        connection.request("GET", "/healthz")
-        return connection.getresponse().status == 200
-    except OSError:
-        return False
-
-
 @dataclass
 class Proxies:
     """Two `fastmq proxy` processes sharing the session's Redis and embedded broker."""
@@ -122,13 +110,9 @@ def proxies(redis_url, embedded_broker, tmp_path_factory) -> Proxies:
     with Admin(embedded_broker.bootstrap_servers) as admin:
         admin.create_topics([NewTopic(name, partitions, 1) for name, partitions in TOPICS.items()])
         admin.wait_for_topics(list(TOPICS), timeout=30)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     ports = [free_port(), free_port()]
-    processes = [ServerProcess(f"fastmq-proxy-{n}", [sys.executable, "-m", "fastmq", "proxy", "--config", str(config),
-                                                     "-b", embedded_broker.bootstrap_servers, "--listen",
-                                                     f"127.0.0.1:{port}", "--log-level", "warning"],
-                               directory / f"proxy-{n}.log", lambda port=port: _healthy(port), env=env)
-                 for n, port in enumerate(ports)]
+    processes = [proxy_process(f"fastmq-proxy-{n}", config, embedded_broker.bootstrap_servers, port,
+                               directory / f"proxy-{n}.log") for n, port in enumerate(ports)]
     for process in processes:
         process.launch()
     try:
