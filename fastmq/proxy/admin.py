@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from fastmq.proxy.config import BROADCAST, ConfigError, ConsumerConfig, consumer_from_dict, producer_from_dict
 from fastmq.proxy.http import HttpError, Reply, Request
 from fastmq.proxy.parsing import name_param
+from fastmq.proxy.state import START_EARLIEST, queue_order
 
 if TYPE_CHECKING:
     from fastmq.proxy.app import ProxyApp
@@ -100,17 +101,27 @@ async def _known_consumer(app: ProxyApp, name: str) -> ConsumerConfig:
 
 
 async def describe(app: ProxyApp, consumer: ConsumerConfig) -> dict[str, Any]:
-    """A consumer's settings, control and progress per queue (per clientId when broadcast)."""
+    """A consumer's settings, control and progress per queue (per clientId when broadcast). End offsets are the
+    broker's latest where the state's are older; a queue no client asked for yet shows where it would start."""
+    live = {b.queue: b for b in await app.backend.queues(consumer.topic, app.config.bounds_max_age_s)}
     clients: list[str | None] = (await app.state.clients(consumer.name, consumer.topic)
                                  if consumer.mode == BROADCAST else [None])
     control = await app.state.control(consumer.name)
     progress = []
     for client in clients:
-        for queue in await app.state.progress(consumer.name, consumer.topic, client):
-            progress.append({"clientId": client, "queue": queue.queue, "max": queue.max, "committed": queue.committed,
-                             "backlog": queue.backlog, "alert": queue.backlog >= consumer.backlog_alert,
-                             "locked": queue.locked, "lock": queue.lock, "attempts": queue.attempts,
-                             "access": queue.access})
+        known = {q.queue: q for q in await app.state.progress(consumer.name, consumer.topic, client)}
+        for queue in sorted(set(known) | set(live), key=queue_order):
+            bound, state = live.get(queue), known.get(queue)
+            high = max(state.max if state else 0, bound.high if bound else 0)
+            if state is not None:
+                committed = state.committed
+            else:
+                committed = bound.low if consumer.start == START_EARLIEST else bound.high
+            backlog = max(0, high - committed)
+            progress.append({"clientId": client, "queue": queue, "max": high, "committed": committed,
+                             "backlog": backlog, "alert": backlog >= consumer.backlog_alert,
+                             "locked": bool(state and state.locked), "lock": state.lock if state else 0,
+                             "attempts": state.attempts if state else 0, "access": state.access if state else 0})
     return {"consumer": consumer.public(), "paused": control.get("paused") == "1",
             "rate": float(control.get("rate") or 0), "queues": progress,
             "backlog": sum(q["backlog"] for q in progress)}
@@ -118,9 +129,7 @@ async def describe(app: ProxyApp, consumer: ConsumerConfig) -> dict[str, Any]:
 
 def _described(name: str) -> Handler:
     async def described(app: ProxyApp, request: Request) -> Reply:
-        consumer = await _known_consumer(app, name)
-        await app.backend.queues(consumer.topic, app.config.bounds_max_age_s)
-        return Reply(200, {"ok": True, **await describe(app, consumer)})
+        return Reply(200, {"ok": True, **await describe(app, await _known_consumer(app, name))})
     return _guarded(described)
 
 

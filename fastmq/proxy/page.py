@@ -33,8 +33,8 @@ async function call(method, path, body) {
 function cell(row, text, cls) { const td = row.insertCell(); td.textContent = text; if (cls) td.className = cls; }
 async function render() {
   const list = await call("GET", "/admin/consumers");
-  const root = document.getElementById("consumers");
-  root.replaceChildren();
+  // Built aside and swapped in at the end: renders that overlap (the timer, a button) never mix their rows.
+  const sections = [];
   for (const entry of list.consumers || []) {
     const info = await call("GET", "/admin/consumers/" + encodeURIComponent(entry.name));
     const section = document.createElement("section");
@@ -65,9 +65,11 @@ async function render() {
       cell(row, q.access ? new Date(q.access).toISOString() : "-");
     }
     section.append(table);
-    root.append(section);
+    sections.push(section);
   }
-  if (!root.children.length) root.textContent = "no consumers are registered";
+  const root = document.getElementById("consumers");
+  if (sections.length) root.replaceChildren(...sections);
+  else root.textContent = "no consumers are registered";
 }
 render();
 setInterval(render, 5000);

@@ -354,7 +354,7 @@ class ConsumerState:
             by_queue.setdefault(queue, {})[what] = int(float(value))
         return [QueueProgress(queue, v.get("max", 0), v.get("low", 0), v.get("committed", 0),
                               v.get("owned", 0) == 1, v.get("lock", 0), v.get("attempts", 0), v.get("access", 0))
-                for queue, v in sorted(by_queue.items(), key=lambda item: _queue_order(item[0]))]
+                for queue, v in sorted(by_queue.items(), key=lambda item: queue_order(item[0]))]
 
     async def clients(self, consumer: str, topic: str) -> list[str]:
         """The clientIds of a broadcast consumer that have state."""
@@ -383,7 +383,8 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _queue_order(queue: str) -> tuple[str, int]:
+def queue_order(queue: str) -> tuple[str, int]:
+    """Sorts queues by broker, then number (kafka:2 before kafka:10)."""
     broker, _, number = queue.rpartition(":")
     return broker, int(number) if number.isdigit() else -1
 

@@ -33,7 +33,7 @@ def namespace() -> str:
 # ---- proxies -----------------------------------------------------------------------------------------------
 
 ADMIN_TOKEN = "admin-secret"
-TOPICS = {"http": 1, "many": 4, "crash": 4, "bcast": 2, "dl": 1, "dl.dead": 1, "admin": 2}
+TOPICS = {"http": 1, "many": 4, "crash": 4, "bcast": 2, "dl": 1, "dl.dead": 1, "admin": 2, "page": 1}
 CONFIG = """
 admin_token = "admin-secret"
 max_body_bytes = 65536
@@ -52,6 +52,10 @@ topic = "crash"
 topic = "bcast"
 [producers.dl-writer]
 topic = "dl"
+[producers.page-writer]
+topic = "page"
+[consumers.page-reader]
+topic = "page"
 [consumers.http-reader]
 topic = "http"
 lease_ms = 10000
@@ -65,7 +69,8 @@ topic = "many"
 lease_ms = 20000
 [consumers.crash-group]
 topic = "crash"
-lease_ms = 1500
+lease_ms = 3000
+max_attempts = 1000
 [consumers.bcast]
 topic = "bcast"
 mode = "broadcast"

@@ -120,7 +120,7 @@ def test_eight_consumers_on_two_proxies_get_every_message_once(proxies):
 
 
 def test_kill_a_proxy_and_a_consumer_mid_stream_loses_nothing(proxies):
-    lease_ms = 1500                         # crash-group's lease (tests/proxy/conftest.py)
+    lease_ms = 3000                         # crash-group's lease (tests/proxy/conftest.py)
     sent = produce(proxies, "crash-writer", 300)
     run, stop = Run(), threading.Event()
     try:
@@ -132,7 +132,9 @@ def test_kill_a_proxy_and_a_consumer_mid_stream_loses_nothing(proxies):
         proxies.ensure_running()
     assert run.errors == []
     acked = run.acked_offsets()
-    assert set(acked) == sent, f"never acked: {sorted(sent - set(acked))[:10]}"
+    assert set(acked) == sent, (f"never acked: {sorted(sent - set(acked))[:10]}; the consumer's state: "
+                                f"{proxies.admin(0).call('GET', '/admin/consumers/crash-group').json}; batches of "
+                                f"kafka:0: {[b for b in run.batches if b.queue == 'kafka:0']}")
     assert len(acked) == len(set(acked)), "a message was acked twice"
     # A message came again only when its earlier delivery was not acked (the consumer that left, or an ack the
     # killed proxy never answered), and only once that lock's lease had run out.
