@@ -34,7 +34,9 @@ class KafkaBackend(Backend):
         self.request_timeout = request_timeout_ms / 1000.0
         self._producer_options = dict(bootstrap_servers=bootstrap_servers, client_id="fastmq-proxy",
                                       request_timeout_ms=request_timeout_ms, linger_ms=linger_ms,
-                                      compression_type=compression_type, acks="all")
+                                      compression_type=compression_type, acks="all",
+                                      # a topic that does not come (no auto-creation) fails the request then
+                                      max_block_ms=request_timeout_ms)
         self._producer: AIOKafkaProducer | None = None
         self._client: KafkaClient | None = None
         self._decoder = make_decoder(check_crcs=True, read_committed=False, key_deserializer=None,
