@@ -15,13 +15,14 @@ from fastmq.kafka.fetcher import make_decoder
 from fastmq.kafka.protocol.schema import ZERO_UUID
 from fastmq.kafka.subscription import EARLIEST, LATEST
 from fastmq.proxy.backend import Backend, BackendError, OutgoingMessage, PulledMessage, PullResult, SentMessage
+from fastmq.proxy.readahead import ReadAhead
 from fastmq.proxy.state import QueueBounds
 
 TAGS_HEADER = "tags"          # Kafka has no tags: they travel as a header
-# A pull asks the broker for about this many bytes per message wanted (at most max_bytes): the broker answers
-# whole batches and every record of them is decoded, so asking for a whole MiB to hand out one message would
-# decode hundreds of records for nothing. A broker answers at least one batch however small the request.
+# A pull asks the broker for about this many bytes per message wanted, and at least READ_AHEAD_BYTES (at most
+# max_bytes): every record of the answer is decoded, and what the request does not hand out is kept for the next.
 PULL_BYTES_PER_MESSAGE = 1024
+READ_AHEAD_BYTES = 64 << 10   # what a pull asks for at least: the rest waits in the ReadAhead for the next lock
 METADATA_TIMEOUT_S = 5.0
 
 
@@ -47,6 +48,7 @@ class KafkaBackend(Backend):
         # topic -> the list queues() answers, the same object until the bounds change (ConsumerState encodes a
         # list's script arguments once).
         self._answers: dict[str, list[QueueBounds]] = {}
+        self.read_ahead = ReadAhead()
         self.broker_requests = 0
 
     async def start(self) -> None:
@@ -177,12 +179,15 @@ class KafkaBackend(Backend):
     # ---- pull ----------------------------------------------------------------------------------------------
 
     async def pull(self, topic: str, queue: str, offset: int, max_messages: int, max_bytes: int) -> PullResult:
+        ready = self.read_ahead.take(topic, queue, offset, max_messages)
+        if ready is not None:
+            return ready
         partition = int(queue.rpartition(":")[2])
         info = await self._topic(topic)
         if partition >= len(info.partitions):
             raise BackendError(f"topic {topic!r} has no partition {partition}")
         F = kp.FetchRequest
-        max_bytes = max(1, min(max_bytes, max_messages * PULL_BYTES_PER_MESSAGE))
+        max_bytes = max(1, min(max_bytes, max(READ_AHEAD_BYTES, max_messages * PULL_BYTES_PER_MESSAGE)))
         topic_id = info.topic_id if info.topic_id is not None else ZERO_UUID
         request = F(max_wait_ms=0, min_bytes=1, max_bytes=max_bytes, isolation_level=0, session_id=0,
                     session_epoch=-1, topics=[F.FetchTopic(topic=topic, topic_id=topic_id, partitions=[
@@ -206,8 +211,7 @@ class KafkaBackend(Backend):
                                                                   data.aborted_transactions)
         if decode_error is not None and not decoded:
             raise BackendError(f"fetch of {topic}:{partition} at {offset}: {decode_error}")
-        if len(decoded) > max_messages:
-            decoded = decoded[:max_messages]
-            next_offset = decoded[-1].offset + 1
         messages = [PulledMessage(r.offset, r.timestamp, r.key, r.value, list(r.headers or ())) for r in decoded]
-        return PullResult(messages, next_offset, data.high_watermark)
+        self.read_ahead.keep(topic, queue, offset, messages, next_offset, data.high_watermark)
+        return self.read_ahead.take(topic, queue, offset, max_messages) or PullResult([], next_offset,
+                                                                                      data.high_watermark)
