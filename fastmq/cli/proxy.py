@@ -30,8 +30,10 @@ def run_process(config, host: str, port: int, log_level: str) -> None:
     from fastmq.proxy.server import serve, setup_logging
 
     setup_logging(log_level)
-    serve(config, KafkaBackend(config.bootstrap_servers, linger_ms=config.producer_linger_ms), host, port,
-          log_level=log_level)
+    if not serve(config, KafkaBackend(config.bootstrap_servers, linger_ms=config.producer_linger_ms), host, port,
+                 log_level=log_level):
+        raise CommandError("the proxy did not start (see the log above: Redis or the broker did not answer)",
+                           ExitCode.FAILED)
 
 
 def run_proxy(args: argparse.Namespace) -> int:

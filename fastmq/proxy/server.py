@@ -50,8 +50,9 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(config: ProxyConfig, backend: Backend, host: str, port: int, *, log_level: str = "info") -> None:
-    """Run one proxy process until SIGTERM / SIGINT."""
+def serve(config: ProxyConfig, backend: Backend, host: str, port: int, *, log_level: str = "info") -> bool:
+    """Run one proxy process until SIGTERM / SIGINT; False when it could not start (Redis or the broker did not
+    answer: the log says which)."""
     import uvicorn
 
     app = ProxyApp(config, backend)
@@ -63,7 +64,9 @@ def serve(config: ProxyConfig, backend: Backend, host: str, port: int, *, log_le
 
     settings = uvicorn.Config(app, loop="uvloop", http="httptools", lifespan="on", access_log=False,
                               log_level=log_level, timeout_graceful_shutdown=GRACEFUL_S, log_config=None)
-    Server(settings).run(sockets=[listening_socket(host, port)])
+    server = Server(settings)
+    server.run(sockets=[listening_socket(host, port)])
+    return server.started
 
 
 def serve_processes(count: int, target: Callable[..., None], args: tuple) -> int:
