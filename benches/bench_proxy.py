@@ -238,9 +238,9 @@ def test_produce_direct_client(compare, setup):
     bench.pedantic(produce, rounds=1, iterations=1)
 
 
-def piggy_backed() -> "callable":
-    """Consume with the previous token acked by the next GET /message (ack=TOKEN): one request per message."""
-    tokens: dict[int, str] = {}
+def piggy_backed(tokens: dict[int, str]) -> "callable":
+    """Consume with the previous token acked by the next GET /message (ack=TOKEN): one request per message.
+    `tokens` holds each connection's last token, which settle() acks when the load is over."""
 
     async def one(connection: HttpConnection) -> int:
         previous = tokens.pop(id(connection), None)
@@ -253,11 +253,26 @@ def piggy_backed() -> "callable":
     return one
 
 
+def settle(port: int, tokens: dict[int, str]) -> None:
+    """Ack the tokens the connections of a piggy-backed load still hold (their queues stay locked otherwise)."""
+    import http.client
+
+    for token in tokens.values():
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        connection.request("POST", "/ack", json.dumps({"consumer": "bench-reader", "token": token}),
+                           {"content-type": "application/json"})
+        assert connection.getresponse().status == 200
+        connection.close()
+    tokens.clear()
+
+
 @pytest.mark.parametrize("processes, piggy_back", [(1, False), (2, False), (1, True)])
 def test_consume_and_ack(compare, setup, processes, piggy_back):
     port, process = setup["proxies"](processes)
-    one = piggy_backed() if piggy_back else consume_and_ack
+    tokens: dict[int, str] = {}
+    one = piggy_backed(tokens) if piggy_back else consume_and_ack
     load(port, 200, one, CONSUMING_CONNECTIONS)
+    settle(port, tokens)
     redis = setup["redis"]
 
     def script_calls() -> int:
@@ -267,6 +282,7 @@ def test_consume_and_ack(compare, setup, processes, piggy_back):
 
     def run() -> None:
         results["acked"] = load(port, CONSUMED, one, CONSUMING_CONNECTIONS)
+        settle(port, tokens)
     how = "ack piggy-backed on the next GET /message" if piggy_back else "GET /message max=1, POST /ack"
     bench = compare(f"proxy: consume+ack round trips ({how})", f"fastmq-proxy x{processes} process(es)",
                     items=CONSUMED)
