@@ -130,9 +130,9 @@ def test_pause_and_rate_limit(redis_url, namespace):
 
 
 def test_many_threads_racing_choose_and_lock_never_share_a_queue(redis_url, namespace):
-    """16 threads, each with its own connection, lock the one queue of a topic, hold it, check that nobody else
+    """12 threads, each with its own connection, lock the one queue of a topic, hold it, check that nobody else
     holds it, and ack one offset: every offset is acked exactly once and no two threads ever held it at once."""
-    threads, offsets = 16, 200
+    threads, offsets = 12, 100
     owners: set[int] = set()
     guard = threading.Lock()
     overlaps: list[tuple[int, int]] = []
