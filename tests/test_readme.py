@@ -18,7 +18,9 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 ADDRESS = "127.0.0.1:9092"
 MAIN_JOB = "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/fastmq bench"
-TEST_SUITE = 'python3 -m venv .venv && .venv/bin/pip install -e ".[test]" && .venv/bin/pytest'
+TEST_SUITE = ('(command -v redis-server >/dev/null && command -v chromium >/dev/null || (apt-get update && '
+              'apt-get install -y redis-server chromium)) && python3 -m venv .venv && .venv/bin/pip install -e '
+              '".[test]" && .venv/bin/pytest')
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 LIMIT = 120         # seconds a block may take: far above what each needs, so that one that never ends fails
 

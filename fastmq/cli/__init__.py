@@ -25,7 +25,7 @@ from fastmq.cli.failure import EXIT_CODES_HELP, CommandError, ExitCode, from_lib
 # Each module defines register(commands, bench_targets); one names the bench target that `fastmq bench`
 # without a target runs (DEFAULT_BENCH: the main job).
 COMMAND_MODULES = ("fastmq.cli.codec", "fastmq.cli.produce", "fastmq.cli.consume", "fastmq.cli.admin",
-                   "fastmq.cli.broker", "fastmq.cli.embedded")
+                   "fastmq.cli.broker", "fastmq.cli.embedded", "fastmq.cli.proxy")
 # kcat's mode flags, accepted in the first position: `fastmq -L -b HOST:PORT` is `fastmq metadata -b HOST:PORT`.
 KCAT_MODES = {"-L": "metadata", "-P": "produce", "-C": "consume"}
 

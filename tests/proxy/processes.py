@@ -1,0 +1,29 @@
+"""`fastmq proxy` as a server process for the tests and benches/bench_proxy.py."""
+from __future__ import annotations
+
+import http.client
+import os
+import sys
+from pathlib import Path
+
+from tests.support.servers import ServerProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def healthy(port: int) -> bool:
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2.0)
+        connection.request("GET", "/healthz")
+        return connection.getresponse().status == 200
+    except OSError:
+        return False
+
+
+def proxy_process(name: str, config: Path, bootstrap_servers: str, port: int, log_path: Path,
+                  processes: int = 1) -> ServerProcess:
+    """Not started yet: launch() / start() it."""
+    command = [sys.executable, "-m", "fastmq", "proxy", "--config", str(config), "-b", bootstrap_servers,
+               "--listen", f"127.0.0.1:{port}", "--log-level", "warning", "--processes", str(processes)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return ServerProcess(name, command, log_path, lambda: healthy(port), env=env)

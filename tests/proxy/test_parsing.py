@@ -1,0 +1,130 @@
+"""The request parsers (fastmq/proxy/parsing.py, http.parse_query) and the config loader: any input gives either
+a well-formed request or an HttpError / ConfigError with a 4xx status, nothing else."""
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from fastmq.proxy.config import ConfigError, ProxyConfig
+from fastmq.proxy.http import HttpError, Request, parse_query
+from fastmq.proxy.parsing import parse_ack, parse_produce, parse_pull
+
+CONTENT_TYPES = st.sampled_from(["application/json", "text/plain", "application/octet-stream", "text/html", ""])
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                           lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                         max_size=4), max_leaves=12)
+QUERIES = st.dictionaries(st.sampled_from(["producer", "consumer", "topic", "clientId", "max", "wait_ms", "ack",
+                                           "key", "tags", "token", "delay_ms"]), st.text(max_size=30), max_size=6)
+
+
+# Fewer examples than the suite's default: the parsers are small, and the suite's time is shared.
+examples = settings(max_examples=25)
+
+
+def request(body: bytes, content_type: str, query: dict[str, str] | None = None, method: str = "POST") -> Request:
+    headers = {"content-type": content_type} if content_type else {}
+    return Request(method, "/", query or {}, headers, body)
+
+
+def refused(error: HttpError) -> None:
+    assert 400 <= error.status < 500 and error.code and error.message
+
+
+def produced(parsed) -> bool:
+    return bool(parsed.producer) and 1 <= len(parsed.messages) <= 10 and all(
+        isinstance(m.value, bytes) for m in parsed.messages)
+
+
+def acked(parsed) -> bool:
+    return parsed.token.next_offset >= parsed.token.offset and 0 <= parsed.delay_ms <= 1000
+
+
+# The parsers of request bodies, each with what a request it accepts must satisfy.
+BODY_PARSERS = {"produce": (lambda r: parse_produce(r, max_messages=10), produced),
+                "ack": (lambda r: parse_ack(r, max_delay_ms=1000), acked)}
+
+
+@examples
+@given(st.sampled_from(sorted(BODY_PARSERS)),
+       st.binary(max_size=200) | JSON_VALUES.map(lambda v: json.dumps(v).encode()), CONTENT_TYPES, QUERIES)
+def test_body_parsers_answer_a_request_or_a_4xx(which, body, content_type, query):
+    parse, well_formed = BODY_PARSERS[which]
+    try:
+        parsed = parse(request(body, content_type, query))
+    except HttpError as error:
+        refused(error)
+        return
+    assert well_formed(parsed)
+
+
+@examples
+@given(st.lists(st.fixed_dictionaries({}, optional={
+    "value": JSON_VALUES, "base64": st.binary(max_size=10).map(lambda b: base64.b64encode(b).decode()),
+    "key": st.text(max_size=5), "headers": st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=2),
+    "tags": st.text(max_size=5)}), min_size=1, max_size=5))
+def test_produce_parser_keeps_what_json_messages_say(messages):
+    body = json.dumps({"producer": "p", "messages": messages}).encode()
+    try:
+        parsed = parse_produce(request(body, "application/json"), max_messages=10)
+    except HttpError as error:
+        refused(error)
+        assert any(("value" in m) == ("base64" in m) for m in messages)
+        return
+    for given_message, message in zip(messages, parsed.messages):
+        if "base64" in given_message:
+            assert message.value == base64.b64decode(given_message["base64"])
+        elif isinstance(given_message["value"], str):
+            assert message.value == given_message["value"].encode()
+        else:
+            assert json.loads(message.value) == given_message["value"]
+        assert message.key == (given_message["key"].encode() if "key" in given_message else None)
+
+
+@examples
+@given(QUERIES)
+def test_pull_parser_answers_a_request_or_a_4xx(query):
+    try:
+        parsed = parse_pull(request(b"", "", query, "GET"), max_messages=100, max_wait_ms=30000)
+    except HttpError as error:
+        refused(error)
+        return
+    assert 1 <= parsed.max_messages <= 100 and 0 <= parsed.wait_ms <= 30000 and parsed.consumer
+
+
+@examples
+@given(st.binary(max_size=100))
+def test_query_parser_answers_a_mapping_or_a_4xx(raw):
+    try:
+        query = parse_query(raw)
+    except HttpError as error:
+        refused(error)
+        return
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in query.items())
+
+
+def test_config_file(tmp_path):
+    path = tmp_path / "proxy.toml"
+    path.write_text('namespace = "n"\n[producers.w]\ntopic = "t"\nrate = 5\n'
+                    '[consumers.r]\ntopic = "t"\nmode = "broadcast"\nlease_ms = 100\n')
+    config = ProxyConfig.load(path)
+    assert config.namespace == "n" and config.producers["w"].rate == 5
+    assert config.consumers["r"].mode == "broadcast" and config.consumers["r"].dead_letters == "r.dlq"
+
+
+@pytest.mark.parametrize("text, complaint", [
+    ("nonsense = 1\n", "unknown settings"),
+    ("[consumers.r]\ntopic = 't'\nmode = 'fanout'\n", "mode must be"),
+    ("[consumers.r]\ntopic = 't'\nlease_ms = -1\n", "lease_ms must be"),
+    ("[consumers.r]\ntopic = 't'\nlease = 5\n", "unknown settings"),
+    ("[producers.w]\ntopic = 'a:b'\n", "topic must be"),
+    ("[producers.w]\ntopic = 't'\ntoken = 5\n", "token must be a string"),
+    ("[producers\n", "cannot read"),
+])
+def test_bad_config_files_say_what_is_wrong(tmp_path, text, complaint):
+    path = tmp_path / "proxy.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=complaint):
+        ProxyConfig.load(path)
