@@ -247,7 +247,12 @@ APACHE_KAFKA = MavenServer(
      # Kafka logs through SLF4J 1.7: without this binding its log (which the failure reports show) is empty.
      "org.apache.logging.log4j:log4j-slf4j-impl:2.24.3"))
 
-SERVERS: dict[str, MavenServer] = {server.name: server for server in (APACHE_KAFKA,)}
+# The TubeMQ Java client: the peer of tests/tubemq_java (its programs are compiled against it there).
+TUBEMQ_CLIENT = MavenServer(
+    "tubemq-client", "1.13.0",
+    ("org.apache.inlong:tubemq-client:1.13.0", "org.apache.logging.log4j:log4j-slf4j-impl:2.24.3"))
+
+SERVERS: dict[str, MavenServer] = {server.name: server for server in (APACHE_KAFKA, TUBEMQ_CLIENT)}
 
 
 def main(argv: Sequence[str]) -> int:

@@ -1,0 +1,1 @@
+"""fastmq.tubemq: an Apache InLong TubeMQ client (RPC codec, producer, pull and push consumers)."""
