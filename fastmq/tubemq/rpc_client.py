@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ssl
 import threading
-from collections import defaultdict
+from collections import defaultdict, deque
 from concurrent.futures import Future
 from typing import Any, Callable
 
@@ -49,7 +49,7 @@ class RpcClient:
                                    max_in_flight=max_in_flight, connections_max_idle_ms=connections_max_idle_ms,
                                    reconnect_backoff_ms=50, reconnect_backoff_max_ms=1000)
         self.pool.add_listener(self._node_changed)
-        self._waiting: dict[Address, list[tuple[int, bytes, type, ResultCallback]]] = defaultdict(list)
+        self._waiting: dict[Address, deque[tuple[int, bytes, type, ResultCallback]]] = defaultdict(deque)
         self._closed = False
         self._lock = threading.Lock()
 
@@ -85,24 +85,27 @@ class RpcClient:
         if self._closed:
             callback(None, ConnectionAbortedError("the TubeMQ RPC client is closed"))
             return
-        pool = self.pool
-        if address not in pool.nodes:
-            pool.add_node(address, address[0], address[1])
-        if pool.is_ready(address):
-            self._send(address, method, body, response_class, callback)
-            return
+        if address not in self.pool.nodes:
+            self.pool.add_node(address, address[0], address[1])
         self._waiting[address].append((method, body, response_class, callback))
-        if not pool.maybe_connect(address):     # in reconnect backoff: try when it ends
-            self.loop.call_later(pool.connection_delay(address) + 0.01, self._retry_connect, address)
+        self._drain(address)
 
-    def _retry_connect(self, address: Address) -> None:
-        if self._waiting.get(address) and not self._closed:
-            if not self.pool.maybe_connect(address):
-                self.loop.call_later(self.pool.connection_delay(address) + 0.01, self._retry_connect, address)
+    def _drain(self, address: Address) -> None:
+        """Send what waits for address while its connection takes more; connect it when it has none."""
+        waiting = self._waiting.get(address)
+        if not waiting:
+            return
+        pool = self.pool
+        if not pool.is_ready(address):
+            if not pool.maybe_connect(address):     # in reconnect backoff: try when it ends
+                self.loop.call_later(pool.connection_delay(address) + 0.01, self._drain, address)
+            return
+        conn = pool.connection(address)
+        while waiting and conn.can_send():
+            self._send(conn, address, *waiting.popleft())
 
-    def _send(self, address: Address, method: int, body: bytes, response_class: type,
+    def _send(self, conn: Any, address: Address, method: int, body: bytes, response_class: type,
               callback: ResultCallback) -> None:
-        conn = self.pool.connection(address)
         serial_no = conn.next_correlation_id()
         frame = rpc.encode_request(serial_no, method, body, timeout_ms=self.request_timeout_ms)
 
@@ -115,23 +118,20 @@ class RpcClient:
                 response = rpc.decode_message(response_class, data)
             except (ProtocolError, rpc.RemoteException) as exc:
                 callback(None, exc)
-                return
-            callback(response, None)
+            else:
+                callback(response, None)
+            if self._waiting.get(address):
+                self._drain(address)
 
-        try:
-            conn.request(frame, answered, serial_no)
-        except Exception as exc:   # NotReadyError, TooManyInFlightError: the caller's retry decides
-            callback(None, exc)
+        conn.request(frame, answered, serial_no)
 
     def _node_changed(self, address: Address, ready: bool, error: BaseException | None) -> None:
-        waiting = self._waiting.pop(address, None)
-        if not waiting:
+        if ready:
+            self._drain(address)
             return
-        for method, body, response_class, callback in waiting:
-            if ready:
-                self._send(address, method, body, response_class, callback)
-            else:
-                callback(None, error or ConnectionError(f"TubeMQ node {address[0]}:{address[1]} closed"))
+        waiting = self._waiting.pop(address, None)
+        for *_, callback in waiting or ():
+            callback(None, error or ConnectionError(f"TubeMQ node {address[0]}:{address[1]} closed"))
 
     def is_ready(self, address: Address) -> bool:
         """Loop thread: whether address has a ready connection."""
