@@ -45,10 +45,12 @@ log = logging.getLogger(__name__)
 CONNECT, DISCONNECT, REPORT, STOPREBALANCE, ONLY_CONNECT, ONLY_DISCONNECT = 1, 2, 3, 5, 10, 20
 DONE, FAILED = 2, -2
 REGISTER, UNREGISTER = 31, 32
-# Where a group without a committed offset starts (ConsumePosition).
+# Where a group without a committed offset starts (the Java client's ConsumePosition codes), and the
+# RegisterRequestC2B.readStatus each asks for at a partition's first registration (later ones: 0, normal).
 FROM_LATEST_OFFSET = 0
 FROM_FIRST_OFFSET = -1
 FROM_MAX_OFFSET_ALWAYS = 1
+_FIRST_READ_STATUS = {FROM_FIRST_OFFSET: 0, FROM_LATEST_OFFSET: 1, FROM_MAX_OFFSET_ALWAYS: 2}
 
 
 @dataclass
@@ -110,6 +112,7 @@ class PullConsumer:
         self.offsets = dict(offsets or {})
         self.session_key = session_key or f"{self.client_id}"
         self._offsets_applied: set[str] = set()
+        self._registered_once: set[str] = set()
         self.rate_limit = RateLimiter(max_messages_per_second) if max_messages_per_second else None
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -209,7 +212,8 @@ class PullConsumer:
         like: the master hands it out again later)."""
         request = broker_pb2.RegisterRequestC2B(
             opType=REGISTER, clientId=self.client_id, groupName=self.group, topicName=partition.topic,
-            partitionId=partition.partition_id, readStatus=self.consume_position,
+            partitionId=partition.partition_id,
+            readStatus=0 if partition.key in self._registered_once else _FIRST_READ_STATUS[self.consume_position],
             filterCondStr=self.filters.get(partition.topic) or [], sessionKey=self.session_key,
             authInfo=self.session.broker_auth())
         with self._lock:
@@ -227,6 +231,7 @@ class PullConsumer:
                      TubeMQError(response.errCode, response.errMsg))
             return False
         with self._lock:
+            self._registered_once.add(partition.key)
             if request.HasField("currOffset"):
                 self._offsets_applied.add(partition.key)
             if partition.key not in self._held:
@@ -257,8 +262,8 @@ class PullConsumer:
         try:
             self._broker_call(partition, rpc.CONSUMER_REGISTER_TO_BROKER, broker_pb2.RegisterRequestC2B(
                 opType=UNREGISTER, clientId=self.client_id, groupName=self.group, topicName=partition.topic,
-                partitionId=partition.partition_id, readStatus=self.consume_position,
-                authInfo=self.session.broker_auth()), broker_pb2.RegisterResponseB2C)
+                partitionId=partition.partition_id, readStatus=0, authInfo=self.session.broker_auth()),
+                broker_pb2.RegisterResponseB2C)
         except Exception as exc:
             log.info("TubeMQ partition %s not unregistered: %s", partition.key, exc)
 
@@ -268,11 +273,11 @@ class PullConsumer:
         with self._lock:
             for held in self._held.values():
                 p = held.partition
-                by_broker.setdefault(p.broker, []).append(f"{p.broker.encode()}:{p.topic}:{p.partition_id}:0")
+                by_broker.setdefault(p.broker, []).append(f"{p.broker.encode()}#{p.topic}:{p.partition_id}")
         for broker, infos in by_broker.items():
             self.rpc.call_async((broker.host, broker.port), rpc.CONSUMER_HEARTBEAT_TO_BROKER,
                                 broker_pb2.HeartBeatRequestC2B(clientId=self.client_id, groupName=self.group,
-                                                               readStatus=self.consume_position, partitionInfo=infos,
+                                                               readStatus=0, partitionInfo=infos,
                                                                authInfo=self.session.broker_auth()),
                                 broker_pb2.HeartBeatResponseB2C, _ignore)
 

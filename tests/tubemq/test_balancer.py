@@ -40,7 +40,7 @@ def test_a_leaving_consumer_leaves_its_partitions_to_the_rest():
     assert releases == {} and assignments == {"a": [2, 3]}
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(st.integers(0, 30), st.sets(st.text("abcdef", min_size=1, max_size=3), min_size=1, max_size=8),
        st.dictionaries(st.integers(0, 30), st.text("abcdefgh", min_size=1, max_size=3)))
 def test_one_round_settles_the_group(count, consumers, owner):

@@ -35,10 +35,11 @@ log = logging.getLogger(__name__)
 BROKER_ID = 1
 REGISTER = 31
 UNREGISTER = 32
-# ConsumePosition codes (RegisterRequestC2B.readStatus): where a group without a committed offset starts.
-FROM_FIRST_OFFSET = -1
-FROM_LATEST_OFFSET = 0
-FROM_MAX_OFFSET_ALWAYS = 1
+# RegisterRequestC2B.readStatus: where a registration starts. NORMAL: the committed offset, else the first;
+# FROM_MAX: the committed offset, else the latest; FROM_MAX_ALWAYS: the latest.
+READ_NORMAL = 0
+READ_FROM_MAX = 1
+READ_FROM_MAX_ALWAYS = 2
 MAX_MESSAGES_PER_GET = 512
 MAX_BYTES_PER_GET = 512 * 1024
 DEFAULT_MAX_MESSAGE_SIZE = 1024 * 1024
@@ -131,22 +132,24 @@ class TubeMQBrokerFrontEnd(FrontEnd):
             offset = min(max(request.currOffset, store.get_min_offset(topic, partition)), max_offset)
         else:
             committed = self.broker.offsets.fetch(request.groupName, topic, partition)
-            if committed is not None and request.readStatus != FROM_MAX_OFFSET_ALWAYS:
-                offset = committed.offset
-            elif request.readStatus == FROM_FIRST_OFFSET:
-                offset = store.get_min_offset(topic, partition)
-            else:
+            if request.readStatus == READ_FROM_MAX_ALWAYS:
                 offset = max_offset
+            elif committed is not None:
+                offset = committed.offset
+            elif request.readStatus == READ_FROM_MAX:
+                offset = max_offset
+            else:
+                offset = store.get_min_offset(topic, partition)
         self.registrations[key] = Registration(request.clientId, offset, None, list(request.filterCondStr) or None)
         return response(success=True, errCode=ErrorCode.SUCCESS, errMsg="OK", currOffset=offset,
                         maxOffset=max_offset)
 
     def heartbeat(self, request: Any, conn: Any) -> Any:
         failures = []
-        for info in request.partitionInfo:
-            parts = info.split(":")
-            if len(parts) >= 5 and parts[4].lstrip("-").isdigit():
-                held = self.registrations.get((request.groupName, parts[3], int(parts[4])))
+        for info in request.partitionInfo:      # "brokerId:host:port#topic:partitionId"
+            topic, _, partition = info.rpartition("#")[2].partition(":")
+            if partition.isdigit():
+                held = self.registrations.get((request.groupName, topic, int(partition)))
                 if held is None or held.client_id != request.clientId:
                     failures.append(f"{int(ErrorCode.HB_NO_NODE)}:{info}")
         return broker_pb2.HeartBeatResponseB2C(success=True, errCode=ErrorCode.SUCCESS, errMsg="OK",
