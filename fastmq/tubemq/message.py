@@ -75,9 +75,9 @@ class Message:
 
     def encode(self) -> tuple[bytes, int]:
         """(data, flag) as SendMessageRequestP2B carries them."""
-        attribute = self.attribute_text()
-        if not attribute:
+        if not (self.attributes or self.msg_type or self.msg_time):
             return bytes(self.body), 0
+        attribute = self.attribute_text()
         encoded = attribute.encode("utf-8")
         return b"".join((_ATTR_LEN.pack(len(encoded)), encoded, self.body)), FLAG_HAS_ATTRIBUTE
 

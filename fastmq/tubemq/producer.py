@@ -17,12 +17,11 @@ import logging
 import threading
 import time
 import zlib
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from fastmq.client import NodeHealth
-from fastmq.errors import ConfigurationError, IllegalStateError
+from fastmq.errors import ConfigurationError, IllegalStateError, OperationTimeoutError
 from fastmq.io import NetworkError
 from fastmq.tubemq import rpc
 from fastmq.tubemq._proto import broker_pb2, master_pb2
@@ -33,6 +32,55 @@ from fastmq.tubemq.rpc_client import RpcClient
 from fastmq.tubemq.session import Heartbeat, MasterSession, local_address, make_client_id
 
 log = logging.getLogger(__name__)
+
+# Seconds between looks at which brokers are blocked (NodeHealth), rather than one per send.
+_AVOIDED_RECHECK = 0.1
+_future_lock = threading.Lock()
+
+
+class SendFuture:
+    """The outcome of one send_async: result(timeout) waits for the SendResult or raises the send's error.
+    Lighter than concurrent.futures.Future (one per message): its Event is made only for a caller that waits."""
+
+    __slots__ = ("_result", "_error", "_done", "_event")
+
+    def __init__(self) -> None:
+        self._result: SendResult | None = None
+        self._error: BaseException | None = None
+        self._done = False
+        self._event: threading.Event | None = None
+
+    def done(self) -> bool:
+        return self._done
+
+    def _finish(self, result: SendResult | None, error: BaseException | None) -> None:
+        self._result, self._error = result, error
+        with _future_lock:
+            self._done = True
+            event = self._event
+        if event is not None:
+            event.set()
+
+    def result(self, timeout: float | None = None) -> SendResult:
+        if not self._done:
+            with _future_lock:
+                if not self._done and self._event is None:
+                    self._event = threading.Event()
+                event = self._event
+            if event is not None and not event.wait(timeout):
+                raise OperationTimeoutError(f"the send was not answered within {timeout} s")
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        try:
+            self.result(timeout)
+        except OperationTimeoutError:
+            raise
+        except BaseException as exc:
+            return exc
+        return None
 
 
 @dataclass(frozen=True)
@@ -66,6 +114,8 @@ class Producer:
         self._partitions: dict[str, list[Partition]] = {}
         self._max_sizes: dict[str, int] = {}
         self._round_robin: dict[str, itertools.count] = {}
+        self._avoided: set = set()
+        self._avoided_checked = 0.0
         self._registered = False
         self._closed = False
         self._metadata_changed = threading.Condition(self._lock)
@@ -171,8 +221,12 @@ class Producer:
             if not partitions:
                 raise ConfigurationError(f"topic {topic!r} is not published by this producer (or has no "
                                          "partitions): call publish() first")
-            avoided = self.health.avoided(time.monotonic())
-            usable = [p for p in partitions if p.broker.broker_id not in avoided] or partitions
+            now = time.monotonic()
+            if now >= self._avoided_checked + _AVOIDED_RECHECK:
+                self._avoided, self._avoided_checked = self.health.avoided(now), now
+            avoided = self._avoided
+            usable = [p for p in partitions if p.broker.broker_id not in avoided] or partitions if avoided \
+                else partitions
             if key is not None:
                 data = key.encode() if isinstance(key, str) else key
                 return usable[zlib.crc32(data) % len(usable)]
@@ -180,8 +234,8 @@ class Producer:
             return usable[next(counter) % len(usable)]
 
     def send_async(self, message: Message, *, key: bytes | str | None = None,
-                   callback: Callable[[SendResult | None, BaseException | None], Any] | None = None) -> Future:
-        """Send without waiting: the Future (and callback, on the I/O thread) get the SendResult or the error."""
+                   callback: Callable[[SendResult | None, BaseException | None], Any] | None = None) -> SendFuture:
+        """Send without waiting: the SendFuture (and callback, on the I/O thread) get the SendResult or the error."""
         if self._closed:
             raise IllegalStateError("the producer is closed")
         partition = self._choose(message.topic, key)
@@ -193,7 +247,7 @@ class Producer:
             clientId=self.client_id, topicName=message.topic, partitionId=partition.partition_id, data=data,
             flag=flag, checkSum=checksum(data), sentAddr=self._sent_addr, msgType=message.msg_type,
             msgTime=message.msg_time, authInfo=self.session.broker_auth())
-        future: Future = Future()
+        future = SendFuture()
         broker_id = partition.broker.broker_id
 
         def answered(response: Any, error: BaseException | None) -> None:
@@ -204,12 +258,11 @@ class Producer:
                         isinstance(error, TubeMQError) and error.code in (ErrorCode.SERVICE_UNAVAILABLE,
                                                                           ErrorCode.INTERNAL_SERVER_ERROR)):
                     self.health.failed(broker_id, time.monotonic())
-                future.set_exception(error)
                 result = None
             else:
                 self.health.succeeded(broker_id)
                 result = SendResult(partition, response.messageId, response.appendOffset, response.appendTime)
-                future.set_result(result)
+            future._finish(result, error)
             if callback is not None:
                 try:
                     callback(result, error)

@@ -67,6 +67,11 @@ _ERROR_PREFIX = (b"\x02" + rpc_pb2.RpcConnHeader(flag=1).SerializeToString()
                  + b"\x04" + rpc_pb2.ResponseHeader(status=STATUS_ERROR, protocolVer=PROTOCOL_VERSION)
                  .SerializeToString())
 _MAX_VARINT32_BYTES = 5
+# (method, service type, version, timeout) -> the bytes of a request before its body: one per kind of request.
+_request_prefixes: dict[tuple, tuple[bytes, bytes]] = {}
+# RequestHeader bytes -> (serviceType, protocolVer): a peer sends the same few headers over and over.
+_request_headers: dict[bytes, tuple[int | None, int | None]] = {}
+_MAX_CACHED_HEADERS = 64
 
 
 class Request(NamedTuple):
@@ -100,28 +105,35 @@ def _delimited(message: bytes) -> bytes:
 def split_delimited(payload, count: int = 3) -> list[bytes]:
     """The `count` varint-length-delimited messages of a payload. Bytes after them must be zeros (the C++
     client's padding); ProtocolError names what is wrong otherwise."""
-    view = memoryview(payload).cast("B")
-    end = len(view)
+    data = payload if type(payload) is bytes else bytes(payload)
+    end = len(data)
     messages, pos = [], 0
     for index in range(count):
-        length = shift = 0
-        while True:
-            if pos >= end:
-                raise ProtocolError(f"TubeMQ RPC payload of {end} bytes ends inside message {index + 1} of {count}")
-            byte = view[pos]
-            pos += 1
-            length |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                break
-            shift += 7
-            if shift >= 7 * _MAX_VARINT32_BYTES:
-                raise ProtocolError("TubeMQ RPC payload: a message length runs past 5 varint bytes")
+        if pos >= end:
+            raise ProtocolError(f"TubeMQ RPC payload of {end} bytes ends inside message {index + 1} of {count}")
+        length = data[pos]
+        pos += 1
+        if length & 0x80:                   # a length of more than 127 bytes: the whole varint
+            length &= 0x7F
+            shift = 7
+            while True:
+                if pos >= end:
+                    raise ProtocolError(f"TubeMQ RPC payload of {end} bytes ends inside message {index + 1} "
+                                        f"of {count}")
+                byte = data[pos]
+                pos += 1
+                length |= (byte & 0x7F) << shift
+                if not byte & 0x80:
+                    break
+                shift += 7
+                if shift >= 7 * _MAX_VARINT32_BYTES:
+                    raise ProtocolError("TubeMQ RPC payload: a message length runs past 5 varint bytes")
         if length > end - pos:
             raise ProtocolError(f"TubeMQ RPC message {index + 1} of {count} announces {length} bytes, "
                                 f"{end - pos} are left")
-        messages.append(bytes(view[pos:pos + length]))
+        messages.append(data[pos:pos + length])
         pos += length
-    if any(view[pos:]):
+    if pos < end and data.count(0, pos) != end - pos:
         raise ProtocolError(f"TubeMQ RPC payload has {end - pos} bytes after its {count} messages that are not "
                             "zero padding")
     return messages
@@ -145,21 +157,33 @@ def encode_request(serial_no: int, method: int, body: bytes, *, timeout_ms: int 
     method's; None leaves a header field out."""
     if service_type is _DEFAULT:
         service_type = SERVICE_OF_METHOD.get(method)
-    header = rpc_pb2.RequestHeader(serviceType=service_type, protocolVer=protocol_version).SerializeToString()
-    request = rpc_pb2.RequestBody(method=method, timeout=timeout_ms, request=body).SerializeToString()
-    return encode_tubemq_frame(serial_no, b"".join((_REQUEST_CONN_HEADER, _delimited(header), _delimited(request))))
+    key = (method, service_type, protocol_version, timeout_ms)
+    prefix = _request_prefixes.get(key)
+    if prefix is None:
+        header = rpc_pb2.RequestHeader(serviceType=service_type, protocolVer=protocol_version).SerializeToString()
+        # RequestBody{method, timeout} and the tag of its `request` field: the body's length and bytes follow.
+        fields = rpc_pb2.RequestBody(method=method, timeout=timeout_ms).SerializeToString() + b"\x1a"
+        prefix = _request_prefixes[key] = (_REQUEST_CONN_HEADER + _delimited(header), fields)
+    head, fields = prefix
+    length = _varint(len(body))
+    return encode_tubemq_frame(serial_no, b"".join((head, _varint(len(fields) + len(length) + len(body)), fields,
+                                                    length, body)))
 
 
 def decode_request(serial_no: int, payload) -> Request:
     """A request frame's payload (from TubeMQFrameSplitter.next_frame). ProtocolError when it is not one."""
     conn, header, body = split_delimited(payload)
-    if decode_message(rpc_pb2.RpcConnHeader, conn, "RpcConnHeader").flag != 0:
+    if conn != _REQUEST_CONN_HEADER[1:] and decode_message(rpc_pb2.RpcConnHeader, conn, "RpcConnHeader").flag != 0:
         raise ProtocolError("TubeMQ request whose RpcConnHeader.flag is not 0 (request)")
-    request_header = decode_message(rpc_pb2.RequestHeader, header, "RequestHeader")
+    fields = _request_headers.get(header)
+    if fields is None:
+        request_header = decode_message(rpc_pb2.RequestHeader, header, "RequestHeader")
+        fields = (request_header.serviceType if request_header.HasField("serviceType") else None,
+                  request_header.protocolVer if request_header.HasField("protocolVer") else None)
+        if len(_request_headers) < _MAX_CACHED_HEADERS:
+            _request_headers[header] = fields
     request_body = decode_message(rpc_pb2.RequestBody, body, "RequestBody")
-    return Request(serial_no, request_body.method,
-                   request_header.serviceType if request_header.HasField("serviceType") else None,
-                   request_header.protocolVer if request_header.HasField("protocolVer") else None,
+    return Request(serial_no, request_body.method, fields[0], fields[1],
                    request_body.timeout if request_body.HasField("timeout") else None, request_body.request)
 
 

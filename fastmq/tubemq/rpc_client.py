@@ -50,6 +50,8 @@ class RpcClient:
                                    reconnect_backoff_ms=50, reconnect_backoff_max_ms=1000)
         self.pool.add_listener(self._node_changed)
         self._waiting: dict[Address, deque[tuple[int, bytes, type, ResultCallback]]] = defaultdict(deque)
+        self._outbox: deque = deque()
+        self._outbox_scheduled = False
         self._closed = False
         self._lock = threading.Lock()
 
@@ -63,8 +65,18 @@ class RpcClient:
         body = message.SerializeToString()
         if self.loop.in_loop_thread():
             self._submit(address, method, body, response_class, callback)
-        else:
-            self.loop.call_soon_threadsafe(self._submit, address, method, body, response_class, callback)
+            return
+        # Requests from other threads queue in the outbox; one loop callback takes all that queued meanwhile.
+        self._outbox.append((address, method, body, response_class, callback))
+        if not self._outbox_scheduled:
+            self._outbox_scheduled = True
+            self.loop.call_soon_threadsafe(self._take_outbox)
+
+    def _take_outbox(self) -> None:
+        self._outbox_scheduled = False
+        outbox = self._outbox
+        while outbox:
+            self._submit(*outbox.popleft())
 
     def call(self, address: Address, method: int, message: Any, response_class: type,
              timeout: float | None = None) -> Any:

@@ -71,6 +71,7 @@ class MasterSession:
         self.visit_token = NO_TOKEN
         self.auth_token: str | None = None
         self.require_auth = True
+        self._broker_auth: tuple[Any, Any] = (None, None)
 
     @property
     def current(self) -> Address:
@@ -87,10 +88,14 @@ class MasterSession:
             signature=signature(self.user, self.password or "", timestamp, nonce)))
 
     def broker_auth(self) -> broker_pb2.AuthorizedInfo:
-        info = broker_pb2.AuthorizedInfo(visitAuthorizedToken=self.visit_token)
-        if self.auth_token:
-            info.authAuthorizedToken = self.auth_token
-        return info
+        """The tokens for broker requests (one message while they stay the same: every send carries it)."""
+        tokens = (self.visit_token, self.auth_token)
+        if self._broker_auth[0] != tokens:
+            info = broker_pb2.AuthorizedInfo(visitAuthorizedToken=self.visit_token)
+            if self.auth_token:
+                info.authAuthorizedToken = self.auth_token
+            self._broker_auth = (tokens, info)
+        return self._broker_auth[1]
 
     def note_authorization(self, response: Any) -> None:
         """Keep the tokens a register or heartbeat response carries."""
