@@ -92,7 +92,7 @@ def test_large_bodies_span_blocks():
     assert rpc.decode_request(serial_no, payload).body == body
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.binary(max_size=300))
 def test_decoders_reject_garbage_cleanly(data):
     for decode in (rpc.decode_request, rpc.decode_response):
@@ -102,8 +102,8 @@ def test_decoders_reject_garbage_cleanly(data):
             pass
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.integers(0, 2**31 - 1), st.sampled_from(sorted(rpc.SERVICE_OF_METHOD)), st.binary(max_size=20000),
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.sampled_from(sorted(rpc.SERVICE_OF_METHOD)), st.binary(max_size=17000),
        st.one_of(st.none(), st.integers(0, 2**40)))
 def test_requests_round_trip(serial_no, method, body, timeout_ms):
     frame = rpc.encode_request(serial_no, method, body, timeout_ms=timeout_ms)

@@ -88,8 +88,17 @@ class TubeMQBrokerFrontEnd(FrontEnd):
 
     # ---- producing -----------------------------------------------------------------------------------------
 
+    def bypasses_master(self, request: Any) -> bool:
+        """With users, a producer or consumer must show the visit token of this process's master."""
+        if not self.broker.config.users:
+            return False
+        tokens = {getattr(front, "visit_token", None) for front in self.broker.front_ends} - {None}
+        return request.authInfo.visitAuthorizedToken not in tokens
+
     def send_message(self, request: Any, conn: Any) -> Any:
         response = broker_pb2.SendMessageResponseB2P
+        if self.bypasses_master(request):
+            return response(success=False, errCode=ErrorCode.UNAUTHORIZED, errMsg="no valid visit token")
         if not 0 <= request.partitionId < self.partitions(request.topicName):
             return response(success=False, errCode=ErrorCode.PARTITION_UNPUBLISHABLE,
                             errMsg=f"topic {request.topicName} has no partition {request.partitionId} here")
@@ -116,6 +125,8 @@ class TubeMQBrokerFrontEnd(FrontEnd):
             if held is not None and held.client_id == request.clientId:
                 del self.registrations[key]
             return response(success=True, errCode=ErrorCode.SUCCESS, errMsg="OK")
+        if self.bypasses_master(request):
+            return response(success=False, errCode=ErrorCode.UNAUTHORIZED, errMsg="no valid visit token")
         if request.opType != REGISTER:
             return response(success=False, errCode=ErrorCode.BAD_REQUEST, errMsg=f"unknown opType {request.opType}")
         if not 0 <= request.partitionId < self.partitions(request.topicName):

@@ -11,13 +11,19 @@ heartbeat requests (DONE or FAILED); a CONNECT report lists the partitions the c
 and those it could not (PARTITION_OCCUPIED) become unheld again. A consumer or producer silent for
 `client_timeout` seconds is dropped, as is a consumer on close; the broker then frees its partitions.
 
+Authentication, when the broker has users (BrokerConfig.users, name -> password): every request carries a
+signature of a user's password or an authorized token this master handed out, else it gets CERTIFICATE_FAILURE;
+the broker then accepts only requests carrying the master's visit token (anti-bypass).
+
 `standby = True` makes this master answer every request with StandbyException, as a standby TubeMQ master does.
 """
 from __future__ import annotations
 
 import dataclasses
+import hmac
 import logging
 import random
+import secrets
 import zlib
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +36,7 @@ from fastmq.tubemq import rpc
 from fastmq.tubemq._proto import master_pb2
 from fastmq.tubemq.errors import ErrorCode
 from fastmq.tubemq.metadata import Partition, encode_subscribe_info, encode_topic_info, parse_subscribe_info
+from fastmq.tubemq.session import signature
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastmq.broker.broker import Broker
@@ -70,7 +77,8 @@ class TubeMQMasterFrontEnd(FrontEnd):
         self.standby = False
         self.producers: dict[str, float] = {}
         self.groups: dict[str, GroupState] = {}
-        self.visit_token = random.getrandbits(62)
+        self.visit_token = random.getrandbits(62)     # the anti-bypass token brokers check (with users)
+        self.auth_token = secrets.token_hex(16)        # the authorized token handed out to authenticated clients
         self._timer: Any = None
         self._closed = False
 
@@ -83,19 +91,55 @@ class TubeMQMasterFrontEnd(FrontEnd):
             rpc.CONSUMER_HEARTBEAT: (master_pb2.HeartRequestC2M, self.consumer_heartbeat),
             rpc.CONSUMER_CLOSE: (master_pb2.CloseRequestC2M, self.close_consumer),
         }
-        methods = {method: (request_class, self._unless_standby(handler))
+        responses = {rpc.PRODUCER_REGISTER: master_pb2.RegisterResponseM2P,
+                     rpc.PRODUCER_HEARTBEAT: master_pb2.HeartResponseM2P, rpc.PRODUCER_CLOSE: master_pb2.CloseResponseM2P,
+                     rpc.CONSUMER_REGISTER: master_pb2.RegisterResponseM2C,
+                     rpc.CONSUMER_HEARTBEAT: master_pb2.HeartResponseM2C, rpc.CONSUMER_CLOSE: master_pb2.CloseResponseM2C}
+        methods = {method: (request_class, self._unless_standby(handler, responses[method]))
                    for method, (request_class, handler) in methods.items()}
         for listener in self.listeners:
             self.services.append(RpcService(self.broker.loop, listener, methods))
             self.addresses.append(self.services[-1].address)
         self.broker.loop.call_soon_threadsafe(self._schedule_balance)
 
-    def _unless_standby(self, handler):
+    def _unless_standby(self, handler, response_class: type):
         def serve(request: Any, conn: Any) -> Any:
             if self.standby:
                 raise StandbyException("this master is a standby")
-            return handler(request, conn)
+            refused = self._authenticate(request, response_class)
+            return refused if refused is not None else handler(request, conn)
         return serve
+
+    # ---- authentication ------------------------------------------------------------------------------------
+
+    def _authenticate(self, request: Any, response_class: type) -> Any:
+        """None when the request may be served: the broker has no users, or the request carries a token this
+        master handed out or a good signature (user name, timestamp, nonce, HmacSHA1 with the password). Else
+        the CERTIFICATE_FAILURE response."""
+        users = self.broker.config.users
+        if not users:
+            return None
+        certificate = request.authInfo
+        if certificate.HasField("authorizedToken") and hmac.compare_digest(certificate.authorizedToken,
+                                                                           self.auth_token):
+            return None
+        if certificate.HasField("authInfo"):
+            info = certificate.authInfo
+            password = users.get(info.userName)
+            if password is not None and hmac.compare_digest(
+                    signature(info.userName, password, info.timestamp, info.nonce), info.signature):
+                return None
+        fields = {"success": False, "errCode": ErrorCode.CERTIFICATE_FAILURE,
+                  "errMsg": "authentication failed: a valid signature or authorized token is needed"}
+        if "brokerCheckSum" in response_class.DESCRIPTOR.fields_by_name:
+            fields["brokerCheckSum"] = -1
+        return response_class(**fields)
+
+    def _authorized(self) -> master_pb2.MasterAuthorizedInfo:
+        info = master_pb2.MasterAuthorizedInfo(visitAuthorizedToken=self.visit_token)
+        if self.broker.config.users:
+            info.authAuthorizedToken = self.auth_token
+        return info
 
     # ---- metadata ------------------------------------------------------------------------------------------
 
@@ -124,9 +168,6 @@ class TubeMQMasterFrontEnd(FrontEnd):
     def _create_topics(self, topics) -> None:
         for topic in topics:
             self.broker.topics.get_or_create(topic)
-
-    def _authorized(self) -> master_pb2.MasterAuthorizedInfo:
-        return master_pb2.MasterAuthorizedInfo(visitAuthorizedToken=self.visit_token)
 
     def _client_config(self) -> master_pb2.ApprovedClientConfig:
         data = self._data_broker()
