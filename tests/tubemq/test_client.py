@@ -217,3 +217,17 @@ def test_errors_carry_tubemq_codes():
     error = TubeMQError(410, "occupied")
     assert error.code is ErrorCode.PARTITION_OCCUPIED and "PARTITION_OCCUPIED" in str(error)
     assert TubeMQError(999, "new").code == 999
+
+
+def test_a_consumer_the_master_forgot_registers_again(tubemq, producer):
+    producer.publish("cl-forgot")
+    with PullConsumer(tubemq.master, "g-forgot", ["cl-forgot"], **FAST) as consumer:
+        wait_for(lambda: len(consumer.partitions) == 4, timeout=15, message="partitions assigned")
+        master = tubemq.front_end("master")
+
+        def forget() -> None:
+            master._drop_consumer(master.groups["g-forgot"], consumer.client_id)
+        tubemq.embedded.broker.loop.run_in_loop(forget, timeout=10)
+        producer.send(Message("cl-forgot", b"after"))
+        assert [m.body for m in drain(consumer, 1)] == [b"after"]     # HB_NO_NODE -> registered again
+        assert consumer.client_id in master.groups["g-forgot"].consumers

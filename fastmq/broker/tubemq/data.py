@@ -211,6 +211,10 @@ class TubeMQBrokerFrontEnd(FrontEnd):
         return response(success=True, errCode=ErrorCode.SUCCESS, errMsg="OK", currOffset=held.offset,
                         maxOffset=self.broker.store.get_max_offset(request.topicName, request.partitionId))
 
+    def holds(self, group: str, topic: str, partition: int, client_id: str) -> bool:
+        held = self.registrations.get((group, topic, partition))
+        return held is not None and held.client_id == client_id
+
     def release_consumer(self, client_id: str) -> None:
         """The master dropped a consumer (closed or silent): its partitions are free."""
         for key, held in list(self.registrations.items()):

@@ -213,10 +213,14 @@ class TubeMQMasterFrontEnd(FrontEnd):
         if state is None:
             group.consumers[request.clientId] = ConsumerState(request.clientId, request.groupName,
                                                               list(request.topicList), self.broker.loop.time())
-            # A re-registering consumer names the partitions it still holds.
+            # A re-registering consumer names the partitions it still holds: those the broker agrees it holds
+            # stay its own.
+            data = self._data_broker()
             for info in request.subscribeInfo:
                 _, _, partition = parse_subscribe_info(info)
-                group.owner.setdefault((partition.topic, partition.partition_id), request.clientId)
+                if data is not None and data.holds(request.groupName, partition.topic, partition.partition_id,
+                                                   request.clientId):
+                    group.owner.setdefault((partition.topic, partition.partition_id), request.clientId)
         else:
             state.topics = list(request.topicList)
             state.last_seen = self.broker.loop.time()
