@@ -22,7 +22,7 @@ from fastmq.tubemq import Message, Producer, PullConsumer
 from tests.support.servers import free_port
 from tests.support.tubemq import run_java_peer
 
-MESSAGES = int(os.environ.get("BENCH_TUBEMQ_MESSAGES", "200000"))
+MESSAGES = int(os.environ.get("BENCH_TUBEMQ_MESSAGES", "50000"))
 ROUNDS = int(os.environ.get("BENCH_TUBEMQ_ROUNDS", "3"))
 BODY = b"x" * 100
 
