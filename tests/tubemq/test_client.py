@@ -231,3 +231,25 @@ def test_a_consumer_the_master_forgot_registers_again(tubemq, producer):
         producer.send(Message("cl-forgot", b"after"))
         assert [m.body for m in drain(consumer, 1)] == [b"after"]     # HB_NO_NODE -> registered again
         assert consumer.client_id in master.groups["g-forgot"].consumers
+
+
+def test_a_running_producer_moves_to_the_next_master_when_its_master_dies():
+    from tests.support.tubemq import start_tubemq
+
+    first, second = start_tubemq(partitions=2), start_tubemq(partitions=2)
+    try:
+        with Producer(f"{first.master},{second.master}", heartbeat_interval=0.2) as producer:
+            producer.publish("cl-move")
+            assert producer.send(Message("cl-move", b"one")).partition.broker.port == first.broker_address[1]
+            first.embedded.close()
+
+            def moved() -> bool:
+                try:
+                    return producer.send(Message("cl-move", b"two"), timeout=5).partition.broker.port == \
+                        second.broker_address[1]
+                except Exception:
+                    return False
+            wait_for(moved, timeout=20, message="the producer registered with the second master and sends there")
+    finally:
+        first.embedded.close()
+        second.embedded.close()
