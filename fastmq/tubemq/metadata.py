@@ -13,6 +13,8 @@ from fastmq.errors import ProtocolError
 
 DEFAULT_BROKER_PORT = 8123
 STORE_ID_BASE = 10_000
+MAX_BROKER_PARTITIONS = 10_000   # of one topic on one broker: far above any deployment, it bounds what a
+                                 # forged topicInfo makes the client allocate
 
 
 class BrokerInfo(NamedTuple):
@@ -66,6 +68,9 @@ def parse_topic_info(text: str, brokers: dict[int, BrokerInfo]) -> tuple[str, li
         if broker is None:
             continue
         part_num, store_num = _int(fields[1], "partition count"), _int(fields[2], "store count")
+        if not (0 <= part_num < STORE_ID_BASE and 0 <= store_num and part_num * store_num <= MAX_BROKER_PARTITIONS):
+            raise ProtocolError(f"TubeMQ topicInfo entry {entry!r}: {part_num} partitions in each of {store_num} "
+                                f"stores is out of range (at most {MAX_BROKER_PARTITIONS} on one broker)")
         partitions.extend(Partition(broker, topic, store * STORE_ID_BASE + index)
                           for store in range(store_num) for index in range(part_num))
     max_size = _int(segments[2], "max message size") if len(segments) > 2 and segments[2] else None
