@@ -40,7 +40,7 @@ def test_java_string_hash():
     assert java_string_hash("hello world") == 1794106052 and java_string_hash("polygenelubricants") == -2147483648
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(st.binary(max_size=50), st.dictionaries(TEXT, TEXT, max_size=3), st.one_of(st.none(), TEXT))
 def test_payloads_round_trip(body, attributes, msg_type):
     data, flag = Message("t", body, attributes, msg_type=msg_type).encode()
@@ -48,7 +48,7 @@ def test_payloads_round_trip(body, attributes, msg_type):
     assert (back.body, back.attributes, back.msg_type) == (body, attributes, msg_type)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.binary(max_size=40), st.integers(0, 3))
 def test_payload_decoder_rejects_garbage_cleanly(data, flag):
     try:
@@ -70,7 +70,7 @@ def test_metadata_strings():
         parse_broker_info("1:host")
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.text(max_size=40))
 def test_metadata_parsers_reject_garbage_cleanly(text):
     for parse in (parse_broker_info, parse_subscribe_info, lambda t: parse_topic_info(t, {})):

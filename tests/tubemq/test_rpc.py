@@ -112,7 +112,7 @@ def test_requests_round_trip(serial_no, method, body, timeout_ms):
                                   timeout_ms, body)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.binary(max_size=400), st.integers(0, 4))
 def test_inner_message_decoders_reject_garbage_cleanly(data, which):
     classes = [master_pb2.HeartResponseM2C, master_pb2.RegisterResponseM2P, broker_pb2.GetMessageResponseB2C,
