@@ -30,9 +30,20 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from fastmq.client import RateLimiter
-from fastmq.errors import ConfigurationError, CorruptDataError, IllegalStateError, OperationTimeoutError
+from fastmq.errors import ConfigurationError, CorruptDataError, FastMQError, IllegalStateError, OperationTimeoutError
 from fastmq.tubemq import rpc
 from fastmq.tubemq._proto import broker_pb2, master_pb2
+from fastmq.tubemq.constants import (
+    CONNECT_EVENTS,
+    DISCONNECT_EVENTS,
+    OP_REGISTER,
+    OP_UNREGISTER,
+    READ_FROM_MAX,
+    READ_FROM_MAX_ALWAYS,
+    READ_NORMAL,
+    EventStatus,
+    EventType,
+)
 from fastmq.tubemq.errors import GET_MESSAGE_BACKOFF, GET_MESSAGE_DROPS_PARTITION, ErrorCode, TubeMQError
 from fastmq.tubemq.message import Message, checksum, decode_payload
 from fastmq.tubemq.metadata import Partition, encode_subscribe_info, parse_subscribe_info
@@ -41,16 +52,13 @@ from fastmq.tubemq.session import Heartbeat, MasterSession, local_address, make_
 
 log = logging.getLogger(__name__)
 
-# EventProto opType and status
-CONNECT, DISCONNECT, REPORT, STOPREBALANCE, ONLY_CONNECT, ONLY_DISCONNECT = 1, 2, 3, 5, 10, 20
-DONE, FAILED = 2, -2
-REGISTER, UNREGISTER = 31, 32
 # Where a group without a committed offset starts (the Java client's ConsumePosition codes), and the
 # RegisterRequestC2B.readStatus each asks for at a partition's first registration (later ones: 0, normal).
 FROM_LATEST_OFFSET = 0
 FROM_FIRST_OFFSET = -1
 FROM_MAX_OFFSET_ALWAYS = 1
-_FIRST_READ_STATUS = {FROM_FIRST_OFFSET: 0, FROM_LATEST_OFFSET: 1, FROM_MAX_OFFSET_ALWAYS: 2}
+_FIRST_READ_STATUS = {FROM_FIRST_OFFSET: READ_NORMAL, FROM_LATEST_OFFSET: READ_FROM_MAX,
+                      FROM_MAX_OFFSET_ALWAYS: READ_FROM_MAX_ALWAYS}
 
 
 @dataclass
@@ -158,7 +166,7 @@ class PullConsumer:
             request.subscribeInfo.extend(self._subscribe_infos())
         if report is not None:
             request.event.CopyFrom(report.event)
-            request.event.status = DONE
+            request.event.status = EventStatus.DONE
             del request.event.subscribeInfo[:]
             request.event.subscribeInfo.extend(report.done)
         try:
@@ -187,19 +195,19 @@ class PullConsumer:
     def _handle(self, event: Any) -> None:
         partitions = [parse_subscribe_info(info)[2] for info in event.subscribeInfo]
         op_type = event.opType
-        if op_type in (CONNECT, ONLY_CONNECT):
+        if op_type in CONNECT_EVENTS:
             done = [encode_subscribe_info(self.client_id, self.group, p) for p in partitions if self._connect(p)]
             with self._lock:
                 self._reports.append(_Pending(event, done))
-        elif op_type in (DISCONNECT, ONLY_DISCONNECT):
+        elif op_type in DISCONNECT_EVENTS:
             for partition in partitions:
                 self._disconnect(partition)
             with self._lock:
                 self._reports.append(_Pending(event, list(event.subscribeInfo)))
-        elif op_type == REPORT:
+        elif op_type == EventType.REPORT:
             with self._lock:
                 self._report_subscriptions = True
-        elif op_type != STOPREBALANCE:
+        elif op_type != EventType.STOPREBALANCE:
             log.warning("TubeMQ balancing event with unknown opType %d ignored", op_type)
 
     # ---- brokers -------------------------------------------------------------------------------------------
@@ -211,9 +219,10 @@ class PullConsumer:
         """Register a partition at its broker; False when it cannot be had now (PARTITION_OCCUPIED and the
         like: the master hands it out again later)."""
         request = broker_pb2.RegisterRequestC2B(
-            opType=REGISTER, clientId=self.client_id, groupName=self.group, topicName=partition.topic,
+            opType=OP_REGISTER, clientId=self.client_id, groupName=self.group, topicName=partition.topic,
             partitionId=partition.partition_id,
-            readStatus=0 if partition.key in self._registered_once else _FIRST_READ_STATUS[self.consume_position],
+            readStatus=(READ_NORMAL if partition.key in self._registered_once
+                        else _FIRST_READ_STATUS[self.consume_position]),
             filterCondStr=self.filters.get(partition.topic) or [], sessionKey=self.session_key,
             authInfo=self.session.broker_auth())
         with self._lock:
@@ -261,8 +270,8 @@ class PullConsumer:
     def _unregister(self, partition: Partition) -> None:
         try:
             self._broker_call(partition, rpc.CONSUMER_REGISTER_TO_BROKER, broker_pb2.RegisterRequestC2B(
-                opType=UNREGISTER, clientId=self.client_id, groupName=self.group, topicName=partition.topic,
-                partitionId=partition.partition_id, readStatus=0, authInfo=self.session.broker_auth()),
+                opType=OP_UNREGISTER, clientId=self.client_id, groupName=self.group, topicName=partition.topic,
+                partitionId=partition.partition_id, readStatus=READ_NORMAL, authInfo=self.session.broker_auth()),
                 broker_pb2.RegisterResponseB2C)
         except Exception as exc:
             log.info("TubeMQ partition %s not unregistered: %s", partition.key, exc)
@@ -277,7 +286,7 @@ class PullConsumer:
         for broker, infos in by_broker.items():
             self.rpc.call_async((broker.host, broker.port), rpc.CONSUMER_HEARTBEAT_TO_BROKER,
                                 broker_pb2.HeartBeatRequestC2B(clientId=self.client_id, groupName=self.group,
-                                                               readStatus=0, partitionInfo=infos,
+                                                               readStatus=READ_NORMAL, partitionInfo=infos,
                                                                authInfo=self.session.broker_auth()),
                                 broker_pb2.HeartBeatResponseB2C, _ignore)
 
@@ -459,11 +468,14 @@ class PushConsumer:
                 return
             try:
                 self.listener(result.messages)
+                consumed = True
             except Exception:
                 log.exception("a TubeMQ push listener failed: the batch comes again")
-                self.consumer.confirm(result, consumed=False)
-            else:
-                self.consumer.confirm(result, consumed=True)
+                consumed = False
+            try:
+                self.consumer.confirm(result, consumed=consumed)
+            except (TubeMQError, OSError, FastMQError) as exc:     # the partition moved on meanwhile
+                log.warning("TubeMQ push consumer could not confirm a batch of %s: %s", result.partition.key, exc)
 
     def close(self) -> None:
         self._stopped.set()

@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 CLIENT_VERSION = "fastmq-0.1.0"
 DEFAULT_MASTER_PORT = 8715
-NO_TOKEN = -2
+NO_TOKEN = -2          # the visit token sent before the master handed one out
 _counter = itertools.count(1)
 
 

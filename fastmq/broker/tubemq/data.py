@@ -23,6 +23,7 @@ from fastmq.broker.tubemq.service import RpcService
 from fastmq.store.results import GetMessageStatus
 from fastmq.tubemq import rpc
 from fastmq.tubemq._proto import broker_pb2
+from fastmq.tubemq.constants import OP_REGISTER, OP_UNREGISTER, READ_FROM_MAX, READ_FROM_MAX_ALWAYS
 from fastmq.tubemq.errors import ErrorCode
 from fastmq.tubemq.message import NO_CHECKSUM, checksum
 from fastmq.tubemq.metadata import BrokerInfo
@@ -33,13 +34,6 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 BROKER_ID = 1
-REGISTER = 31
-UNREGISTER = 32
-# RegisterRequestC2B.readStatus: where a registration starts. NORMAL: the committed offset, else the first;
-# FROM_MAX: the committed offset, else the latest; FROM_MAX_ALWAYS: the latest.
-READ_NORMAL = 0
-READ_FROM_MAX = 1
-READ_FROM_MAX_ALWAYS = 2
 MAX_MESSAGES_PER_GET = 512
 MAX_BYTES_PER_GET = 512 * 1024
 DEFAULT_MAX_MESSAGE_SIZE = 1024 * 1024
@@ -120,14 +114,14 @@ class TubeMQBrokerFrontEnd(FrontEnd):
         response = broker_pb2.RegisterResponseB2C
         key = (request.groupName, request.topicName, request.partitionId)
         store = self.broker.store
-        if request.opType == UNREGISTER:
+        if request.opType == OP_UNREGISTER:
             held = self.registrations.get(key)
             if held is not None and held.client_id == request.clientId:
                 del self.registrations[key]
             return response(success=True, errCode=ErrorCode.SUCCESS, errMsg="OK")
         if self.bypasses_master(request):
             return response(success=False, errCode=ErrorCode.UNAUTHORIZED, errMsg="no valid visit token")
-        if request.opType != REGISTER:
+        if request.opType != OP_REGISTER:
             return response(success=False, errCode=ErrorCode.BAD_REQUEST, errMsg=f"unknown opType {request.opType}")
         if not 0 <= request.partitionId < self.partitions(request.topicName):
             return response(success=False, errCode=ErrorCode.PARTITION_UNSUBSCRIBABLE,

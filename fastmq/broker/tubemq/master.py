@@ -34,6 +34,7 @@ from fastmq.broker.tubemq.data import TubeMQBrokerFrontEnd
 from fastmq.broker.tubemq.service import RpcService
 from fastmq.tubemq import rpc
 from fastmq.tubemq._proto import master_pb2
+from fastmq.tubemq.constants import CONNECT_EVENTS, EventStatus, EventType
 from fastmq.tubemq.errors import ErrorCode
 from fastmq.tubemq.metadata import Partition, encode_subscribe_info, encode_topic_info, parse_subscribe_info
 from fastmq.tubemq.session import signature
@@ -43,10 +44,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
-# EventProto opType and status
-CONNECT, DISCONNECT, REPORT, STOPREBALANCE, ONLY_CONNECT, ONLY_DISCONNECT = 1, 2, 3, 5, 10, 20
-TODO, PROCESSING, DONE, FAILED = 0, 1, 2, -2
-CONNECT_TYPES = (CONNECT, ONLY_CONNECT)
 CLIENT_CONFIG_ID = 1
 
 
@@ -237,14 +234,14 @@ class TubeMQMasterFrontEnd(FrontEnd):
                                                errMsg="the consumer is not registered")
         state.last_seen = self.broker.loop.time()
         if request.HasField("event") and state.sent is not None \
-                and request.event.rebalanceId == state.sent.rebalanceId and request.event.status in (DONE, FAILED):
+                and request.event.rebalanceId == state.sent.rebalanceId and request.event.status in (EventStatus.DONE, EventStatus.FAILED):
             self._apply_report(group, state, request.event)
         response = master_pb2.HeartResponseM2C(success=True, errCode=ErrorCode.SUCCESS, errMsg="OK!",
                                                notAllocated=False, defFlowCheckId=-2, groupFlowCheckId=-2,
                                                qryPriorityId=-2, requireAuth=False)
         if state.sent is None and state.queued:
             event = state.queued.pop(0)
-            event.status = PROCESSING
+            event.status = EventStatus.PROCESSING
             state.sent = event
             response.event.CopyFrom(event)
         return response
@@ -252,10 +249,10 @@ class TubeMQMasterFrontEnd(FrontEnd):
     def _apply_report(self, group: GroupState, state: ConsumerState, report: Any) -> None:
         """A consumer reported how an event went: partitions it was to connect but did not are unheld."""
         sent, state.sent = state.sent, None
-        if sent.opType not in CONNECT_TYPES:
+        if sent.opType not in CONNECT_EVENTS:
             return
         done = set()
-        if report.status == DONE:
+        if report.status == EventStatus.DONE:
             for info in report.subscribeInfo:
                 _, _, partition = parse_subscribe_info(info)
                 done.add((partition.topic, partition.partition_id))
@@ -316,16 +313,16 @@ class TubeMQMasterFrontEnd(FrontEnd):
         partitions = [(topic, index) for topic in topics for index in range(data.partitions(topic))]
         releases, assignments = balance(partitions, group.consumers, group.owner)
         info = data.info
-        for events, op_type in ((releases, ONLY_DISCONNECT), (assignments, ONLY_CONNECT)):
+        for events, op_type in ((releases, EventType.ONLY_DISCONNECT), (assignments, EventType.ONLY_CONNECT)):
             for client_id, keys in events.items():
                 group.rebalance_id += 1
                 for key in keys:
-                    if op_type == ONLY_DISCONNECT:
+                    if op_type == EventType.ONLY_DISCONNECT:
                         group.owner.pop(key, None)
                     else:
                         group.owner[key] = client_id
                 group.consumers[client_id].queued.append(master_pb2.EventProto(
-                    rebalanceId=group.rebalance_id, opType=op_type, status=TODO,
+                    rebalanceId=group.rebalance_id, opType=op_type, status=EventStatus.TODO,
                     subscribeInfo=[encode_subscribe_info(client_id, name, Partition(info, topic, index))
                                    for topic, index in keys]))
 
