@@ -13,7 +13,14 @@ from pathlib import Path
 
 from fastmq.broker.broker import EmbeddedBroker
 from fastmq.broker.config import ListenerConfig
-from tests.support.servers import TUBEMQ_CLIENT, TUBEMQ_SERVER, ServerProcess, ServerUnavailable, free_port, java_command
+from tests.support.servers import (
+    TUBEMQ_CLIENT,
+    TUBEMQ_SERVER,
+    ServerProcess,
+    ServerUnavailable,
+    free_port,
+    java_command,
+)
 
 
 @dataclass
@@ -50,7 +57,8 @@ def java_peer_classpath() -> str:
     per version of the source: the classpath to run it with."""
     library = TUBEMQ_CLIENT.classpath()
     if shutil.which("javac") is None:
-        raise ServerUnavailable("javac is needed to compile tests/tubemq_java (apt-get install openjdk-17-jdk-headless)")
+        raise ServerUnavailable("javac is needed to compile tests/tubemq_java "
+                                "(apt-get install openjdk-17-jdk-headless)")
     digest = hashlib.sha256(JAVA_PEER_SOURCE.read_bytes()).hexdigest()[:16]
     classes = TUBEMQ_CLIENT.directory / f"peer-{digest}"
     if not (classes / "TubeMQPeer.class").exists():

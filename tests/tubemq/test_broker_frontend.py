@@ -29,7 +29,8 @@ def send(client, tubemq, topic, partition, body, msg_type=None, check=None):
     data, flag = Message(topic, body, msg_type=msg_type).encode()
     return client.call(tubemq.broker_address, rpc.SEND_MESSAGE, broker_pb2.SendMessageRequestP2B(
         clientId="raw", topicName=topic, partitionId=partition, data=data, flag=flag,
-        checkSum=checksum(data) if check is None else check, sentAddr=0, msgType=msg_type), broker_pb2.SendMessageResponseB2P)
+        checkSum=checksum(data) if check is None else check, sentAddr=0, msgType=msg_type),
+        broker_pb2.SendMessageResponseB2P)
 
 
 def register(client, tubemq, consumer, group, topic, partition, op_type=31, filters=()):
@@ -47,7 +48,8 @@ def get(client, tubemq, consumer, group, topic, partition, consumed=False):
 def test_producer_metadata(client, tubemq):
     master = master_address(tubemq)
     registered = client.call(master, rpc.PRODUCER_REGISTER, master_pb2.RegisterRequestP2M(
-        clientId="p-meta", topicList=["fe-meta"], brokerCheckSum=-1, hostName="127.0.0.1"), master_pb2.RegisterResponseM2P)
+        clientId="p-meta", topicList=["fe-meta"], brokerCheckSum=-1, hostName="127.0.0.1"),
+        master_pb2.RegisterResponseM2P)
     host, port = tubemq.broker_address
     assert registered.success and list(registered.brokerInfos) == [f"1:{host}:{port}"]
     heartbeat = client.call(master, rpc.PRODUCER_HEARTBEAT, master_pb2.HeartRequestP2M(

@@ -187,7 +187,8 @@ def test_broker_failure_blocking_and_recovery():
 
     cluster = start_tubemq()
     try:
-        with Producer(cluster.master, heartbeat_interval=0.3, bad_broker_threshold=2, bad_broker_penalty=60) as producer:
+        with Producer(cluster.master, heartbeat_interval=0.3, bad_broker_threshold=2,
+                      bad_broker_penalty=60) as producer:
             producer.publish("cl-recover")
             producer.send(Message("cl-recover", b"before"))
             cluster.embedded.broker.close()

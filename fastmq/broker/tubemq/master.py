@@ -89,9 +89,11 @@ class TubeMQMasterFrontEnd(FrontEnd):
             rpc.CONSUMER_CLOSE: (master_pb2.CloseRequestC2M, self.close_consumer),
         }
         responses = {rpc.PRODUCER_REGISTER: master_pb2.RegisterResponseM2P,
-                     rpc.PRODUCER_HEARTBEAT: master_pb2.HeartResponseM2P, rpc.PRODUCER_CLOSE: master_pb2.CloseResponseM2P,
+                     rpc.PRODUCER_HEARTBEAT: master_pb2.HeartResponseM2P,
+                     rpc.PRODUCER_CLOSE: master_pb2.CloseResponseM2P,
                      rpc.CONSUMER_REGISTER: master_pb2.RegisterResponseM2C,
-                     rpc.CONSUMER_HEARTBEAT: master_pb2.HeartResponseM2C, rpc.CONSUMER_CLOSE: master_pb2.CloseResponseM2C}
+                     rpc.CONSUMER_HEARTBEAT: master_pb2.HeartResponseM2C,
+                     rpc.CONSUMER_CLOSE: master_pb2.CloseResponseM2C}
         methods = {method: (request_class, self._unless_standby(handler, responses[method]))
                    for method, (request_class, handler) in methods.items()}
         for listener in self.listeners:
@@ -234,7 +236,8 @@ class TubeMQMasterFrontEnd(FrontEnd):
                                                errMsg="the consumer is not registered")
         state.last_seen = self.broker.loop.time()
         if request.HasField("event") and state.sent is not None \
-                and request.event.rebalanceId == state.sent.rebalanceId and request.event.status in (EventStatus.DONE, EventStatus.FAILED):
+                and request.event.rebalanceId == state.sent.rebalanceId \
+                and request.event.status in (EventStatus.DONE, EventStatus.FAILED):
             self._apply_report(group, state, request.event)
         response = master_pb2.HeartResponseM2C(success=True, errCode=ErrorCode.SUCCESS, errMsg="OK!",
                                                notAllocated=False, defFlowCheckId=-2, groupFlowCheckId=-2,
