@@ -46,7 +46,9 @@ def broker_config(args: argparse.Namespace) -> Any:
     from fastmq.broker import BrokerConfig, ListenerConfig
 
     listeners = []
-    for text in args.listen or ["127.0.0.1:9092"]:
+    tubemq = [f"tubemq-{role}://{address}" for role in ("master", "broker")
+              for address in getattr(args, f"tubemq_{role}") or ()]
+    for text in (args.listen or ([] if tubemq else ["127.0.0.1:9092"])) + tubemq:
         listener = ListenerConfig.parse(text)
         listener.ssl_certfile, listener.ssl_keyfile = args.ssl_certfile, args.ssl_keyfile
         listener.ssl_password, listener.ssl_cafile = args.ssl_password, args.ssl_cafile
@@ -133,6 +135,8 @@ def register(commands: argparse._SubParsersAction, bench_targets: argparse._SubP
                         help="a listener (repeatable); SCHEME is the protocol (kafka), a security protocol "
                              "(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL: kafka) or both, e.g. kafka+SSL; "
                              "default 127.0.0.1:9092, port 0 picks a free one")
+    broker.add_argument("--tubemq-master", action="append", metavar="HOST:PORT", help="a TubeMQ master listener")
+    broker.add_argument("--tubemq-broker", action="append", metavar="HOST:PORT", help="a TubeMQ broker listener")
     broker.add_argument("--advertise", metavar="HOST:PORT", help="the address Metadata gives clients")
     broker.add_argument("--partitions", type=int, default=1, help="partitions of auto-created topics (default 1)")
     broker.add_argument("--no-auto-create", action="store_true",

@@ -58,6 +58,8 @@ class MavenServer:
     name: str
     version: str
     artifacts: tuple[str, ...]
+    # Jars copied alone, without their dependencies (Maven cannot read the POMs of some, e.g. tubemq-server 2.4.0)
+    jars_only: tuple[str, ...] = ()
 
     @property
     def directory(self) -> Path:
@@ -105,6 +107,12 @@ def fetch(server: MavenServer) -> Path:
         try:
             done = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, timeout=FETCH_TIMEOUT_S)
+            for jar in server.jars_only:
+                if done.returncode == 0:
+                    command = ["mvn", "-B", "-q", "-f", str(server.directory / "pom.xml"), "dependency:copy",
+                               f"-Dartifact={jar}", f"-DoutputDirectory={staging}"]
+                    done = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, timeout=FETCH_TIMEOUT_S)
         except subprocess.TimeoutExpired as exc:
             shutil.rmtree(staging, ignore_errors=True)
             raise ServerUnavailable(f"fetching {server.name} {server.version} took over {FETCH_TIMEOUT_S:g} s: "
@@ -247,7 +255,27 @@ APACHE_KAFKA = MavenServer(
      # Kafka logs through SLF4J 1.7: without this binding its log (which the failure reports show) is empty.
      "org.apache.logging.log4j:log4j-slf4j-impl:2.24.3"))
 
-SERVERS: dict[str, MavenServer] = {server.name: server for server in (APACHE_KAFKA,)}
+# The TubeMQ Java client: the peer of tests/tubemq_java (its programs are compiled against it there).
+TUBEMQ_CLIENT = MavenServer(
+    "tubemq-client", "1.13.0",
+    ("org.apache.inlong:tubemq-client:1.13.0", "org.apache.logging.log4j:log4j-slf4j-impl:2.24.3"))
+
+# Apache InLong TubeMQ's master and broker 2.4.0: the jar alone (its parent POM is not on Maven Central) and the
+# runtime dependencies of InLong 2.4.0's root POM (../shared/docs/protocols/tubemq.md).
+TUBEMQ_SERVER = MavenServer(
+    "tubemq-server", "2.4.0",
+    ("org.apache.inlong:tubemq-client:1.13.0", "com.sleepycat:je:18.1.11",
+     "org.eclipse.jetty:jetty-servlet:9.4.51.v20230217", "javax.servlet:javax.servlet-api:4.0.1",
+     "org.apache.velocity:velocity-engine-core:2.3", "org.apache.velocity.tools:velocity-tools-generic:3.1",
+     "org.ini4j:ini4j:0.5.4", "org.springframework:spring-context:5.3.34", "org.springframework:spring-orm:5.3.34",
+     "com.google.guava:guava:32.1.2-jre", "commons-io:commons-io:2.11.0", "commons-cli:commons-cli:1.4",
+     "org.apache.httpcomponents:httpclient:4.5.13", "org.dom4j:dom4j:2.1.3", "com.beust:jcommander:1.78",
+     "io.prometheus:simpleclient_httpserver:0.14.1", "org.apache.logging.log4j:log4j-core:2.17.2",
+     "org.apache.logging.log4j:log4j-jcl:2.17.2", "org.apache.logging.log4j:log4j-1.2-api:2.17.2",
+     "org.apache.logging.log4j:log4j-slf4j-impl:2.17.2"),
+    jars_only=("org.apache.inlong:tubemq-server:2.4.0", "org.apache.zookeeper:zookeeper:3.7.2"))
+
+SERVERS: dict[str, MavenServer] = {server.name: server for server in (APACHE_KAFKA, TUBEMQ_CLIENT, TUBEMQ_SERVER)}
 
 
 def main(argv: Sequence[str]) -> int:

@@ -1,0 +1,45 @@
+"""The master's server-side balancing of one consumer group (TubeMQ's balancerChore, seed 5.6).
+
+Partitions and consumers are sorted; each consumer's share is len(partitions) // len(consumers), the first
+len(partitions) % len(consumers) consumers taking one more. A consumer keeps what it holds up to its share and
+is told to release the rest (a DISCONNECT event); partitions nobody holds go to the consumers under their share
+(a CONNECT event), lowest first. A partition released in this round may be handed out in the same round: its new
+holder then meets PARTITION_OCCUPIED at the broker until the old holder unregistered, drops it, reports that,
+and gets it again in a later round.
+"""
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+
+
+def balance(partitions: Iterable[Hashable], consumers: Iterable[str], owner: dict) -> tuple[dict, dict]:
+    """(releases, assignments), each {consumer: [partition, ...]}, given owner {partition: consumer}.
+    Partitions held by consumers no longer in the group count as unheld."""
+    ordered_partitions = sorted(partitions)
+    ordered_consumers = sorted(consumers)
+    if not ordered_consumers:
+        return {}, {}
+    base, extra = divmod(len(ordered_partitions), len(ordered_consumers))
+    share = {consumer: base + (index < extra) for index, consumer in enumerate(ordered_consumers)}
+    held: dict[str, list] = {consumer: [] for consumer in ordered_consumers}
+    unheld = []
+    for partition in ordered_partitions:
+        holder = owner.get(partition)
+        if holder in held:
+            held[holder].append(partition)
+        else:
+            unheld.append(partition)
+    releases: dict[str, list] = {}
+    for consumer, partitions_held in held.items():
+        surplus = partitions_held[share[consumer]:]
+        if surplus:
+            releases[consumer] = surplus
+            del partitions_held[share[consumer]:]
+            unheld.extend(surplus)
+    unheld.sort()
+    assignments: dict[str, list] = {}
+    for consumer in ordered_consumers:
+        room = share[consumer] - len(held[consumer])
+        if room > 0 and unheld:
+            assignments[consumer], unheld = unheld[:room], unheld[room:]
+    return releases, assignments
