@@ -19,6 +19,7 @@ from fastmq.kafka.admin_wire import (
     _TIMEOUTS, AdminConnection, _check_unique, _error, _ItemAnswer, _missing, _Reply, _topic_partitions,
     authorized_operations, raise_failures,
 )
+from fastmq.kafka.protocol.schema import ZERO_UUID
 from fastmq.kafka.coordinator import GROUP, coordinator_entries, find_coordinator_request
 from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition
 
@@ -102,6 +103,32 @@ class GroupAdmin(AdminConnection):
                    for group_id, answer in answers.items()}
         if raise_errors:
             raise_failures("delete_groups", results)
+        return results
+
+    def alter_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata | int], *,
+                            timeout: float | None = None,
+                            raise_errors: bool = True) -> dict[TopicPartition, kerrors.KafkaError | None]:
+        """Commit offsets (OffsetAndMetadata or a plain offset) for a group that has no active members (an
+        unknown group is created Empty); each partition maps to its error or None. A member's group answers
+        UNKNOWN_MEMBER_ID per partition."""
+        answers = self._commit_group_offsets(group_id, offsets, self._deadline(timeout))
+        results = {tp: _error(code, None, f"group {group_id!r} {tp.topic}-{tp.partition}")
+                   for tp, code in answers.items()}
+        if raise_errors:
+            raise_failures("alter_group_offsets", results)
+        return results
+
+    def remove_group_members(self, group_id: str, members: Iterable[tuple[str | None, str | None]], *,
+                             reason: str | None = None, timeout: float | None = None,
+                             raise_errors: bool = True) -> dict[str, kerrors.KafkaError | None]:
+        """Make members leave a group (Kafka 2.3+): (member_id, group_instance_id) pairs, either of them None
+        (a static member is named by its group_instance_id). {member id or instance id: error or None}; a
+        group-level error always raises."""
+        answer = self._leave_group(group_id, [(m, i, reason) for m, i in members], self._deadline(timeout))
+        results = {m.member_id or m.group_instance_id: _error(m.error_code, None, f"member {m.member_id or m.group_instance_id!r}")
+                   for m in answer.struct.members}
+        if raise_errors:
+            raise_failures("remove_group_members", results)
         return results
 
     # ---- groups on the wire ---------------------------------------------------------------------------
@@ -296,6 +323,70 @@ class GroupAdmin(AdminConnection):
                                 coordinator=coordinator)[group_id]
 
 
+    def _commit_group_offsets(self, group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+                              deadline: float, coordinator: int | None = None) -> dict[TopicPartition, int]:
+        """OffsetCommit outside any generation (as an admin, not a member): {TopicPartition: error code}.
+        A failed coordinator lookup raises its error."""
+        committed = {tp: meta if isinstance(meta, OffsetAndMetadata) else OffsetAndMetadata(meta)
+                     for tp, meta in offsets.items()}
+        by_topic = _topic_partitions(committed)
+        if not by_topic:
+            return {}
+        # OffsetCommit v10 names topics by id: a Metadata request learns them (zero for unknown topics).
+        ids = {t.name: t.topic_id for t in self._metadata(list(by_topic), deadline).response.topics}
+        names = {topic_id: name for name, topic_id in ids.items()}
+        O = kp.OffsetCommitRequest
+        request = O(group_id=group_id, generation_id_or_member_epoch=-1, member_id="", topics=[
+            O.OffsetCommitRequestTopic(name=topic, topic_id=ids.get(topic, ZERO_UUID), partitions=[
+                O.OffsetCommitRequestPartition(
+                    partition_index=p, committed_offset=committed[TopicPartition(topic, p)].offset,
+                    committed_leader_epoch=_epoch(committed[TopicPartition(topic, p)].leader_epoch),
+                    committed_metadata=committed[TopicPartition(topic, p)].metadata)
+                for p in partitions])
+            for topic, partitions in by_topic.items()])
+
+        def answers(response: Any, version: int, asked: list[str]) -> Iterable[tuple[str, int, str | None, Any]]:
+            # OffsetCommit has no group-level error: a coordinator error stands in every partition.
+            codes = [p.error_code for t in response.topics for p in t.partitions]
+            moved = [code for code in codes if code in _COORDINATOR_RETRY_CODES]
+            yield asked[0], moved[0] if moved else 0, None, response
+
+        answer = self._group_call([group_id], lambda groups: request, answers, deadline, batch=False,
+                                  coordinator=coordinator)[group_id]
+        if answer.struct is None:
+            raise _error(answer.code or kerrors.UnknownError.errno, answer.message, f"group {group_id!r}")
+        return {TopicPartition(topic.name if answer.version < 10 else names.get(topic.topic_id, str(topic.topic_id)),
+                               p.partition_index): p.error_code
+                for topic in answer.struct.topics for p in topic.partitions}
+
+    def _leave_group(self, group_id: str, members: list[tuple[str | None, str | None, str | None]],
+                     deadline: float, coordinator: int | None = None) -> _ItemAnswer:
+        """LeaveGroup v3+ for (member_id, group_instance_id, reason) of other clients' members; a group-level
+        error raises, IncompatibleBrokerVersion below v3 (which names only the sender itself)."""
+        for member_id, instance_id, _ in members:
+            if not member_id and not instance_id:
+                raise ValueError("a member to remove needs a member_id or a group_instance_id")
+        L = kp.LeaveGroupRequest
+        request = L(group_id=group_id, members=[
+            L.MemberIdentity(member_id=member_id or "", group_instance_id=instance_id, reason=reason)
+            for member_id, instance_id, reason in members])
+
+        def answers(response: Any, version: int, asked: list[str]) -> Iterable[tuple[str, int, str | None, Any]]:
+            yield asked[0], response.error_code, None, response
+
+        answer = self._group_call([group_id], lambda groups: request, answers, deadline, batch=False,
+                                  coordinator=coordinator)[group_id]
+        if 0 <= answer.version < 3:
+            raise kerrors.IncompatibleBrokerVersion(
+                f"the coordinator speaks LeaveGroup v{answer.version}, which cannot remove other members (v3+)")
+        error = _error(answer.code, answer.message, f"group {group_id!r}")
+        if error is None and answer.struct is None:
+            error = _missing(f"group {group_id!r}", "LeaveGroup")
+        if error is not None:
+            raise error
+        return answer
+
+
 def group_offsets(group_id: str, answer: _ItemAnswer) -> dict[TopicPartition, OffsetAndMetadata]:
     """The offsets of an OffsetFetch answer; the group's error, or every failed partition's, raises."""
     error = _error(answer.code, answer.message, f"group {group_id!r}")
@@ -315,3 +406,7 @@ def group_offsets(group_id: str, answer: _ItemAnswer) -> dict[TopicPartition, Of
     if failures:
         raise_failures("list_group_offsets", {**offsets, **failures})
     return offsets
+
+
+def _epoch(leader_epoch: int | None) -> int:
+    return -1 if leader_epoch is None else leader_epoch

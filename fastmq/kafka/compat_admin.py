@@ -9,11 +9,12 @@ and friends, TopicPartition / OffsetAndMetadata mappings, and the error classes 
 carry kafka-python's names. Routing, retries and the checks of bad input are Admin's (fastmq.kafka.admin).
 
 Covered: topics (create, delete, list, describe, wait_for_topics), create_partitions, delete_records,
-list_partition_offsets, describe_cluster, describe_log_dirs, describe_metadata_quorum,
-list_partition_reassignments, elect_leaders, list_config_resources, configurations (describe, alter, reset),
-groups (list, describe, delete) and their offsets (list, delete). Not covered (kafka-python has them): ACLs,
-SCRAM users, transactions, features, reassigning, describe_topic_partitions, alter/reset_group_offsets,
-remove_group_members, api_versions (tests/kafka/test_compat_api.py lists them).
+list_partition_offsets, describe_cluster, api_versions, get_broker_version_data, describe_features,
+describe_log_dirs, describe_metadata_quorum, list_partition_reassignments, elect_leaders, list_config_resources,
+configurations (describe, alter, reset), groups (list, describe, delete, remove_group_members) and their offsets
+(list, alter, reset, delete). Not covered (kafka-python has them): ACLs, SCRAM users, transactions,
+update_features, reassigning, alter_replica_log_dirs, describe_topic_partitions (tests/kafka/test_compat_api.py
+lists them).
 
 describe_groups decodes members' metadata and assignment as consumer-protocol dicts, as kafka-python does.
 kafka-python's own TopicPartition, ConfigResource, NewTopic and NewPartitions are taken (compat_types).
@@ -30,6 +31,7 @@ from collections import defaultdict
 from enum import IntEnum
 from typing import Any, Iterable, Mapping
 
+import fastmq
 from fastmq.errors import CorruptDataError
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
@@ -39,13 +41,14 @@ from fastmq.kafka.admin import (
 )
 from fastmq.kafka.compat_config import CONNECTION_DEFAULTS, client_options, resolve
 from fastmq.kafka.consumer_protocol import decode_assignment_message, decode_subscription_message
-from fastmq.kafka.compat_types import by_topic_partition, config_resource, new_partitions, new_topic
+from fastmq.kafka.compat_types import by_topic_partition, config_resource, new_partitions, new_topic, offsets_to_commit
 from fastmq.kafka.compat_types import topic_partitions as _as_topic_partitions
 from fastmq.kafka.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 __all__ = [
     "AlterConfigOp", "ConfigFilterType", "ConfigResource", "ConfigResourceType", "ConfigSourceType", "ConfigType",
-    "IsolationLevel", "KafkaAdminClient", "NewPartitions", "NewTopic", "OffsetSpec",
+    "IsolationLevel", "KafkaAdminClient", "MemberToRemove", "NewPartitions", "NewTopic", "OffsetSpec",
+    "OffsetTimestamp",
 ]
 
 _log = logging.getLogger(__name__)
@@ -91,6 +94,55 @@ class OffsetSpec(IntEnum):
     EARLIEST_LOCAL = -4
     LATEST_TIERED = -5
 
+
+
+class OffsetTimestamp(int):
+    """A timestamp in ms where reset_group_offsets takes a spec or an offset: the first offset at or after it
+    (kafka.admin.OffsetTimestamp)."""
+
+    def __repr__(self) -> str:
+        return f"OffsetTimestamp({int(self)})"
+
+
+class MemberToRemove:
+    """A member for remove_group_members (kafka.admin.MemberToRemove): its member_id, or the
+    group_instance_id of a static member; reason reaches brokers of LeaveGroup v5+."""
+
+    __slots__ = ("member_id", "group_instance_id", "reason")
+
+    def __init__(self, member_id: str | None = None, group_instance_id: str | None = None,
+                 reason: str | None = None) -> None:
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return (f"MemberToRemove(member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, "
+                f"reason={self.reason!r})")
+
+
+class BrokerVersionData:
+    """A broker's API version ranges (what kafka-python's get_broker_version_data returns): api_versions
+    {api key: (min, max)}; api_version(operation) the highest version fastmq and the broker share. Unlike
+    kafka-python's, it does not guess a broker release from the ranges."""
+
+    def __init__(self, api_versions: dict[int, tuple[int, int]]) -> None:
+        self.api_versions = api_versions
+
+    def api_version(self, operation: Any, min_version: int = 0, max_version: float = float("inf")) -> int:
+        """For a request class or instance (fastmq's or kafka-python's) or an API key; IncompatibleBrokerVersion
+        when the broker lacks the API or no version lies within [min_version, max_version]."""
+        if min_version > max_version:
+            raise ValueError("min_version must not be greater than max_version")
+        api_key = int(getattr(operation, "API_KEY", operation))
+        if api_key not in self.api_versions:
+            raise kerrors.IncompatibleBrokerVersion(f"the broker does not support API key {api_key}")
+        low, high = self.api_versions[api_key]
+        version = kp.highest_common_version(api_key, max(low, min_version), min(high, max_version))
+        return version
+
+    def __repr__(self) -> str:
+        return f"BrokerVersionData({len(self.api_versions)} APIs)"
 
 # Kafka's ACL operations, bit n of an authorized-operations field (kafka-python's ACLOperation names).
 _ACL_OPERATIONS = {3: "READ", 4: "WRITE", 5: "CREATE", 6: "DELETE", 7: "ALTER", 8: "DESCRIBE", 9: "CLUSTER_ACTION",
@@ -405,6 +457,37 @@ class KafkaAdminClient:
         metadata.pop("throttle_time_ms", None)
         return metadata
 
+    def _api_versions(self, node_id: int | None) -> Any:
+        response = self._admin._send(node_id, kp.ApiVersionsRequest(
+            client_software_name="fastmq", client_software_version=fastmq.__version__), self._deadline(None)).response
+        if response.error_code:
+            raise kerrors.for_code(response.error_code)(f"ApiVersionsRequest failed: {response!r}")
+        return response
+
+    def api_versions(self) -> dict[int, tuple[int, int]]:
+        """{API key: (min version, max version)} of a broker of the cluster."""
+        return {k.api_key: (k.min_version, k.max_version) for k in self._api_versions(None).api_keys}
+
+    def get_broker_version_data(self, broker_id: int) -> BrokerVersionData:
+        """The API version ranges of one broker (BrokerNotAvailableError if the cluster has no such broker)."""
+        self._admin._check_brokers([broker_id], self._deadline(None))
+        response = self._api_versions(broker_id)
+        return BrokerVersionData({k.api_key: (k.min_version, k.max_version) for k in response.api_keys})
+
+    def describe_features(self, send_request_to_controller: bool = False) -> dict[str, dict[str, Any]]:
+        """{feature name: {"supported": (min, max), "finalized": (min level, max level), "finalized_epoch":
+        epoch or None}} from a broker (or the controller): the cluster's feature flags (Kafka 2.4+)."""
+        node = self._admin._controller(self._deadline(None)) if send_request_to_controller else None
+        response = self._api_versions(node)
+        epoch = response.finalized_features_epoch if response.finalized_features_epoch >= 0 else None
+        features: dict[str, dict[str, Any]] = defaultdict(dict)
+        for feature in response.supported_features or ():
+            features[feature.name]["supported"] = (feature.min_version, feature.max_version)
+        for feature in response.finalized_features or ():
+            features[feature.name]["finalized"] = (feature.min_version_level, feature.max_version_level)
+            features[feature.name]["finalized_epoch"] = epoch
+        return dict(features)
+
     def _partitions_by_topic(self, topic_partitions: Any) -> list[tuple[str, list[int]]]:
         """kafka-python's partition selections: {topic: [partitions]}, or every partition of a list of topics
         (None: of all topics)."""
@@ -683,3 +766,55 @@ class KafkaAdminClient:
         return {TopicPartition(topic.name, p.partition_index): kerrors.for_code(p.error_code)
                 for topic in answer.struct.topics for p in topic.partitions}
 
+    def alter_group_offsets(self, group_id: str, offsets: Mapping[Any, Any],
+                            group_coordinator_id: int | None = None) -> dict[TopicPartition, type]:
+        """Commit {TopicPartition: OffsetAndMetadata} for a group without active members; {TopicPartition:
+        error class (NoError on success)}."""
+        offsets = offsets_to_commit(offsets)
+        if not offsets:
+            return {}
+        codes = self._admin._commit_group_offsets(group_id, offsets, self._deadline(None), group_coordinator_id)
+        return {tp: kerrors.for_code(code) for tp, code in codes.items()}
+
+    def reset_group_offsets(self, group_id: str, offset_specs: Mapping[Any, Any],
+                            group_coordinator_id: int | None = None) -> dict[TopicPartition, dict[str, Any]]:
+        """Commit, for a group without active members, offsets given per partition as an OffsetSpec, an
+        OffsetTimestamp (both looked up with ListOffsets) or a plain int offset, each clamped to the
+        partition's [earliest, latest] (a timestamp past the last record: latest); committed metadata is
+        kept. {TopicPartition: {"error": error class, "offset": the offset committed}}."""
+        specs = by_topic_partition(offset_specs)
+        if not specs:
+            return {}
+        explicit = {}
+        for tp, spec in specs.items():
+            if type(spec) is int:
+                explicit[tp] = spec
+            elif not isinstance(spec, int) or isinstance(spec, bool):
+                raise TypeError(f"Unsupported reset target for {tp}: {spec!r} "
+                                "(expected OffsetSpec, OffsetTimestamp, or int offset)")
+        partitions = list(specs)
+        current = self.list_group_offsets({group_id: partitions})[group_id]
+        earliest = self.list_partition_offsets({tp: OffsetSpec.EARLIEST for tp in partitions})
+        latest = self.list_partition_offsets({tp: OffsetSpec.LATEST for tp in partitions})
+        looked_up = self.list_partition_offsets({tp: int(s) for tp, s in specs.items() if tp not in explicit})
+        targets = {}
+        for tp in partitions:
+            raw = explicit[tp] if tp in explicit else looked_up[tp].offset
+            high, low = latest[tp].offset, earliest[tp].offset
+            offset = high if raw < 0 or raw > high else max(raw, low)
+            old = current.get(tp)
+            targets[tp] = OffsetAndMetadata(offset, old.metadata if old is not None and old.offset >= 0 else "",
+                                            old.leader_epoch if old is not None and old.offset >= 0 else None)
+        codes = self._admin._commit_group_offsets(group_id, targets, self._deadline(None), group_coordinator_id)
+        return {tp: {"error": kerrors.for_code(code), "offset": targets[tp].offset} for tp, code in codes.items()}
+
+    def remove_group_members(self, group_id: str, members: Iterable[Any],
+                             group_coordinator_id: int | None = None) -> dict[str, type]:
+        """Make members (MemberToRemove, or any object with member_id, group_instance_id and reason) leave
+        a group (LeaveGroup v3+, Kafka 2.3+); {member id or group instance id: error class}. A group-level
+        error raises."""
+        wanted = [(m.member_id, m.group_instance_id, getattr(m, "reason", None)) for m in members]
+        if not wanted:
+            return {}
+        answer = self._admin._leave_group(group_id, wanted, self._deadline(None), group_coordinator_id)
+        return {m.member_id or m.group_instance_id: kerrors.for_code(m.error_code) for m in answer.struct.members}

@@ -955,3 +955,26 @@ def test_a_broker_that_leaves_items_out_gets_them_reported(scripted):
         admin.create_partitions({"t": 3})
     results = admin.create_partitions({"t": 3}, raise_errors=False)
     assert isinstance(results["t"], kerrors.UnknownError)
+
+
+@on_brokers("embedded", "apache")
+def test_offsets_altered_by_admin_are_what_kafka_python_reads(admin, peer_admin):
+    name, group = topic_name(), topic_name("group")
+    create_known(admin, [NewTopic(name, 2, 1)])
+    altered = admin.alter_group_offsets(group, {TopicPartition(name, 0): OffsetAndMetadata(0, "by-admin", -1),
+                                                TopicPartition(name, 1): 0})
+    assert altered == {TopicPartition(name, 0): None, TopicPartition(name, 1): None}
+    assert {tuple(tp): (meta.offset, meta.metadata) for tp, meta in peer_admin.list_group_offsets(group)[group].items()
+            } == {(name, 0): (0, "by-admin"), (name, 1): (0, "")}
+    with pytest.raises(kerrors.InvalidGroupIdError):
+        admin.alter_group_offsets("", {TopicPartition(name, 0): 0})
+
+
+@on_brokers("embedded", "apache")
+def test_removed_members_are_named_as_asked(admin, committed_group):
+    group, _, _ = committed_group
+    results = admin.remove_group_members(group, [(None, "nobody"), ("no-such-member", None)], raise_errors=False)
+    assert {key: type(error) for key, error in results.items()} == {
+        "nobody": kerrors.UnknownMemberIdError, "no-such-member": kerrors.UnknownMemberIdError}
+    with pytest.raises(kerrors.UnknownMemberIdError):
+        admin.remove_group_members(group, [(None, "nobody")])

@@ -194,7 +194,8 @@ class KafkaCluster:
                 for mechanism in SCRAM_MECHANISMS:
                     scram += ["--add-scram", f"{mechanism}=[name={name},password={password}]"]
         run_java(APACHE_KAFKA.classpath(), "kafka.tools.StorageTool", "format", "--ignore-formatted",
-                 "-t", self.cluster_id, "-c", str(config), *scram)
+                 # One argument: an id starting with "-" (1 in 64) would be taken for an option.
+                 f"--cluster-id={self.cluster_id}", "-c", str(config), *scram)
 
     @staticmethod
     def _answers(node: KafkaNode, brokers: int) -> bool:
