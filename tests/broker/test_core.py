@@ -118,16 +118,16 @@ def test_topic_growth_configs_and_deletion(store):
 def test_offsets_are_durable_when_acknowledged_and_shared_with_rocketmq(store, writer):
     offsets = OffsetStore(store, writer)
     assert durable(lambda cb: offsets.commit("g", [("t", 0, CommittedOffset(5)),
-                                                   ("t", 1, CommittedOffset(9, "meta", 3, 100))], cb))
+                                                   ("t", 1, CommittedOffset(9, ("meta", 3, None)))], cb))
     # consumerOffset.json on disk already has them, in RocketMQ's format.
     on_disk = json.loads((store.root / "config" / "consumerOffset.json").read_text())
     assert on_disk["offsetTable"]["t@g"] == {"0": 5, "1": 9}
-    assert offsets.fetch("g", "t", 1) == CommittedOffset(9, "meta", 3, 100)
+    assert offsets.fetch("g", "t", 1) == CommittedOffset(9, ("meta", 3, None))
     assert offsets.fetch("g", "t", 0) == CommittedOffset(5)
     assert offsets.fetch("g", "t", 2) is None
     # What a restart reads back.
     again = OffsetStore(store, writer)
-    assert again.fetch("g", "t", 1).metadata == "meta"
+    assert again.fetch("g", "t", 1).extra == ("meta", 3, None)
     assert offsets.partitions("g") == {"t": [0, 1]} and offsets.groups() == {"g"}
     durable(lambda cb: offsets.delete("g", [("t", 1)], cb))
     assert offsets.fetch("g", "t", 1) is None and offsets.fetch("g", "t", 0).offset == 5
