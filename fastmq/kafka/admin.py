@@ -17,7 +17,8 @@ Where requests go (as Kafka's own admin client routes them):
   retried after a metadata refresh.
 - ListGroups goes to every broker, a broker's (or its loggers') configuration to that broker, the rest to the
   least loaded broker.
-Retries wait retry_backoff_ms and stay within the operation's timeout (seconds; request_timeout_ms when None),
+Retries follow the client's RetryPolicy (fastmq.client: retry_backoff_ms, growing to retry_backoff_max_ms, with
+jitter) and stay within the operation's timeout (seconds; request_timeout_ms when None),
 which also bounds connecting and is passed on to the broker where a request has a timeout of its own.
 
 Errors:
@@ -156,17 +157,20 @@ class Admin(GroupAdmin):
         a moment to get there); KafkaTimeoutError naming the topics that are not ready."""
         names = list(topics)
         deadline = self._deadline(timeout)
+        attempts = 0
         while True:
             response = self._metadata(names, deadline).response
+            attempts += 1
             ready = {t.name for t in response.topics
                      if not t.error_code and t.partitions
                      and all(p.leader_id >= 0 and not p.error_code for p in t.partitions)}
             missing = [name for name in names if name not in ready]
             if not missing:
                 return
-            if not self._can_retry(deadline):
+            delay = self._retry_delay(kerrors.LeaderNotAvailableError, attempts, deadline)
+            if delay is None:
                 raise kerrors.KafkaTimeoutError(f"topics not ready within {timeout:.1f} s: {missing}")
-            time.sleep(self._retry_backoff)
+            time.sleep(delay)
 
     def create_topics(self, new_topics: Iterable[NewTopic | str], *, timeout: float | None = None,
                       validate_only: bool = False, raise_errors: bool = True) -> dict[str, CreateTopicResult]:
@@ -398,7 +402,9 @@ class Admin(GroupAdmin):
         pending = set(offsets)
         results: dict[TopicPartition, _ItemAnswer] = {}
         refused: dict[TopicPartition, _ItemAnswer] = {}
+        attempts = 0
         while pending:
+            attempts += 1
             try:
                 leaders = {tp: leader for tp in pending} if leader is not None else self._leaders(pending, deadline)
             except _TIMEOUTS:
@@ -422,7 +428,9 @@ class Admin(GroupAdmin):
                                                       for i in indexes])
                             for topic, indexes in by_topic.items()],
                     timeout_ms=self._timeout_ms(deadline))))
-            can_retry = leader is None and self._can_retry(deadline)
+            delay = None if leader is not None else self._retry_delay(
+                kerrors.NotLeaderForPartitionError, attempts, deadline)
+            can_retry = delay is not None
             outcomes = self._send_many(requests, deadline)
             timed_out = [o for o in outcomes if isinstance(o, _TIMEOUTS)]
             if timed_out and refused:
@@ -448,7 +456,7 @@ class Admin(GroupAdmin):
                 break
             refused = retry
             pending = set(retry)
-            time.sleep(self._retry_backoff)
+            time.sleep(delay)
         return {tp: results.get(tp, _ItemAnswer(0, None, None, -1)) for tp in offsets}
 
     def _config_requests(self, resources: Iterable[ConfigResource], deadline: float

@@ -141,7 +141,9 @@ class GroupAdmin(AdminConnection):
         failed: dict[str, _ItemAnswer] = {}
         missing = [g for g in groups if g not in found]
         refused: dict[str, _ItemAnswer] = {}
+        attempts = 0
         while missing:
+            attempts += 1
             request = find_coordinator_request(missing, GROUP)
             try:
                 reply = self._send(None, request, deadline)
@@ -154,7 +156,7 @@ class GroupAdmin(AdminConnection):
             asked = missing if reply.version >= 4 else missing[:1]     # v0-3 ask for one key at a time
             rows = [(c.key, c.error_code, c.error_message, c.node_id, c.host, c.port)
                     for c in coordinator_entries(reply.response, asked)]
-            can_retry = self._can_retry(deadline)
+            delay = self._retry_delay(kerrors.CoordinatorNotAvailableError, attempts, deadline)
             new_nodes = []
             for key, code, message, node_id, host, port in rows:
                 if key not in asked or key in found or key in failed or key in refused:
@@ -162,7 +164,7 @@ class GroupAdmin(AdminConnection):
                 if not code:
                     found[key] = self._coordinators[key] = node_id
                     new_nodes.append((node_id, host, port))
-                elif code in _COORDINATOR_RETRY_CODES and can_retry:
+                elif code in _COORDINATOR_RETRY_CODES and delay is not None:
                     refused[key] = _ItemAnswer(code, message, None, reply.version)
                 else:
                     failed[key] = _ItemAnswer(code, message, None, reply.version)
@@ -173,7 +175,7 @@ class GroupAdmin(AdminConnection):
                                               "the FindCoordinator response does not mention it", None, reply.version)
             missing = [g for g in missing if g not in found and g not in failed]
             if refused:
-                time.sleep(self._retry_backoff)
+                time.sleep(delay)
         return found, failed
 
     def _group_call(self, groups: Iterable[str], build: Callable[[list[str]], Any],
@@ -196,7 +198,9 @@ class GroupAdmin(AdminConnection):
         results: dict[str, _ItemAnswer] = {}
         refused: dict[str, _ItemAnswer] = {}
         pending = group_ids
+        attempts = 0
         while pending:
+            attempts += 1
             failed: dict[str, _ItemAnswer] = {}
             try:
                 if coordinator is not None:
@@ -217,7 +221,8 @@ class GroupAdmin(AdminConnection):
             for node_id, node_groups in by_node.items():
                 for chunk in ([node_groups] if batch else [[g] for g in node_groups]):
                     requests.append((node_id, chunk))
-            can_retry = coordinator is None and self._can_retry(deadline)
+            delay = None if coordinator is not None else self._retry_delay(
+                kerrors.NotCoordinatorError, attempts, deadline)
             outcomes = self._send_many([(node_id, build(chunk)) for node_id, chunk in requests], deadline)
             if refused and any(isinstance(o, _TIMEOUTS) for o in outcomes):
                 results.update((g, answer) for g, answer in refused.items() if g not in results)
@@ -230,7 +235,7 @@ class GroupAdmin(AdminConnection):
                     if group_id not in chunk or group_id in results or group_id in refused:
                         continue
                     answer = _ItemAnswer(code, message, struct, outcome.version)
-                    if code in _COORDINATOR_RETRY_CODES and can_retry:
+                    if code in _COORDINATOR_RETRY_CODES and delay is not None:
                         self._coordinators.pop(group_id, None)
                         refused[group_id] = answer
                     else:
@@ -238,7 +243,7 @@ class GroupAdmin(AdminConnection):
             pending = list(refused)
             if refused:
                 _log.debug("coordinator errors for groups %s; looking them up again", pending)
-                time.sleep(self._retry_backoff)
+                time.sleep(delay)
         return {g: results.get(g, _ItemAnswer(0, None, None, -1)) for g in group_ids}
 
     def _list_groups(self, broker_ids: Iterable[int] | None, states: Iterable[str] | None,

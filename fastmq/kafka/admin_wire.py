@@ -120,7 +120,6 @@ class AdminConnection:
                     f"options {sorted(options)} belong to the KafkaClient given as client=")
             self._own_client = False
         self._client = client
-        self._retry_backoff = client.config.retry_backoff_ms / 1000.0
         self._default_timeout = client.config.request_timeout_ms / 1000.0
         self._controller_id: int | None = None
         self._coordinators: dict[str, int] = {}
@@ -155,9 +154,11 @@ class AdminConnection:
             raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
         return time.monotonic() + timeout
 
-    def _can_retry(self, deadline: float) -> bool:
-        """Whether a retry after retry_backoff_ms still starts before the deadline."""
-        return time.monotonic() + self._retry_backoff < deadline
+    def _retry_delay(self, retrying: type[BaseException], attempts: int, deadline: float) -> float | None:
+        """The client's RetryPolicy (retry_backoff_ms, growing to retry_backoff_max_ms) after `attempts`
+        passes that met `retrying`: seconds to wait before the next pass, None when none may start before the
+        deadline."""
+        return self._client.retry.next_delay(retrying(), attempts, time.monotonic(), deadline)
 
     @staticmethod
     def _timeout_ms(deadline: float) -> int:
@@ -256,12 +257,15 @@ class AdminConnection:
         return known
 
     def _controller(self, deadline: float) -> int:
+        attempts = 0
         while self._controller_id is None:
             self._metadata([], deadline)
+            attempts += 1
             if self._controller_id is None:
-                if not self._can_retry(deadline):
+                delay = self._retry_delay(kerrors.NotControllerError, attempts, deadline)
+                if delay is None:
                     raise kerrors.KafkaTimeoutError("the cluster named no controller within the timeout")
-                time.sleep(self._retry_backoff)
+                time.sleep(delay)
         return self._controller_id
 
     def _controller_call(self, items: dict[Any, Any], build: Callable[[list[Any], int], Any],
@@ -273,7 +277,9 @@ class AdminConnection:
         pending = dict(items)
         results: dict[Any, _ItemAnswer] = {}
         refused: dict[Any, _ItemAnswer] = {}
+        attempts = 0
         while pending:
+            attempts += 1
             try:
                 controller = self._controller(deadline)
                 reply = self._send(controller, build(list(pending.values()), self._timeout_ms(deadline)), deadline)
@@ -283,12 +289,12 @@ class AdminConnection:
                 results.update(refused)
                 break
             refused = {}
-            can_retry = self._can_retry(deadline)
+            delay = self._retry_delay(kerrors.NotControllerError, attempts, deadline)
             for key, struct in answers(reply.response):
                 if key not in pending or key in results or key in refused:
                     continue
                 answer = _ItemAnswer(struct.error_code, struct.error_message, struct, reply.version)
-                if struct.error_code == _NOT_CONTROLLER and can_retry:
+                if struct.error_code == _NOT_CONTROLLER and delay is not None:
                     refused[key] = answer
                 else:
                     results[key] = answer
@@ -297,5 +303,5 @@ class AdminConnection:
             _log.debug("%d items went to node %s, which is not the controller; retrying", len(refused), controller)
             self._controller_id = None
             pending = {key: pending[key] for key in refused}
-            time.sleep(self._retry_backoff)
+            time.sleep(delay)
         return {key: results.get(key, _ItemAnswer(0, None, None, -1)) for key in items}

@@ -408,7 +408,9 @@ class KafkaAdminClient:
         L = kp.ListOffsetsRequest
         results: dict[TopicPartition, OffsetAndTimestamp] = {}
         pending = set(specs)
+        attempts = 0
         while pending:
+            attempts += 1
             by_node: dict[int, list[TopicPartition]] = defaultdict(list)
             for tp, leader in self._admin._leaders(pending, deadline).items():
                 if leader >= 0:
@@ -435,10 +437,11 @@ class KafkaAdminClient:
                                                          p.leader_epoch if p.leader_epoch >= 0 else None)
                         pending.discard(tp)
             if pending:
-                if not self._admin._can_retry(deadline):
+                delay = self._admin._retry_delay(kerrors.NotLeaderForPartitionError, attempts, deadline)
+                if delay is None:
                     raise kerrors.NotLeaderForPartitionError(
                         f"list_partition_offsets timed out waiting for the leaders of {sorted(pending)}")
-                time.sleep(self._admin._retry_backoff)
+                time.sleep(delay)
         return results
 
     # ---- cluster ----------------------------------------------------------------------------------------

@@ -122,7 +122,9 @@ class GroupCommits:
         a connection dropping) until the timeout; raises the last error otherwise."""
         deadline = time.monotonic() + timeout
         self.run_commit_callbacks()
+        attempts = 0
         while True:
+            attempts += 1
             future = self.commit_async(offsets)
             remaining = deadline - time.monotonic()
             try:
@@ -132,11 +134,12 @@ class GroupCommits:
                 raise kerrors.KafkaTimeoutError(f"offset commit did not finish within {timeout:.1f} s") from None
             except kerrors.KafkaError as exc:
                 # As Kafka's consumer: a commit for a partition that does not exist is not retried.
-                if (not exc.retriable or isinstance(exc, kerrors.UnknownTopicOrPartitionError)
-                        or time.monotonic() + self.config.retry_backoff_ms / 1000.0 >= deadline):
+                delay = None if isinstance(exc, kerrors.UnknownTopicOrPartitionError) else \
+                    self.client.retry.next_delay(exc, attempts, time.monotonic(), deadline)
+                if delay is None:
                     raise
                 _log.debug("group %r: commit failed (%s); retrying", self.group_id, exc)
-            time.sleep(self.config.retry_backoff_ms / 1000.0)
+            time.sleep(delay)
 
     def maybe_auto_commit(self) -> None:
         if not self.config.enable_auto_commit:
@@ -198,7 +201,9 @@ class GroupCommits:
         """User's thread: the committed offsets of these partitions (absent when none was committed),
         retrying retriable failures until the timeout."""
         deadline = time.monotonic() + timeout
+        attempts = 0
         while True:
+            attempts += 1
             future = self.fetch_committed_async(partitions)
             try:
                 return future.result(max(deadline - time.monotonic(), 0.0) + 0.5)
@@ -206,10 +211,11 @@ class GroupCommits:
                 raise kerrors.KafkaTimeoutError(
                     f"fetching committed offsets did not finish within {timeout:.1f} s") from None
             except kerrors.KafkaError as exc:
-                if not exc.retriable or time.monotonic() + self.config.retry_backoff_ms / 1000.0 >= deadline:
+                delay = self.client.retry.next_delay(exc, attempts, time.monotonic(), deadline)
+                if delay is None:
                     raise
                 _log.debug("group %r: offset fetch failed (%s); retrying", self.group_id, exc)
-            time.sleep(self.config.retry_backoff_ms / 1000.0)
+            time.sleep(delay)
 
     def _committed_from(self, response: Any) -> dict[TopicPartition, OffsetAndMetadata]:
         if response.groups:

@@ -227,7 +227,8 @@ def test_deleted_topics_are_gone_for_the_peers(admin, confluent_admin):
     futures[name].result(TIMEOUT)
     admin.wait_for_topics([name], timeout=TIMEOUT)
     assert admin.delete_topics([name]) == {name: None}
-    assert name not in admin.list_topics()
+    # Apache Kafka's brokers learn of a deletion a moment after the controller made it.
+    wait_for(lambda: name not in admin.list_topics(), TIMEOUT, message=f"{name} gone from the metadata")
     assert name not in confluent_topics(confluent_admin)
 
 
@@ -235,7 +236,7 @@ def test_topics_can_be_deleted_by_topic_id(admin):
     name = topic_name("by-id")
     topic_id = admin.create_topics([NewTopic(name, 1, 1)])[name].topic_id
     assert admin.delete_topics([topic_id]) == {topic_id: None}
-    assert name not in admin.list_topics()
+    wait_for(lambda: name not in admin.list_topics(), TIMEOUT, message=f"{name} gone from the metadata")
 
 
 def test_deleting_unknown_or_repeated_topics_fails_clearly(admin):

@@ -252,7 +252,8 @@ def test_describe_cluster_returns_what_kafka_python_returns(ours, theirs):
 @pytest.mark.parametrize("config_filter", ["modified", "all", "dynamic", "default", ConfigFilterType.STATIC])
 def test_describe_configs_returns_what_kafka_python_returns(ours, theirs, config_filter):
     name = topic_name()
-    ours.create_topics({name: {"num_partitions": 1, "configs": {"retention.ms": "1000", "cleanup.policy": "delete"}}})
+    ours.create_topics({name: {"num_partitions": 1, "configs": {"retention.ms": "1000", "cleanup.policy": "delete"}}},
+                       wait_for_metadata=True)      # Apache Kafka's brokers learn a new topic a moment later
     broker = str(ours.describe_cluster()["brokers"][0]["broker_id"])
     mine = ours.describe_configs([ConfigResource("TOPIC", name), ConfigResource(ConfigResourceType.BROKER, broker)],
                                  config_filter=config_filter)
