@@ -403,7 +403,8 @@ class KafkaClient:
     def _maintain(self) -> float | None:
         """Poll hook: keep metadata fresh and connections coming for waiting calls; returns the longest
         the loop may sleep."""
-        self._waiting.dispatch(time.monotonic())
+        if self._waiting:
+            self._waiting.dispatch(time.monotonic())
         # Waiting calls look for a ready node again shortly (their nodes may be in a reconnect backoff).
         limit = 0.05 if self._waiting else None
         if self._closed:
