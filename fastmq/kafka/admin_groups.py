@@ -133,18 +133,19 @@ class GroupAdmin(AdminConnection):
 
     # ---- groups on the wire ---------------------------------------------------------------------------
 
-    def _find_coordinators(self, groups: list[str], deadline: float) -> tuple[dict[str, int], dict[str, _ItemAnswer]]:
-        """({group: coordinator}, {group: lookup failure}); lookups answered with a coordinator error are
-        retried within the deadline. Found coordinators are remembered until a group request says
-        otherwise."""
-        found = {g: self._coordinators[g] for g in groups if g in self._coordinators}
+    def _find_coordinators(self, groups: list[str], deadline: float,
+                           key_type: int = GROUP) -> tuple[dict[str, int], dict[str, _ItemAnswer]]:
+        """({key: coordinator}, {key: lookup failure}) of groups (or of transactional ids: key_type
+        TRANSACTION); lookups answered with a coordinator error are retried within the deadline. Found
+        coordinators are remembered until a request to them says otherwise."""
+        found = {g: self._coordinators[key_type, g] for g in groups if (key_type, g) in self._coordinators}
         failed: dict[str, _ItemAnswer] = {}
         missing = [g for g in groups if g not in found]
         refused: dict[str, _ItemAnswer] = {}
         attempts = 0
         while missing:
             attempts += 1
-            request = find_coordinator_request(missing, GROUP)
+            request = find_coordinator_request(missing, key_type)
             try:
                 reply = self._send(None, request, deadline)
             except _TIMEOUTS:
@@ -162,7 +163,7 @@ class GroupAdmin(AdminConnection):
                 if key not in asked or key in found or key in failed or key in refused:
                     continue
                 if not code:
-                    found[key] = self._coordinators[key] = node_id
+                    found[key] = self._coordinators[key_type, key] = node_id
                     new_nodes.append((node_id, host, port))
                 elif code in _COORDINATOR_RETRY_CODES and delay is not None:
                     refused[key] = _ItemAnswer(code, message, None, reply.version)
@@ -236,7 +237,7 @@ class GroupAdmin(AdminConnection):
                         continue
                     answer = _ItemAnswer(code, message, struct, outcome.version)
                     if code in _COORDINATOR_RETRY_CODES and delay is not None:
-                        self._coordinators.pop(group_id, None)
+                        self._coordinators.pop((GROUP, group_id), None)
                         refused[group_id] = answer
                     else:
                         results[group_id] = answer

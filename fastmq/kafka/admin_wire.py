@@ -122,7 +122,7 @@ class AdminConnection:
         self._client = client
         self._default_timeout = client.config.request_timeout_ms / 1000.0
         self._controller_id: int | None = None
-        self._coordinators: dict[str, int] = {}
+        self._coordinators: dict[tuple[int, str], int] = {}     # (key type, key) -> coordinator
         self._closed = False
 
     @property

@@ -12,9 +12,9 @@ Covered: topics (create, delete, list, describe, wait_for_topics), create_partit
 list_partition_offsets, describe_cluster, api_versions, get_broker_version_data, describe_features,
 describe_log_dirs, describe_metadata_quorum, list_partition_reassignments, elect_leaders, list_config_resources,
 configurations (describe, alter, reset), groups (list, describe, delete, remove_group_members) and their offsets
-(list, alter, reset, delete). Not covered (kafka-python has them): ACLs, SCRAM users, transactions,
-update_features, reassigning, alter_replica_log_dirs, describe_topic_partitions (tests/kafka/test_compat_api.py
-lists them).
+(list, alter, reset, delete), transactions (list, describe) and producers (describe). Not covered
+(kafka-python has them): ACLs, SCRAM users, abort_transaction, find_hanging_transactions, update_features,
+reassigning, alter_replica_log_dirs, describe_topic_partitions (tests/kafka/test_compat_api.py lists them).
 
 describe_groups decodes members' metadata and assignment as consumer-protocol dicts, as kafka-python does.
 kafka-python's own TopicPartition, ConfigResource, NewTopic and NewPartitions are taken (compat_types).
@@ -39,8 +39,13 @@ from fastmq.kafka.admin import (
     AUTHORIZED_OPERATIONS_OMITTED, Admin, AlterConfigOp, ConfigResource, ConfigResourceType, ConfigSourceType,
     ConfigType, NewPartitions, NewTopic, enum_member, group_offsets, raise_failures,
 )
+from fastmq.kafka.compat_admin_types import (
+    BrokerVersionData, MemberToRemove, OffsetTimestamp, PartitionProducerState, ProducerState, TransactionDescription,
+    TransactionListing, TransactionState,
+)
 from fastmq.kafka.compat_config import CONNECTION_DEFAULTS, client_options, resolve
 from fastmq.kafka.consumer_protocol import decode_assignment_message, decode_subscription_message
+from fastmq.kafka.coordinator import TRANSACTION
 from fastmq.kafka.compat_types import by_topic_partition, config_resource, new_partitions, new_topic, offsets_to_commit
 from fastmq.kafka.compat_types import topic_partitions as _as_topic_partitions
 from fastmq.kafka.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
@@ -48,7 +53,8 @@ from fastmq.kafka.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPar
 __all__ = [
     "AlterConfigOp", "ConfigFilterType", "ConfigResource", "ConfigResourceType", "ConfigSourceType", "ConfigType",
     "IsolationLevel", "KafkaAdminClient", "MemberToRemove", "NewPartitions", "NewTopic", "OffsetSpec",
-    "OffsetTimestamp",
+    "OffsetTimestamp", "PartitionProducerState", "ProducerState", "TransactionDescription", "TransactionListing",
+    "TransactionState",
 ]
 
 _log = logging.getLogger(__name__)
@@ -95,54 +101,6 @@ class OffsetSpec(IntEnum):
     LATEST_TIERED = -5
 
 
-
-class OffsetTimestamp(int):
-    """A timestamp in ms where reset_group_offsets takes a spec or an offset: the first offset at or after it
-    (kafka.admin.OffsetTimestamp)."""
-
-    def __repr__(self) -> str:
-        return f"OffsetTimestamp({int(self)})"
-
-
-class MemberToRemove:
-    """A member for remove_group_members (kafka.admin.MemberToRemove): its member_id, or the
-    group_instance_id of a static member; reason reaches brokers of LeaveGroup v5+."""
-
-    __slots__ = ("member_id", "group_instance_id", "reason")
-
-    def __init__(self, member_id: str | None = None, group_instance_id: str | None = None,
-                 reason: str | None = None) -> None:
-        self.member_id = member_id
-        self.group_instance_id = group_instance_id
-        self.reason = reason
-
-    def __repr__(self) -> str:
-        return (f"MemberToRemove(member_id={self.member_id!r}, group_instance_id={self.group_instance_id!r}, "
-                f"reason={self.reason!r})")
-
-
-class BrokerVersionData:
-    """A broker's API version ranges (what kafka-python's get_broker_version_data returns): api_versions
-    {api key: (min, max)}; api_version(operation) the highest version fastmq and the broker share. Unlike
-    kafka-python's, it does not guess a broker release from the ranges."""
-
-    def __init__(self, api_versions: dict[int, tuple[int, int]]) -> None:
-        self.api_versions = api_versions
-
-    def api_version(self, operation: Any, min_version: int = 0, max_version: float = float("inf")) -> int:
-        """For a request class or instance (fastmq's or kafka-python's) or an API key; IncompatibleBrokerVersion
-        when the broker lacks the API or no version lies within [min_version, max_version]."""
-        if min_version > max_version:
-            raise ValueError("min_version must not be greater than max_version")
-        api_key = int(getattr(operation, "API_KEY", operation))
-        if api_key not in self.api_versions:
-            raise kerrors.IncompatibleBrokerVersion(f"the broker does not support API key {api_key}")
-        low, high = self.api_versions[api_key]
-        version = kp.highest_common_version(api_key, max(low, min_version), min(high, max_version))
-        return version
-
-    def __repr__(self) -> str:
-        return f"BrokerVersionData({len(self.api_versions)} APIs)"
 
 # Kafka's ACL operations, bit n of an authorized-operations field (kafka-python's ACLOperation names).
 _ACL_OPERATIONS = {3: "READ", 4: "WRITE", 5: "CREATE", 6: "DELETE", 7: "ALTER", 8: "DESCRIBE", 9: "CLUSTER_ACTION",
@@ -821,3 +779,100 @@ class KafkaAdminClient:
             return {}
         answer = self._admin._leave_group(group_id, wanted, self._deadline(None), group_coordinator_id)
         return {m.member_id or m.group_instance_id: kerrors.for_code(m.error_code) for m in answer.struct.members}
+
+    # ---- transactions -------------------------------------------------------------------------------------
+
+    def list_transactions(self, broker_ids: list[int] | None = None, producer_id_filters: list[int] | None = None,
+                          state_filters: list[Any] | None = None, duration_filter_ms: int | None = None,
+                          transactional_id_pattern: str | None = None) -> dict[int, list[TransactionListing]]:
+        """{broker id: [TransactionListing]} of the transactions each broker coordinates (None: all brokers),
+        optionally only those of these producer ids, in these states, running longer than duration_filter_ms
+        (Kafka 3.8+) or with ids matching transactional_id_pattern (a regular expression; Kafka 4.1+)."""
+        deadline = self._deadline(None)
+        if broker_ids is None:
+            nodes = self._admin._brokers(deadline)
+        else:
+            nodes = list(broker_ids)
+            self._admin._check_brokers(nodes, deadline)
+        L = kp.ListTransactionsRequest
+        request = L(state_filters=[getattr(s, "value", s) for s in state_filters or ()],
+                    producer_id_filters=list(producer_id_filters or ()),
+                    duration_filter=-1 if duration_filter_ms is None else int(duration_filter_ms),
+                    transactional_id_pattern=transactional_id_pattern)
+        needed = 2 if transactional_id_pattern is not None else 1 if duration_filter_ms is not None else 0
+        listed = {}
+        for node, outcome in zip(nodes, self._admin._send_many([(node, request) for node in nodes], deadline)):
+            if isinstance(outcome, BaseException):
+                raise outcome
+            if outcome.version < needed:
+                # The filter would be dropped on the wire: refuse, as kafka-python does.
+                raise kerrors.UnsupportedVersionError(
+                    f"broker {node} speaks ListTransactions v{outcome.version}; the filter needs v{needed}+")
+            response = outcome.response
+            if response.error_code:
+                raise kerrors.for_code(response.error_code)(f"ListTransactionsRequest failed with {response!r}")
+            listed[node] = [TransactionListing(t.transactional_id, t.producer_id, TransactionState.named(
+                t.transaction_state)) for t in response.transaction_states]
+        return listed
+
+    def describe_transactions(self, transactional_ids: Iterable[str]) -> dict[str, TransactionDescription]:
+        """{transactional id: TransactionDescription}, asked of each id's transaction coordinator; a
+        transactional id's error (TransactionalIdNotFoundError for an unknown one) raises."""
+        ids = list(transactional_ids)
+        if not ids:
+            return {}
+        deadline = self._deadline(None)
+        found, failed = self._admin._find_coordinators(ids, deadline, TRANSACTION)
+        for txn_id, answer in failed.items():
+            raise kerrors.for_code(answer.code or kerrors.UnknownError.errno)(
+                f"FindCoordinator failed for transactional id {txn_id!r}: {answer.message or ''}")
+        by_node: dict[int, list[str]] = defaultdict(list)
+        for txn_id in ids:
+            by_node[found[txn_id]].append(txn_id)
+        requests = [(node, kp.DescribeTransactionsRequest(transactional_ids=node_ids))
+                    for node, node_ids in by_node.items()]
+        described = {}
+        for (node, _), outcome in zip(requests, self._admin._send_many(requests, deadline)):
+            if isinstance(outcome, BaseException):
+                raise outcome
+            for t in outcome.response.transaction_states:
+                if t.error_code:
+                    raise kerrors.for_code(t.error_code)(
+                        f"DescribeTransactionsRequest failed for transactional id '{t.transactional_id}'.")
+                described[t.transactional_id] = TransactionDescription(
+                    node, TransactionState.named(t.transaction_state), t.producer_id, t.producer_epoch,
+                    t.transaction_timeout_ms, t.transaction_start_time_ms,
+                    {TopicPartition(topic.topic, p) for topic in t.topics for p in topic.partitions})
+        return described
+
+    def describe_producers(self, partitions: Iterable[Any], broker_id: int | None = None
+                           ) -> dict[TopicPartition, PartitionProducerState]:
+        """{TopicPartition: PartitionProducerState} of the active producers of each partition, asked of its
+        leader (or of broker_id); a partition's error raises."""
+        tps = _as_topic_partitions(partitions)
+        if not tps:
+            return {}
+        deadline = self._deadline(None)
+        leaders = ({tp: broker_id for tp in tps} if broker_id is not None
+                   else self._admin._leaders(tps, deadline))
+        by_node: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+        for tp in tps:
+            by_node[leaders[tp]][tp.topic].append(tp.partition)
+        D = kp.DescribeProducersRequest
+        requests = [(node, D(topics=[D.TopicRequest(name=topic, partition_indexes=indexes)
+                                     for topic, indexes in topics.items()]))
+                    for node, topics in by_node.items()]
+        states = {}
+        for outcome in self._admin._send_many(requests, deadline):
+            if isinstance(outcome, BaseException):
+                raise outcome
+            for topic in outcome.response.topics:
+                for p in topic.partitions:
+                    tp = TopicPartition(topic.name, p.partition_index)
+                    if p.error_code:
+                        raise kerrors.for_code(p.error_code)(
+                            f"DescribeProducersRequest failed for {tp}: {p.error_message}")
+                    states[tp] = PartitionProducerState([ProducerState(
+                        s.producer_id, s.producer_epoch, s.last_sequence, s.last_timestamp, s.coordinator_epoch,
+                        s.current_txn_start_offset) for s in p.active_producers])
+        return states

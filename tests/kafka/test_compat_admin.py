@@ -22,6 +22,7 @@ from fastmq.kafka import protocol as kp
 from fastmq.kafka.compat import KafkaProducer
 from fastmq.kafka.compat_admin import (
     ConfigFilterType, ConfigResource, ConfigResourceType, KafkaAdminClient, MemberToRemove, NewPartitions, NewTopic,
+    TransactionState,
 )
 from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition
 from tests.support.brokers import create_served_topic, on_all_brokers, on_brokers
@@ -32,7 +33,8 @@ COVERED = ["close", "create_topics", "delete_topics", "list_topics", "describe_t
            "create_partitions", "delete_records", "describe_cluster", "describe_configs", "alter_configs",
            "reset_configs", "list_groups", "describe_groups", "list_group_offsets", "delete_groups",
            "delete_group_offsets", "alter_group_offsets", "reset_group_offsets", "remove_group_members",
-           "api_versions", "get_broker_version_data", "describe_features"]
+           "api_versions", "get_broker_version_data", "describe_features", "list_transactions",
+           "describe_transactions", "describe_producers"]
 
 
 def topic_name(prefix: str = "cadm") -> str:
@@ -465,3 +467,30 @@ def test_api_versions_and_features_match_kafka_python(ours, theirs):
     with pytest.raises(kerrors.BrokerNotAvailableError):
         ours.get_broker_version_data(987654)
     assert ours.describe_features() == theirs.describe_features()
+
+
+@on_brokers("apache")
+def test_transactions_and_producers_are_described_as_kafka_python_does(ours, theirs, kafka_broker, filled_topic):
+    txn_id, partition = topic_name("txn"), TopicPartition(filled_topic, 1)
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap_servers, transactional_id=txn_id)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(filled_topic, b"in a transaction", partition=1).get(TIMEOUT_MS / 1000)
+        described = ours.describe_transactions([txn_id])
+        assert described == theirs.describe_transactions([txn_id])
+        mine = described[txn_id]
+        assert (mine.state, mine.topic_partitions) == (TransactionState.ONGOING, {partition})
+        listed = ours.list_transactions(producer_id_filters=[mine.producer_id], state_filters=["Ongoing"])
+        assert listed == theirs.list_transactions(producer_id_filters=[mine.producer_id], state_filters=["Ongoing"])
+        assert list(listed.values()) == [[(txn_id, mine.producer_id, TransactionState.ONGOING)]]
+        producers = ours.describe_producers([PeerTopicPartition(filled_topic, 1)])
+        assert producers == theirs.describe_producers([PeerTopicPartition(filled_topic, 1)])
+        (active,) = producers[partition].active_producers
+        assert active.producer_id == mine.producer_id and active.current_transaction_start_offset >= 0
+        producer.commit_transaction()
+    finally:
+        producer.close()
+    assert ours.describe_transactions([]) == ours.describe_producers([]) == {}
+    same_error(lambda: ours.describe_transactions([topic_name("no-txn")]),
+               lambda: theirs.describe_transactions([topic_name("no-txn")]))

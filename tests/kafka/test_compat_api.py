@@ -17,9 +17,8 @@ NOT_YET = {
     ("KafkaAdminClient", name) for name in (
         "abort_transaction", "alter_partition_reassignments", "alter_replica_log_dirs",
         "alter_user_scram_credentials", "create_acls", "delete_acls", "describe_acls",
-        "describe_producers",
-        "describe_topic_partitions", "describe_transactions", "describe_user_scram_credentials",
-        "find_hanging_transactions", "list_transactions", "update_features")
+        "describe_topic_partitions", "describe_user_scram_credentials", "find_hanging_transactions",
+        "update_features")
 }
 SPECIAL = ("__init__", "__iter__", "__next__", "__enter__", "__exit__")
 
