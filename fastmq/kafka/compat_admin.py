@@ -29,7 +29,7 @@ import logging
 import time
 from collections import defaultdict
 from enum import IntEnum
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import fastmq
 from fastmq.errors import CorruptDataError
@@ -223,6 +223,17 @@ def _new_partitions(spec: Any) -> NewPartitions:
     return spec if isinstance(spec, int) else new_partitions(spec)
 
 
+def _partition_answers(outcomes: list[Any]) -> Iterator[tuple[TopicPartition, Any]]:
+    """(TopicPartition, partition struct) of every partition the replies answer (responses whose `topics` have
+    `name` and `partitions` with `partition_index`); a request that failed raises its error."""
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+        for topic in outcome.response.topics:
+            for p in topic.partitions:
+                yield TopicPartition(topic.name, p.partition_index), p
+
+
 def _state_name(value: Any, names: dict[str, str], what: str) -> str:
     text = getattr(value, "value", value)
     if not isinstance(text, str):
@@ -380,20 +391,14 @@ class KafkaAdminClient:
                     topics[tp.topic].append(L.ListOffsetsPartition(partition_index=tp.partition, timestamp=specs[tp]))
                 requests.append((node, L(replica_id=-1, isolation_level=int(level), topics=[
                     L.ListOffsetsTopic(name=name, partitions=parts) for name, parts in topics.items()])))
-            for outcome in self._admin._send_many(requests, deadline):
-                if isinstance(outcome, BaseException):
-                    raise outcome
-                for topic in outcome.response.topics:
-                    for p in topic.partitions:
-                        tp = TopicPartition(topic.name, p.partition_index)
-                        if p.error_code in _LEADER_MOVED:
-                            continue
-                        if p.error_code:
-                            error = kerrors.for_code(p.error_code)
-                            raise error(f"ListOffsetsRequest failed for {tp}: {error.__name__}")
-                        results[tp] = OffsetAndTimestamp(p.offset, p.timestamp,
-                                                         p.leader_epoch if p.leader_epoch >= 0 else None)
-                        pending.discard(tp)
+            for tp, p in _partition_answers(self._admin._send_many(requests, deadline)):
+                if p.error_code in _LEADER_MOVED:
+                    continue
+                if p.error_code:
+                    error = kerrors.for_code(p.error_code)
+                    raise error(f"ListOffsetsRequest failed for {tp}: {error.__name__}")
+                results[tp] = OffsetAndTimestamp(p.offset, p.timestamp, p.leader_epoch if p.leader_epoch >= 0 else None)
+                pending.discard(tp)
             if pending:
                 delay = self._admin._retry_delay(kerrors.NotLeaderForPartitionError, attempts, deadline)
                 if delay is None:
@@ -863,16 +868,10 @@ class KafkaAdminClient:
                                      for topic, indexes in topics.items()]))
                     for node, topics in by_node.items()]
         states = {}
-        for outcome in self._admin._send_many(requests, deadline):
-            if isinstance(outcome, BaseException):
-                raise outcome
-            for topic in outcome.response.topics:
-                for p in topic.partitions:
-                    tp = TopicPartition(topic.name, p.partition_index)
-                    if p.error_code:
-                        raise kerrors.for_code(p.error_code)(
-                            f"DescribeProducersRequest failed for {tp}: {p.error_message}")
-                    states[tp] = PartitionProducerState([ProducerState(
-                        s.producer_id, s.producer_epoch, s.last_sequence, s.last_timestamp, s.coordinator_epoch,
-                        s.current_txn_start_offset) for s in p.active_producers])
+        for tp, p in _partition_answers(self._admin._send_many(requests, deadline)):
+            if p.error_code:
+                raise kerrors.for_code(p.error_code)(f"DescribeProducersRequest failed for {tp}: {p.error_message}")
+            states[tp] = PartitionProducerState([ProducerState(
+                s.producer_id, s.producer_epoch, s.last_sequence, s.last_timestamp, s.coordinator_epoch,
+                s.current_txn_start_offset) for s in p.active_producers])
         return states
