@@ -1,6 +1,6 @@
 # cython: language_level=3
-"""CommitLog records, ConsumeQueue units and IndexFile entries of the RocketMQ 4.x store (see store_codec.pyx
-for the byte layouts). Everything here works on borrowed memory: mmap'd store files or bytes from the wire."""
+"""CommitLog records of the RocketMQ 4.x store (see store_codec.pyx for the byte layout). Everything here works
+on borrowed memory: mmap'd store files or bytes from the wire."""
 cimport cython
 from libc.stdint cimport int32_t, int64_t
 from libc.string cimport memchr
@@ -39,12 +39,9 @@ cdef enum:
     MAX_SHORT_TOPIC_LENGTH = 127         # longest topic a V1 record holds (Java reads the length as a signed byte)
     MAX_PROPERTIES_LENGTH = 32767        # the properties length is a signed short
 
-    CQ_STORE_UNIT_SIZE = 20              # [commitlog offset i64][size i32][tags code i64]
-    CQ_BLANK_UNIT_SIZE = 0x7FFFFFFF      # size of the filler units written before a queue's first real unit
-
-    INDEX_HEADER_SIZE = 40
-    INDEX_HASH_SLOT_SIZE = 4
-    INDEX_ENTRY_SIZE = 20
+    # TOTALSIZE .. PREPAREDTRANSACTIONOFFSET with both hosts IPv4, plus BODYLENGTH, TOPICLENGTH and
+    # PROPERTIESLENGTH: the smallest possible V1 record.
+    MIN_RECORD_SIZE = OFFSET_BORN_HOST + HOST_V4_LENGTH + 8 + HOST_V4_LENGTH + 4 + 8 + 4 + 1 + 2
 
 # What check_message found at a position (also the `status` of a DispatchRequest).
 cdef enum RecordStatus:
@@ -128,21 +125,6 @@ cdef class DispatchRequest:
     cdef readonly int32_t sys_flag                  # SYSFLAG (transaction type decides dispatching)
     cdef readonly int64_t prepared_transaction_offset  # PREPAREDTRANSACTIONOFFSET
     cdef readonly str error                         # reason for RECORD_CORRUPT, else None
-
-
-@cython.final
-cdef class QueueUnits:
-    cdef readonly int32_t queue_id        # the queue the units come from (gather checks each record's QUEUEID)
-    cdef array.array _commitlog_offsets   # 'q': where each selected record starts in the CommitLog
-    cdef array.array _sizes               # 'i': each selected record's size
-    cdef array.array _queue_offsets       # 'q': each selected unit's logical offset in its queue
-    cdef readonly Py_ssize_t count        # units selected so far
-    cdef readonly Py_ssize_t capacity     # most units this batch may hold
-    cdef readonly int64_t total_bytes     # sum of the selected sizes
-    cdef public int64_t next_offset       # logical offset where the next scan should start
-    cdef bint _trimmed                    # arrays shrunk to `count`; no more scanning
-
-    cdef int _trim(self) except -1
 
 
 ctypedef struct PendingMessage:

@@ -90,7 +90,7 @@ class Broker:
                 identity.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
                 identity.persist()
             self.cluster_id = identity.cluster_id
-            self.topics = TopicManager(self.store, config.num_partitions, config.max_message_bytes)
+            self.topics = TopicManager(self.store, config.num_partitions)
             self.offsets = OffsetStore(self.store, self.writer, self.clock)
             self.producers = ProducerStateManager(self.store, self.writer, config.producer_id_expiration_ms,
                                                   self.clock)

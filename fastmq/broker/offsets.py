@@ -1,8 +1,10 @@
 """Committed consumer offsets (seed 003, broker chapter 4.2).
 
 The offsets themselves live in the store's consumerOffset.json ("topic@group" -> {queue id: next offset}), where
-RocketMQ consumers of the same store find them. What Kafka commits besides (a metadata string, the leader epoch,
-the commit time) is kept in config/kafkaOffsetMetadata.json, only for offsets that carry any.
+RocketMQ consumers of the same store find them. What a protocol commits besides the offset (Kafka: a metadata
+string, the leader epoch, the commit time) is the commit's `extra`, values the core keeps without reading them,
+in config/kafkaOffsetMetadata.json (named when Kafka was the only front end; the name stays so that existing data
+directories load), only for commits that carry any.
 
 A commit is acknowledged once both files are on disk: the ConfigWriter thread writes them and calls back, and
 commits that arrive during a write share the next one (the seed persists every 5 s; a Kafka client treats an
@@ -23,20 +25,20 @@ from fastmq.store.config import TOPIC_GROUP_SEPARATOR, ConfigManager, _require_d
 
 @dataclasses.dataclass(frozen=True)
 class CommittedOffset:
+    """A committed offset and what its protocol commits besides (JSON values: str, int, None), () for nothing."""
+
     offset: int
-    metadata: str | None = ""
-    leader_epoch: int = -1
-    commit_timestamp: int = -1
+    extra: tuple[Any, ...] = ()
 
 
-class OffsetMetadataFile(ConfigManager):
-    """config/kafkaOffsetMetadata.json: {"metadata": {"topic@group": {queue id: [metadata, epoch, time]}}}."""
+class OffsetExtrasFile(ConfigManager):
+    """config/kafkaOffsetMetadata.json: {"metadata": {"topic@group": {queue id: [extra values]}}}."""
 
     file_name = "kafkaOffsetMetadata.json"
 
     def __init__(self, config_dir: Path) -> None:
         super().__init__(config_dir)
-        self.table: dict[str, dict[int, tuple[str | None, int, int]]] = {}
+        self.table: dict[str, dict[int, tuple[Any, ...]]] = {}
 
     def encode(self) -> dict:
         return {"metadata": {key: {str(queue): list(value) for queue, value in queues.items()}
@@ -44,8 +46,7 @@ class OffsetMetadataFile(ConfigManager):
 
     def decode(self, obj: Any) -> None:
         table = _require_dict(_require_dict(obj, self.file_name).get("metadata", {}), "metadata")
-        self.table = {key: {int(queue): (value[0], int(value[1]), int(value[2]))
-                            for queue, value in _require_dict(queues, key).items()}
+        self.table = {key: {int(queue): tuple(value) for queue, value in _require_dict(queues, key).items()}
                       for key, queues in table.items()}
 
 
@@ -56,7 +57,7 @@ def table_key(group: str, topic: str) -> str:
 class OffsetStore:
     def __init__(self, store: MessageStore, writer: ConfigWriter, clock: Callable[[], float] = time.time) -> None:
         self._offsets = store.consumer_offset_manager
-        self._metadata = OffsetMetadataFile(store.root / "config")
+        self._metadata = OffsetExtrasFile(store.root / "config")
         self._metadata.load()
         self._writer = writer
         self._clock = clock
@@ -70,10 +71,9 @@ class OffsetStore:
             for topic, partition, committed in offsets:
                 self._offsets.commit_offset(group, topic, partition, committed.offset)
                 key = table_key(group, topic)
-                extra = (committed.metadata, committed.leader_epoch, committed.commit_timestamp)
                 queues = self._metadata.table.get(key)
-                if extra[:2] != ("", -1):
-                    self._metadata.table.setdefault(key, {})[partition] = extra
+                if committed.extra:
+                    self._metadata.table.setdefault(key, {})[partition] = committed.extra
                     changed_metadata = True
                 elif queues is not None and queues.pop(partition, None) is not None:
                     changed_metadata = True
@@ -96,10 +96,7 @@ class OffsetStore:
         offset = self._offsets.query_offset(group, topic, partition)
         if offset < 0:
             return None
-        extra = self._metadata.table.get(table_key(group, topic), {}).get(partition)
-        if extra is None:
-            return CommittedOffset(offset)
-        return CommittedOffset(offset, extra[0], extra[1], extra[2])
+        return CommittedOffset(offset, self._metadata.table.get(table_key(group, topic), {}).get(partition, ()))
 
     def partitions(self, group: str) -> dict[str, list[int]]:
         """topic -> partitions with a committed offset, for one group."""

@@ -1,9 +1,14 @@
 """Topics of the broker (seed 003, broker chapter 4.1): a topic is a store topic, a partition a store queue.
 
 Every topic lives in the store's topics.json (RocketMQ's TopicConfig: read/write queue numbers = partitions,
-perm read+write), so that other front ends and RocketMQ tools see it. What Kafka adds is kept beside it in
-config/kafkaTopics.json: the topic id (a UUID, new for every creation, so that clients holding the id of a
-deleted topic never read its successor) and the configs set at creation or altered since.
+perm read+write), so that every front end and RocketMQ's tools see it. What the store has no place for is kept
+beside it in config/kafkaTopics.json (named when Kafka was the only front end; the name stays so that existing
+data directories load): the topic id (a UUID, new for every creation, so that clients holding the id of a deleted
+topic never read its successor) and the configs set at creation or altered since.
+
+The core knows no protocol's rules: a topic name must suit the store, and each front end adds its protocol's
+TopicRules (add_rules) when it starts: the names that protocol allows and the topic configs it knows. A name
+must suit every protocol served (a topic is shared by all of them); a config is known if one protocol knows it.
 
 Deleting a topic removes its ConsumeQueues (its messages stay in the CommitLog until the store's cleanup removes
 their files, as RocketMQ does) and its committed offsets. Partitions can be added, never removed.
@@ -12,27 +17,25 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from fastmq.broker.errors import CoreError, TopicError
 from fastmq.store import MessageStore, TopicConfig
 from fastmq.store.config import ConfigManager, _require_dict
+from fastmq.store.store import MAX_TOPIC_BYTES, TOPIC_PATTERN
 
 log = logging.getLogger(__name__)
 
-# Kafka's legal topic names (a subset of the store's): letters, digits, '.', '_', '-'; at most 249 characters.
-TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 MAX_PARTITIONS = 10000
 PERM_READ_WRITE = 6
 
 
 @dataclasses.dataclass(frozen=True)
 class TopicConfigDef:
-    """One Kafka topic config this broker knows: its default and whether the broker acts on it."""
+    """One topic config a protocol knows: its default and whether the broker acts on it."""
 
     default: str
     enforced: bool
@@ -42,40 +45,26 @@ class TopicConfigDef:
     fixed: bool = False
 
 
-def _positive_int(value: str) -> bool:
-    return value.isdigit() and 0 < int(value) < 2 ** 31
+@dataclasses.dataclass(frozen=True)
+class TopicRules:
+    """What one protocol requires of topics, supplied by its front end: legal_name(name) and the rule in words
+    (for the error), the topic configs it knows, and configs set on every topic created unless given (a
+    broker-wide setting that differs from a config's default)."""
+
+    protocol: str
+    legal_name: Callable[[str], bool]
+    name_rule: str
+    configs: Mapping[str, TopicConfigDef] = dataclasses.field(default_factory=dict)
+    creation_defaults: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
-def _long(value: str) -> bool:
-    return re.fullmatch(r"-?\d{1,19}", value) is not None
+def _store_legal_name(name: str) -> bool:
+    return bool(TOPIC_PATTERN.fullmatch(name)) and name not in (".", "..") and len(name.encode()) <= MAX_TOPIC_BYTES
 
 
-TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
-    # Acted on.
-    "max.message.bytes": TopicConfigDef("1048588", True, _positive_int),
-    "cleanup.policy": TopicConfigDef("delete", True, lambda v: v == "delete"),
-    "compression.type": TopicConfigDef("producer", True, lambda v: v == "producer"),
-    "message.timestamp.type": TopicConfigDef("CreateTime", True, lambda v: v in ("CreateTime", "LogAppendTime"),
-                                             fixed=True),
-    "min.insync.replicas": TopicConfigDef("1", True, lambda v: v == "1"),
-    # Stored and reported, not acted on: the store's retention is the same for every topic.
-    "retention.ms": TopicConfigDef("604800000", False, _long),
-    "retention.bytes": TopicConfigDef("-1", False, _long),
-    "segment.bytes": TopicConfigDef("1073741824", False, _positive_int),
-    "segment.ms": TopicConfigDef("604800000", False, _long),
-    "delete.retention.ms": TopicConfigDef("86400000", False, _long),
-    "file.delete.delay.ms": TopicConfigDef("60000", False, _long),
-    "flush.messages": TopicConfigDef("9223372036854775807", False, _long),
-    "flush.ms": TopicConfigDef("9223372036854775807", False, _long),
-    "index.interval.bytes": TopicConfigDef("4096", False, _positive_int),
-    "message.timestamp.difference.max.ms": TopicConfigDef("9223372036854775807", False, _long),
-    "min.cleanable.dirty.ratio": TopicConfigDef("0.5", False),
-    "min.compaction.lag.ms": TopicConfigDef("0", False, _long),
-    "max.compaction.lag.ms": TopicConfigDef("9223372036854775807", False, _long),
-    "preallocate": TopicConfigDef("false", False, lambda v: v in ("true", "false")),
-    "unclean.leader.election.enable": TopicConfigDef("false", False, lambda v: v in ("true", "false")),
-    "message.downconversion.enable": TopicConfigDef("true", False, lambda v: v in ("true", "false")),
-}
+STORE_RULES = TopicRules("store", _store_legal_name,
+                         f"1..{MAX_TOPIC_BYTES} bytes of a-z A-Z 0-9 % | _ . - (not '.' or '..')")
+"""What the store itself requires: the rules of a broker without front ends, and part of every other's."""
 
 
 @dataclasses.dataclass
@@ -84,21 +73,15 @@ class Topic:
     partitions: int
     topic_id: uuid.UUID
     configs: dict[str, str] = dataclasses.field(default_factory=dict)   # set explicitly (not defaults)
+    # The configs the served protocols know (the manager's, shared by every topic).
+    known: Mapping[str, TopicConfigDef] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     def config(self, name: str) -> str:
-        return self.configs.get(name, TOPIC_CONFIGS[name].default)
-
-    @property
-    def max_message_bytes(self) -> int:
-        return int(self.config("max.message.bytes"))
-
-    @property
-    def log_append_time(self) -> bool:
-        """Records take the broker's time when appended (message.timestamp.type=LogAppendTime)."""
-        return self.config("message.timestamp.type") == "LogAppendTime"
+        """A config's value: set explicitly, else its default (KeyError for a config no protocol knows)."""
+        return self.configs.get(name, self.known[name].default)
 
 
-class KafkaTopicFile(ConfigManager):
+class TopicExtrasFile(ConfigManager):
     """config/kafkaTopics.json: {"topics": {name: {"topicId": "...", "configs": {...}}}}."""
 
     file_name = "kafkaTopics.json"
@@ -118,12 +101,13 @@ class KafkaTopicFile(ConfigManager):
 class TopicManager:
     """The topics, by name and by id. Changes are persisted before they return (topic changes are rare)."""
 
-    def __init__(self, store: MessageStore, default_partitions: int, default_max_message_bytes: int) -> None:
+    def __init__(self, store: MessageStore, default_partitions: int) -> None:
         self.store = store
         self.default_partitions = default_partitions
-        self.default_max_message_bytes = default_max_message_bytes
+        self.rules: list[TopicRules] = [STORE_RULES]
+        self.known_configs: dict[str, TopicConfigDef] = {}
         self._lock = threading.RLock()
-        self._file = KafkaTopicFile(store.root / "config")
+        self._file = TopicExtrasFile(store.root / "config")
         self._file.load()
         self._topics: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
@@ -140,7 +124,7 @@ class TopicManager:
                 changed = True
             topic = Topic(name, max(topic_config.read_queue_nums, topic_config.write_queue_nums),
                           uuid.UUID(str(entry["topicId"])),
-                          {str(k): str(v) for k, v in dict(entry.get("configs") or {}).items()})
+                          {str(k): str(v) for k, v in dict(entry.get("configs") or {}).items()}, self.known_configs)
             self._topics[name] = topic
             self._by_id[topic.topic_id] = topic
         for name in set(self._file.entries) - set(self._topics):
@@ -169,15 +153,25 @@ class TopicManager:
 
     # -- changes ----------------------------------------------------------------------------------------------
 
-    @staticmethod
-    def check_name(name: str) -> None:
-        if not isinstance(name, str) or not TOPIC_NAME.fullmatch(name) or name in (".", ".."):
-            raise TopicError(CoreError.INVALID_TOPIC_NAME,
-                             f"topic name {name!r} is not legal: 1-249 of [a-zA-Z0-9._-], not '.' or '..'")
+    def add_rules(self, rules: TopicRules) -> None:
+        """A front end's rules for topics (before it serves anything); a config another protocol already
+        defines keeps that definition."""
+        with self._lock:
+            self.rules.append(rules)
+            for key, definition in rules.configs.items():
+                self.known_configs.setdefault(key, definition)
+
+    def check_name(self, name: str) -> None:
+        if not isinstance(name, str):
+            raise TopicError(CoreError.INVALID_TOPIC_NAME, f"a topic name is a str, not {type(name).__name__}")
+        for rules in self.rules:
+            if not rules.legal_name(name):
+                raise TopicError(CoreError.INVALID_TOPIC_NAME,
+                                 f"topic name {name!r} is not legal for {rules.protocol}: {rules.name_rule}")
 
     def check_configs(self, configs: dict[str, str]) -> None:
         for key, value in configs.items():
-            definition = TOPIC_CONFIGS.get(key)
+            definition = self.known_configs.get(key)
             if definition is None:
                 raise TopicError(CoreError.INVALID_CONFIG, f"unknown topic config {key!r}")
             if value is None or not definition.validate(str(value)):
@@ -194,12 +188,13 @@ class TopicManager:
             raise TopicError(CoreError.INVALID_PARTITIONS,
                              f"a topic has 1..{MAX_PARTITIONS} partitions, not {partitions}")
         self.check_configs(configs)
-        if self.default_max_message_bytes != int(TOPIC_CONFIGS["max.message.bytes"].default):
-            configs.setdefault("max.message.bytes", str(self.default_max_message_bytes))
+        for rules in self.rules:
+            for key, value in rules.creation_defaults.items():
+                configs.setdefault(key, value)
         with self._lock:
             if name in self._topics:
                 raise TopicError(CoreError.TOPIC_EXISTS, f"topic {name!r} already exists")
-            topic = Topic(name, partitions, uuid.uuid4(), configs)
+            topic = Topic(name, partitions, uuid.uuid4(), configs, self.known_configs)
             if validate_only:
                 return topic
             self._file.entries[name] = {"topicId": str(topic.topic_id), "configs": configs}
@@ -261,13 +256,13 @@ class TopicManager:
                 raise TopicError(CoreError.UNKNOWN_PARTITION, f"topic {name!r} does not exist")
             self.check_configs(set_configs)
             for key in delete:
-                if key not in TOPIC_CONFIGS:
+                if key not in self.known_configs:
                     raise TopicError(CoreError.INVALID_CONFIG, f"unknown topic config {key!r}")
             configs = {} if replace else dict(topic.configs)
             for key in delete:
                 configs.pop(key, None)
             configs.update(set_configs)
-            for key, definition in TOPIC_CONFIGS.items():
+            for key, definition in self.known_configs.items():
                 if definition.fixed and configs.get(key, definition.default) != topic.config(key):
                     # The store keeps each record's timestamp, not its type: a change would rewrite history.
                     raise TopicError(CoreError.INVALID_CONFIG,

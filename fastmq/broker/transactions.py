@@ -94,8 +94,7 @@ class Transaction:
                 "state": self.state, "partitions": sorted([t, p] for t, p in self.partitions),
                 "groups": sorted(self.groups), "started": self.started, "updated": self.updated,
                 "previousEpoch": self.previous_epoch,
-                "pendingOffsets": {group: [[t, p, c.offset, c.metadata, c.leader_epoch, c.commit_timestamp]
-                                           for (t, p), c in offsets.items()]
+                "pendingOffsets": {group: [[t, p, c.offset, *c.extra] for (t, p), c in offsets.items()]
                                    for group, offsets in self.pending_offsets.items()}}
 
     @classmethod
@@ -107,8 +106,8 @@ class Transaction:
                   {str(g) for g in obj.get("groups", [])}, {}, float(obj.get("started", 0)),
                   float(obj.get("updated", 0)), int(obj.get("previousEpoch", -1)))
         for group, entries in _require_dict(obj.get("pendingOffsets", {}), "pendingOffsets").items():
-            txn.pending_offsets[group] = {(str(t), int(p)): CommittedOffset(int(o), m, int(e), int(ts))
-                                          for t, p, o, m, e, ts in entries}
+            txn.pending_offsets[group] = {(str(t), int(p)): CommittedOffset(int(o), tuple(extra))
+                                          for t, p, o, *extra in entries}
         return txn
 
 

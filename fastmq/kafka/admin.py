@@ -17,7 +17,8 @@ Where requests go (as Kafka's own admin client routes them):
   retried after a metadata refresh.
 - ListGroups goes to every broker, a broker's (or its loggers') configuration to that broker, the rest to the
   least loaded broker.
-Retries wait retry_backoff_ms and stay within the operation's timeout (seconds; request_timeout_ms when None),
+Retries follow the client's RetryPolicy (fastmq.client: retry_backoff_ms, growing to retry_backoff_max_ms, with
+jitter) and stay within the operation's timeout (seconds; request_timeout_ms when None),
 which also bounds connecting and is passed on to the broker where a request has a timeout of its own.
 
 Errors:
@@ -30,8 +31,10 @@ Errors:
 - An API the broker does not implement raises IncompatibleBrokerVersion (an UnsupportedVersionError) naming
   the API, before anything is sent.
 
-kafka-python's KafkaAdminClient (fastmq.kafka.compat_admin) is built on this class: it reads the wire-level
-answers through the underscore methods below and shapes them as kafka-python does.
+The class is built in three layers: admin_wire.AdminConnection (sending within a deadline, the controller,
+per-item answers), admin_groups.GroupAdmin (consumer groups and their offsets) and Admin here (topics,
+partitions, records, configurations). kafka-python's KafkaAdminClient (fastmq.kafka.compat_admin) is built on
+this class: it reads the wire-level answers through the underscore methods and shapes them as kafka-python does.
 """
 from __future__ import annotations
 
@@ -40,88 +43,30 @@ import re
 import time
 import uuid
 from collections import defaultdict
-from concurrent.futures import TimeoutError as FutureTimeoutError
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Mapping
 
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
-from fastmq.kafka.client import CLIENT_OPTIONS, ClientConfig, KafkaClient
-from fastmq.kafka.cluster import BrokerInfo, ClusterMetadata, TopicInfo
-from fastmq.kafka.coordinator import GROUP, coordinator_entries, find_coordinator_request
+from fastmq.kafka.admin_groups import GroupAdmin, group_offsets  # noqa: F401  (public here since the split)
 from fastmq.kafka.admin_types import (  # noqa: F401  (the admin's public types are imported from here too)
     ConfigResourceType, AlterConfigOp, ConfigSourceType, ConfigType, enum_member, _enum_or_int, NewTopic,
     NewPartitions, ConfigResource, ClusterDescription, ConfigSynonym, ConfigEntry, CreateTopicResult,
     ResourceConfigs, GroupListing, MemberDescription, GroupDescription, DeleteRecordsResult,
 )
-from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition
+from fastmq.kafka.admin_wire import (  # noqa: F401  (AUTHORIZED_OPERATIONS_OMITTED, raise_failures: public here)
+    _TIMEOUTS, AUTHORIZED_OPERATIONS_OMITTED, _check_int, _check_unique, _error, _ItemAnswer, _missing,
+    _topic_partitions, authorized_operations, raise_failures,
+)
+from fastmq.kafka.cluster import BrokerInfo, ClusterMetadata, TopicInfo
+from fastmq.kafka.structs import TopicPartition
 
 _log = logging.getLogger(__name__)
 
-# Kafka's value of an authorized-operations bitfield that was not requested (or that the broker left out).
-AUTHORIZED_OPERATIONS_OMITTED = -2147483648
 # Kafka's topic name rules (org.apache.kafka.common.internals.Topic).
 _LEGAL_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 _MAX_TOPIC_NAME_LENGTH = 249
 _MAX_REPLICATION_FACTOR = 32767  # int16 on the wire
-_NOT_CONTROLLER = kerrors.NotControllerError.errno
-_COORDINATOR_RETRY_CODES = frozenset({kerrors.CoordinatorLoadInProgressError.errno,
-                                      kerrors.CoordinatorNotAvailableError.errno,
-                                      kerrors.NotCoordinatorError.errno})
 _LEADER_RETRY_CODES = frozenset({kerrors.LeaderNotAvailableError.errno, kerrors.NotLeaderForPartitionError.errno})
-# What a request that ran out of the operation's time raises (before sending, or while in flight).
-_TIMEOUTS = (kerrors.KafkaTimeoutError, kerrors.RequestTimedOutError)
-
-
-class _Reply(NamedTuple):
-    response: Any
-    version: int
-    node_id: Any
-
-
-class _ItemAnswer(NamedTuple):
-    """One item's part of a response: its struct (None when the broker did not get to answer) and the
-    version of the response it came in."""
-
-    code: int
-    message: str | None
-    struct: Any
-    version: int
-
-
-def _error(code: int, message: str | None, item: str) -> kerrors.KafkaError | None:
-    if not code:
-        return None
-    return kerrors.for_code(code)(f"{item}: {message}" if message else item)
-
-
-def _missing(item: str, api: str) -> kerrors.KafkaError:
-    return kerrors.UnknownError(f"{item}: the broker's {api} response does not mention it")
-
-
-def raise_failures(operation: str, results: Mapping[Any, Any]) -> None:
-    """Raise the first failed item's error class, listing every failed item; `results` rides along."""
-    failed = [(key, getattr(value, "error", value)) for key, value in results.items()]
-    failed = [(key, error) for key, error in failed if isinstance(error, BaseException)]
-    if not failed:
-        return
-    details = "; ".join(f"{error.args[0] if error.args else key} ({type(error).__name__})" for key, error in failed)
-    error = type(failed[0][1])(f"{operation} failed for {len(failed)} of {len(results)}: {details}")
-    error.results = dict(results)  # type: ignore[attr-defined]
-    raise error
-
-
-def _check_unique(items: list[Any], what: str) -> None:
-    seen: set[Any] = set()
-    duplicates = set()
-    for item in items:
-        if item in seen:
-            duplicates.add(item)
-        seen.add(item)
-    if duplicates:
-        raise kerrors.InvalidRequestError(
-            f"{what} named more than once in one request: {sorted(set(map(str, duplicates)))}; a broker "
-            "fails every duplicate")
-
 
 def _check_topic_name(name: Any) -> None:
     if not isinstance(name, str):
@@ -133,27 +78,12 @@ def _check_topic_name(name: Any) -> None:
             "a-z A-Z 0-9 . _ - (and not '.' or '..')")
 
 
-def _check_int(value: Any, what: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
-    return value
-
-
 def _check_configs(configs: Mapping[str, Any], what: str) -> None:
     if not isinstance(configs, Mapping):
         raise TypeError(f"{what} must be a mapping of names to values, not {type(configs).__name__}")
     for name, value in configs.items():
         if not isinstance(name, str) or not (value is None or isinstance(value, str)):
             raise TypeError(f"{what}: {name!r} -> {value!r}: names and values must be str (values may be None)")
-
-
-def _topic_partitions(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
-    by_topic: dict[str, list[int]] = defaultdict(list)
-    for tp in partitions:
-        if not isinstance(tp, tuple) or len(tp) != 2 or not isinstance(tp[0], str):
-            raise TypeError(f"expected TopicPartition(topic, partition), got {tp!r}")
-        by_topic[tp[0]].append(_check_int(tp[1], f"the partition of {tp[0]!r}"))
-    return by_topic
 
 
 def config_entry(struct: Any, version: int, resource_type: ConfigResourceType | int) -> ConfigEntry:
@@ -176,58 +106,13 @@ def config_entry(struct: Any, version: int, resource_type: ConfigResourceType | 
         documentation=getattr(struct, "documentation", None) or None)
 
 
-def authorized_operations(value: int) -> int | None:
-    return None if value == AUTHORIZED_OPERATIONS_OMITTED else value
-
-
 # ---- the admin client ---------------------------------------------------------------------------------------
 
-class Admin:
+class Admin(GroupAdmin):
     """Administration of a Kafka cluster. Thread-safe; every method blocks until its answers arrived.
 
     Admin(bootstrap_servers, **options) takes KafkaClient's settings (ClientConfig: security, timeouts,
     retry_backoff_ms, ...); Admin(client=...) shares an existing KafkaClient, which close() leaves open."""
-
-    def __init__(self, bootstrap_servers: str | list[str] = "localhost", *, client: KafkaClient | None = None,
-                 **options: Any) -> None:
-        if client is None:
-            unknown = set(options) - CLIENT_OPTIONS
-            if unknown:
-                raise kerrors.KafkaConfigurationError(
-                    f"unknown options {sorted(unknown)}; Admin takes the KafkaClient settings {sorted(CLIENT_OPTIONS)}")
-            # Describing a topic must never create it.
-            options.setdefault("allow_auto_create_topics", False)
-            client = KafkaClient(ClientConfig(bootstrap_servers=bootstrap_servers, **options), name="fastmq-admin")
-            self._own_client = True
-        else:
-            if options:
-                raise kerrors.KafkaConfigurationError(
-                    f"options {sorted(options)} belong to the KafkaClient given as client=")
-            self._own_client = False
-        self._client = client
-        self._retry_backoff = client.config.retry_backoff_ms / 1000.0
-        self._default_timeout = client.config.request_timeout_ms / 1000.0
-        self._controller_id: int | None = None
-        self._coordinators: dict[str, int] = {}
-        self._closed = False
-
-    @property
-    def client(self) -> KafkaClient:
-        return self._client
-
-    def close(self, timeout: float = 5.0) -> None:
-        """Close the connections (unless the client was given to the constructor); idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._own_client:
-            self._client.close(timeout)
-
-    def __enter__(self) -> Admin:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     # ---- cluster and topics ---------------------------------------------------------------------------
 
@@ -272,17 +157,20 @@ class Admin:
         a moment to get there); KafkaTimeoutError naming the topics that are not ready."""
         names = list(topics)
         deadline = self._deadline(timeout)
+        attempts = 0
         while True:
             response = self._metadata(names, deadline).response
+            attempts += 1
             ready = {t.name for t in response.topics
                      if not t.error_code and t.partitions
                      and all(p.leader_id >= 0 and not p.error_code for p in t.partitions)}
             missing = [name for name in names if name not in ready]
             if not missing:
                 return
-            if not self._can_retry(deadline):
+            delay = self._retry_delay(kerrors.LeaderNotAvailableError, attempts, deadline)
+            if delay is None:
                 raise kerrors.KafkaTimeoutError(f"topics not ready within {timeout:.1f} s: {missing}")
-            time.sleep(self._retry_backoff)
+            time.sleep(delay)
 
     def create_topics(self, new_topics: Iterable[NewTopic | str], *, timeout: float | None = None,
                       validate_only: bool = False, raise_errors: bool = True) -> dict[str, CreateTopicResult]:
@@ -395,234 +283,6 @@ class Admin:
         if raise_errors:
             raise_failures(operation, results)
         return results
-
-    # ---- consumer groups ------------------------------------------------------------------------------
-
-    def list_groups(self, *, states: Iterable[str] | None = None, types: Iterable[str] | None = None,
-                    timeout: float | None = None) -> list[GroupListing]:
-        """The groups of every broker, optionally only those in the given states (e.g. "Stable", "Empty";
-        Kafka 2.6+) or of the given types ("classic", "consumer"; Kafka 3.8+)."""
-        listings = []
-        for reply in self._list_groups(None, states, types, self._deadline(timeout)):
-            for g in reply.response.groups:
-                listings.append(GroupListing(g.group_id, g.protocol_type, g.group_state if reply.version >= 4 else None,
-                                             g.group_type if reply.version >= 5 else None))
-        return listings
-
-    def describe_groups(self, group_ids: Iterable[str], *, include_authorized_operations: bool = False,
-                        timeout: float | None = None, raise_errors: bool = True) -> dict[str, GroupDescription]:
-        """State, protocol and members of each group (members' metadata and assignment as raw bytes)."""
-        answers = self._describe_groups(group_ids, self._deadline(timeout), include_authorized_operations)
-        results = {}
-        for group_id, answer in answers.items():
-            error = _error(answer.code, answer.message, f"group {group_id!r}")
-            g = answer.struct
-            if g is None:
-                results[group_id] = GroupDescription(group_id, error or _missing(f"group {group_id!r}",
-                                                                                 "DescribeGroups"))
-                continue
-            members = tuple(MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                                              bytes(m.member_metadata), bytes(m.member_assignment))
-                            for m in g.members)
-            results[group_id] = GroupDescription(group_id, error, g.group_state, g.protocol_type, g.protocol_data,
-                                                 members, authorized_operations(g.authorized_operations))
-        if raise_errors:
-            raise_failures("describe_groups", results)
-        return results
-
-    def list_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None, *,
-                           require_stable: bool = False,
-                           timeout: float | None = None) -> dict[TopicPartition, OffsetAndMetadata]:
-        """The group's committed offsets: of the given partitions (offset -1 where none is committed) or of
-        every partition it committed. Group and partition errors raise."""
-        specs = {group_id: None if partitions is None else list(partitions)}
-        answer = self._fetch_group_offsets(specs, self._deadline(timeout), require_stable)[group_id]
-        return group_offsets(group_id, answer)
-
-    def delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition], *,
-                             timeout: float | None = None,
-                             raise_errors: bool = True) -> dict[TopicPartition, kerrors.KafkaError | None]:
-        """Forget the group's committed offsets of these partitions (Kafka 2.4+; the group must not be
-        subscribed to their topics). A group-level error (e.g. GroupIdNotFoundError) always raises."""
-        answer = self._delete_group_offsets(group_id, partitions, self._deadline(timeout))
-        group_error = _error(answer.code, answer.message, f"group {group_id!r}")
-        if group_error is not None:
-            raise group_error
-        results = {}
-        for topic in answer.struct.topics:
-            for p in topic.partitions:
-                tp = TopicPartition(topic.name, p.partition_index)
-                results[tp] = _error(p.error_code, None, f"group {group_id!r} {tp.topic}-{tp.partition}")
-        if raise_errors:
-            raise_failures("delete_group_offsets", results)
-        return results
-
-    def delete_groups(self, group_ids: Iterable[str], *, timeout: float | None = None,
-                      raise_errors: bool = True) -> dict[str, kerrors.KafkaError | None]:
-        """Delete empty groups with their committed offsets; each maps to its error or None."""
-        answers = self._delete_groups(group_ids, self._deadline(timeout))
-        results = {group_id: _error(answer.code, answer.message, f"group {group_id!r}")
-                   if answer.struct is not None or answer.code else _missing(f"group {group_id!r}", "DeleteGroups")
-                   for group_id, answer in answers.items()}
-        if raise_errors:
-            raise_failures("delete_groups", results)
-        return results
-
-    # ---- the wire level (shared with compat_admin) ------------------------------------------------------
-
-    def _deadline(self, timeout: float | None) -> float:
-        if self._closed:
-            raise kerrors.IllegalStateError("the admin client is closed")
-        if timeout is None:
-            timeout = self._default_timeout
-        elif not timeout > 0:
-            raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
-        return time.monotonic() + timeout
-
-    def _can_retry(self, deadline: float) -> bool:
-        """Whether a retry after retry_backoff_ms still starts before the deadline."""
-        return time.monotonic() + self._retry_backoff < deadline
-
-    @staticmethod
-    def _timeout_ms(deadline: float) -> int:
-        return max(1, int((deadline - time.monotonic()) * 1000))
-
-    def _register_nodes(self, nodes: Iterable[tuple[int, str, int]]) -> None:
-        """Make brokers known to the connection pool before anything is sent to them."""
-        nodes = list(nodes)
-        pool = self._client.pool
-
-        def add() -> None:
-            for node_id, host, port in nodes:
-                pool.add_node(node_id, host, port)
-
-        # Callbacks run in order on the loop thread, so a call() made after this finds the nodes.
-        self._client.loop.call_soon_threadsafe(add)
-
-    def _send_many(self, requests: list[tuple[Any, Any]], deadline: float) -> list[_Reply | BaseException]:
-        """Send (node_id, request) pairs at once and wait for all; each gives its reply or its error."""
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return [kerrors.KafkaTimeoutError(f"the operation's timeout expired before {request.API_NAME}")
-                    for _, request in requests]
-        futures = [self._client.call(node_id, request, remaining) for node_id, request in requests]
-        outcomes: list[_Reply | BaseException] = []
-        for (node_id, request), future in zip(requests, futures):
-            try:
-                response = future.result(max(0.0, deadline - time.monotonic()) + 1.0)
-                # KafkaClient.call() notes on its future which node answered in which version.
-                outcomes.append(_Reply(response, future.api_version, future.node_id))  # type: ignore[attr-defined]
-            except FutureTimeoutError:
-                outcomes.append(kerrors.KafkaTimeoutError(
-                    f"no answer to {request.API_NAME} from node {node_id} within the timeout"))
-            except kerrors.IncompatibleBrokerVersion as exc:
-                outcomes.append(exc)
-            except kerrors.UnsupportedVersionError as exc:
-                node = getattr(future, "node_id", node_id)
-                unsupported = kerrors.IncompatibleBrokerVersion(
-                    f"broker {node} does not support the {request.API_NAME} API that this operation needs")
-                unsupported.__cause__ = exc
-                outcomes.append(unsupported)
-            except (kerrors.KafkaConnectionError, kerrors.KafkaTimeoutError, kerrors.RequestTimedOutError) as exc:
-                # Say which request to which node failed; the engine's error stays attached as the cause.
-                failure = type(exc)(f"{request.API_NAME} to node {getattr(future, 'node_id', node_id)}: "
-                                    f"{exc.args[0] if exc.args else exc}")
-                failure.__cause__ = exc
-                outcomes.append(failure)
-            except Exception as exc:  # the request's own error, raised in the caller
-                outcomes.append(exc)
-        return outcomes
-
-    def _send(self, node_id: Any, request: Any, deadline: float) -> _Reply:
-        outcome = self._send_many([(node_id, request)], deadline)[0]
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return outcome
-
-    def _metadata(self, topics: Sequence[str | uuid.UUID] | None, deadline: float, *,
-                  authorized: bool = False) -> _Reply:
-        """A fresh Metadata response for these topics (names or topic ids; None: all, []: none), never
-        creating topics."""
-        T = kp.MetadataRequest.MetadataRequestTopic
-        request = kp.MetadataRequest(
-            topics=None if topics is None else [T(name=None, topic_id=t) if isinstance(t, uuid.UUID) else T(name=t)
-                                                for t in topics],
-            allow_auto_topic_creation=False, include_cluster_authorized_operations=authorized,
-            include_topic_authorized_operations=authorized)
-        reply = self._send(None, request, deadline)
-        self._register_nodes((b.node_id, b.host, b.port) for b in reply.response.brokers)
-        if reply.response.controller_id >= 0:
-            self._controller_id = reply.response.controller_id
-        return reply
-
-    def _describe_cluster(self, deadline: float, authorized: bool) -> tuple[_Reply, bool]:
-        """(reply, from_metadata): DescribeCluster, or Metadata where the broker lacks it."""
-        request = kp.DescribeClusterRequest(include_cluster_authorized_operations=authorized)
-        try:
-            reply = self._send(None, request, deadline)
-        except kerrors.IncompatibleBrokerVersion:
-            return self._metadata([], deadline, authorized=authorized), True
-        error = _error(reply.response.error_code, reply.response.error_message, "DescribeCluster")
-        if error is not None:
-            raise error
-        return reply, False
-
-    def _brokers(self, deadline: float) -> list[int]:
-        return [b.node_id for b in self._metadata([], deadline).response.brokers]
-
-    def _check_brokers(self, node_ids: Iterable[int], deadline: float) -> list[int]:
-        """The cluster's brokers (now known to the connection pool); BrokerNotAvailableError for the given
-        ids that are not among them."""
-        known = self._brokers(deadline)
-        unknown = [node_id for node_id in node_ids if node_id not in known]
-        if unknown:
-            raise kerrors.BrokerNotAvailableError(f"brokers {unknown} are not in the cluster")
-        return known
-
-    def _controller(self, deadline: float) -> int:
-        while self._controller_id is None:
-            self._metadata([], deadline)
-            if self._controller_id is None:
-                if not self._can_retry(deadline):
-                    raise kerrors.KafkaTimeoutError("the cluster named no controller within the timeout")
-                time.sleep(self._retry_backoff)
-        return self._controller_id
-
-    def _controller_call(self, items: dict[Any, Any], build: Callable[[list[Any], int], Any],
-                         answers: Callable[[Any], Iterable[tuple[Any, Any]]],
-                         deadline: float) -> dict[Any, _ItemAnswer]:
-        """Send items (key -> request item) to the controller; answers(response) yields (key, struct with
-        error_code/error_message). NOT_CONTROLLER items are retried against a fresh controller; when the time
-        runs out during a retry, their NOT_CONTROLLER is their answer."""
-        pending = dict(items)
-        results: dict[Any, _ItemAnswer] = {}
-        refused: dict[Any, _ItemAnswer] = {}
-        while pending:
-            try:
-                controller = self._controller(deadline)
-                reply = self._send(controller, build(list(pending.values()), self._timeout_ms(deadline)), deadline)
-            except _TIMEOUTS:
-                if not refused:
-                    raise
-                results.update(refused)
-                break
-            refused = {}
-            can_retry = self._can_retry(deadline)
-            for key, struct in answers(reply.response):
-                if key not in pending or key in results or key in refused:
-                    continue
-                answer = _ItemAnswer(struct.error_code, struct.error_message, struct, reply.version)
-                if struct.error_code == _NOT_CONTROLLER and can_retry:
-                    refused[key] = answer
-                else:
-                    results[key] = answer
-            if not refused:
-                break
-            _log.debug("%d items went to node %s, which is not the controller; retrying", len(refused), controller)
-            self._controller_id = None
-            pending = {key: pending[key] for key in refused}
-            time.sleep(self._retry_backoff)
-        return {key: results.get(key, _ItemAnswer(0, None, None, -1)) for key in items}
 
     def _create_topics(self, new_topics: Iterable[NewTopic | str], deadline: float,
                        validate_only: bool) -> dict[str, _ItemAnswer]:
@@ -742,7 +402,9 @@ class Admin:
         pending = set(offsets)
         results: dict[TopicPartition, _ItemAnswer] = {}
         refused: dict[TopicPartition, _ItemAnswer] = {}
+        attempts = 0
         while pending:
+            attempts += 1
             try:
                 leaders = {tp: leader for tp in pending} if leader is not None else self._leaders(pending, deadline)
             except _TIMEOUTS:
@@ -766,7 +428,9 @@ class Admin:
                                                       for i in indexes])
                             for topic, indexes in by_topic.items()],
                     timeout_ms=self._timeout_ms(deadline))))
-            can_retry = leader is None and self._can_retry(deadline)
+            delay = None if leader is not None else self._retry_delay(
+                kerrors.NotLeaderForPartitionError, attempts, deadline)
+            can_retry = delay is not None
             outcomes = self._send_many(requests, deadline)
             timed_out = [o for o in outcomes if isinstance(o, _TIMEOUTS)]
             if timed_out and refused:
@@ -792,7 +456,7 @@ class Admin:
                 break
             refused = retry
             pending = set(retry)
-            time.sleep(self._retry_backoff)
+            time.sleep(delay)
         return {tp: results.get(tp, _ItemAnswer(0, None, None, -1)) for tp in offsets}
 
     def _config_requests(self, resources: Iterable[ConfigResource], deadline: float
@@ -874,219 +538,6 @@ class Admin:
                      validate_only=validate_only)
 
         return self._per_resource(by_node, build, lambda response: response.responses, deadline)
-
-    # ---- groups on the wire ---------------------------------------------------------------------------
-
-    def _find_coordinators(self, groups: list[str], deadline: float) -> tuple[dict[str, int], dict[str, _ItemAnswer]]:
-        """({group: coordinator}, {group: lookup failure}); lookups answered with a coordinator error are
-        retried within the deadline. Found coordinators are remembered until a group request says
-        otherwise."""
-        found = {g: self._coordinators[g] for g in groups if g in self._coordinators}
-        failed: dict[str, _ItemAnswer] = {}
-        missing = [g for g in groups if g not in found]
-        refused: dict[str, _ItemAnswer] = {}
-        while missing:
-            request = find_coordinator_request(missing, GROUP)
-            try:
-                reply = self._send(None, request, deadline)
-            except _TIMEOUTS:
-                if not refused:
-                    raise
-                failed.update(refused)
-                break
-            refused = {}
-            asked = missing if reply.version >= 4 else missing[:1]     # v0-3 ask for one key at a time
-            rows = [(c.key, c.error_code, c.error_message, c.node_id, c.host, c.port)
-                    for c in coordinator_entries(reply.response, asked)]
-            can_retry = self._can_retry(deadline)
-            new_nodes = []
-            for key, code, message, node_id, host, port in rows:
-                if key not in asked or key in found or key in failed or key in refused:
-                    continue
-                if not code:
-                    found[key] = self._coordinators[key] = node_id
-                    new_nodes.append((node_id, host, port))
-                elif code in _COORDINATOR_RETRY_CODES and can_retry:
-                    refused[key] = _ItemAnswer(code, message, None, reply.version)
-                else:
-                    failed[key] = _ItemAnswer(code, message, None, reply.version)
-            self._register_nodes(new_nodes)
-            for key in asked:
-                if key not in found and key not in failed and key not in refused:
-                    failed[key] = _ItemAnswer(kerrors.UnknownError.errno,
-                                              "the FindCoordinator response does not mention it", None, reply.version)
-            missing = [g for g in missing if g not in found and g not in failed]
-            if refused:
-                time.sleep(self._retry_backoff)
-        return found, failed
-
-    def _group_call(self, groups: Iterable[str], build: Callable[[list[str]], Any],
-                    answers: Callable[[Any, int, list[str]], Iterable[tuple[str, int, str | None, Any]]],
-                    deadline: float, *, batch: bool, coordinator: int | None = None) -> dict[str, _ItemAnswer]:
-        """Send group requests to the groups' coordinators (one request per coordinator when batch, else per
-        group); answers(response, version, groups asked) yields (group, error_code, error_message, struct).
-        Coordinator errors send the group to a fresh lookup and again, within the deadline."""
-        if isinstance(groups, str):
-            raise TypeError("group ids must be a list of str, not one str")
-        group_ids = list(groups)
-        for group_id in group_ids:
-            if not isinstance(group_id, str):
-                raise TypeError(f"a group id must be a str, not {group_id!r}")
-            if not group_id:
-                raise kerrors.InvalidGroupIdError("a group id must not be empty")
-        _check_unique(group_ids, "groups")
-        if coordinator is not None:
-            self._check_brokers([coordinator], deadline)
-        results: dict[str, _ItemAnswer] = {}
-        refused: dict[str, _ItemAnswer] = {}
-        pending = group_ids
-        while pending:
-            failed: dict[str, _ItemAnswer] = {}
-            try:
-                if coordinator is not None:
-                    nodes = {g: coordinator for g in pending}
-                else:
-                    nodes, failed = self._find_coordinators(pending, deadline)
-            except _TIMEOUTS:
-                if not refused:
-                    raise
-                results.update(refused)
-                break
-            results.update(failed)
-            by_node: dict[int, list[str]] = defaultdict(list)
-            for g in pending:
-                if g in nodes:
-                    by_node[nodes[g]].append(g)
-            requests = []
-            for node_id, node_groups in by_node.items():
-                for chunk in ([node_groups] if batch else [[g] for g in node_groups]):
-                    requests.append((node_id, chunk))
-            can_retry = coordinator is None and self._can_retry(deadline)
-            outcomes = self._send_many([(node_id, build(chunk)) for node_id, chunk in requests], deadline)
-            if refused and any(isinstance(o, _TIMEOUTS) for o in outcomes):
-                results.update((g, answer) for g, answer in refused.items() if g not in results)
-                break
-            refused = {}
-            for (node_id, chunk), outcome in zip(requests, outcomes):
-                if isinstance(outcome, BaseException):
-                    raise outcome
-                for group_id, code, message, struct in answers(outcome.response, outcome.version, chunk):
-                    if group_id not in chunk or group_id in results or group_id in refused:
-                        continue
-                    answer = _ItemAnswer(code, message, struct, outcome.version)
-                    if code in _COORDINATOR_RETRY_CODES and can_retry:
-                        self._coordinators.pop(group_id, None)
-                        refused[group_id] = answer
-                    else:
-                        results[group_id] = answer
-            pending = list(refused)
-            if refused:
-                _log.debug("coordinator errors for groups %s; looking them up again", pending)
-                time.sleep(self._retry_backoff)
-        return {g: results.get(g, _ItemAnswer(0, None, None, -1)) for g in group_ids}
-
-    def _list_groups(self, broker_ids: Iterable[int] | None, states: Iterable[str] | None,
-                     types: Iterable[str] | None, deadline: float) -> list[_Reply]:
-        states = None if states is None else list(states)
-        types = None if types is None else list(types)
-        asked = None if broker_ids is None else list(broker_ids)
-        known = self._check_brokers(asked or (), deadline)
-        nodes = known if asked is None else asked
-        request = kp.ListGroupsRequest(states_filter=states or [], types_filter=types or [])
-        replies = []
-        for node_id, outcome in zip(nodes, self._send_many([(n, request) for n in nodes], deadline)):
-            if isinstance(outcome, BaseException):
-                raise outcome
-            # An older broker would drop the filters silently and list every group.
-            if states and outcome.version < 4 or types and outcome.version < 5:
-                raise kerrors.IncompatibleBrokerVersion(
-                    f"broker {node_id} speaks ListGroups v{outcome.version}, which cannot filter by "
-                    f"{'state' if states and outcome.version < 4 else 'type'}")
-            error = _error(outcome.response.error_code, None, f"ListGroups on broker {node_id}")
-            if error is not None:
-                raise error
-            replies.append(outcome)
-        return replies
-
-    def _describe_groups(self, group_ids: Iterable[str], deadline: float, authorized: bool,
-                         coordinator: int | None = None) -> dict[str, _ItemAnswer]:
-        def answers(response: Any, version: int, asked: list[str]) -> Iterable[tuple[str, int, str | None, Any]]:
-            for g in response.groups:
-                yield g.group_id, g.error_code, g.error_message, g
-
-        return self._group_call(
-            group_ids, lambda groups: kp.DescribeGroupsRequest(groups=groups, include_authorized_operations=authorized),
-            answers, deadline, batch=True, coordinator=coordinator)
-
-    def _delete_groups(self, group_ids: Iterable[str], deadline: float,
-                       coordinator: int | None = None) -> dict[str, _ItemAnswer]:
-        def answers(response: Any, version: int, asked: list[str]) -> Iterable[tuple[str, int, str | None, Any]]:
-            for r in response.results:
-                yield r.group_id, r.error_code, None, r
-
-        return self._group_call(group_ids, lambda groups: kp.DeleteGroupsRequest(groups_names=groups), answers,
-                                deadline, batch=True, coordinator=coordinator)
-
-    def _fetch_group_offsets(self, specs: Mapping[str, list[TopicPartition] | None], deadline: float,
-                             require_stable: bool = False) -> dict[str, _ItemAnswer]:
-        """OffsetFetch per group; a struct with `topics` [name, partitions [partition_index,
-        committed_offset, committed_leader_epoch, metadata, error_code]] answers each group."""
-        OF = kp.OffsetFetchRequest
-        requests = {}
-        for group_id, partitions in specs.items():
-            by_topic = None if partitions is None else _topic_partitions(partitions)
-            old = (None if by_topic is None else
-                   [OF.OffsetFetchRequestTopic(name=t, partition_indexes=p) for t, p in by_topic.items()])
-            new = (None if by_topic is None else
-                   [OF.OffsetFetchRequestTopics(name=t, partition_indexes=p) for t, p in by_topic.items()])
-            # v0-7 read group_id/topics, v8+ `groups`; the encoder writes only its version's fields.
-            requests[group_id] = OF(group_id=group_id, topics=old, require_stable=require_stable,
-                                    groups=[OF.OffsetFetchRequestGroup(group_id=group_id, topics=new)])
-
-        def answers(response: Any, version: int, asked: list[str]) -> Iterable[tuple[str, int, str | None, Any]]:
-            if version >= 8:
-                for g in response.groups:
-                    yield g.group_id, g.error_code, None, g
-            else:
-                yield asked[0], response.error_code, None, response
-
-        return self._group_call(list(specs), lambda groups: requests[groups[0]], answers, deadline, batch=False)
-
-    def _delete_group_offsets(self, group_id: str, partitions: Iterable[TopicPartition], deadline: float,
-                              coordinator: int | None = None) -> _ItemAnswer:
-        by_topic = _topic_partitions(partitions)
-        T = kp.OffsetDeleteRequest.OffsetDeleteRequestTopic
-        P = kp.OffsetDeleteRequest.OffsetDeleteRequestPartition
-        request = kp.OffsetDeleteRequest(group_id=group_id, topics=[
-            T(name=topic, partitions=[P(partition_index=i) for i in indexes]) for topic, indexes in by_topic.items()])
-
-        def answers(response: Any, version: int, asked: list[str]) -> Iterable[tuple[str, int, str | None, Any]]:
-            yield asked[0], response.error_code, None, response
-
-        return self._group_call([group_id], lambda groups: request, answers, deadline, batch=False,
-                                coordinator=coordinator)[group_id]
-
-
-def group_offsets(group_id: str, answer: _ItemAnswer) -> dict[TopicPartition, OffsetAndMetadata]:
-    """The offsets of an OffsetFetch answer; the group's error, or every failed partition's, raises."""
-    error = _error(answer.code, answer.message, f"group {group_id!r}")
-    if error is None and answer.struct is None:
-        error = _missing(f"group {group_id!r}", "OffsetFetch")
-    if error is not None:
-        raise error
-    offsets = {}
-    failures = {}
-    for topic in answer.struct.topics:
-        for p in topic.partitions:
-            tp = TopicPartition(topic.name, p.partition_index)
-            if p.error_code:
-                failures[tp] = _error(p.error_code, None, f"group {group_id!r} {tp.topic}-{tp.partition}")
-            else:
-                offsets[tp] = OffsetAndMetadata(p.committed_offset, p.metadata, p.committed_leader_epoch)
-    if failures:
-        raise_failures("list_group_offsets", {**offsets, **failures})
-    return offsets
-
 
 def _alter_entries(resource: ConfigResource, incremental: bool) -> list[tuple[str, AlterConfigOp, str | None]]:
     """(name, operation, value) of each configuration change of a resource."""

@@ -19,7 +19,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Iterable
 
-from fastmq.client import MetadataRefresh, RetryPolicy, metadata_candidates, parse_servers
+from fastmq.client import (
+    CallHooks, CallQueue, MetadataRefresh, PendingCall, RetryPolicy, metadata_candidates, parse_servers,
+)
 from fastmq.client.nodes import is_failing
 from fastmq.errors import ConfigurationError, FastMQError
 from fastmq.io import (
@@ -126,14 +128,6 @@ def kafka_error(error: BaseException) -> BaseException:
     return converted
 
 
-@dataclass
-class _PendingCall:
-    node_id: Any
-    request: Any
-    future: Future
-    deadline: float
-
-
 class KafkaClient:
     """Connections, API versions and metadata for one producer, consumer or admin client."""
 
@@ -187,7 +181,10 @@ class KafkaClient:
         # For requests retried from a user's thread (offset lookups, ...).
         self.retry = RetryPolicy(is_retriable, backoff_ms=self.config.retry_backoff_ms,
                                  backoff_max_ms=self.config.retry_backoff_max_ms)
-        self._waiting: list[_PendingCall] = []
+        self._waiting = CallQueue(CallHooks(
+            self.least_loaded_node, lambda node_id: node_id in self.pool.nodes, self.ready, self._send_pending,
+            lambda node_id: kerrors.BrokerNotAvailableError(f"node {node_id!r} is not a known broker of this cluster"),
+            self._call_timed_out))
         self._closed = False
         self.loop.add_poll_hook(self._maintain)
         if self._own_loop:
@@ -227,7 +224,7 @@ class KafkaClient:
 
     def _on_node_state(self, node_id: Any, ready: bool, error: BaseException | None) -> None:
         if ready:
-            self._dispatch_waiting()
+            self._waiting.dispatch(time.monotonic())
         elif error is not None and not self._closed:
             _log.debug("node %r: %s", node_id, error)
             if node_id in self.cluster.brokers:
@@ -279,7 +276,7 @@ class KafkaClient:
         """Any thread: a Future of the response, connecting first if needed (None: least loaded node)."""
         future: Future = Future()
         deadline = time.monotonic() + (self.config.request_timeout_ms / 1000.0 if timeout is None else timeout)
-        self.loop.call_soon_threadsafe(self._start_call, _PendingCall(node_id, request, future, deadline))
+        self.loop.call_soon_threadsafe(self._start_call, PendingCall(node_id, request, future, deadline))
         return future
 
     def request(self, node_id: Any, request: Any, timeout: float | None = None) -> Any:
@@ -290,38 +287,19 @@ class KafkaClient:
         except TimeoutError:
             raise kerrors.KafkaTimeoutError(f"no response to {type(request).__name__} within {limit:.1f} s") from None
 
-    def _start_call(self, pending: _PendingCall) -> None:
+    def _start_call(self, pending: PendingCall) -> None:
         if self._closed:
             pending.future.set_exception(kerrors.KafkaConnectionError("the client is closed"))
             return
-        self._waiting.append(pending)
-        self._dispatch_waiting()
+        self._waiting.add(pending, time.monotonic())
 
-    def _dispatch_waiting(self) -> None:
-        if not self._waiting:
-            return
-        now = time.monotonic()
-        still_waiting = []
-        for pending in self._waiting:
-            if pending.future.done():
-                continue
-            node_id = pending.node_id if pending.node_id is not None else self.least_loaded_node()
-            if node_id is not None and node_id not in self.pool.nodes:
-                pending.future.set_exception(kerrors.BrokerNotAvailableError(
-                    f"node {node_id!r} is not a known broker of this cluster"))
-                continue
-            if node_id is not None and self.ready(node_id):
-                self._send_pending(node_id, pending, now)
-            elif now >= pending.deadline:
-                last = self.pool.last_error(node_id) if node_id is not None else None
-                pending.future.set_exception(kerrors.KafkaTimeoutError(
-                    f"node {pending.node_id if pending.node_id is not None else '(any)'} was not ready "
-                    f"in time for {type(pending.request).__name__}" + (f": {last}" if last else "")))
-            else:
-                still_waiting.append(pending)
-        self._waiting = still_waiting
+    def _call_timed_out(self, pending: PendingCall, node_id: Any) -> BaseException:
+        last = self.pool.last_error(node_id) if node_id is not None else None
+        return kerrors.KafkaTimeoutError(
+            f"node {pending.node_id if pending.node_id is not None else '(any)'} was not ready "
+            f"in time for {type(pending.request).__name__}" + (f": {last}" if last else ""))
 
-    def _send_pending(self, node_id: Any, pending: _PendingCall, now: float) -> None:
+    def _send_pending(self, node_id: Any, pending: PendingCall, now: float) -> None:
         def done(response: Any, error: BaseException | None) -> None:
             if pending.future.done():
                 return
@@ -426,7 +404,7 @@ class KafkaClient:
         """Poll hook: keep metadata fresh and connections coming for waiting calls; returns the longest
         the loop may sleep."""
         if self._waiting:
-            self._dispatch_waiting()
+            self._waiting.dispatch(time.monotonic())
         # Waiting calls look for a ready node again shortly (their nodes may be in a reconnect backoff).
         limit = 0.05 if self._waiting else None
         if self._closed:
@@ -495,10 +473,7 @@ class KafkaClient:
         def shut() -> None:
             self._closed = True
             self.loop.remove_poll_hook(self._maintain)
-            for pending in self._waiting:
-                if not pending.future.done():
-                    pending.future.set_exception(kerrors.KafkaConnectionError("the client closed"))
-            self._waiting = []
+            self._waiting.fail_all(lambda: kerrors.KafkaConnectionError("the client closed"))
             self.pool.close()
 
         if self.loop.running and not self.loop.in_loop_thread():

@@ -9,11 +9,12 @@ and friends, TopicPartition / OffsetAndMetadata mappings, and the error classes 
 carry kafka-python's names. Routing, retries and the checks of bad input are Admin's (fastmq.kafka.admin).
 
 Covered: topics (create, delete, list, describe, wait_for_topics), create_partitions, delete_records,
-list_partition_offsets, describe_cluster, describe_log_dirs, describe_metadata_quorum,
-list_partition_reassignments, elect_leaders, list_config_resources, configurations (describe, alter, reset),
-groups (list, describe, delete) and their offsets (list, delete). Not covered (kafka-python has them): ACLs,
-SCRAM users, transactions, features, reassigning, describe_topic_partitions, alter/reset_group_offsets,
-remove_group_members, api_versions (tests/kafka/test_compat_api.py lists them).
+list_partition_offsets, describe_cluster, api_versions, get_broker_version_data, describe_features,
+describe_log_dirs, describe_metadata_quorum, list_partition_reassignments, elect_leaders, list_config_resources,
+configurations (describe, alter, reset), groups (list, describe, delete, remove_group_members) and their offsets
+(list, alter, reset, delete), transactions (list, describe) and producers (describe). Not covered
+(kafka-python has them): ACLs, SCRAM users, abort_transaction, find_hanging_transactions, update_features,
+reassigning, alter_replica_log_dirs, describe_topic_partitions (tests/kafka/test_compat_api.py lists them).
 
 describe_groups decodes members' metadata and assignment as consumer-protocol dicts, as kafka-python does.
 kafka-python's own TopicPartition, ConfigResource, NewTopic and NewPartitions are taken (compat_types).
@@ -28,8 +29,9 @@ import logging
 import time
 from collections import defaultdict
 from enum import IntEnum
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
+import fastmq
 from fastmq.errors import CorruptDataError
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
@@ -37,15 +39,22 @@ from fastmq.kafka.admin import (
     AUTHORIZED_OPERATIONS_OMITTED, Admin, AlterConfigOp, ConfigResource, ConfigResourceType, ConfigSourceType,
     ConfigType, NewPartitions, NewTopic, enum_member, group_offsets, raise_failures,
 )
+from fastmq.kafka.compat_admin_types import (
+    BrokerVersionData, MemberToRemove, OffsetTimestamp, PartitionProducerState, ProducerState, TransactionDescription,
+    TransactionListing, TransactionState,
+)
 from fastmq.kafka.compat_config import CONNECTION_DEFAULTS, client_options, resolve
 from fastmq.kafka.consumer_protocol import decode_assignment_message, decode_subscription_message
-from fastmq.kafka.compat_types import by_topic_partition, config_resource, new_partitions, new_topic
+from fastmq.kafka.coordinator import TRANSACTION
+from fastmq.kafka.compat_types import by_topic_partition, config_resource, new_partitions, new_topic, offsets_to_commit
 from fastmq.kafka.compat_types import topic_partitions as _as_topic_partitions
 from fastmq.kafka.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 __all__ = [
     "AlterConfigOp", "ConfigFilterType", "ConfigResource", "ConfigResourceType", "ConfigSourceType", "ConfigType",
-    "IsolationLevel", "KafkaAdminClient", "NewPartitions", "NewTopic", "OffsetSpec",
+    "IsolationLevel", "KafkaAdminClient", "MemberToRemove", "NewPartitions", "NewTopic", "OffsetSpec",
+    "OffsetTimestamp", "PartitionProducerState", "ProducerState", "TransactionDescription", "TransactionListing",
+    "TransactionState",
 ]
 
 _log = logging.getLogger(__name__)
@@ -90,6 +99,7 @@ class OffsetSpec(IntEnum):
     MAX_TIMESTAMP = -3
     EARLIEST_LOCAL = -4
     LATEST_TIERED = -5
+
 
 
 # Kafka's ACL operations, bit n of an authorized-operations field (kafka-python's ACLOperation names).
@@ -211,6 +221,17 @@ def _new_partitions(spec: Any) -> NewPartitions:
     if isinstance(spec, Mapping):
         return NewPartitions(spec["count"], [list(b) for b in spec["assignments"]] if "assignments" in spec else None)
     return spec if isinstance(spec, int) else new_partitions(spec)
+
+
+def _partition_answers(outcomes: list[Any]) -> Iterator[tuple[TopicPartition, Any]]:
+    """(TopicPartition, partition struct) of every partition the replies answer (responses whose `topics` have
+    `name` and `partitions` with `partition_index`); a request that failed raises its error."""
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+        for topic in outcome.response.topics:
+            for p in topic.partitions:
+                yield TopicPartition(topic.name, p.partition_index), p
 
 
 def _state_name(value: Any, names: dict[str, str], what: str) -> str:
@@ -356,7 +377,9 @@ class KafkaAdminClient:
         L = kp.ListOffsetsRequest
         results: dict[TopicPartition, OffsetAndTimestamp] = {}
         pending = set(specs)
+        attempts = 0
         while pending:
+            attempts += 1
             by_node: dict[int, list[TopicPartition]] = defaultdict(list)
             for tp, leader in self._admin._leaders(pending, deadline).items():
                 if leader >= 0:
@@ -368,25 +391,20 @@ class KafkaAdminClient:
                     topics[tp.topic].append(L.ListOffsetsPartition(partition_index=tp.partition, timestamp=specs[tp]))
                 requests.append((node, L(replica_id=-1, isolation_level=int(level), topics=[
                     L.ListOffsetsTopic(name=name, partitions=parts) for name, parts in topics.items()])))
-            for outcome in self._admin._send_many(requests, deadline):
-                if isinstance(outcome, BaseException):
-                    raise outcome
-                for topic in outcome.response.topics:
-                    for p in topic.partitions:
-                        tp = TopicPartition(topic.name, p.partition_index)
-                        if p.error_code in _LEADER_MOVED:
-                            continue
-                        if p.error_code:
-                            error = kerrors.for_code(p.error_code)
-                            raise error(f"ListOffsetsRequest failed for {tp}: {error.__name__}")
-                        results[tp] = OffsetAndTimestamp(p.offset, p.timestamp,
-                                                         p.leader_epoch if p.leader_epoch >= 0 else None)
-                        pending.discard(tp)
+            for tp, p in _partition_answers(self._admin._send_many(requests, deadline)):
+                if p.error_code in _LEADER_MOVED:
+                    continue
+                if p.error_code:
+                    error = kerrors.for_code(p.error_code)
+                    raise error(f"ListOffsetsRequest failed for {tp}: {error.__name__}")
+                results[tp] = OffsetAndTimestamp(p.offset, p.timestamp, p.leader_epoch if p.leader_epoch >= 0 else None)
+                pending.discard(tp)
             if pending:
-                if not self._admin._can_retry(deadline):
+                delay = self._admin._retry_delay(kerrors.NotLeaderForPartitionError, attempts, deadline)
+                if delay is None:
                     raise kerrors.NotLeaderForPartitionError(
                         f"list_partition_offsets timed out waiting for the leaders of {sorted(pending)}")
-                time.sleep(self._admin._retry_backoff)
+                time.sleep(delay)
         return results
 
     # ---- cluster ----------------------------------------------------------------------------------------
@@ -404,6 +422,37 @@ class KafkaAdminClient:
                 metadata.pop(key, None)
         metadata.pop("throttle_time_ms", None)
         return metadata
+
+    def _api_versions(self, node_id: int | None) -> Any:
+        response = self._admin._send(node_id, kp.ApiVersionsRequest(
+            client_software_name="fastmq", client_software_version=fastmq.__version__), self._deadline(None)).response
+        if response.error_code:
+            raise kerrors.for_code(response.error_code)(f"ApiVersionsRequest failed: {response!r}")
+        return response
+
+    def api_versions(self) -> dict[int, tuple[int, int]]:
+        """{API key: (min version, max version)} of a broker of the cluster."""
+        return {k.api_key: (k.min_version, k.max_version) for k in self._api_versions(None).api_keys}
+
+    def get_broker_version_data(self, broker_id: int) -> BrokerVersionData:
+        """The API version ranges of one broker (BrokerNotAvailableError if the cluster has no such broker)."""
+        self._admin._check_brokers([broker_id], self._deadline(None))
+        response = self._api_versions(broker_id)
+        return BrokerVersionData({k.api_key: (k.min_version, k.max_version) for k in response.api_keys})
+
+    def describe_features(self, send_request_to_controller: bool = False) -> dict[str, dict[str, Any]]:
+        """{feature name: {"supported": (min, max), "finalized": (min level, max level), "finalized_epoch":
+        epoch or None}} from a broker (or the controller): the cluster's feature flags (Kafka 2.4+)."""
+        node = self._admin._controller(self._deadline(None)) if send_request_to_controller else None
+        response = self._api_versions(node)
+        epoch = response.finalized_features_epoch if response.finalized_features_epoch >= 0 else None
+        features: dict[str, dict[str, Any]] = defaultdict(dict)
+        for feature in response.supported_features or ():
+            features[feature.name]["supported"] = (feature.min_version, feature.max_version)
+        for feature in response.finalized_features or ():
+            features[feature.name]["finalized"] = (feature.min_version_level, feature.max_version_level)
+            features[feature.name]["finalized_epoch"] = epoch
+        return dict(features)
 
     def _partitions_by_topic(self, topic_partitions: Any) -> list[tuple[str, list[int]]]:
         """kafka-python's partition selections: {topic: [partitions]}, or every partition of a list of topics
@@ -683,3 +732,146 @@ class KafkaAdminClient:
         return {TopicPartition(topic.name, p.partition_index): kerrors.for_code(p.error_code)
                 for topic in answer.struct.topics for p in topic.partitions}
 
+    def alter_group_offsets(self, group_id: str, offsets: Mapping[Any, Any],
+                            group_coordinator_id: int | None = None) -> dict[TopicPartition, type]:
+        """Commit {TopicPartition: OffsetAndMetadata} for a group without active members; {TopicPartition:
+        error class (NoError on success)}."""
+        offsets = offsets_to_commit(offsets)
+        if not offsets:
+            return {}
+        codes = self._admin._commit_group_offsets(group_id, offsets, self._deadline(None), group_coordinator_id)
+        return {tp: kerrors.for_code(code) for tp, code in codes.items()}
+
+    def reset_group_offsets(self, group_id: str, offset_specs: Mapping[Any, Any],
+                            group_coordinator_id: int | None = None) -> dict[TopicPartition, dict[str, Any]]:
+        """Commit, for a group without active members, offsets given per partition as an OffsetSpec, an
+        OffsetTimestamp (both looked up with ListOffsets) or a plain int offset, each clamped to the
+        partition's [earliest, latest] (a timestamp past the last record: latest); committed metadata is
+        kept. {TopicPartition: {"error": error class, "offset": the offset committed}}."""
+        specs = by_topic_partition(offset_specs)
+        if not specs:
+            return {}
+        explicit = {}
+        for tp, spec in specs.items():
+            if type(spec) is int:
+                explicit[tp] = spec
+            elif not isinstance(spec, int) or isinstance(spec, bool):
+                raise TypeError(f"Unsupported reset target for {tp}: {spec!r} "
+                                "(expected OffsetSpec, OffsetTimestamp, or int offset)")
+        partitions = list(specs)
+        current = self.list_group_offsets({group_id: partitions})[group_id]
+        earliest = self.list_partition_offsets({tp: OffsetSpec.EARLIEST for tp in partitions})
+        latest = self.list_partition_offsets({tp: OffsetSpec.LATEST for tp in partitions})
+        looked_up = self.list_partition_offsets({tp: int(s) for tp, s in specs.items() if tp not in explicit})
+        targets = {}
+        for tp in partitions:
+            raw = explicit[tp] if tp in explicit else looked_up[tp].offset
+            high, low = latest[tp].offset, earliest[tp].offset
+            offset = high if raw < 0 or raw > high else max(raw, low)
+            old = current.get(tp)
+            targets[tp] = OffsetAndMetadata(offset, old.metadata if old is not None and old.offset >= 0 else "",
+                                            old.leader_epoch if old is not None and old.offset >= 0 else None)
+        codes = self._admin._commit_group_offsets(group_id, targets, self._deadline(None), group_coordinator_id)
+        return {tp: {"error": kerrors.for_code(code), "offset": targets[tp].offset} for tp, code in codes.items()}
+
+    def remove_group_members(self, group_id: str, members: Iterable[Any],
+                             group_coordinator_id: int | None = None) -> dict[str, type]:
+        """Make members (MemberToRemove, or any object with member_id, group_instance_id and reason) leave
+        a group (LeaveGroup v3+, Kafka 2.3+); {member id or group instance id: error class}. A group-level
+        error raises."""
+        wanted = [(m.member_id, m.group_instance_id, getattr(m, "reason", None)) for m in members]
+        if not wanted:
+            return {}
+        answer = self._admin._leave_group(group_id, wanted, self._deadline(None), group_coordinator_id)
+        return {m.member_id or m.group_instance_id: kerrors.for_code(m.error_code) for m in answer.struct.members}
+
+    # ---- transactions -------------------------------------------------------------------------------------
+
+    def list_transactions(self, broker_ids: list[int] | None = None, producer_id_filters: list[int] | None = None,
+                          state_filters: list[Any] | None = None, duration_filter_ms: int | None = None,
+                          transactional_id_pattern: str | None = None) -> dict[int, list[TransactionListing]]:
+        """{broker id: [TransactionListing]} of the transactions each broker coordinates (None: all brokers),
+        optionally only those of these producer ids, in these states, running longer than duration_filter_ms
+        (Kafka 3.8+) or with ids matching transactional_id_pattern (a regular expression; Kafka 4.1+)."""
+        deadline = self._deadline(None)
+        if broker_ids is None:
+            nodes = self._admin._brokers(deadline)
+        else:
+            nodes = list(broker_ids)
+            self._admin._check_brokers(nodes, deadline)
+        L = kp.ListTransactionsRequest
+        request = L(state_filters=[getattr(s, "value", s) for s in state_filters or ()],
+                    producer_id_filters=list(producer_id_filters or ()),
+                    duration_filter=-1 if duration_filter_ms is None else int(duration_filter_ms),
+                    transactional_id_pattern=transactional_id_pattern)
+        needed = 2 if transactional_id_pattern is not None else 1 if duration_filter_ms is not None else 0
+        listed = {}
+        for node, outcome in zip(nodes, self._admin._send_many([(node, request) for node in nodes], deadline)):
+            if isinstance(outcome, BaseException):
+                raise outcome
+            if outcome.version < needed:
+                # The filter would be dropped on the wire: refuse, as kafka-python does.
+                raise kerrors.UnsupportedVersionError(
+                    f"broker {node} speaks ListTransactions v{outcome.version}; the filter needs v{needed}+")
+            response = outcome.response
+            if response.error_code:
+                raise kerrors.for_code(response.error_code)(f"ListTransactionsRequest failed with {response!r}")
+            listed[node] = [TransactionListing(t.transactional_id, t.producer_id, TransactionState.named(
+                t.transaction_state)) for t in response.transaction_states]
+        return listed
+
+    def describe_transactions(self, transactional_ids: Iterable[str]) -> dict[str, TransactionDescription]:
+        """{transactional id: TransactionDescription}, asked of each id's transaction coordinator; a
+        transactional id's error (TransactionalIdNotFoundError for an unknown one) raises."""
+        ids = list(transactional_ids)
+        if not ids:
+            return {}
+        deadline = self._deadline(None)
+        found, failed = self._admin._find_coordinators(ids, deadline, TRANSACTION)
+        for txn_id, answer in failed.items():
+            raise kerrors.for_code(answer.code or kerrors.UnknownError.errno)(
+                f"FindCoordinator failed for transactional id {txn_id!r}: {answer.message or ''}")
+        by_node: dict[int, list[str]] = defaultdict(list)
+        for txn_id in ids:
+            by_node[found[txn_id]].append(txn_id)
+        requests = [(node, kp.DescribeTransactionsRequest(transactional_ids=node_ids))
+                    for node, node_ids in by_node.items()]
+        described = {}
+        for (node, _), outcome in zip(requests, self._admin._send_many(requests, deadline)):
+            if isinstance(outcome, BaseException):
+                raise outcome
+            for t in outcome.response.transaction_states:
+                if t.error_code:
+                    raise kerrors.for_code(t.error_code)(
+                        f"DescribeTransactionsRequest failed for transactional id '{t.transactional_id}'.")
+                described[t.transactional_id] = TransactionDescription(
+                    node, TransactionState.named(t.transaction_state), t.producer_id, t.producer_epoch,
+                    t.transaction_timeout_ms, t.transaction_start_time_ms,
+                    {TopicPartition(topic.topic, p) for topic in t.topics for p in topic.partitions})
+        return described
+
+    def describe_producers(self, partitions: Iterable[Any], broker_id: int | None = None
+                           ) -> dict[TopicPartition, PartitionProducerState]:
+        """{TopicPartition: PartitionProducerState} of the active producers of each partition, asked of its
+        leader (or of broker_id); a partition's error raises."""
+        tps = _as_topic_partitions(partitions)
+        if not tps:
+            return {}
+        deadline = self._deadline(None)
+        leaders = ({tp: broker_id for tp in tps} if broker_id is not None
+                   else self._admin._leaders(tps, deadline))
+        by_node: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+        for tp in tps:
+            by_node[leaders[tp]][tp.topic].append(tp.partition)
+        D = kp.DescribeProducersRequest
+        requests = [(node, D(topics=[D.TopicRequest(name=topic, partition_indexes=indexes)
+                                     for topic, indexes in topics.items()]))
+                    for node, topics in by_node.items()]
+        states = {}
+        for tp, p in _partition_answers(self._admin._send_many(requests, deadline)):
+            if p.error_code:
+                raise kerrors.for_code(p.error_code)(f"DescribeProducersRequest failed for {tp}: {p.error_message}")
+            states[tp] = PartitionProducerState([ProducerState(
+                s.producer_id, s.producer_epoch, s.last_sequence, s.last_timestamp, s.coordinator_epoch,
+                s.current_txn_start_offset) for s in p.active_producers])
+        return states

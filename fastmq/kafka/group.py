@@ -1,4 +1,5 @@
-"""Consumer-group membership: coordinator discovery, join / sync / heartbeat, offset commits and fetches.
+"""Consumer-group membership: coordinator discovery, join / sync / heartbeat; with offset commits and fetches
+(group_commits.py) and the member's settings and rebalance listener (group_config.py).
 
 Who does what (the split of Kafka's own consumer, so that slow processing never loses the group):
 - the I/O loop thread runs the protocol: FindCoordinator, JoinGroup (retrying MEMBER_ID_REQUIRED,
@@ -21,13 +22,10 @@ not leave the group, so a restart within session_timeout_ms gets the same partit
 """
 from __future__ import annotations
 
-import asyncio
-import inspect
 import logging
 import threading
 import time
 from collections import deque
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -37,80 +35,21 @@ from fastmq.kafka.assignors import COOPERATIVE, PartitionAssignor, rebalance_pro
 from fastmq.kafka.client import KafkaClient, kafka_error
 from fastmq.kafka.consumer_protocol import PROTOCOL_TYPE, Assignment, Subscription
 from fastmq.kafka.coordinator import GROUP, coordinator_entries, find_coordinator_request
-from fastmq.kafka.protocol.schema import ZERO_UUID
-from fastmq.kafka.structs import ConsumerGroupMetadata, MemberState, OffsetAndMetadata, TopicPartition
+from fastmq.kafka.group_commits import COORDINATOR_ERRORS, NO_GENERATION, UNKNOWN_MEMBER, GroupCommits
+from fastmq.kafka.group_config import (  # noqa: F401  (ConsumerRebalanceListener: public here since the split)
+    ConsumerRebalanceListener, GroupConfig, call_listener,
+)
+from fastmq.kafka.structs import ConsumerGroupMetadata, MemberState
 from fastmq.kafka.subscription import SubscriptionState
 
 _log = logging.getLogger(__name__)
 
-NO_GENERATION = -1
-UNKNOWN_MEMBER = ""
 # Join errors after which retrying cannot help: they reach the user from poll().
 _FATAL_JOIN_ERRORS = (
     kerrors.InconsistentGroupProtocolError, kerrors.InvalidSessionTimeoutError, kerrors.InvalidGroupIdError,
     kerrors.GroupAuthorizationFailedError, kerrors.GroupMaxSizeReachedError, kerrors.FencedInstanceIdError,
     kerrors.UnsupportedVersionError,
 )
-_COORDINATOR_ERRORS = (kerrors.CoordinatorNotAvailableError, kerrors.NotCoordinatorError)
-
-
-class ConsumerRebalanceListener:
-    """Callbacks around rebalances, called on the consumer's (user's) thread from poll() and close().
-
-    on_partitions_revoked(revoked): before a rebalance (and on close), while commits still succeed.
-    on_partitions_assigned(assigned): after a rebalance, before records of the new partitions are fetched.
-    on_partitions_lost(lost): the member was removed from the group; commits would fail. Defaults to
-    on_partitions_revoked. kafka-python's ConsumerRebalanceListener subclasses work as well.
-    """
-
-    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        pass
-
-    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        pass
-
-    def on_partitions_lost(self, lost: set[TopicPartition]) -> None:
-        self.on_partitions_revoked(lost)
-
-
-def call_listener(listener: Any, method: str, partitions: set[TopicPartition]) -> None:
-    """Call a listener method on the user's thread; async methods (kafka-python's async listener) run to
-    completion. Exceptions are logged, as Kafka's consumer does, so that a rebalance is never left half-done."""
-    function = getattr(listener, method, None)
-    if function is None and method == "on_partitions_lost":
-        function = getattr(listener, "on_partitions_revoked", None)
-    if function is None:
-        return
-    try:
-        result = function(partitions)
-        if inspect.isawaitable(result):
-            asyncio.run(_awaited(result))
-    except Exception:
-        _log.exception("rebalance listener %s(%s) failed", method, sorted(partitions))
-
-
-async def _awaited(awaitable: Any) -> Any:
-    return await awaitable
-
-
-@dataclass
-class GroupConfig:
-    group_id: str
-    group_instance_id: str | None = None
-    session_timeout_ms: int = 45000
-    heartbeat_interval_ms: int = 3000
-    max_poll_interval_ms: int = 300000
-    retry_backoff_ms: float = 100
-    request_timeout_ms: float = 30000
-    enable_auto_commit: bool = True
-    auto_commit_interval_ms: float = 5000
-    client_rack: str | None = None
-
-    def validate(self) -> None:
-        if self.heartbeat_interval_ms >= self.session_timeout_ms:
-            raise kerrors.KafkaConfigurationError(
-                f"heartbeat_interval_ms ({self.heartbeat_interval_ms}) must be lower than session_timeout_ms "
-                f"({self.session_timeout_ms})")
 
 
 @dataclass
@@ -121,7 +60,7 @@ class _Joined:
     assignment: Assignment
 
 
-class GroupCoordinator:
+class GroupCoordinator(GroupCommits):
     """Membership of one consumer in one group. See the module docstring for the thread split."""
 
     def __init__(self, client: KafkaClient, subscriptions: SubscriptionState, config: GroupConfig,
@@ -346,7 +285,7 @@ class GroupCoordinator:
         elif error_class is kerrors.UnknownMemberIdError:
             self.member_id = UNKNOWN_MEMBER
             self._send_join()
-        elif error_class in _COORDINATOR_ERRORS:
+        elif error_class in COORDINATOR_ERRORS:
             self.coordinator_dead(error_class.__name__)
             self._retry_join()
         elif error_class in (kerrors.CoordinatorLoadInProgressError, kerrors.RebalanceInProgressError):
@@ -427,7 +366,7 @@ class GroupCoordinator:
                 self.member_id = UNKNOWN_MEMBER
             self.generation = NO_GENERATION
             self._send_join()
-        elif error_class in _COORDINATOR_ERRORS:
+        elif error_class in COORDINATOR_ERRORS:
             self.coordinator_dead(error_class.__name__)
             self._retry_join()
         elif error_class is kerrors.CoordinatorLoadInProgressError:
@@ -501,7 +440,7 @@ class GroupCoordinator:
             self._reset_membership(lost=True)
             self._fail(error_class(f"group instance id {self.config.group_instance_id!r} is used by another "
                                    "consumer"))
-        elif error_class in _COORDINATOR_ERRORS:
+        elif error_class in COORDINATOR_ERRORS:
             self.coordinator_dead(error_class.__name__)
             self._schedule_heartbeat(self.config.retry_backoff_ms / 1000.0)
         else:
@@ -670,199 +609,6 @@ class GroupCoordinator:
             return float("inf")
         return max(0.0, self._next_auto_commit - time.monotonic())
 
-    # ---- commits ---------------------------------------------------------------------------------------
-
-    def _commit_generation(self) -> tuple[int, str]:
-        if not self.subscriptions.group_managed:
-            return NO_GENERATION, UNKNOWN_MEMBER
-        if self.state != MemberState.STABLE or self.generation == NO_GENERATION:
-            if self.state == MemberState.REBALANCING or self.rejoin_needed:
-                raise kerrors.RebalanceInProgressError(
-                    "the consumer is rebalancing: call poll() to complete the rebalance, then commit again")
-            raise kerrors.CommitFailedError(
-                "the consumer is not part of an active group (it was removed or has not joined yet)")
-        return self.generation, self.member_id
-
-    def _commit_request(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> Any:
-        generation, member_id = self._commit_generation()
-        O = kp.OffsetCommitRequest
-        topics: dict[str, list[Any]] = {}
-        for tp, meta in offsets.items():
-            if not isinstance(tp, TopicPartition) or not isinstance(meta, OffsetAndMetadata):
-                raise TypeError("offsets must be dict[TopicPartition, OffsetAndMetadata]")
-            topics.setdefault(tp.topic, []).append(O.OffsetCommitRequestPartition(
-                partition_index=tp.partition, committed_offset=meta.offset,
-                committed_leader_epoch=meta.leader_epoch if meta.leader_epoch is not None else -1,
-                committed_metadata=meta.metadata if meta.metadata is not None else ""))
-        cluster = self.client.cluster
-        return O(group_id=self.group_id, generation_id_or_member_epoch=generation, member_id=member_id,
-                 group_instance_id=self.config.group_instance_id,
-                 topics=[O.OffsetCommitRequestTopic(name=topic, topic_id=_topic_id(cluster, topic), partitions=parts)
-                         for topic, parts in topics.items()])
-
-    def commit_async(self, offsets: dict[TopicPartition, OffsetAndMetadata],
-                     callback: Callable[[Any, Any], Any] | None = None) -> Future:
-        """Any thread: a Future of the commit (its result: the offsets). callback(offsets, response or
-        exception) runs on the user's thread, in a later poll(), commit() or close()."""
-        future: Future = Future()
-        if callback is not None:
-            future.add_done_callback(lambda f: self._commit_callbacks.append(
-                (callback, offsets, f.exception() if f.exception() is not None else f.result())))
-        if not offsets:
-            future.set_result(offsets)
-            return future
-        try:
-            request = self._commit_request(offsets)
-        except Exception as exc:
-            future.set_exception(exc)
-            return future
-        self.loop.call_soon_threadsafe(self._send, request,
-                                       lambda response, error: self._on_commit(offsets, future, response, error))
-        return future
-
-    def _on_commit(self, offsets: dict, future: Future, response: Any, error: BaseException | None) -> None:
-        if error is not None:
-            self.coordinator_dead(f"OffsetCommit failed: {error}")
-            future.set_exception(error)
-            return
-        for topic in response.topics:
-            for part in topic.partitions:
-                if not part.error_code:
-                    continue
-                error_class = kerrors.for_code(part.error_code)
-                tp = TopicPartition(topic.name, part.partition_index)
-                if error_class in _COORDINATOR_ERRORS or error_class is kerrors.RequestTimedOutError:
-                    self.coordinator_dead(error_class.__name__)
-                    future.set_exception(error_class(f"OffsetCommit of {tp}"))
-                elif error_class is kerrors.RebalanceInProgressError:
-                    self.rejoin_needed = True
-                    future.set_exception(kerrors.CommitFailedError(error_class(f"OffsetCommit of {tp}")))
-                elif error_class in (kerrors.UnknownMemberIdError, kerrors.IllegalGenerationError):
-                    if error_class is kerrors.UnknownMemberIdError:
-                        self.member_id = UNKNOWN_MEMBER
-                    self._reset_membership(lost=True)
-                    future.set_exception(kerrors.CommitFailedError(error_class(f"OffsetCommit of {tp}")))
-                else:
-                    future.set_exception(error_class(f"OffsetCommit of {tp}"))
-                return
-        future.set_result(offsets)
-
-    def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata], timeout: float) -> None:
-        """User's thread: commit and wait, retrying retriable failures (the coordinator moving, loading,
-        a connection dropping) until the timeout; raises the last error otherwise."""
-        deadline = time.monotonic() + timeout
-        self.run_commit_callbacks()
-        while True:
-            future = self.commit_async(offsets)
-            remaining = deadline - time.monotonic()
-            try:
-                future.result(max(remaining, 0.0) + 0.5)
-                return
-            except TimeoutError:
-                raise kerrors.KafkaTimeoutError(f"offset commit did not finish within {timeout:.1f} s") from None
-            except kerrors.KafkaError as exc:
-                # As Kafka's consumer: a commit for a partition that does not exist is not retried.
-                if (not exc.retriable or isinstance(exc, kerrors.UnknownTopicOrPartitionError)
-                        or time.monotonic() + self.config.retry_backoff_ms / 1000.0 >= deadline):
-                    raise
-                _log.debug("group %r: commit failed (%s); retrying", self.group_id, exc)
-            time.sleep(self.config.retry_backoff_ms / 1000.0)
-
-    def maybe_auto_commit(self) -> None:
-        if not self.config.enable_auto_commit:
-            return
-        now = time.monotonic()
-        if now < self._next_auto_commit:
-            return
-        self._next_auto_commit = now + self.config.auto_commit_interval_ms / 1000.0
-        if self.subscriptions.group_managed and (self.state != MemberState.STABLE or self.rejoin_needed):
-            return
-        offsets = self.subscriptions.consumed_offsets()
-        if offsets:
-            self.commit_async(offsets, self._log_auto_commit)
-
-    def _log_auto_commit(self, offsets: Any, result: Any) -> None:
-        if isinstance(result, BaseException):
-            _log.warning("group %r: auto-commit of %d offsets failed: %s", self.group_id, len(offsets), result)
-            if isinstance(result, kerrors.KafkaError) and result.retriable:
-                self._next_auto_commit = time.monotonic() + self.config.retry_backoff_ms / 1000.0
-
-    def run_commit_callbacks(self) -> None:
-        while self._commit_callbacks:
-            callback, offsets, result = self._commit_callbacks.popleft()
-            try:
-                callback(offsets, result)
-            except Exception:
-                _log.exception("offset commit callback %r failed", callback)
-
-    # ---- committed offsets ------------------------------------------------------------------------------
-
-    def fetch_committed_async(self, partitions: list[TopicPartition]) -> Future:
-        """Any thread: a Future of {tp: OffsetAndMetadata} for the partitions that have a committed offset."""
-        O = kp.OffsetFetchRequest
-        by_topic: dict[str, list[int]] = {}
-        for tp in partitions:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        request = O(group_id=self.group_id,
-                    topics=[O.OffsetFetchRequestTopic(name=t, partition_indexes=p) for t, p in by_topic.items()],
-                    groups=[O.OffsetFetchRequestGroup(group_id=self.group_id, topics=[
-                        O.OffsetFetchRequestTopics(name=t, topic_id=_topic_id(self.client.cluster, t),
-                                                   partition_indexes=p) for t, p in by_topic.items()])],
-                    require_stable=True)
-        future: Future = Future()
-
-        def done(response: Any, error: BaseException | None) -> None:
-            if error is not None:
-                self.coordinator_dead(f"OffsetFetch failed: {error}")
-                future.set_exception(error)
-                return
-            try:
-                future.set_result(self._committed_from(response))
-            except BaseException as exc:
-                future.set_exception(exc)
-
-        self.loop.call_soon_threadsafe(self._send, request, done)
-        return future
-
-    def fetch_committed(self, partitions: list[TopicPartition], timeout: float) -> dict[TopicPartition, OffsetAndMetadata]:
-        """User's thread: the committed offsets of these partitions (absent when none was committed),
-        retrying retriable failures until the timeout."""
-        deadline = time.monotonic() + timeout
-        while True:
-            future = self.fetch_committed_async(partitions)
-            try:
-                return future.result(max(deadline - time.monotonic(), 0.0) + 0.5)
-            except TimeoutError:
-                raise kerrors.KafkaTimeoutError(
-                    f"fetching committed offsets did not finish within {timeout:.1f} s") from None
-            except kerrors.KafkaError as exc:
-                if not exc.retriable or time.monotonic() + self.config.retry_backoff_ms / 1000.0 >= deadline:
-                    raise
-                _log.debug("group %r: offset fetch failed (%s); retrying", self.group_id, exc)
-            time.sleep(self.config.retry_backoff_ms / 1000.0)
-
-    def _committed_from(self, response: Any) -> dict[TopicPartition, OffsetAndMetadata]:
-        if response.groups:
-            group = response.groups[0]
-            code, topics = group.error_code, group.topics
-        else:
-            code, topics = response.error_code, response.topics
-        if code:
-            error_class = kerrors.for_code(code)
-            if error_class in _COORDINATOR_ERRORS:
-                self.coordinator_dead(error_class.__name__)
-            raise error_class(f"OffsetFetch of group {self.group_id!r}")
-        committed = {}
-        for topic in topics:
-            for part in topic.partitions:
-                if part.error_code:
-                    error_class = kerrors.for_code(part.error_code)
-                    raise error_class(f"OffsetFetch of {topic.name}-{part.partition_index}")
-                if part.committed_offset >= 0:
-                    committed[TopicPartition(topic.name, part.partition_index)] = OffsetAndMetadata(
-                        part.committed_offset, part.metadata or "", part.committed_leader_epoch)
-        return committed
-
     # ---- the rest -----------------------------------------------------------------------------------------
 
     def group_metadata(self) -> ConsumerGroupMetadata:
@@ -923,8 +669,3 @@ class GroupCoordinator:
                 left.wait(max(0.0, deadline - time.monotonic()))
             except Exception as exc:
                 _log.debug("group %r: shutdown on the loop did not finish: %s", self.group_id, exc)
-
-
-def _topic_id(cluster: Any, topic: str) -> Any:
-    info = cluster.topics.get(topic)
-    return info.topic_id if info is not None and info.topic_id is not None else ZERO_UUID

@@ -6,7 +6,8 @@
         for message in store.get_messages("orders", 0, offset=0, max_count=32):
             ...
 """
-from fastmq._native.store_codec import DispatchRequest, QueueUnits
+from fastmq._native.queue_codec import QueueUnits
+from fastmq._native.store_codec import DispatchRequest
 from fastmq.store.config import (ConsumerOffsetManager, SubscriptionGroupConfig, SubscriptionGroupManager,
                                  TopicConfig, TopicConfigManager)
 from fastmq.store.errors import (CorruptStoreError, DiskFullError, HAProtocolError, MessageIllegalError,

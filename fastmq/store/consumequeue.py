@@ -2,7 +2,7 @@
 
 Files live in consumequeue/{topic}/{queueId}/, named like CommitLog files; each holds whole 20-byte units
 [commitlog offset i64][size i32][tags code i64]. A message's logical queue offset is its unit number, so unit n
-sits at byte n * 20 and its file follows by arithmetic. Scans run in store_codec.QueueUnits without the GIL.
+sits at byte n * 20 and its file follows by arithmetic. Scans run in queue_codec.QueueUnits without the GIL.
 """
 from __future__ import annotations
 
@@ -11,15 +11,16 @@ from array import array
 from pathlib import Path
 from typing import Callable
 
-from fastmq._native import store_codec
-from fastmq._native.store_codec import DispatchRequest, MessageBatch, QueueUnits
+from fastmq._native import queue_codec
+from fastmq._native.queue_codec import QueueUnits
+from fastmq._native.store_codec import DispatchRequest, MessageBatch
 from fastmq.store.errors import CorruptStoreError
 from fastmq.store.mapped_file import UNBOUNDED, MappedFileQueue, OpenMappings
 
 log = logging.getLogger(__name__)
 
-CQ_STORE_UNIT_SIZE = store_codec.CQ_UNIT_SIZE
-BLANK_UNIT_SIZE = store_codec.CQ_BLANK_SIZE
+CQ_STORE_UNIT_SIZE = queue_codec.CQ_UNIT_SIZE
+BLANK_UNIT_SIZE = queue_codec.CQ_BLANK_SIZE
 # The most disk a queue reserves ahead of its units: 3,276 units, a few reservations a second for a queue
 # taking a million messages a second, and little for thousands of queues that take few.
 RESERVE_AHEAD = 64 << 10
@@ -65,7 +66,7 @@ class ConsumeQueue:
         previous_end = -1
         damaged = False
         for mapped in files[start:]:
-            valid, previous_end = store_codec.count_valid_units(mapped.view, previous_end)
+            valid, previous_end = queue_codec.count_valid_units(mapped.view, previous_end)
             process_offset = mapped.file_from_offset + valid * CQ_STORE_UNIT_SIZE
             if valid < units_per_file:
                 # Past the file's last block everything reads as zeros: only the blocks in between can hold damage.
@@ -103,7 +104,7 @@ class ConsumeQueue:
         if mapped is None:
             return None
         data = mapped.select(position - mapped.file_from_offset, CQ_STORE_UNIT_SIZE)
-        return None if data is None else store_codec.read_unit(data, 0)
+        return None if data is None else queue_codec.read_unit(data, 0)
 
     # -- dispatch ---------------------------------------------------------------------------------------------
 
@@ -114,7 +115,7 @@ class ConsumeQueue:
         mapped = self._writable_file_for(request.consume_queue_offset)
         if mapped is None:
             return False
-        store_codec.put_unit(mapped.append_view(mapped.wrote_position + CQ_STORE_UNIT_SIZE), mapped.wrote_position,
+        queue_codec.put_unit(mapped.append_view(mapped.wrote_position + CQ_STORE_UNIT_SIZE), mapped.wrote_position,
                              request.commitlog_offset, request.msg_size, request.tags_code)
         mapped.wrote_position += CQ_STORE_UNIT_SIZE
         self.max_physic_offset = request.commitlog_offset + request.msg_size
@@ -159,7 +160,7 @@ class ConsumeQueue:
     def _fill_pre_blank(mapped, until_position: int) -> None:
         view = mapped.append_view(until_position)
         for position in range(0, until_position, CQ_STORE_UNIT_SIZE):
-            store_codec.put_unit(view, position, 0, BLANK_UNIT_SIZE, 0)
+            queue_codec.put_unit(view, position, 0, BLANK_UNIT_SIZE, 0)
         mapped.wrote_position = until_position
 
     # -- reading ----------------------------------------------------------------------------------------------
@@ -253,7 +254,7 @@ class ConsumeQueue:
         files = self.mapped_file_queue.files
         count = 0
         for mapped in files[:-1]:
-            last_unit = store_codec.read_unit(mapped.view, mapped.file_size - CQ_STORE_UNIT_SIZE)
+            last_unit = queue_codec.read_unit(mapped.view, mapped.file_size - CQ_STORE_UNIT_SIZE)
             if last_unit[1] != BLANK_UNIT_SIZE and last_unit[0] >= min_commitlog_offset:
                 break
             count += 1

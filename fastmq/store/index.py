@@ -1,6 +1,6 @@
 """IndexFile and IndexService: hash index from "topic#key" to CommitLog offsets (SmartGo-Store 1.5).
 
-Layout (store_codec.pyx): 40-byte header, hash slots of i32, linked 20-byte entries. Keys are the message's KEYS
+Layout (index_codec.pyx): 40-byte header, hash slots of i32, linked 20-byte entries. Keys are the message's KEYS
 (space-separated) and its UNIQ_KEY; the hash is Java's String.hashCode so that RocketMQ reads our files and we
 read RocketMQ's. Files are named by their creation time (yyyyMMddHHmmssSSS) and a new one starts when the
 newest is full. Entries only hint: a query reads each message back and keeps those that really carry the key.
@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from fastmq._native import store_codec
+from fastmq._native import index_codec
 from fastmq._native.store_codec import DispatchRequest, MessageBatch
 from fastmq.store.commitlog import TRANSACTION_ROLLBACK, TRANSACTION_TYPE_MASK
 from fastmq.store.errors import CorruptStoreError
@@ -31,8 +31,8 @@ def build_key(topic: str, key: str) -> str:
 
 
 def index_file_size(hash_slot_num: int, index_num: int) -> int:
-    return (store_codec.INDEX_HEADER_LENGTH + hash_slot_num * store_codec.INDEX_SLOT_LENGTH
-            + index_num * store_codec.INDEX_ENTRY_LENGTH)
+    return (index_codec.INDEX_HEADER_LENGTH + hash_slot_num * index_codec.INDEX_SLOT_LENGTH
+            + index_num * index_codec.INDEX_ENTRY_LENGTH)
 
 
 def index_file_name(millis: int) -> str:
@@ -101,13 +101,13 @@ class IndexFile:
 
     def put_key(self, key: str, phy_offset: int, store_timestamp: int) -> bool:
         self._writes += 1
-        return store_codec.index_put(self.mapped.view, self.hash_slot_num, self.index_num,
-                                     store_codec.index_key_hash(key), phy_offset, store_timestamp)
+        return index_codec.index_put(self.mapped.view, self.hash_slot_num, self.index_num,
+                                     index_codec.index_key_hash(key), phy_offset, store_timestamp)
 
     def select_phy_offsets(self, key: str, max_num: int, begin: int, end: int) -> list[int]:
         try:
-            return store_codec.index_select(self.mapped.view, self.hash_slot_num, self.index_num,
-                                            store_codec.index_key_hash(key), max_num, begin, end)
+            return index_codec.index_select(self.mapped.view, self.hash_slot_num, self.index_num,
+                                            index_codec.index_key_hash(key), max_num, begin, end)
         except ValueError:   # destroyed by cleanup meanwhile
             return []
 
@@ -151,8 +151,8 @@ class IndexService:
         if size == index_file_size(self.hash_slot_num, self.index_num):
             return self.hash_slot_num, self.index_num
         # RocketMQ's default geometry has four entries per slot; a foreign store may use other counts.
-        slots, remainder = divmod(size - store_codec.INDEX_HEADER_LENGTH,
-                                  store_codec.INDEX_SLOT_LENGTH + 4 * store_codec.INDEX_ENTRY_LENGTH)
+        slots, remainder = divmod(size - index_codec.INDEX_HEADER_LENGTH,
+                                  index_codec.INDEX_SLOT_LENGTH + 4 * index_codec.INDEX_ENTRY_LENGTH)
         if self.read_only and not remainder and slots > 0:
             return slots, slots * 4
         return None

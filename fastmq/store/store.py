@@ -20,8 +20,9 @@ from array import array
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from fastmq._native import store_codec
-from fastmq._native.store_codec import DispatchRequest, MessageBatch, QueueUnits
+from fastmq._native import queue_codec, store_codec
+from fastmq._native.queue_codec import QueueUnits
+from fastmq._native.store_codec import DispatchRequest, MessageBatch
 from fastmq.errors import ProtocolError
 from fastmq.store.checkpoint import StoreCheckpoint
 from fastmq.store.cleanup import CleanupService
@@ -549,7 +550,7 @@ class MessageStore:
         else:
             # Not even the unit could be read: skip to the next ConsumeQueue file.
             status = GetMessageStatus.OFFSET_FOUND_NULL
-            units_per_file = consume_queue.file_size // store_codec.CQ_UNIT_SIZE
+            units_per_file = consume_queue.file_size // queue_codec.CQ_UNIT_SIZE
             next_offset = min(max_offset, offset + units_per_file - offset % units_per_file)
         return GetMessageResult(status, messages, next_offset, min_offset, max_offset)
 

@@ -17,7 +17,7 @@ from fastmq.broker.idempotence import ProducerStateManager
 from fastmq.broker.offsets import CommittedOffset, OffsetStore
 from fastmq.broker.persist import ConfigWriter
 from fastmq.broker.stats import BrokerStats, ConnectionRegistry, Meter
-from fastmq.broker.topics import TopicManager
+from fastmq.broker.topics import TopicConfigDef, TopicManager, TopicRules
 from fastmq.errors import ConfigurationError
 from fastmq.store import MessageStore, MessageStoreConfig
 
@@ -46,50 +46,71 @@ def durable(call) -> bool:
 
 # -- topics -------------------------------------------------------------------------------------------------
 
+# A protocol's rules as a front end gives them: lower-case names only, one config of its own.
+LOWER_CASE_RULES = TopicRules("lower", lambda name: name.islower(), "lower case only", {
+    "retention.ms": TopicConfigDef("100", True, str.isdigit),
+    "history": TopicConfigDef("kept", True, lambda v: v == "kept", fixed=True)}, {"retention.ms": "7"})
+
+
+def topic_manager(store, partitions: int) -> TopicManager:
+    topics = TopicManager(store, partitions)
+    topics.add_rules(LOWER_CASE_RULES)
+    return topics
+
+
 def test_topics_live_in_the_store_config_and_keep_their_ids(store):
-    topics = TopicManager(store, 3, 1048588)
+    topics = topic_manager(store, 3)
     created = topics.create("orders", None, {"retention.ms": "5"})
     assert created.partitions == 3 and topics.by_id(created.topic_id) is created
     table = store.topic_config_manager.topic_config_table["orders"]
     assert (table.read_queue_nums, table.write_queue_nums, table.perm) == (3, 3, 6)
     assert topics.get_or_create("orders") is created
-    again = TopicManager(store, 3, 1048588)            # what a restart reads back
+    again = topic_manager(store, 3)                     # what a restart reads back
     assert again.get("orders").topic_id == created.topic_id and again.get("orders").configs == {"retention.ms": "5"}
     for bad, code in (("a/b", CoreError.INVALID_TOPIC_NAME), ("..", CoreError.INVALID_TOPIC_NAME),
-                      ("orders", CoreError.TOPIC_EXISTS)):
+                      ("Upper", CoreError.INVALID_TOPIC_NAME), ("orders", CoreError.TOPIC_EXISTS)):
         with pytest.raises(TopicError) as error:
             topics.create(bad)
         assert error.value.error is code
     with pytest.raises(TopicError) as error:
         topics.create("x", 0)
     assert error.value.error is CoreError.INVALID_PARTITIONS
+    for configs in ({"retention.ms": "soon"}, {"cleanup.policy": "delete"}):
+        with pytest.raises(TopicError) as error:
+            topics.create("y", 1, configs)
+        assert error.value.error is CoreError.INVALID_CONFIG
+
+
+def test_the_store_alone_knows_no_configs_and_only_its_own_name_rule(store):
+    topics = TopicManager(store, 1)
+    assert topics.create("Upper%Case|ok").configs == {}
     with pytest.raises(TopicError) as error:
-        topics.create("y", 1, {"cleanup.policy": "compact"})
+        topics.create("t", 1, {"retention.ms": "5"})
     assert error.value.error is CoreError.INVALID_CONFIG
+    with pytest.raises(TopicError, match="store"):
+        topics.create("a b")
 
 
 def test_topic_growth_configs_and_deletion(store):
-    topics = TopicManager(store, 1, 1048588)
+    topics = topic_manager(store, 1)
     forgotten = []
     topics.deletion_listeners.append(forgotten.append)
-    topics.create("t", 2)
+    created = topics.create("t", 2)
+    assert created.configs == {"retention.ms": "7"}          # the rules' creation default
     store.put_message("t", 1, b"x")
     topics.add_partitions("t", 4)
     assert topics.get("t").partitions == 4
     with pytest.raises(TopicError):
         topics.add_partitions("t", 3)
-    topics.alter_configs("t", {"max.message.bytes": "100"})
-    assert topics.get("t").max_message_bytes == 100
-    topics.alter_configs("t", {}, ["max.message.bytes"])
-    assert topics.get("t").max_message_bytes == 1048588
+    topics.alter_configs("t", {"retention.ms": "100"})
+    assert topics.get("t").config("retention.ms") == "100"
+    topics.alter_configs("t", {}, ["retention.ms"])
+    assert topics.get("t").config("retention.ms") == "100" and topics.get("t").configs == {}
+    with pytest.raises(TopicError):
+        topics.alter_configs("t", {"history": "rewritten"})
     topics.delete("t")
     assert topics.get("t") is None and forgotten == ["t"] and store.get_max_offset("t", 1) == 0
     assert "t" not in store.topic_config_manager.topic_config_table
-
-
-def test_a_broker_wide_max_message_bytes_becomes_the_topic_default(store):
-    topics = TopicManager(store, 1, 5000)
-    assert topics.create("small").max_message_bytes == 5000
 
 
 # -- offsets ------------------------------------------------------------------------------------------------
@@ -97,16 +118,16 @@ def test_a_broker_wide_max_message_bytes_becomes_the_topic_default(store):
 def test_offsets_are_durable_when_acknowledged_and_shared_with_rocketmq(store, writer):
     offsets = OffsetStore(store, writer)
     assert durable(lambda cb: offsets.commit("g", [("t", 0, CommittedOffset(5)),
-                                                   ("t", 1, CommittedOffset(9, "meta", 3, 100))], cb))
+                                                   ("t", 1, CommittedOffset(9, ("meta", 3, None)))], cb))
     # consumerOffset.json on disk already has them, in RocketMQ's format.
     on_disk = json.loads((store.root / "config" / "consumerOffset.json").read_text())
     assert on_disk["offsetTable"]["t@g"] == {"0": 5, "1": 9}
-    assert offsets.fetch("g", "t", 1) == CommittedOffset(9, "meta", 3, 100)
+    assert offsets.fetch("g", "t", 1) == CommittedOffset(9, ("meta", 3, None))
     assert offsets.fetch("g", "t", 0) == CommittedOffset(5)
     assert offsets.fetch("g", "t", 2) is None
     # What a restart reads back.
     again = OffsetStore(store, writer)
-    assert again.fetch("g", "t", 1).metadata == "meta"
+    assert again.fetch("g", "t", 1).extra == ("meta", 3, None)
     assert offsets.partitions("g") == {"t": [0, 1]} and offsets.groups() == {"g"}
     durable(lambda cb: offsets.delete("g", [("t", 1)], cb))
     assert offsets.fetch("g", "t", 1) is None and offsets.fetch("g", "t", 0).offset == 5

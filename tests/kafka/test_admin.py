@@ -227,7 +227,8 @@ def test_deleted_topics_are_gone_for_the_peers(admin, confluent_admin):
     futures[name].result(TIMEOUT)
     admin.wait_for_topics([name], timeout=TIMEOUT)
     assert admin.delete_topics([name]) == {name: None}
-    assert name not in admin.list_topics()
+    # Apache Kafka's brokers learn of a deletion a moment after the controller made it.
+    wait_for(lambda: name not in admin.list_topics(), TIMEOUT, message=f"{name} gone from the metadata")
     assert name not in confluent_topics(confluent_admin)
 
 
@@ -235,7 +236,7 @@ def test_topics_can_be_deleted_by_topic_id(admin):
     name = topic_name("by-id")
     topic_id = admin.create_topics([NewTopic(name, 1, 1)])[name].topic_id
     assert admin.delete_topics([topic_id]) == {topic_id: None}
-    assert name not in admin.list_topics()
+    wait_for(lambda: name not in admin.list_topics(), TIMEOUT, message=f"{name} gone from the metadata")
 
 
 def test_deleting_unknown_or_repeated_topics_fails_clearly(admin):
@@ -955,3 +956,26 @@ def test_a_broker_that_leaves_items_out_gets_them_reported(scripted):
         admin.create_partitions({"t": 3})
     results = admin.create_partitions({"t": 3}, raise_errors=False)
     assert isinstance(results["t"], kerrors.UnknownError)
+
+
+@on_brokers("embedded", "apache")
+def test_offsets_altered_by_admin_are_what_kafka_python_reads(admin, peer_admin):
+    name, group = topic_name(), topic_name("group")
+    create_known(admin, [NewTopic(name, 2, 1)])
+    altered = admin.alter_group_offsets(group, {TopicPartition(name, 0): OffsetAndMetadata(0, "by-admin", -1),
+                                                TopicPartition(name, 1): 0})
+    assert altered == {TopicPartition(name, 0): None, TopicPartition(name, 1): None}
+    assert {tuple(tp): (meta.offset, meta.metadata) for tp, meta in peer_admin.list_group_offsets(group)[group].items()
+            } == {(name, 0): (0, "by-admin"), (name, 1): (0, "")}
+    with pytest.raises(kerrors.InvalidGroupIdError):
+        admin.alter_group_offsets("", {TopicPartition(name, 0): 0})
+
+
+@on_brokers("embedded", "apache")
+def test_removed_members_are_named_as_asked(admin, committed_group):
+    group, _, _ = committed_group
+    results = admin.remove_group_members(group, [(None, "nobody"), ("no-such-member", None)], raise_errors=False)
+    assert {key: type(error) for key, error in results.items()} == {
+        "nobody": kerrors.UnknownMemberIdError, "no-such-member": kerrors.UnknownMemberIdError}
+    with pytest.raises(kerrors.UnknownMemberIdError):
+        admin.remove_group_members(group, [(None, "nobody")])

@@ -18,18 +18,23 @@ from kafka import OffsetAndMetadata as PeerOffsetAndMetadata
 from kafka import TopicPartition as PeerTopicPartition
 
 from fastmq.kafka import errors as kerrors
+from fastmq.kafka import protocol as kp
+from fastmq.kafka.compat import KafkaProducer
 from fastmq.kafka.compat_admin import (
-    ConfigFilterType, ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions, NewTopic,
+    ConfigFilterType, ConfigResource, ConfigResourceType, KafkaAdminClient, MemberToRemove, NewPartitions, NewTopic,
+    TransactionState,
 )
 from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition
-from tests.support.brokers import on_all_brokers, on_brokers
+from tests.support.brokers import create_served_topic, on_all_brokers, on_brokers
 from tests.support.waiting import wait_for
 
 TIMEOUT_MS = 10000
 COVERED = ["close", "create_topics", "delete_topics", "list_topics", "describe_topics", "wait_for_topics",
            "create_partitions", "delete_records", "describe_cluster", "describe_configs", "alter_configs",
            "reset_configs", "list_groups", "describe_groups", "list_group_offsets", "delete_groups",
-           "delete_group_offsets"]
+           "delete_group_offsets", "alter_group_offsets", "reset_group_offsets", "remove_group_members",
+           "api_versions", "get_broker_version_data", "describe_features", "list_transactions",
+           "describe_transactions", "describe_producers"]
 
 
 def topic_name(prefix: str = "cadm") -> str:
@@ -249,7 +254,8 @@ def test_describe_cluster_returns_what_kafka_python_returns(ours, theirs):
 @pytest.mark.parametrize("config_filter", ["modified", "all", "dynamic", "default", ConfigFilterType.STATIC])
 def test_describe_configs_returns_what_kafka_python_returns(ours, theirs, config_filter):
     name = topic_name()
-    ours.create_topics({name: {"num_partitions": 1, "configs": {"retention.ms": "1000", "cleanup.policy": "delete"}}})
+    ours.create_topics({name: {"num_partitions": 1, "configs": {"retention.ms": "1000", "cleanup.policy": "delete"}}},
+                       wait_for_metadata=True)      # Apache Kafka's brokers learn a new topic a moment later
     broker = str(ours.describe_cluster()["brokers"][0]["broker_id"])
     mine = ours.describe_configs([ConfigResource("TOPIC", name), ConfigResource(ConfigResourceType.BROKER, broker)],
                                  config_filter=config_filter)
@@ -359,3 +365,132 @@ def test_unknown_broker_ids_fail_clearly(ours):
         ours.describe_groups(["g"], group_coordinator_id=987654)
     with pytest.raises(kerrors.BrokerNotAvailableError, match="987654"):
         ours.delete_records({TopicPartition(name, 0): 0}, partition_leader_id=987654)
+
+
+# ---- committing and removing as an admin ------------------------------------------------------------------
+
+def error_names(result: dict) -> dict:
+    """{key as a plain tuple or str: error class name, or a dict with the name in 'error'}: both clients'
+    answers as comparable data."""
+    def plain(value):
+        return {**value, "error": value["error"].__name__} if isinstance(value, dict) else value.__name__
+    return {tuple(key) if isinstance(key, tuple) else key: plain(value) for key, value in result.items()}
+
+
+@pytest.fixture
+def filled_topic(kafka_broker):
+    """A topic of two partitions, five records in partition 0 (at timestamps 1000, 2000, ... 5000)."""
+    name = topic_name()
+    create_served_topic(kafka_broker.bootstrap_servers, name, 2)
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap_servers)
+    try:
+        for i in range(5):
+            producer.send(name, b"v", partition=0, timestamp_ms=(i + 1) * 1000)
+        producer.flush(TIMEOUT_MS / 1000)
+    finally:
+        producer.close()
+    return name
+
+
+@on_brokers("embedded", "apache")
+def test_alter_and_reset_group_offsets_match_kafka_python(ours, theirs, filled_topic):
+    name = filled_topic
+    mine, peer = topic_name("group"), topic_name("group")
+    p0, p1 = PeerTopicPartition(name, 0), PeerTopicPartition(name, 1)
+    altered = {p0: PeerOffsetAndMetadata(3, "kept", -1), p1: PeerOffsetAndMetadata(0, "", -1)}
+    assert error_names(ours.alter_group_offsets(mine, altered)) == error_names(
+        theirs.alter_group_offsets(peer, altered)) == {(name, 0): "NoError", (name, 1): "NoError"}
+    assert ours.list_group_offsets(mine)[mine] == theirs.list_group_offsets(peer)[peer]
+    assert ours.list_group_offsets(mine)[mine][TopicPartition(name, 0)][:2] == (3, "kept")
+
+    for specs, offsets in (({p0: kafka.admin.OffsetSpec.EARLIEST, p1: 7}, (0, 0)),
+                           ({p0: kafka.admin.OffsetTimestamp(2500), p1: kafka.admin.OffsetSpec.LATEST}, (2, 0)),
+                           ({p0: kafka.admin.OffsetTimestamp(9000), p1: -5}, (5, 0)),
+                           ({p0: 4}, (4,))):
+        expected = {(name, p): {"error": "NoError", "offset": offset} for p, offset in enumerate(offsets)}
+        assert error_names(ours.reset_group_offsets(mine, specs)) == error_names(
+            theirs.reset_group_offsets(peer, specs)) == expected
+        assert ours.list_group_offsets(mine)[mine] == theirs.list_group_offsets(peer)[peer]
+    assert ours.list_group_offsets(mine)[mine][TopicPartition(name, 0)][:2] == (4, "kept")
+    assert ours.alter_group_offsets(mine, {}) == ours.reset_group_offsets(mine, {}) == {}
+    with pytest.raises(TypeError):
+        ours.reset_group_offsets(mine, {p0: "earliest"})
+
+
+@on_brokers("embedded", "apache")
+def test_alter_group_offsets_of_a_group_with_members_fails_per_partition_like_kafka_python(
+        ours, theirs, kafka_broker, filled_topic):
+    group = topic_name("group")
+    member = PeerConsumer(filled_topic, bootstrap_servers=kafka_broker.bootstrap_servers, group_id=group)
+    try:
+        wait_for(lambda: member.poll(timeout_ms=100) is not None and member.assignment(), TIMEOUT_MS / 1000,
+                 message="the member joined")
+        altered = {PeerTopicPartition(filled_topic, 0): PeerOffsetAndMetadata(1, "", -1)}
+        assert error_names(ours.alter_group_offsets(group, altered)) == error_names(
+            theirs.alter_group_offsets(group, altered))
+        assert error_names(ours.alter_group_offsets(group, altered)) != {(filled_topic, 0): "NoError"}
+    finally:
+        member.close()
+
+
+@on_brokers("embedded", "apache")
+def test_remove_group_members_matches_kafka_python(ours, theirs, kafka_broker, filled_topic):
+    group = topic_name("group")
+    static = PeerConsumer(filled_topic, bootstrap_servers=kafka_broker.bootstrap_servers, group_id=group,
+                          group_instance_id="instance-1", session_timeout_ms=30000, enable_auto_commit=False)
+    try:
+        wait_for(lambda: static.poll(timeout_ms=100) is not None and static.assignment(), TIMEOUT_MS / 1000,
+                 message="the static member joined")
+    finally:
+        static.close()      # a static member does not leave when it closes: it stays until its session ends
+    assert [m["group_instance_id"] for m in ours.describe_groups([group])[group]["members"]] == ["instance-1"]
+    unknown = [kafka.admin.MemberToRemove(group_instance_id="nobody")]
+    assert error_names(ours.remove_group_members(group, unknown)) == error_names(
+        theirs.remove_group_members(group, unknown)) == {"nobody": "UnknownMemberIdError"}
+    removed = ours.remove_group_members(group, [MemberToRemove(group_instance_id="instance-1", reason="test")])
+    assert error_names(removed) == {"instance-1": "NoError"}
+    assert ours.describe_groups([group])[group]["members"] == []
+    assert ours.remove_group_members(group, []) == {}
+    with pytest.raises(ValueError):
+        ours.remove_group_members(group, [MemberToRemove()])
+
+
+@on_brokers("embedded", "apache")
+def test_api_versions_and_features_match_kafka_python(ours, theirs):
+    assert ours.api_versions() == {int(key): versions for key, versions in theirs.api_versions().items()}
+    broker = ours.describe_cluster()["brokers"][0]["broker_id"]
+    data = ours.get_broker_version_data(broker)
+    assert data.api_versions == theirs.get_broker_version_data(broker).api_versions
+    assert data.api_version(3) == min(data.api_versions[3][1], kp.SUPPORTED_VERSIONS[3][1])
+    with pytest.raises(kerrors.IncompatibleBrokerVersion):
+        data.api_version(3, min_version=999)
+    with pytest.raises(kerrors.BrokerNotAvailableError):
+        ours.get_broker_version_data(987654)
+    assert ours.describe_features() == theirs.describe_features()
+
+
+@on_brokers("apache")
+def test_transactions_and_producers_are_described_as_kafka_python_does(ours, theirs, kafka_broker, filled_topic):
+    txn_id, partition = topic_name("txn"), TopicPartition(filled_topic, 1)
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap_servers, transactional_id=txn_id)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(filled_topic, b"in a transaction", partition=1).get(TIMEOUT_MS / 1000)
+        described = ours.describe_transactions([txn_id])
+        assert described == theirs.describe_transactions([txn_id])
+        mine = described[txn_id]
+        assert (mine.state, mine.topic_partitions) == (TransactionState.ONGOING, {partition})
+        listed = ours.list_transactions(producer_id_filters=[mine.producer_id], state_filters=["Ongoing"])
+        assert listed == theirs.list_transactions(producer_id_filters=[mine.producer_id], state_filters=["Ongoing"])
+        assert list(listed.values()) == [[(txn_id, mine.producer_id, TransactionState.ONGOING)]]
+        producers = ours.describe_producers([PeerTopicPartition(filled_topic, 1)])
+        assert producers == theirs.describe_producers([PeerTopicPartition(filled_topic, 1)])
+        (active,) = producers[partition].active_producers
+        assert active.producer_id == mine.producer_id and active.current_transaction_start_offset >= 0
+        producer.commit_transaction()
+    finally:
+        producer.close()
+    assert ours.describe_transactions([]) == ours.describe_producers([]) == {}
+    same_error(lambda: ours.describe_transactions([topic_name("no-txn")]),
+               lambda: theirs.describe_transactions([topic_name("no-txn")]))

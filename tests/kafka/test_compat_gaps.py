@@ -205,7 +205,7 @@ def test_list_partition_offsets_answers_as_kafka_python(embedded_broker, admin):
 def cluster_calls(topic: str) -> dict:
     return {"describe_log_dirs": ({topic: [0]},), "list_partition_reassignments": (),
             "describe_metadata_quorum": (), "elect_leaders": (0, {topic: [0, 1]}, None, False),
-            "list_config_resources": (["topic"],)}
+            "list_config_resources": (["topic"],), "list_transactions": ()}
 
 
 def comparable(answer):

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fastmq._native import store_codec
+from fastmq._native import index_codec, queue_codec, store_codec
 from fastmq.errors import CorruptDataError, TruncatedError
 from fastmq.store.message import pack_host
 
@@ -205,10 +205,10 @@ class TestJavaHash:
         assert store_codec.java_hash(text) == java_hash_reference(text)
 
     def test_index_hash_is_non_negative_like_rocketmq(self):
-        assert store_codec.index_key_hash("polygenelubricants") == 0
-        assert store_codec.index_key_hash("hello") == 99162322
+        assert index_codec.index_key_hash("polygenelubricants") == 0
+        assert index_codec.index_key_hash("hello") == 99162322
         negative = next(s for s in (f"TopicTest#key-{i}" for i in range(1000)) if java_hash_reference(s) < 0)
-        assert store_codec.index_key_hash(negative) == -java_hash_reference(negative)
+        assert index_codec.index_key_hash(negative) == -java_hash_reference(negative)
 
     def test_tags_code(self):
         assert store_codec.tags_hash_code("") == 0
@@ -222,7 +222,7 @@ def unit_file(units) -> bytearray:
 class TestQueueUnits:
     def test_scan_all(self):
         data = unit_file([(100 * i, 50, i % 3) for i in range(10)])
-        units = store_codec.QueueUnits(100)
+        units = queue_codec.QueueUnits(100)
         assert units.scan(data, 0, len(data), 40) == 10
         assert list(units.commitlog_offsets) == [100 * i for i in range(10)]
         assert list(units.sizes) == [50] * 10
@@ -230,25 +230,25 @@ class TestQueueUnits:
         assert units.total_bytes == 500
 
     def test_tag_filter_and_blank_units(self):
-        data = unit_file([(0, store_codec.CQ_BLANK_SIZE, 0)] * 2 + [(100 * i, 50, i % 3) for i in range(2, 10)])
-        units = store_codec.QueueUnits(100)
+        data = unit_file([(0, queue_codec.CQ_BLANK_SIZE, 0)] * 2 + [(100 * i, 50, i % 3) for i in range(2, 10)])
+        units = queue_codec.QueueUnits(100)
         assert units.scan(data, 0, len(data), 0, array("q", [0, 2])) == 10
         assert list(units.queue_offsets) == [2, 3, 5, 6, 8, 9]
 
     def test_capacity_bytes_and_unit_limits(self):
         data = unit_file([(100 * i, 50, 0) for i in range(10)])
-        units = store_codec.QueueUnits(3)
+        units = queue_codec.QueueUnits(3)
         assert units.scan(data, 20, len(data), 1) == 3 and units.full
-        units = store_codec.QueueUnits(10)
+        units = queue_codec.QueueUnits(10)
         assert units.scan(data, 0, len(data), 0, max_bytes=120) == 2
-        units = store_codec.QueueUnits(10)
+        units = queue_codec.QueueUnits(10)
         assert units.scan(data, 0, len(data), 0, max_bytes=10) == 1   # the first unit always goes
-        units = store_codec.QueueUnits(10)
+        units = queue_codec.QueueUnits(10)
         assert units.scan(data, 0, len(data), 0, array("q", [5]), max_units=4) == 4 and len(units) == 0
 
     def test_stops_at_end_position_and_on_unit_boundary_only(self):
         data = unit_file([(100 * i, 50, 0) for i in range(10)])
-        units = store_codec.QueueUnits(100)
+        units = queue_codec.QueueUnits(100)
         assert units.scan(data, 0, 95, 0) == 4
         with pytest.raises(ValueError):
             units.scan(data, 10, len(data), 0)
@@ -263,16 +263,16 @@ class TestQueueUnits:
             offsets.append((8192 + position, size))
             position += size
         data = unit_file([(offset, size, 0) for offset, size in offsets])
-        units = store_codec.QueueUnits(10)
+        units = queue_codec.QueueUnits(10)
         units.scan(data, 0, len(data), 0)
         out = bytearray(units.total_bytes)
         assert units.gather(file, 8192, position, 0, out, 0) == (3, units.total_bytes)
         assert out == file[:position]
-        other_queue = store_codec.QueueUnits(10, queue_id=1)
+        other_queue = queue_codec.QueueUnits(10, queue_id=1)
         other_queue.scan(data, 0, len(data), 0)
         with pytest.raises(CorruptDataError):
             other_queue.gather(file, 8192, position, 0, bytearray(units.total_bytes), 0)
-        shifted = store_codec.QueueUnits(10)
+        shifted = queue_codec.QueueUnits(10)
         shifted.scan(data, 0, len(data), 5)                 # units claiming other queue offsets
         with pytest.raises(CorruptDataError):
             shifted.gather(file, 8192, position, 0, bytearray(units.total_bytes), 0)
@@ -282,10 +282,10 @@ class TestQueueUnits:
 
     def test_count_valid_units(self):
         data = unit_file([(0, 10, 0), (10, 10, 0)]) + bytearray(40)
-        assert store_codec.count_valid_units(data) == (2, 20)
-        assert store_codec.count_valid_units(data, 15) == (0, 15)       # goes back before the previous file
-        filler = unit_file([(0, store_codec.CQ_BLANK_SIZE, 0)] * 2 + [(500, 10, 0), (400, 10, 0)])
-        assert store_codec.count_valid_units(filler) == (3, 510)         # 400 < 510: out of order
+        assert queue_codec.count_valid_units(data) == (2, 20)
+        assert queue_codec.count_valid_units(data, 15) == (0, 15)       # goes back before the previous file
+        filler = unit_file([(0, queue_codec.CQ_BLANK_SIZE, 0)] * 2 + [(500, 10, 0), (400, 10, 0)])
+        assert queue_codec.count_valid_units(filler) == (3, 510)         # 400 < 510: out of order
 
 
 class TestMessageBatch:
@@ -333,8 +333,8 @@ def index_file(slots=8, entries=16) -> bytearray:
 class TestIndex:
     def test_put_layout_matches_rocketmq(self):
         buf = index_file()
-        key_hash = store_codec.index_key_hash("TopicTest#k1")
-        assert store_codec.index_put(buf, 8, 16, key_hash, 1234, 1_000_000)
+        key_hash = index_codec.index_key_hash("TopicTest#k1")
+        assert index_codec.index_put(buf, 8, 16, key_hash, 1234, 1_000_000)
         begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count = struct.unpack_from(">qqqqii", buf)
         assert (begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count) == (1_000_000, 1_000_000, 1234,
                                                                                     1234, 1, 2)
@@ -344,31 +344,31 @@ class TestIndex:
 
     def test_chain_and_time_range(self):
         buf = index_file()
-        key_hash = store_codec.index_key_hash("T#k")
+        key_hash = index_codec.index_key_hash("T#k")
         for i in range(5):
-            assert store_codec.index_put(buf, 8, 16, key_hash, 100 * i, 1_000_000 + 10_000 * i)
-        assert store_codec.index_select(buf, 8, 16, key_hash, 10, 0, 2 ** 62) == [400, 300, 200, 100, 0]
-        assert store_codec.index_select(buf, 8, 16, key_hash, 2, 0, 2 ** 62) == [400, 300]
-        assert store_codec.index_select(buf, 8, 16, key_hash, 10, 1_010_000, 1_030_000) == [300, 200, 100]
-        other = store_codec.index_key_hash("T#other")
-        assert store_codec.index_select(buf, 8, 16, other, 10, 0, 2 ** 62) == []
+            assert index_codec.index_put(buf, 8, 16, key_hash, 100 * i, 1_000_000 + 10_000 * i)
+        assert index_codec.index_select(buf, 8, 16, key_hash, 10, 0, 2 ** 62) == [400, 300, 200, 100, 0]
+        assert index_codec.index_select(buf, 8, 16, key_hash, 2, 0, 2 ** 62) == [400, 300]
+        assert index_codec.index_select(buf, 8, 16, key_hash, 10, 1_010_000, 1_030_000) == [300, 200, 100]
+        other = index_codec.index_key_hash("T#other")
+        assert index_codec.index_select(buf, 8, 16, other, 10, 0, 2 ** 62) == []
 
     def test_full(self):
         buf = index_file(entries=3)
-        assert store_codec.index_put(buf, 8, 3, 1, 0, 1)
-        assert store_codec.index_put(buf, 8, 3, 2, 0, 1)
-        assert not store_codec.index_put(buf, 8, 3, 3, 0, 1)
+        assert index_codec.index_put(buf, 8, 3, 1, 0, 1)
+        assert index_codec.index_put(buf, 8, 3, 2, 0, 1)
+        assert not index_codec.index_put(buf, 8, 3, 3, 0, 1)
 
     def test_loops_in_a_corrupt_chain_end(self):
         buf = index_file()
         for i in range(3):
-            store_codec.index_put(buf, 8, 16, 5, i, 1000)
+            index_codec.index_put(buf, 8, 16, 5, i, 1000)
         struct.pack_into(">i", buf, 40 + 8 * 4 + 1 * 20 + 16, 3)   # entry 1 now points "back" to entry 3
-        assert store_codec.index_select(buf, 8, 16, 5, 100, 0, 2 ** 62) == [2, 1, 0]
+        assert index_codec.index_select(buf, 8, 16, 5, 100, 0, 2 ** 62) == [2, 1, 0]
 
     def test_small_buffer_is_corrupt(self):
         with pytest.raises(CorruptDataError):
-            store_codec.index_select(bytearray(50), 8, 16, 1, 10, 0, 1)
+            index_codec.index_select(bytearray(50), 8, 16, 1, 10, 0, 1)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -438,14 +438,14 @@ def test_iter_messages_on_random_concatenations(chunks):
 def test_index_select_on_random_files(data, slots, entries, key_hash):
     buf = bytearray(40 + slots * 4 + entries * 20)
     buf[:len(data)] = data[:len(buf)]
-    found = store_codec.index_select(buf, slots, entries, key_hash, 100, -2**62, 2**62)
+    found = index_codec.index_select(buf, slots, entries, key_hash, 100, -2**62, 2**62)
     assert len(found) <= entries
-    store_codec.index_put(buf, slots, entries, key_hash, 1, 1)
+    index_codec.index_put(buf, slots, entries, key_hash, 1, 1)
 
 
 @given(st.binary(max_size=500), st.integers(0, 20), st.lists(st.integers(-5, 5), max_size=4))
 def test_unit_scan_on_random_files(data, start_unit, codes):
-    units = store_codec.QueueUnits(50)
+    units = queue_codec.QueueUnits(50)
     consumed = units.scan(data, start_unit * 20, len(data), 7, array("q", sorted(codes)) if codes else None)
     assert 0 <= consumed <= max(0, len(data) // 20 - start_unit)
     assert all(size > 0 for size in units.sizes)

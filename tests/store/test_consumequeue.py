@@ -8,8 +8,9 @@ import struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fastmq._native import store_codec
-from fastmq._native.store_codec import DispatchRequest, QueueUnits
+from fastmq._native import queue_codec, store_codec
+from fastmq._native.queue_codec import QueueUnits
+from fastmq._native.store_codec import DispatchRequest
 from fastmq.errors import FastMQError
 from fastmq.store import GetMessageStatus, MessageStore
 from fastmq.store.consumequeue import ConsumeQueue
@@ -56,7 +57,7 @@ def test_queue_starting_mid_file_gets_filler_units(tmp_path):
     assert queue.put_message_position_info(DispatchRequest("T", 0, 5000, 100, 0, 1, 120))
     first = queue.mapped_file_queue.files[0]
     assert first.file_from_offset == 100 * 20
-    assert struct.unpack_from(">qiq", first.view, 0) == (0, store_codec.CQ_BLANK_SIZE, 0)
+    assert struct.unpack_from(">qiq", first.view, 0) == (0, queue_codec.CQ_BLANK_SIZE, 0)
     assert (queue.get_min_offset_in_queue(), queue.get_max_offset_in_queue()) == (120, 121)
     assert queue.get_unit(120) == (5000, 100, 0)
     # A repeat is ignored; the next one follows.

@@ -7,7 +7,7 @@ import struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fastmq._native import store_codec
+from fastmq._native import index_codec
 from fastmq.errors import FastMQError
 from fastmq.store import MessageStore
 from fastmq.store.index import index_file_name
@@ -90,7 +90,7 @@ def test_file_layout_is_rocketmq_layout(open_store, clock):
     begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count = struct.unpack_from(">qqqqii", data)
     assert (begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count) == (
         clock.millis, clock.millis, first.commitlog_offset, second.commitlog_offset, 1, 3)
-    key_hash = store_codec.index_key_hash("TopicA#key1")
+    key_hash = index_codec.index_key_hash("TopicA#key1")
     assert struct.unpack_from(">i", data, 40 + (key_hash % 16) * 4)[0] == 2
     entries = 40 + 16 * 4
     assert struct.unpack_from(">iqii", data, entries + 20) == (key_hash, first.commitlog_offset, 0, 0)

@@ -2,7 +2,7 @@
 IncrementalAlterConfigs.
 
 There is one broker: a replication factor other than 1 (or -1, the default) is INVALID_REPLICATION_FACTOR, and
-replica assignments may only name this broker. Topic configs are the ones fastmq.broker.topics knows; broker
+replica assignments may only name this broker. Topic configs are Kafka's that fastmq.broker.kafka.topic_rules knows; broker
 configs are described (read-only) but not altered. DeleteRecords moves a partition's log start offset (Kafka's
 low watermark) to the offset given, -1 meaning the high watermark, and answers once that is on disk; an offset
 beyond the high watermark is OFFSET_OUT_OF_RANGE, one below the log start leaves it where it is.
@@ -15,7 +15,8 @@ from fastmq.broker.errors import TopicError
 from fastmq.broker.kafka.errors import kafka_code
 from fastmq.broker.kafka.front import Request
 from fastmq.broker.kafka.metadata import ZERO_UUID, resolve_topic
-from fastmq.broker.topics import TOPIC_CONFIGS, Topic
+from fastmq.broker.kafka.topic_rules import TOPIC_CONFIGS
+from fastmq.broker.topics import Topic
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.protocol import ApiKey

@@ -19,6 +19,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from fastmq.broker.kafka.fetch_sessions import FetchPlan, SessionPartition, Target, plan_fetch
+from fastmq.broker.kafka import topic_rules
 from fastmq.broker.kafka.front import Request
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
@@ -93,7 +94,7 @@ def run_fetch(request: Request, body: Any, plan: FetchPlan) -> FetchResult:
             # never stalls behind a limit; the others only what fits.
             records, next_offset = logs.read(name, index, offset, stable if read_committed else end,
                                              min(target.max_bytes, remaining), request.client_id,
-                                             take_first=total == 0, log_append_time=topic.log_append_time)
+                                             take_first=total == 0, log_append_time=topic_rules.log_append_time(topic))
             total += len(records)
             remaining -= len(records)
             if records:

@@ -16,6 +16,7 @@ from fastmq.broker.kafka.fetch import FetchHold
 from fastmq.broker.kafka.fetch_sessions import FetchSessionCache
 from fastmq.broker.kafka.front import KafkaListener, handler_table
 from fastmq.broker.kafka.log import PartitionLogs
+from fastmq.broker.kafka.topic_rules import kafka_topic_rules
 from fastmq.broker.transactions import TransactionCoordinator, TransactionSettings
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,6 +28,7 @@ class KafkaFrontEnd(FrontEnd):
         super().__init__(broker, listeners)
         config = broker.config
         self.kafka_listeners: list[KafkaListener] = []
+        broker.topics.add_rules(kafka_topic_rules(config.max_message_bytes))
         broker.producers.replay(kafka_store.producer_markers)
         self.logs = PartitionLogs(broker.store, broker.producers, broker.stats, broker.writer, config.index_keys)
         self.transactions = TransactionCoordinator(

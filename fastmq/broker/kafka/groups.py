@@ -87,9 +87,11 @@ def handle_leave_group(request: Request, body: Any) -> None:
         return
     results = groups.leave(body.group_id, [(m.member_id, m.group_instance_id) for m in body.members])
     member = kp.LeaveGroupResponse.MemberResponse
+    # Each member answers as it was asked for (Apache Kafka's way): a static member named by its instance id
+    # keeps the empty member id, which is how an admin's remove_group_members tells its answers apart.
     request.respond(kp.LeaveGroupResponse(throttle_time_ms=0, error_code=NONE, members=[
-        member(member_id=member_id, group_instance_id=instance, error_code=kafka_code(error))
-        for member_id, instance, error in results]))
+        member(member_id=asked.member_id, group_instance_id=asked.group_instance_id, error_code=kafka_code(error))
+        for asked, (_, _, error) in zip(body.members, results)]))
 
 
 def handle_describe_groups(request: Request, body: Any) -> None:

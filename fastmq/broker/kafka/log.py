@@ -34,6 +34,7 @@ from fastmq.broker.kafka.errors import NONE, kafka_code
 from fastmq.broker.partition_transactions import PartitionTransactions
 from fastmq.broker.persist import ConfigWriter
 from fastmq.broker.stats import BrokerStats
+from fastmq.broker.kafka import topic_rules
 from fastmq.broker.topics import Topic
 from fastmq.errors import ProtocolError
 from fastmq.kafka import errors as kerrors
@@ -147,10 +148,10 @@ class PartitionLogs:
         """Append a produced record set; `transactional`: the request named a transactional id, without which
         transactional batches are refused."""
         store = self.store
-        append_time = int(time.time() * 1000) if topic.log_append_time else -1
+        append_time = int(time.time() * 1000) if topic_rules.log_append_time(topic) else -1
         try:
             batch = store.new_batch(topic.name, partition)
-            produced = kafka_store.fill_batch(batch, records, topic.max_message_bytes, self.index_keys,
+            produced = kafka_store.fill_batch(batch, records, topic_rules.max_message_bytes(topic), self.index_keys,
                                               log_append_time=append_time)
         except _PRODUCE_ERRORS as exc:
             return AppendResult(exc.errno, message=str(exc))

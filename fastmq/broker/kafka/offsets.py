@@ -38,6 +38,22 @@ GROUP_SUBSCRIBED_TO_TOPIC = kerrors.GroupSubscribedToTopicError.errno
 UNSTABLE_OFFSET_COMMIT = kerrors.UnstableOffsetCommitError.errno
 
 
+def kafka_commit(offset: int, metadata: str | None, leader_epoch: int, timestamp: int) -> CommittedOffset:
+    """A Kafka commit in the core's terms: what it commits besides the offset is [metadata, leader epoch, commit
+    time], kept only when it carries metadata or an epoch (OffsetFetch answers no commit time)."""
+    if metadata == "" and leader_epoch == -1:
+        return CommittedOffset(offset)
+    return CommittedOffset(offset, (metadata, leader_epoch, timestamp))
+
+
+def kafka_commit_fields(committed: CommittedOffset) -> tuple[str | None, int]:
+    """(metadata, leader epoch) of a commit kafka_commit made ("" and -1 when it kept none)."""
+    if not committed.extra:
+        return "", -1
+    metadata, leader_epoch = committed.extra[0], committed.extra[1]
+    return metadata, int(leader_epoch)
+
+
 def _known_partition(request: Request, name: str, partition: int) -> bool:
     topic = request.broker.topics.get(name)
     return topic is not None and 0 <= partition < topic.partitions
@@ -132,7 +148,7 @@ def handle_offset_commit(request: Request, body: Any) -> None:
                     error = OFFSET_METADATA_TOO_LARGE
                 else:
                     timestamp = part.commit_timestamp if request.version == 1 and part.commit_timestamp >= 0 else now_ms
-                    to_commit.append((topic.name, part.partition_index, CommittedOffset(
+                    to_commit.append((topic.name, part.partition_index, kafka_commit(
                         part.committed_offset, part.committed_metadata, part.committed_leader_epoch, timestamp)))
             partitions.append([part.partition_index, error])
         results.append((topic, partitions))
@@ -196,9 +212,9 @@ def _partition(partition_type: type, partition: int, committed: CommittedOffset 
     if committed is None or isinstance(committed, int):
         return partition_type(partition_index=partition, committed_offset=-1, committed_leader_epoch=-1,
                               metadata="", error_code=committed or NONE)
+    metadata, leader_epoch = kafka_commit_fields(committed)
     return partition_type(partition_index=partition, committed_offset=committed.offset,
-                          committed_leader_epoch=committed.leader_epoch, metadata=committed.metadata,
-                          error_code=NONE)
+                          committed_leader_epoch=leader_epoch, metadata=metadata, error_code=NONE)
 
 
 # -- OffsetDelete -----------------------------------------------------------------------------------------------

@@ -14,8 +14,7 @@ from typing import Any
 from fastmq.broker.errors import CoreError
 from fastmq.broker.kafka.errors import NONE, kafka_code
 from fastmq.broker.kafka.front import Request
-from fastmq.broker.kafka.offsets import MAX_METADATA_BYTES
-from fastmq.broker.offsets import CommittedOffset
+from fastmq.broker.kafka.offsets import MAX_METADATA_BYTES, kafka_commit
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.protocol import ApiKey
@@ -109,7 +108,7 @@ def handle_txn_offset_commit(request: Request, body: Any) -> None:
                 results[key] = OFFSET_METADATA_TOO_LARGE
             else:
                 results[key] = NONE
-                offsets.append((topic.name, part.partition_index, CommittedOffset(
+                offsets.append((topic.name, part.partition_index, kafka_commit(
                     part.committed_offset, part.committed_metadata,
                     part.committed_leader_epoch if request.version >= 2 else -1, now_ms)))
 

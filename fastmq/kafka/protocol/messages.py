@@ -54,6 +54,9 @@ class ApiKey(IntEnum):
     OFFSET_DELETE = 47
     DESCRIBE_QUORUM = 55
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
     LIST_CONFIG_RESOURCES = 74
 
 
@@ -155,6 +158,12 @@ ElectLeadersRequest = _message_class(ApiKey.ELECT_LEADERS, "request")
 ElectLeadersResponse = _message_class(ApiKey.ELECT_LEADERS, "response")
 ListConfigResourcesRequest = _message_class(ApiKey.LIST_CONFIG_RESOURCES, "request")
 ListConfigResourcesResponse = _message_class(ApiKey.LIST_CONFIG_RESOURCES, "response")
+DescribeProducersRequest = _message_class(ApiKey.DESCRIBE_PRODUCERS, "request")
+DescribeProducersResponse = _message_class(ApiKey.DESCRIBE_PRODUCERS, "response")
+DescribeTransactionsRequest = _message_class(ApiKey.DESCRIBE_TRANSACTIONS, "request")
+DescribeTransactionsResponse = _message_class(ApiKey.DESCRIBE_TRANSACTIONS, "response")
+ListTransactionsRequest = _message_class(ApiKey.LIST_TRANSACTIONS, "request")
+ListTransactionsResponse = _message_class(ApiKey.LIST_TRANSACTIONS, "response")
 InitProducerIdRequest = _message_class(ApiKey.INIT_PRODUCER_ID, "request")
 InitProducerIdResponse = _message_class(ApiKey.INIT_PRODUCER_ID, "response")
 AddPartitionsToTxnRequest = _message_class(ApiKey.ADD_PARTITIONS_TO_TXN, "request")

@@ -216,6 +216,59 @@ response
     resource_name: string 0+
     resource_type: int8 1+ =16
 
+DescribeProducers 61 versions=0-0 flexible=0+
+request
+  topics: []TopicRequest 0+
+    name: string 0+
+    partition_indexes: []int32 0+
+response
+  throttle_time_ms: int32 0+
+  topics: []TopicResponse 0+
+    name: string 0+
+    partitions: []PartitionResponse 0+
+      partition_index: int32 0+
+      error_code: int16 0+
+      error_message: string 0+ nullable=0+ =null
+      active_producers: []ProducerState 0+
+        producer_id: int64 0+
+        producer_epoch: int32 0+
+        last_sequence: int32 0+ =-1
+        last_timestamp: int64 0+ =-1
+        coordinator_epoch: int32 0+
+        current_txn_start_offset: int64 0+ =-1
+
+DescribeTransactions 65 versions=0-0 flexible=0+
+request
+  transactional_ids: []string 0+
+response
+  throttle_time_ms: int32 0+
+  transaction_states: []TransactionState 0+
+    error_code: int16 0+
+    transactional_id: string 0+
+    transaction_state: string 0+
+    transaction_timeout_ms: int32 0+
+    transaction_start_time_ms: int64 0+
+    producer_id: int64 0+
+    producer_epoch: int16 0+
+    topics: []TopicData 0+
+      topic: string 0+
+      partitions: []int32 0+
+
+ListTransactions 66 versions=0-2 flexible=0+
+request
+  state_filters: []string 0+
+  producer_id_filters: []int64 0+
+  duration_filter: int64 1+ =-1
+  transactional_id_pattern: string 2+ nullable=2+ =null
+response
+  throttle_time_ms: int32 0+
+  error_code: int16 0+
+  unknown_state_filters: []string 0+
+  transaction_states: []TransactionState 0+
+    transactional_id: string 0+
+    producer_id: int64 0+
+    transaction_state: string 0+
+
 DescribeQuorum 55 versions=0-2 flexible=0+
 request
   topics: []TopicData 0+
