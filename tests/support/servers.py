@@ -247,7 +247,11 @@ APACHE_KAFKA = MavenServer(
      # Kafka logs through SLF4J 1.7: without this binding its log (which the failure reports show) is empty.
      "org.apache.logging.log4j:log4j-slf4j-impl:2.24.3"))
 
-SERVERS: dict[str, MavenServer] = {server.name: server for server in (APACHE_KAFKA,)}
+APACHE_ROCKETMQ = MavenServer(
+    "apache-rocketmq", "5.5.0",
+    ("org.apache.rocketmq:rocketmq-namesrv:5.5.0", "org.apache.rocketmq:rocketmq-broker:5.5.0"))
+
+SERVERS: dict[str, MavenServer] = {server.name: server for server in (APACHE_KAFKA, APACHE_ROCKETMQ)}
 
 
 def main(argv: Sequence[str]) -> int:
