@@ -23,7 +23,7 @@ from typing import Any
 
 from fastmq.rocketmq._native.messages import MessageExt
 from fastmq.rocketmq.client import ClientInstance, check_success
-from fastmq.rocketmq.errors import RocketMQError
+from fastmq.rocketmq.errors import RocketMQError, TopicNotFoundError
 from fastmq.rocketmq.fetcher import Fetcher
 from fastmq.rocketmq.offsets import LocalOffsetStore, RemoteOffsetStore
 from fastmq.rocketmq.protocol import ConsumeFromWhere, MessageModel, RequestCode
@@ -130,6 +130,8 @@ class ConsumerBase:
                     ids = self._consumer_ids(topic)
                     mine = set(self.allocation(self.instance.client_id, ids, queues))
                 self._set_assignment(mine, topics={topic})
+            except TopicNotFoundError as exc:
+                _log.debug("rebalancing %s of group %s: %s", topic, self.group, exc)
             except Exception as exc:
                 _log.warning("rebalancing %s of group %s failed: %s", topic, self.group, exc)
 
