@@ -3,31 +3,22 @@ broadcasting, where a new group starts."""
 from __future__ import annotations
 
 import json
-import uuid
-
 import pytest
 
-from fastmq.rocketmq import Message, Producer, RocketMQError
+from fastmq.rocketmq import Message, RocketMQError
 from fastmq.rocketmq.consumer import PullConsumer
 from fastmq.rocketmq.subscription import Subscription, allocate_averagely
 from fastmq.rocketmq.route import MessageQueue
+from tests.support.rocketmq import unique
 from tests.support.waiting import wait_for
 
 
-def name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture(scope="module")
-def producer(rocketmq_server):
-    with Producer("fastmq-test-consumer-producer", rocketmq_server.namesrv_addr, send_timeout=10.0) as p:
-        yield p
 
 
 @pytest.fixture(scope="module")
 def filled_topic(producer):
     """20 messages over the 4 queues, tags TagA / TagB / TagC in turn."""
-    topic = name("consume")
+    topic = unique("consume")
     for i in range(20):
         producer.send(Message(topic, b"m%02d" % i, tags=("TagA", "TagB", "TagC")[i % 3]))
     return topic
@@ -41,7 +32,7 @@ def poll_until(consumer: PullConsumer, count: int, timeout: float = 30.0) -> lis
 
 
 def test_tag_expressions_filter(rocketmq_server, filled_topic):
-    with PullConsumer(name("tags"), rocketmq_server.namesrv_addr,
+    with PullConsumer(unique("tags"), rocketmq_server.namesrv_addr,
                       consume_from_where="CONSUME_FROM_FIRST_OFFSET") as consumer:
         consumer.subscribe(filled_topic, "TagA || TagC")
         got = poll_until(consumer, 13)
@@ -50,7 +41,7 @@ def test_tag_expressions_filter(rocketmq_server, filled_topic):
 
 
 def test_commit_seek_and_resume_where_the_group_left(rocketmq_server, filled_topic):
-    group = name("resume")
+    group = unique("resume")
     with PullConsumer(group, rocketmq_server.namesrv_addr, auto_commit=False,
                       consume_from_where="CONSUME_FROM_FIRST_OFFSET") as consumer:
         consumer.subscribe(filled_topic)
@@ -73,9 +64,9 @@ def test_commit_seek_and_resume_where_the_group_left(rocketmq_server, filled_top
 
 
 def test_assigned_queues_and_consume_from_last(rocketmq_server, producer):
-    topic = name("last")
+    topic = unique("last")
     earlier = [producer.send(Message(topic, b"earlier-%d" % i)) for i in range(8)]
-    with PullConsumer(name("assigned"), rocketmq_server.namesrv_addr,
+    with PullConsumer(unique("assigned"), rocketmq_server.namesrv_addr,
                       consume_from_where="CONSUME_FROM_LAST_OFFSET") as consumer:
         queues = consumer.fetch_queues(topic)
         assert sorted(q.queue_id for q in queues) == [0, 1, 2, 3]
@@ -90,7 +81,7 @@ def test_assigned_queues_and_consume_from_last(rocketmq_server, producer):
 
 
 def test_two_consumers_of_a_group_share_the_queues(rocketmq_server, filled_topic):
-    group = name("shared")
+    group = unique("shared")
     first = PullConsumer(group, rocketmq_server.namesrv_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
     second = PullConsumer(group, rocketmq_server.namesrv_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
     try:
@@ -108,7 +99,7 @@ def test_two_consumers_of_a_group_share_the_queues(rocketmq_server, filled_topic
 
 def test_broadcasting_consumers_each_get_everything_and_keep_offsets_in_a_file(rocketmq_server, filled_topic,
                                                                                 tmp_path):
-    group = name("broadcast")
+    group = unique("broadcast")
     consumers = [PullConsumer(group, rocketmq_server.namesrv_addr, message_model="BROADCASTING",
                               consume_from_where="CONSUME_FROM_FIRST_OFFSET", offset_store_dir=str(tmp_path))
                  for _ in range(2)]

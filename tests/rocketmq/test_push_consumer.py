@@ -3,22 +3,12 @@ orderly consumption under broker locks, a group whose member leaves."""
 from __future__ import annotations
 
 import threading
-import uuid
 
-import pytest
-
-from fastmq.rocketmq import ConsumeStatus, Message, Producer, PullConsumer, PushConsumer
+from fastmq.rocketmq import ConsumeStatus, Message, PullConsumer, PushConsumer
+from tests.support.rocketmq import unique
 from tests.support.waiting import wait_for
 
 
-def name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture(scope="module")
-def producer(rocketmq_server):
-    with Producer("fastmq-test-push-producer", rocketmq_server.namesrv_addr, send_timeout=10.0) as p:
-        yield p
 
 
 class Recorder:
@@ -40,7 +30,7 @@ class Recorder:
 
 
 def test_failed_messages_are_retried_then_dead_lettered(rocketmq_server, producer):
-    topic, group = name("push"), name("push-group")
+    topic, group = unique("push"), unique("push-group")
     for i in range(6):
         producer.send(Message(topic, b"m%d" % i, tags="T"))
     recorder = Recorder(fail={b"m3"})
@@ -57,7 +47,7 @@ def test_failed_messages_are_retried_then_dead_lettered(rocketmq_server, produce
     assert [m.reconsume_times for m in retried] == [0, 1]
     assert retried[1].topic == f"%RETRY%{group}" and retried[1].real_topic == topic
     assert retried[1].msg_id == retried[0].msg_id
-    with PullConsumer(name("dlq-reader"), rocketmq_server.namesrv_addr,
+    with PullConsumer(unique("dlq-reader"), rocketmq_server.namesrv_addr,
                       consume_from_where="CONSUME_FROM_FIRST_OFFSET") as reader:
         reader.subscribe(f"%DLQ%{group}")
         dead: list = []
@@ -66,7 +56,7 @@ def test_failed_messages_are_retried_then_dead_lettered(rocketmq_server, produce
 
 
 def test_orderly_consumption_keeps_each_queues_order(rocketmq_server, producer):
-    topic, group = name("orderly"), name("orderly-group")
+    topic, group = unique("orderly"), unique("orderly-group")
     keys = ["a", "b", "c"]
     for i in range(10):
         for key in keys:
@@ -94,7 +84,7 @@ def test_orderly_consumption_keeps_each_queues_order(rocketmq_server, producer):
 
 
 def test_queues_of_a_member_that_leaves_move_to_the_others(rocketmq_server, producer):
-    topic, group = name("members"), name("members-group")
+    topic, group = unique("members"), unique("members-group")
     producer.send(Message(topic, b"create"))
     recorders = [Recorder(), Recorder()]
     consumers = [PushConsumer(group, rocketmq_server.namesrv_addr, listener=r,
