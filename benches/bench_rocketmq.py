@@ -26,6 +26,8 @@ COUNT = int(os.environ.get("FASTMQ_BENCH_ROCKETMQ_COUNT", 1_000_000))
 ASYNC_IN_FLIGHT = 10_000
 BATCH = 100
 JAVA_SOURCE = Path(__file__).parent / "java" / "RocketMQBench.java"
+# Sync sends of a full-size run take far longer than the suite's per-test limit.
+pytestmark = pytest.mark.timeout(4 * 3600)
 
 
 @pytest.fixture(scope="module")
