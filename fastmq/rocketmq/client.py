@@ -19,7 +19,7 @@ from concurrent.futures import Future
 from typing import Any, Callable, Protocol
 
 from fastmq.client import MetadataRefresh, parse_servers
-from fastmq.rocketmq._native.remoting import SERIALIZE_JSON, RemotingCommand
+from fastmq.rocketmq._native.remoting import SERIALIZE_ROCKETMQ, RemotingCommand
 from fastmq.rocketmq.errors import RocketMQError, TopicNotFoundError, broker_error
 from fastmq.rocketmq.protocol import RequestCode, ResponseCode
 from fastmq.rocketmq.remoting import RemotingClient, future_callback
@@ -61,7 +61,7 @@ class ClientInstance:
     """Shared by the producers and consumers of one application (or owned by one of them)."""
 
     def __init__(self, namesrv_addr: str | list[str], *, instance_name: str | None = None,
-                 request_timeout: float = 3.0, serialize_type: int = SERIALIZE_JSON) -> None:
+                 request_timeout: float = 3.0, serialize_type: int = SERIALIZE_ROCKETMQ) -> None:
         self.namesrvs = [f"{host}:{port}" for host, port in parse_servers(namesrv_addr, NAMESRV_PORT)]
         self.client_id = f"{local_ip()}@{instance_name or f'{os.getpid()}#{next(_instances)}'}"
         self.request_timeout = request_timeout

@@ -33,6 +33,7 @@ from fastmq.rocketmq.subscription import Allocation, Subscription, allocate_aver
 _log = logging.getLogger(__name__)
 
 REBALANCE_INTERVAL = 20.0
+REBALANCE_RETRY = 1.0             # after a rebalance that failed half-way (a queue's offset lookup timed out)
 AUTO_COMMIT_INTERVAL = 5.0
 _epochs = itertools.count(1)
 
@@ -119,7 +120,9 @@ class ConsumerBase:
         """The topic's readable queues."""
         return list(self.instance.route(topic).read_queues)
 
-    def _rebalance(self) -> None:
+    def _rebalance(self) -> bool:
+        """Share every subscribed topic's queues again; False when some topic could not be (retried soon)."""
+        done = True
         for topic in list(self.subscriptions):
             try:
                 route = self.instance.route(topic, refresh=True)
@@ -134,6 +137,8 @@ class ConsumerBase:
                 _log.debug("rebalancing %s of group %s: %s", topic, self.group, exc)
             except Exception as exc:
                 _log.warning("rebalancing %s of group %s failed: %s", topic, self.group, exc)
+                done = False
+        return done
 
     def _consumer_ids(self, topic: str) -> list[str]:
         route = self.instance.route(topic)
@@ -248,9 +253,10 @@ class ConsumerBase:
             now = time.monotonic()
             if self._wake.is_set() or now >= next_rebalance:
                 self._wake.clear()
+                done = True
                 if self.subscriptions and not self._manual:
-                    self._rebalance()
-                next_rebalance = now + REBALANCE_INTERVAL
+                    done = self._rebalance()
+                next_rebalance = now + (REBALANCE_INTERVAL if done else REBALANCE_RETRY)
             if self.auto_commit and now >= next_commit:
                 try:
                     self.commit(self._commit_positions())

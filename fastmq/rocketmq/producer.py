@@ -27,7 +27,7 @@ from fastmq.rocketmq._native.messages import (
     message_properties,
     send_header,
 )
-from fastmq.rocketmq._native.remoting import SERIALIZE_JSON, RemotingCommand
+from fastmq.rocketmq._native.remoting import SERIALIZE_ROCKETMQ, RemotingCommand
 from fastmq.rocketmq.client import ClientInstance
 from fastmq.rocketmq.errors import RocketMQError, SendFailedError, TopicNotFoundError, broker_error
 from fastmq.rocketmq.message import Message, SendResult, SendStatus, UniqueIdGenerator
@@ -73,7 +73,7 @@ class Producer:
     def __init__(self, group: str, namesrv_addr: str | list[str] | None = None, *, send_timeout: float = 3.0,
                  retry_times: int = 2, compress_threshold: int = DEFAULT_COMPRESS_THRESHOLD,
                  max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE, default_topic_queue_nums: int = 4,
-                 instance: ClientInstance | None = None, serialize_type: int = SERIALIZE_JSON) -> None:
+                 instance: ClientInstance | None = None, serialize_type: int = SERIALIZE_ROCKETMQ) -> None:
         if instance is None and namesrv_addr is None:
             raise ValueError("a Producer needs namesrv_addr (or a ClientInstance)")
         if retry_times < 0 or send_timeout <= 0:

@@ -104,12 +104,13 @@ class PushConsumer(ConsumerBase):
 
     # ---- assignment ------------------------------------------------------------------------------------------
 
-    def _rebalance(self) -> None:
+    def _rebalance(self) -> bool:
         if not self._started.is_set():
-            return
-        super()._rebalance()
+            return True
+        done = super()._rebalance()
         if self.orderly:
             self._lock_queues(list(self._queues))
+        return done
 
     def _start(self, queue: MessageQueue, offset: int) -> None:
         super()._start(queue, offset)

@@ -6,6 +6,9 @@ one hand-over, not one per message. The loop's poll hook drains the outbox onto 
 one per address); requests to an address still connecting wait for it, and fail with the connection's error if
 it cannot be made. Responses complete their callback on the loop thread.
 
+Requests are encoded with ROCKETMQ binary headers by default (written in compiled code; JSON costs about 40 us more
+per request in json.dumps); responses are read in whichever encoding the server chose.
+
 Requests the server sends (a broker telling a consumer that its group changed, or asking for its running info)
 go to `on_server_request`; those it does not handle are answered REQUEST_CODE_NOT_SUPPORTED, as Java does.
 """
@@ -24,7 +27,7 @@ from fastmq.io.errors import ConnectionClosedError, RequestTimeoutError
 from fastmq.rocketmq._native.remoting import (
     FLAG_ONEWAY,
     FLAG_RESPONSE,
-    SERIALIZE_JSON,
+    SERIALIZE_ROCKETMQ,
     RemotingCommand,
     decode_command,
     encode_frame,
@@ -63,7 +66,7 @@ class RemotingClient:
     """Requests by address ("host:port") from any thread; one I/O loop thread does the network work."""
 
     def __init__(self, *, connect_timeout: float = 3.0, request_timeout: float = 3.0,
-                 serialize_type: int = SERIALIZE_JSON, max_frame_size: int = 16 * 1024 * 1024,
+                 serialize_type: int = SERIALIZE_ROCKETMQ, max_frame_size: int = 16 * 1024 * 1024,
                  name: str = "fastmq-rocketmq") -> None:
         self.serialize_type = serialize_type
         self.request_timeout = request_timeout

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from fastmq.rocketmq import Message, MessageQueue, RocketMQError, SendStatus
+from fastmq.rocketmq import Message, MessageQueue, Producer, RocketMQError, SendStatus
+from fastmq.rocketmq._native.remoting import SERIALIZE_JSON
 from fastmq.rocketmq.consumer import PullConsumer
 from tests.support.rocketmq import unique
 from tests.support.waiting import wait_for
@@ -84,3 +85,12 @@ def test_sends_that_cannot_go_anywhere_fail_clearly(rocketmq_server, producer):
         producer.send(Message(topic, b"x"), queue=MessageQueue(topic, "no-such-broker", 0), timeout=2.0)
     with pytest.raises(ValueError, match="max_message_size"):
         producer.send(Message(topic, b"x" * (4 * 1024 * 1024 + 1)))
+
+
+def test_json_headers_work_as_well_as_binary_ones(rocketmq_server):
+    topic = unique("json")
+    with Producer("fastmq-json-producer", rocketmq_server.namesrv_addr, serialize_type=SERIALIZE_JSON) as json_producer:
+        sent = json_producer.send(Message(topic, b"json headers", tags="J"))
+    assert sent.status is SendStatus.SEND_OK
+    [msg] = read_all(rocketmq_server.namesrv_addr, topic, 1)
+    assert (msg.body, msg.tags, msg.msg_id) == (b"json headers", "J", sent.msg_id)
