@@ -275,7 +275,13 @@ TUBEMQ_SERVER = MavenServer(
      "org.apache.logging.log4j:log4j-slf4j-impl:2.17.2"),
     jars_only=("org.apache.inlong:tubemq-server:2.4.0", "org.apache.zookeeper:zookeeper:3.7.2"))
 
-SERVERS: dict[str, MavenServer] = {server.name: server for server in (APACHE_KAFKA, TUBEMQ_CLIENT, TUBEMQ_SERVER)}
+
+APACHE_ROCKETMQ = MavenServer(
+    "apache-rocketmq", "5.5.0",
+    ("org.apache.rocketmq:rocketmq-namesrv:5.5.0", "org.apache.rocketmq:rocketmq-broker:5.5.0"))
+
+SERVERS: dict[str, MavenServer] = {server.name: server for server in (APACHE_KAFKA, APACHE_ROCKETMQ, TUBEMQ_CLIENT,
+                                                                      TUBEMQ_SERVER)}
 
 
 def main(argv: Sequence[str]) -> int:
