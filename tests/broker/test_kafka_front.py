@@ -74,7 +74,9 @@ def test_api_versions_lists_exactly_what_the_broker_serves(wire):
     # client speaks them to Apache Kafka); the batched, broker-to-broker AddPartitionsToTxn v4+ is not served.
     client_only = {ApiKey.DESCRIBE_LOG_DIRS, ApiKey.ELECT_LEADERS, ApiKey.LIST_PARTITION_REASSIGNMENTS,
                    ApiKey.DESCRIBE_QUORUM, ApiKey.LIST_CONFIG_RESOURCES}
-    assert set(served) == set(ApiKey) - client_only
+    # The admin client's transaction and producer listings, not served by the embedded broker yet.
+    not_served_yet = {ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TRANSACTIONS, ApiKey.LIST_TRANSACTIONS}
+    assert set(served) == set(ApiKey) - client_only - not_served_yet
     assert served[ApiKey.ADD_PARTITIONS_TO_TXN] == (0, 3)
 
 
