@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 
 # Kafka's legal topic names (a subset of the store's): letters, digits, '.', '_', '-'; at most 249 characters.
 TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+# What the store takes (RocketMQ's names: '%' and '|' too, as in %RETRY%group), for front ends whose protocol
+# allows them.
+STORE_TOPIC_NAME = re.compile(r"[%|a-zA-Z0-9._-]{1,249}")
 MAX_PARTITIONS = 10000
 PERM_READ_WRITE = 6
 
@@ -170,10 +173,10 @@ class TopicManager:
     # -- changes ----------------------------------------------------------------------------------------------
 
     @staticmethod
-    def check_name(name: str) -> None:
-        if not isinstance(name, str) or not TOPIC_NAME.fullmatch(name) or name in (".", ".."):
-            raise TopicError(CoreError.INVALID_TOPIC_NAME,
-                             f"topic name {name!r} is not legal: 1-249 of [a-zA-Z0-9._-], not '.' or '..'")
+    def check_name(name: str, name_rule: re.Pattern[str] = TOPIC_NAME) -> None:
+        if not isinstance(name, str) or not name_rule.fullmatch(name) or name in (".", ".."):
+            raise TopicError(CoreError.INVALID_TOPIC_NAME, f"topic name {name!r} is not legal: 1-249 of "
+                                                           f"{name_rule.pattern[:-7]}, not '.' or '..'")
 
     def check_configs(self, configs: dict[str, str]) -> None:
         for key, value in configs.items():
@@ -186,10 +189,11 @@ class TopicManager:
                 log.info("topic config %s=%s is stored and reported but not acted on", key, value)
 
     def create(self, name: str, partitions: int | None = None, configs: dict[str, str] | None = None,
-               validate_only: bool = False) -> Topic:
+               validate_only: bool = False, name_rule: re.Pattern[str] = TOPIC_NAME) -> Topic:
+        """name_rule: the names allowed (Kafka's by default; STORE_TOPIC_NAME for RocketMQ's)."""
         partitions = self.default_partitions if partitions is None or partitions == -1 else partitions
         configs = dict(configs or {})
-        self.check_name(name)
+        self.check_name(name, name_rule)
         if not 1 <= partitions <= MAX_PARTITIONS:
             raise TopicError(CoreError.INVALID_PARTITIONS,
                              f"a topic has 1..{MAX_PARTITIONS} partitions, not {partitions}")
