@@ -46,7 +46,8 @@ def broker_config(args: argparse.Namespace) -> Any:
     from fastmq.broker import BrokerConfig, ListenerConfig
 
     listeners = []
-    for text in args.listen or ["127.0.0.1:9092"]:
+    texts = (args.listen or []) + [f"rocketmq://{a}" for a in args.rocketmq] + [f"namesrv://{a}" for a in args.namesrv]
+    for text in texts or ["127.0.0.1:9092"]:
         listener = ListenerConfig.parse(text)
         listener.ssl_certfile, listener.ssl_keyfile = args.ssl_certfile, args.ssl_keyfile
         listener.ssl_password, listener.ssl_cafile = args.ssl_password, args.ssl_cafile
@@ -133,6 +134,10 @@ def register(commands: argparse._SubParsersAction, bench_targets: argparse._SubP
                         help="a listener (repeatable); SCHEME is the protocol (kafka), a security protocol "
                              "(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL: kafka) or both, e.g. kafka+SSL; "
                              "default 127.0.0.1:9092, port 0 picks a free one")
+    broker.add_argument("--rocketmq", action="append", default=[], metavar="HOST:PORT",
+                        help="a RocketMQ broker listener (as --listen rocketmq://HOST:PORT)")
+    broker.add_argument("--namesrv", action="append", default=[], metavar="HOST:PORT",
+                        help="a RocketMQ name server listener (as --listen namesrv://HOST:PORT)")
     broker.add_argument("--advertise", metavar="HOST:PORT", help="the address Metadata gives clients")
     broker.add_argument("--partitions", type=int, default=1, help="partitions of auto-created topics (default 1)")
     broker.add_argument("--no-auto-create", action="store_true",
