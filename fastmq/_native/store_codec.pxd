@@ -111,6 +111,7 @@ cdef inline bint next_property(const char** p, const char* end, Property* out) n
 cdef RecordStatus parse_record(const char* p, Py_ssize_t readable, Py_ssize_t room,
                                RecordLayout* r) noexcept nogil
 cdef int32_t java_string_hash(str s) noexcept
+cdef dict parse_properties(const char* p, Py_ssize_t n)   # PROPERTIES as {name: value} (CorruptDataError for bad UTF-8)
 
 
 @cython.final

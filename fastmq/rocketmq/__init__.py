@@ -1,0 +1,1 @@
+"""fastmq.rocketmq: a RocketMQ remoting client (the codec now; the client follows)."""

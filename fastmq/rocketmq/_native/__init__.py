@@ -1,0 +1,2 @@
+"""The RocketMQ client's compiled part: remoting commands (remoting) and messages (messages). Not a public API:
+use fastmq.rocketmq."""

@@ -1,0 +1,519 @@
+# cython: language_level=3
+"""RocketMQ remoting commands: the frame every request and response travels in, both header encodings.
+
+Frame (big-endian; R/RemotingCommand.java of apache/rocketmq):
+    [total i32][(serializeType << 24) | headerLength (low 24 bits)][header: headerLength bytes][body]
+    `total` counts everything after itself: 4 + headerLength + len(body). serializeType JSON 0, ROCKETMQ 1.
+    Encoders write `total`; decoders take the frame without it (RocketMQFrameSplitter removed it).
+
+JSON header (serializeType 0), an object:
+    {"code": int, "language": "JAVA"|..., "version": int, "opaque": int, "flag": int, "remark": str (absent when
+     null), "extFields": {str: str}, "serializeTypeCurrentRPC": "JSON"}
+    Request and response headers of every command travel only in extFields, every value as a string.
+ROCKETMQ binary header (serializeType 1; R/RocketMQSerializable.java), at least 21 bytes:
+    code i16 | language u8 | version i16 | opaque i32 | flag i32 | remarkLength i32, remark (UTF-8)
+    | extFieldsLength i32, then [keyLength i16, key, valueLength i32, value] until extFieldsLength is used up
+flag: bit 0 = response, bit 1 = oneway. A response echoes its request's opaque; requests from the server (the
+broker asks a consumer for its running info, tells it that the group changed) carry the server's own opaques.
+
+Decoding is lenient where real clients and servers are sloppy: JSON strings holding raw control characters
+(the .NET client writes \\x01/\\x02 inside them), numbers and booleans as extFields values (the C++ client,
+ali-ons; kept as the strings Java would print), the language as its enum number or an unknown name, a frame
+whose serialize type says JSON but whose header is binary is not guessed at (the type decides). Everything
+else that is wrong raises: TruncatedError when a length runs past the header, CorruptDataError for negative
+lengths, bad UTF-8, a header that is not an object or fields of the wrong type.
+"""
+cimport cython
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
+from libc.string cimport memcmp
+
+from fastmq._native.buffer cimport (
+    ReadCursor, WriteBuffer, cursor_i16, cursor_i32, cursor_init, cursor_remaining, cursor_split, cursor_take,
+    cursor_u8, load_i32be, store_i32be, store_u32be,
+)
+
+import json
+
+from fastmq.errors import CorruptDataError, ProtocolError, TruncatedError
+
+cdef enum:
+    SERIALIZE_JSON_TYPE = 0
+    SERIALIZE_ROCKETMQ_TYPE = 1
+    FLAG_RESPONSE_BIT = 1
+    FLAG_ONEWAY_BIT = 2
+    BINARY_FIXED_SIZE = 21             # code .. remarkLength, plus extFieldsLength
+    HEADER_LENGTH_MASK = 0xFFFFFF
+    MAX_HEADER_LENGTH = 0xFFFFFF       # the 24 bits the header length has
+    LANGUAGE_PYTHON = 3
+    LANGUAGE_OTHER = 7
+    DEFAULT_VERSION = 453              # a 4.9-era client: >= 401 asks the namesrv for standard JSON
+    MAX_JSON_INT = 0x7FFFFFFF          # opaque and flag are 32-bit; larger numbers are not ours
+
+SERIALIZE_JSON = SERIALIZE_JSON_TYPE
+SERIALIZE_ROCKETMQ = SERIALIZE_ROCKETMQ_TYPE
+FLAG_RESPONSE = FLAG_RESPONSE_BIT
+FLAG_ONEWAY = FLAG_ONEWAY_BIT
+VERSION = DEFAULT_VERSION
+
+# LanguageCode (R/LanguageCode.java): JSON headers name it, binary ones number it.
+LANGUAGES = {
+    "JAVA": 0, "CPP": 1, "DOTNET": 2, "PYTHON": 3, "DELPHI": 4, "ERLANG": 5, "RUBY": 6, "OTHER": 7,
+    "HTTP": 8, "GO": 9, "PHP": 10, "OMS": 11, "RUST": 12, "NODE_JS": 13,
+}
+LANGUAGE_NAMES = {number: name for name, number in LANGUAGES.items()}
+
+
+cdef str text_of(object value, str what):
+    # An extFields value as Java prints it: strings as they are, booleans lower case, numbers in decimal.
+    if isinstance(value, str):
+        return value
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    raise CorruptDataError(f"{what} is a {type(value).__name__}, expected a string or a number")
+
+
+cdef int int_field(dict header, str name, int default) except? -1:
+    value = header.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                pass
+        raise CorruptDataError(f"remoting header field {name!r} is {value!r}, expected an integer")
+    if not -2147483648 <= value <= 2147483647:
+        raise CorruptDataError(f"remoting header field {name!r} ({value}) does not fit 32 bits")
+    return value
+
+
+cdef int language_code(object value) except -1:
+    if value is None:
+        return LANGUAGE_OTHER
+    if isinstance(value, str):
+        return LANGUAGES.get(value, LANGUAGE_OTHER)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 255:
+        return value
+    raise CorruptDataError(f"remoting header field 'language' is {value!r}, expected a name or a number")
+
+
+cdef str utf8(const char* p, Py_ssize_t n, str what):
+    try:
+        return PyUnicode_DecodeUTF8(p, n, NULL)
+    except UnicodeDecodeError:
+        raise CorruptDataError(f"{what} is not valid UTF-8") from None
+
+
+@cython.final
+@cython.freelist(64)
+cdef class RemotingCommand:
+    """One remoting command: a request (flag bit 0 clear) or a response (set) with its extFields and body."""
+
+    cdef readonly int code              # request code, or the response's status code
+    cdef readonly int language          # LanguageCode number of the sender
+    cdef readonly int version           # the sender's version ordinal
+    cdef readonly int opaque            # request id; a response echoes it
+    cdef readonly int flag              # bit 0 response, bit 1 oneway
+    cdef readonly str remark            # error text of a response, or None
+    cdef readonly dict ext_fields       # the custom header: str -> str
+    cdef readonly object body           # bytes, or None for no body
+    cdef readonly int serialize_type    # how the header was (or will be) encoded
+
+    def __init__(self, int code, int opaque=0, *, int flag=0, dict ext_fields=None, body=None, str remark=None,
+                 int language=LANGUAGE_PYTHON, int version=DEFAULT_VERSION,
+                 int serialize_type=SERIALIZE_JSON_TYPE):
+        if serialize_type != SERIALIZE_JSON_TYPE and serialize_type != SERIALIZE_ROCKETMQ_TYPE:
+            raise ValueError(f"serialize_type must be SERIALIZE_JSON (0) or SERIALIZE_ROCKETMQ (1), "
+                             f"not {serialize_type}")
+        self.code = code
+        self.opaque = opaque
+        self.flag = flag
+        self.ext_fields = {} if ext_fields is None else {str(k): text_of(v, f"extFields[{k!r}]")
+                                                         for k, v in ext_fields.items()}
+        self.body = None if body is None else bytes(body)
+        self.remark = remark
+        self.language = language
+        self.version = version
+        self.serialize_type = serialize_type
+
+    @property
+    def is_response(self) -> bool:
+        return bool(self.flag & FLAG_RESPONSE_BIT)
+
+    @property
+    def is_oneway(self) -> bool:
+        return bool(self.flag & FLAG_ONEWAY_BIT)
+
+    @property
+    def language_name(self) -> str:
+        return LANGUAGE_NAMES.get(self.language, "OTHER")
+
+    def encode(self) -> bytes:
+        """The whole frame, `total` prefix included."""
+        return encode_frame(self.code, self.opaque, self.ext_fields, self.body, self.flag, self.serialize_type,
+                            self.language, self.version, self.remark)
+
+    def __eq__(self, other):
+        if not isinstance(other, RemotingCommand):
+            return NotImplemented
+        cdef RemotingCommand o = other
+        return (self.code == o.code and self.language == o.language and self.version == o.version
+                and self.opaque == o.opaque and self.flag == o.flag and self.remark == o.remark
+                and self.ext_fields == o.ext_fields and self.body == o.body)
+
+    __hash__ = None
+
+    def __repr__(self):
+        kind = "response" if self.flag & FLAG_RESPONSE_BIT else "request"
+        return (f"RemotingCommand({kind} code={self.code}, opaque={self.opaque}, flag={self.flag}, "
+                f"remark={self.remark!r}, ext_fields={self.ext_fields!r}, "
+                f"body={'None' if self.body is None else str(len(self.body)) + ' bytes'})")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Encoding
+# ---------------------------------------------------------------------------------------------------------
+
+cdef int put_text(WriteBuffer out, object value, bint long_length, str what) except -1:
+    # [length i16 or i32][UTF-8]
+    cdef Py_ssize_t n
+    cdef const char* p
+    cdef str text = text_of(value, what)
+    p = PyUnicode_AsUTF8AndSize(text, &n)
+    if long_length:
+        out.put_i32(<int32_t>n)
+    else:
+        if n > 32767:
+            raise ValueError(f"{what} is longer than 32767 bytes")
+        out.put_i16(<int16_t>n)
+    out.put_bytes(p, n)
+    return 0
+
+
+cdef int put_binary_header(WriteBuffer out, int code, int opaque, dict ext_fields, int flag, int language,
+                           int version, str remark) except -1:
+    cdef Py_ssize_t ext_start
+    cdef Py_ssize_t n
+    cdef const char* p
+    out.put_i16(<int16_t>code)
+    out.put_i8(<char>language)
+    out.put_i16(<int16_t>version)
+    out.put_i32(opaque)
+    out.put_i32(flag)
+    if remark is None:
+        out.put_i32(0)
+    else:
+        put_text(out, remark, True, "the remark")
+    ext_start = out.size()
+    out.put_i32(0)
+    if ext_fields:
+        for key, value in ext_fields.items():
+            if value is None:
+                continue
+            if not isinstance(key, str):
+                raise TypeError(f"extFields keys are strings, not {type(key).__name__}")
+            put_text(out, key, False, "an extFields key")
+            put_text(out, value, True, f"extFields[{key!r}]")
+    store_i32be(out.pointer_at(ext_start), <int32_t>(out.size() - ext_start - 4))
+    return 0
+
+
+cdef bytes json_header(int code, int opaque, dict ext_fields, int flag, int language, int version, str remark):
+    cdef dict header = {"code": code, "flag": flag, "language": LANGUAGE_NAMES.get(language, "OTHER"),
+                        "opaque": opaque, "serializeTypeCurrentRPC": "JSON", "version": version}
+    if remark is not None:
+        header["remark"] = remark
+    if ext_fields:
+        header["extFields"] = {k: text_of(v, f"extFields[{k!r}]") for k, v in ext_fields.items() if v is not None}
+    return json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def encode_frame(int code, int opaque, dict ext_fields=None, body=None, int flag=0,
+                 int serialize_type=SERIALIZE_JSON_TYPE, int language=LANGUAGE_PYTHON, int version=DEFAULT_VERSION,
+                 str remark=None) -> bytes:
+    """One remoting command as wire bytes ([total] included). extFields values may be str, int or bool."""
+    cdef WriteBuffer out = WriteBuffer(256)
+    cdef Py_ssize_t header_length
+    cdef bytes header
+    cdef Py_buffer view
+    out.claim(8)
+    if serialize_type == SERIALIZE_ROCKETMQ_TYPE:
+        put_binary_header(out, code, opaque, ext_fields, flag, language, version, remark)
+    elif serialize_type == SERIALIZE_JSON_TYPE:
+        header = json_header(code, opaque, ext_fields, flag, language, version, remark)
+        out.put_bytes(PyBytes_AS_STRING(header), len(header))
+    else:
+        raise ValueError(f"unknown serialize type {serialize_type}")
+    header_length = out.size() - 8
+    if header_length > MAX_HEADER_LENGTH:
+        raise ValueError(f"remoting header of {header_length} bytes exceeds the 24-bit length field")
+    if body is not None:
+        PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
+        try:
+            out.put_bytes(<const char*>view.buf, view.len)
+        finally:
+            PyBuffer_Release(&view)
+    store_i32be(out.pointer_at(0), <int32_t>(out.size() - 4))
+    store_u32be(out.pointer_at(4), (<uint32_t>serialize_type << 24) | <uint32_t>header_length)
+    return PyBytes_FromStringAndSize(out.pointer_at(0), out.size())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Decoding
+# ---------------------------------------------------------------------------------------------------------
+
+cdef RemotingCommand decode_binary_header(RemotingCommand cmd, ReadCursor* cur):
+    cdef int32_t n
+    cdef const char* p
+    cdef ReadCursor ext
+    cdef dict fields = {}
+    cdef str key
+    cmd.code = cursor_i16(cur)
+    cmd.language = cursor_u8(cur)
+    cmd.version = cursor_i16(cur)
+    cmd.opaque = cursor_i32(cur)
+    cmd.flag = cursor_i32(cur)
+    n = cursor_i32(cur)
+    if n < 0:
+        raise CorruptDataError(f"remoting header remark length {n} is negative")
+    cmd.remark = utf8(cursor_take(cur, n), n, "the remark") if n > 0 else None
+    n = cursor_i32(cur)
+    if n < 0:
+        raise CorruptDataError(f"remoting header extFields length {n} is negative")
+    cursor_split(cur, &ext, n)
+    while cursor_remaining(&ext) > 0:
+        n = cursor_i16(&ext)
+        if n < 0:
+            raise CorruptDataError(f"extFields key length {n} is negative")
+        key = utf8(cursor_take(&ext, n), n, "an extFields key")
+        n = cursor_i32(&ext)
+        if n < 0:
+            raise CorruptDataError(f"extFields value length {n} is negative")
+        fields[key] = utf8(cursor_take(&ext, n), n, f"extFields[{key!r}]")
+    cmd.ext_fields = fields
+    return cmd
+
+
+cdef RemotingCommand decode_json_header(RemotingCommand cmd, const char* p, Py_ssize_t n):
+    cdef dict fields = {}
+    text = utf8(p, n, "the JSON header")
+    try:
+        header = json.loads(text, strict=False)
+    except ValueError as exc:
+        raise CorruptDataError(f"remoting JSON header does not parse: {exc}") from None
+    if not isinstance(header, dict):
+        raise CorruptDataError(f"remoting JSON header is a {type(header).__name__}, not an object")
+    cmd.code = int_field(header, "code", 0)
+    cmd.language = language_code(header.get("language"))
+    cmd.version = int_field(header, "version", 0)
+    cmd.opaque = int_field(header, "opaque", 0)
+    cmd.flag = int_field(header, "flag", 0)
+    remark = header.get("remark")
+    if remark is not None and not isinstance(remark, str):
+        raise CorruptDataError(f"remoting header field 'remark' is {type(remark).__name__}, expected a string")
+    cmd.remark = remark
+    ext = header.get("extFields")
+    if ext is not None:
+        if not isinstance(ext, dict):
+            raise CorruptDataError(f"remoting header field 'extFields' is {type(ext).__name__}, not an object")
+        for key, value in (<dict>ext).items():
+            if value is not None:
+                fields[key] = text_of(value, f"extFields[{key!r}]")
+    cmd.ext_fields = fields
+    return cmd
+
+
+cdef RemotingCommand decode_view(const char* p, Py_ssize_t n, bint with_total):
+    cdef ReadCursor cur
+    cdef ReadCursor header
+    cdef uint32_t word
+    cdef int32_t total
+    cdef Py_ssize_t header_length
+    cdef RemotingCommand cmd = RemotingCommand.__new__(RemotingCommand)
+    cursor_init(&cur, p, n)
+    if with_total:
+        total = cursor_i32(&cur)
+        if total < 4 or total != cursor_remaining(&cur):
+            raise CorruptDataError(f"remoting frame total {total} does not match its {cursor_remaining(&cur)} "
+                                   f"bytes")
+    if cursor_remaining(&cur) < 4:
+        raise TruncatedError(f"remoting frame of {cursor_remaining(&cur)} bytes has no header-length word")
+    word = <uint32_t>cursor_i32(&cur)
+    cmd.serialize_type = word >> 24
+    header_length = word & HEADER_LENGTH_MASK
+    if header_length > cursor_remaining(&cur):
+        raise TruncatedError(f"remoting header of {header_length} bytes but only {cursor_remaining(&cur)} follow")
+    cursor_split(&cur, &header, header_length)
+    if cmd.serialize_type == SERIALIZE_ROCKETMQ_TYPE:
+        if header_length < BINARY_FIXED_SIZE:
+            raise TruncatedError(f"ROCKETMQ remoting header of {header_length} bytes, at least "
+                                 f"{BINARY_FIXED_SIZE} needed")
+        decode_binary_header(cmd, &header)
+        if cursor_remaining(&header):
+            raise CorruptDataError(f"{cursor_remaining(&header)} bytes after the ROCKETMQ remoting header")
+    elif cmd.serialize_type == SERIALIZE_JSON_TYPE:
+        decode_json_header(cmd, header.pos, header_length)
+    else:
+        raise ProtocolError(f"unknown remoting serialize type {cmd.serialize_type}")
+    n = cursor_remaining(&cur)
+    cmd.body = PyBytes_FromStringAndSize(cur.pos, n) if n > 0 else None
+    return cmd
+
+
+def decode_command(frame, bint with_total=False) -> RemotingCommand:
+    """The command in `frame`: the bytes after `total` (as the splitter returns them), or with it."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE)
+    try:
+        return decode_view(<const char*>view.buf, view.len, with_total)
+    finally:
+        PyBuffer_Release(&view)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Peeking at the opaque of a response (what the connection matches to its pending request)
+# ---------------------------------------------------------------------------------------------------------
+
+cdef inline const char* skip_space(const char* p, const char* end) noexcept nogil:
+    while p < end and (p[0] == b' ' or p[0] == b'\t' or p[0] == b'\n' or p[0] == b'\r'):
+        p += 1
+    return p
+
+
+cdef inline bint is_digit(char c) noexcept nogil:
+    return 48 <= c <= 57        # '0' .. '9'
+
+
+cdef const char* skip_string(const char* p, const char* end) noexcept nogil:
+    # p is at the opening quote; returns the position after the closing one, or NULL.
+    p += 1
+    while p < end:
+        if p[0] == b'\\':
+            p += 2
+            continue
+        if p[0] == b'"':
+            return p + 1
+        p += 1
+    return NULL
+
+
+cdef const char* skip_value(const char* p, const char* end) noexcept nogil:
+    # Any JSON value (strings, nested objects and arrays, literals); NULL when it does not end in time.
+    cdef int depth = 0
+    while p < end:
+        if p[0] == b'"':
+            p = skip_string(p, end)
+            if p == NULL:
+                return NULL
+            if depth == 0:
+                return p
+            continue
+        if p[0] == b'{' or p[0] == b'[':
+            depth += 1
+        elif p[0] == b'}' or p[0] == b']':
+            if depth == 0:
+                return p        # the end of the enclosing object: the literal before it is over
+            depth -= 1
+            if depth == 0:
+                return p + 1
+        elif depth == 0 and p[0] == b',':
+            return p
+        p += 1
+    return NULL
+
+
+cdef bint json_top_int(const char* p, const char* end, const char* key, Py_ssize_t key_length,
+                       int64_t* out) noexcept nogil:
+    # The integer value of a top-level key of a JSON object; False if absent or not an integer.
+    cdef const char* key_start
+    cdef const char* key_end
+    cdef bint negative
+    cdef int64_t value
+    p = skip_space(p, end)
+    if p >= end or p[0] != b'{':
+        return False
+    p += 1
+    while True:
+        p = skip_space(p, end)
+        if p >= end or p[0] != b'"':
+            return False
+        key_start = p + 1
+        key_end = skip_string(p, end)
+        if key_end == NULL:
+            return False
+        p = skip_space(key_end, end)
+        if p >= end or p[0] != b':':
+            return False
+        p = skip_space(p + 1, end)
+        if key_end - 1 - key_start == key_length and memcmp(key_start, key, key_length) == 0:
+            negative = p < end and p[0] == b'-'
+            if negative:
+                p += 1
+            if p >= end or not is_digit(p[0]):
+                return False
+            value = 0
+            while p < end and is_digit(p[0]):
+                value = value * 10 + (p[0] - 48)
+                if value > MAX_JSON_INT:
+                    return False
+                p += 1
+            out[0] = -value if negative else value
+            return True
+        p = skip_value(p, end)
+        if p == NULL:
+            return False
+        p = skip_space(p, end)
+        if p >= end or p[0] != b',':
+            return False
+        p += 1
+
+
+def response_opaque(frame) -> object:
+    """The opaque of a response frame (without `total`), or None for a request from the peer.
+
+    Reads only what it needs (fixed offsets of a binary header, the top level of a JSON one), so that the
+    connection finds the waiting request without decoding the command twice. Raises ProtocolError for a frame
+    whose header cannot say.
+    """
+    cdef Py_buffer view
+    cdef const char* p
+    cdef Py_ssize_t header_length
+    cdef uint32_t word
+    cdef int64_t opaque
+    cdef int64_t flag
+    PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE)
+    try:
+        p = <const char*>view.buf
+        if view.len < 4:
+            raise TruncatedError(f"remoting frame of {view.len} bytes has no header-length word")
+        word = <uint32_t>load_i32be(p)
+        header_length = word & HEADER_LENGTH_MASK
+        if header_length > view.len - 4:
+            raise TruncatedError(f"remoting header of {header_length} bytes but only {view.len - 4} follow")
+        p += 4
+        if word >> 24 == SERIALIZE_ROCKETMQ_TYPE:
+            if header_length < BINARY_FIXED_SIZE:
+                raise TruncatedError(f"ROCKETMQ remoting header of {header_length} bytes, at least "
+                                     f"{BINARY_FIXED_SIZE} needed")
+            opaque = load_i32be(p + 5)
+            flag = load_i32be(p + 9)
+        elif word >> 24 == SERIALIZE_JSON_TYPE:
+            if not json_top_int(p, p + header_length, "opaque", 6, &opaque):
+                raise CorruptDataError("remoting JSON header has no integer 'opaque'")
+            if not json_top_int(p, p + header_length, "flag", 4, &flag):
+                flag = 0
+        else:
+            raise ProtocolError(f"unknown remoting serialize type {word >> 24}")
+        if not flag & FLAG_RESPONSE_BIT:
+            return None
+        return <int32_t>opaque
+    finally:
+        PyBuffer_Release(&view)
