@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import TYPE_CHECKING, Any
 
 from fastmq.broker.config import ListenerConfig
@@ -40,6 +41,10 @@ GET_BROKER_CLUSTER_INFO = 106
 GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
 DELETE_TOPIC_IN_NAMESRV = 216
 GET_KVLIST_BY_NAMESPACE = 219
+# Clients before 4.0.1 (version ordinal 401) parse brokerAddrs with fastjson's bare integer keys, as the namesrv
+# writes them for them: {0:"ip:port"}.
+STANDARD_JSON_VERSION = 401
+QUOTED_BROKER_ID = re.compile(rb'"(\d+)":"')
 
 
 def json_body(obj: Any) -> bytes:
@@ -169,7 +174,10 @@ class NamesrvFrontEnd(FrontEnd):
         if route is None:
             request.respond(TOPIC_NOT_EXIST, remark=f"No topic route info in name server for the topic: {topic}")
         else:
-            request.respond(body=json_body(route))
+            body = json_body(route)
+            if request.command.version < STANDARD_JSON_VERSION:
+                body = QUOTED_BROKER_ID.sub(rb'\1:"', body)
+            request.respond(body=body)
 
     def cluster_info(self, request: Request) -> None:
         request.respond(body=json_body(self.routes.cluster_info()))
