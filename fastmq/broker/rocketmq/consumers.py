@@ -102,7 +102,6 @@ def heartbeat(front: RocketMQFrontEnd, request: Request) -> None:
     for consumer in data.consumers:
         front.broker.register_subscription_group(consumer.group)
         front.ensure_retry_topic(consumer.group)
-        front.broker.stats.member_changed(consumer.group, data.client_id, True)
     front.clients.heartbeat(request.conn, session.language, session.version, data)
     request.respond()
 

@@ -65,6 +65,8 @@ class RocketMQFrontEnd(FrontEnd):
         broker.store.add_arrival_listener(self.schedule.on_arrival)
         broker.topics.deletion_listeners.append(lambda topic: broker.loop.call_soon_threadsafe(self.register))
         self.clients.change_listeners.append(lambda group, ids: notify_ids_changed(self, group, ids))
+        self.clients.change_listeners.append(self._members_changed)
+        self._members: dict[str, set[str]] = {}      # group -> client ids, as the core's statistics know them
 
     def start(self) -> None:
         if self.broker.config.auto_create_topics:
@@ -103,6 +105,17 @@ class RocketMQFrontEnd(FrontEnd):
         for connection in self.clients.scan_expired():
             log.info("client connection %s sent no heartbeat for 2 minutes: closed", connection)
             connection.close()
+
+    def _members_changed(self, group: str, ids: list[str]) -> None:
+        """Tell the core's statistics which client ids consume for a group (pulls are counted under it)."""
+        before = self._members.pop(group, set())
+        now = set(ids)
+        if now:
+            self._members[group] = now
+        for client_id in now - before:
+            self.broker.stats.member_changed(group, client_id, True)
+        for client_id in before - now:
+            self.broker.stats.member_changed(group, client_id, False)
 
     def _connection_lost(self, conn: ServerConnection) -> None:
         self.hold.connection_lost(conn)

@@ -10,14 +10,14 @@ import pytest
 
 from tests import rocketmq_java
 
-from .conftest import namesrv_address, rocketmq_broker
+from .conftest import rocketmq_broker
 
 
 @pytest.fixture(scope="module")
 def java_run(tmp_path_factory):
     with rocketmq_broker(tmp_path_factory.mktemp("java") / "data") as embedded:
-        host, port = namesrv_address(embedded)
-        results, output = rocketmq_java.run(f"{host}:{port}", tmp_path_factory.mktemp(f"run{uuid.uuid4().hex[:8]}"))
+        results, output = rocketmq_java.run(embedded.address("namesrv"),
+                                            tmp_path_factory.mktemp(f"run{uuid.uuid4().hex[:8]}"))
         yield embedded, results, output
 
 
