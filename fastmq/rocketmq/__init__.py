@@ -1,1 +1,20 @@
-"""fastmq.rocketmq: a RocketMQ remoting client (the codec now; the client follows)."""
+"""fastmq.rocketmq: a RocketMQ remoting client (namesrv routes, brokers, producer, consumers) on fastmq.io.
+
+Producer sends (sync, async, oneway, batches, ordered by key); PullConsumer polls assigned or subscribed queues
+and commits offsets to the broker; PushConsumer runs a listener over long-polling pulls. The compiled codec is
+fastmq.rocketmq._native (remoting commands, messages); fastmq.rocketmq.compat has the API of PyPI `rocketmq`.
+"""
+from __future__ import annotations
+
+from fastmq.rocketmq.client import ClientInstance
+from fastmq.rocketmq.errors import BrokerError, RocketMQError, SendFailedError, TopicNotFoundError
+from fastmq.rocketmq.message import Message, MessageExt, SendResult, SendStatus
+from fastmq.rocketmq.producer import Producer, select_by_hash
+from fastmq.rocketmq.protocol import ConsumeFromWhere, MessageModel
+from fastmq.rocketmq.route import MessageQueue, TopicRoute
+
+__all__ = [
+    "BrokerError", "ClientInstance", "ConsumeFromWhere", "Message", "MessageExt", "MessageModel", "MessageQueue",
+    "Producer", "RocketMQError", "SendFailedError", "SendResult", "SendStatus", "TopicNotFoundError", "TopicRoute",
+    "select_by_hash",
+]

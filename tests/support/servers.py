@@ -247,10 +247,15 @@ APACHE_KAFKA = MavenServer(
      # Kafka logs through SLF4J 1.7: without this binding its log (which the failure reports show) is empty.
      "org.apache.logging.log4j:log4j-slf4j-impl:2.24.3"))
 
+APACHE_ROCKETMQ = MavenServer(
+    "apache-rocketmq", "5.5.0",
+    ("org.apache.rocketmq:rocketmq-namesrv:5.5.0", "org.apache.rocketmq:rocketmq-broker:5.5.0"))
+
 # Apache RocketMQ's Java client (remoting), driven by tests/rocketmq_java against the embedded namesrv + broker.
 ROCKETMQ_JAVA_CLIENT = MavenServer("rocketmq-client", "4.9.8", ("org.apache.rocketmq:rocketmq-client:4.9.8",))
 
-SERVERS: dict[str, MavenServer] = {server.name: server for server in (APACHE_KAFKA, ROCKETMQ_JAVA_CLIENT)}
+SERVERS: dict[str, MavenServer] = {server.name: server
+                                   for server in (APACHE_KAFKA, APACHE_ROCKETMQ, ROCKETMQ_JAVA_CLIENT)}
 
 
 def main(argv: Sequence[str]) -> int:

@@ -1,0 +1,79 @@
+"""Messages to send, send results, and the client's message ids."""
+from __future__ import annotations
+
+import enum
+import itertools
+import os
+import random
+import socket
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from fastmq.rocketmq._native.messages import MessageExt
+from fastmq.rocketmq.route import MessageQueue
+
+__all__ = ["Message", "MessageExt", "SendResult", "SendStatus", "UniqueIdGenerator"]
+
+
+class Message:
+    """A message to send: topic and body, with optional tags, keys (one or several), user properties, the
+    producer's int flag and a delay level (1..18: 1s 5s 10s 30s 1m 2m ... 2h on a default broker)."""
+
+    __slots__ = ("topic", "body", "tags", "keys", "properties", "flag", "delay_level", "wait_store")
+
+    def __init__(self, topic: str, body: bytes | bytearray | memoryview | str, *, tags: str | None = None,
+                 keys: str | Sequence[str] | None = None, properties: dict[str, str] | None = None, flag: int = 0,
+                 delay_level: int = 0, wait_store: bool = True) -> None:
+        if not topic:
+            raise ValueError("a message needs a topic")
+        self.topic = topic
+        self.body = body.encode() if isinstance(body, str) else body
+        self.tags = tags
+        self.keys = keys
+        self.properties = properties
+        self.flag = flag
+        self.delay_level = delay_level
+        self.wait_store = wait_store
+
+    def __repr__(self) -> str:
+        return f"Message(topic={self.topic!r}, tags={self.tags!r}, keys={self.keys!r}, body={len(self.body)} bytes)"
+
+
+class SendStatus(enum.Enum):
+    """How a broker stored a sent message (response codes 0, 10, 12, 11)."""
+
+    SEND_OK = 0
+    FLUSH_DISK_TIMEOUT = 10
+    FLUSH_SLAVE_TIMEOUT = 12
+    SLAVE_NOT_AVAILABLE = 11
+
+
+@dataclass(frozen=True)
+class SendResult:
+    status: SendStatus
+    msg_id: str                   # the client's id (UNIQ_KEY); for a batch, the ids joined by commas
+    offset_msg_id: str            # where the broker stored it (for a batch, the ids joined by commas)
+    message_queue: MessageQueue
+    queue_offset: int
+    transaction_id: str | None = None
+
+
+class UniqueIdGenerator:
+    """UNIQ_KEY values as Java's MessageClientIDSetter lays them out: address, pid and a per-process random
+    part, then the milliseconds since the month began and a counter; 32 upper-case hex digits."""
+
+    def __init__(self) -> None:
+        try:
+            address = socket.inet_aton(socket.gethostbyname(socket.gethostname()))
+        except OSError:
+            address = b"\x7f\x00\x00\x01"
+        self._prefix = (address + (os.getpid() & 0xFFFF).to_bytes(2, "big")
+                        + random.getrandbits(32).to_bytes(4, "big")).hex().upper()
+        self._counter = itertools.count(random.getrandbits(16))
+        start = time.localtime()
+        self._month_start_ms = int(time.mktime((start.tm_year, start.tm_mon, 1, 0, 0, 0, 0, 0, -1)) * 1000)
+
+    def next_id(self) -> str:
+        elapsed = (int(time.time() * 1000) - self._month_start_ms) & 0xFFFFFFFF
+        return f"{self._prefix}{elapsed:08X}{next(self._counter) & 0xFFFF:04X}"

@@ -1,0 +1,80 @@
+"""Where consumers keep their offsets: on the broker (clustering) or in a local file (broadcasting).
+
+RemoteOffsetStore: QUERY_CONSUMER_OFFSET 14 reads a group's offset of one queue (QUERY_NOT_FOUND 22: none yet),
+UPDATE_CONSUMER_OFFSET 15 writes it, to the queue's master broker.
+LocalOffsetStore: {"offsetTable": {"topic@broker@queueId": offset}} in <directory>/<client id>/<group>/offsets.json
+(Java's LocalFileOffsetStore layout), written to a temporary file and renamed so a crash leaves the old one.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from concurrent.futures import Future
+from pathlib import Path
+
+from fastmq.rocketmq.client import ClientInstance, check_success
+from fastmq.rocketmq.errors import RocketMQError
+from fastmq.rocketmq.protocol import RequestCode, ResponseCode
+from fastmq.rocketmq.route import MessageQueue
+
+
+class RemoteOffsetStore:
+    def __init__(self, instance: ClientInstance, group: str) -> None:
+        self.instance = instance
+        self.group = group
+
+    def read(self, queue: MessageQueue) -> int | None:
+        address = self.instance.master_address(queue.broker_name, queue.topic)
+        response = self.instance.remoting.call(address, RequestCode.QUERY_CONSUMER_OFFSET, {
+            "consumerGroup": self.group, "topic": queue.topic, "queueId": queue.queue_id})
+        if response.code == ResponseCode.QUERY_NOT_FOUND:
+            return None
+        check_success(response, f"reading the offset of {queue}")
+        return int(response.ext_fields["offset"])
+
+    def commit(self, offsets: dict[MessageQueue, int], wait: bool = True) -> None:
+        futures: list[Future] = []
+        for queue, offset in offsets.items():
+            address = self.instance.master_address(queue.broker_name)
+            fields = {"consumerGroup": self.group, "topic": queue.topic, "queueId": queue.queue_id,
+                      "commitOffset": offset}
+            if wait:
+                futures.append(self.instance.remoting.invoke(address, RequestCode.UPDATE_CONSUMER_OFFSET, fields))
+            else:
+                self.instance.remoting.oneway(address, RequestCode.UPDATE_CONSUMER_OFFSET, fields)
+        errors = []
+        for future in futures:
+            try:
+                check_success(future.result(self.instance.request_timeout + 1.0), "committing an offset")
+            except Exception as exc:
+                errors.append(exc)
+        if errors:
+            raise RocketMQError(f"{len(errors)} of {len(futures)} offset commits failed: {errors[0]}") from errors[0]
+
+
+def queue_key(queue: MessageQueue) -> str:
+    return f"{queue.topic}@{queue.broker_name}@{queue.queue_id}"
+
+
+class LocalOffsetStore:
+    def __init__(self, directory: str | os.PathLike, client_id: str, group: str) -> None:
+        self.path = Path(directory) / client_id.replace(":", "_") / group / "offsets.json"
+        self._table: dict[str, int] = {}
+        if self.path.exists():
+            try:
+                self._table = {k: int(v) for k, v in json.loads(self.path.read_text())["offsetTable"].items()}
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                raise RocketMQError(f"the offset file {self.path} is damaged: {exc}") from None
+
+    def read(self, queue: MessageQueue) -> int | None:
+        return self._table.get(queue_key(queue))
+
+    def commit(self, offsets: dict[MessageQueue, int], wait: bool = True) -> None:
+        for queue, offset in offsets.items():
+            self._table[queue_key(queue)] = offset
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=self.path.parent, prefix=".offsets-")
+        with os.fdopen(fd, "w") as out:
+            json.dump({"offsetTable": self._table}, out)
+        os.replace(temporary, self.path)

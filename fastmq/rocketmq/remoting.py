@@ -1,0 +1,247 @@
+"""The remoting layer of the client: requests to namesrvs and brokers by address over fastmq.io.
+
+Any thread calls `invoke`: the caller encodes the frame (fastmq.rocketmq._native.remoting), the request joins an
+outbox and the loop is woken once (IOLoop.wakeup costs nothing while a wakeup is pending), so a burst of sends is
+one hand-over, not one per message. The loop's poll hook drains the outbox onto the connections (ConnectionPool,
+one per address); requests to an address still connecting wait for it, and fail with the connection's error if
+it cannot be made. Responses complete their callback on the loop thread.
+
+Requests the server sends (a broker telling a consumer that its group changed, or asking for its running info)
+go to `on_server_request`; those it does not handle are answered REQUEST_CODE_NOT_SUPPORTED, as Java does.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections import deque
+from concurrent.futures import Future
+from typing import Any, Callable
+
+from fastmq._native.frames import RocketMQFrameSplitter
+from fastmq.io import ConnectionPool, IOLoop, ProtocolAdapter
+from fastmq.io.errors import ConnectionClosedError, RequestTimeoutError
+from fastmq.rocketmq._native.remoting import (
+    FLAG_ONEWAY,
+    FLAG_RESPONSE,
+    SERIALIZE_JSON,
+    RemotingCommand,
+    decode_command,
+    encode_frame,
+    response_opaque,
+)
+from fastmq.rocketmq.errors import RocketMQError
+from fastmq.rocketmq.protocol import ResponseCode
+
+_log = logging.getLogger(__name__)
+
+ResponseCallback = Callable[[RemotingCommand | None, BaseException | None], Any]
+MAX_IN_FLIGHT = 1 << 20      # per connection: RocketMQ pipelines freely; the send timeout bounds the wait
+
+
+class RocketMQAdapter(ProtocolAdapter):
+    """Frames are remoting commands; a response's opaque names its request, requests from the server none."""
+
+    def __init__(self, max_frame_size: int) -> None:
+        self.max_frame_size = max_frame_size
+
+    def make_splitter(self) -> RocketMQFrameSplitter:
+        return RocketMQFrameSplitter(self.max_frame_size)
+
+    def correlation_id(self, frame: Any) -> int | None:
+        return response_opaque(frame)
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"a RocketMQ address is host:port, not {address!r}")
+    return host.strip("[]"), int(port)
+
+
+class RemotingClient:
+    """Requests by address ("host:port") from any thread; one I/O loop thread does the network work."""
+
+    def __init__(self, *, connect_timeout: float = 3.0, request_timeout: float = 3.0,
+                 serialize_type: int = SERIALIZE_JSON, max_frame_size: int = 16 * 1024 * 1024,
+                 name: str = "fastmq-rocketmq") -> None:
+        self.serialize_type = serialize_type
+        self.request_timeout = request_timeout
+        self.on_server_request: Callable[[str, RemotingCommand], RemotingCommand | None] | None = None
+        self.loop = IOLoop(name)
+        self.pool = ConnectionPool(
+            self.loop, lambda: RocketMQAdapter(max_frame_size), connect_timeout_ms=connect_timeout * 1000,
+            request_timeout_ms=request_timeout * 1000, max_in_flight=MAX_IN_FLIGHT, on_push=self._on_push,
+            connections_max_idle_ms=None)
+        self.pool.add_listener(self._node_changed)
+        self._opaques = itertools.count(1)
+        self._outbox: deque[tuple[str, Any, int, ResponseCallback | None, bool, float]] = deque()
+        self._waiting: dict[str, deque] = {}
+        self._closed = False
+        self.loop.start()
+        self.loop.add_poll_hook(self._drain)
+
+    # ---- sending (any thread) ------------------------------------------------------------------------
+
+    def next_opaque(self) -> int:
+        return next(self._opaques) & 0x7FFFFFFF
+
+    def encode(self, code: int, ext_fields: dict | None = None, body: Any = None, *, oneway: bool = False,
+               opaque: int | None = None) -> tuple[bytes, int]:
+        """A request frame and its opaque."""
+        opaque = self.next_opaque() if opaque is None else opaque
+        return encode_frame(code, opaque, ext_fields, body, FLAG_ONEWAY if oneway else 0,
+                            self.serialize_type), opaque
+
+    def invoke_frame(self, address: str, frame: Any, opaque: int, callback: ResponseCallback | None, *,
+                     oneway: bool = False, timeout: float | None = None) -> None:
+        """Send an encoded request; callback(response, None) or callback(None, error) on the loop thread
+        (for a oneway request: callback(None, None) once written)."""
+        if self._closed:
+            raise RocketMQError("the RocketMQ client is closed")
+        self._outbox.append((address, frame, opaque, callback, oneway,
+                             self.request_timeout if timeout is None else timeout))
+        self.loop.wakeup()
+
+    def invoke(self, address: str, code: int, ext_fields: dict | None = None, body: Any = None, *,
+               timeout: float | None = None) -> Future:
+        """A Future of the response (a RemotingCommand; any response code)."""
+        future: Future = Future()
+        frame, opaque = self.encode(code, ext_fields, body)
+        self.invoke_frame(address, frame, opaque, future_callback(future), timeout=timeout)
+        return future
+
+    def call(self, address: str, code: int, ext_fields: dict | None = None, body: Any = None, *,
+             timeout: float | None = None) -> RemotingCommand:
+        """invoke() and wait for the response."""
+        timeout = self.request_timeout if timeout is None else timeout
+        return self.invoke(address, code, ext_fields, body, timeout=timeout).result(timeout + 1.0)
+
+    def oneway(self, address: str, code: int, ext_fields: dict | None = None, body: Any = None) -> None:
+        frame, opaque = self.encode(code, ext_fields, body, oneway=True)
+        self.invoke_frame(address, frame, opaque, None, oneway=True)
+
+    # ---- the loop side ---------------------------------------------------------------------------------
+
+    def _drain(self) -> float | None:
+        outbox = self._outbox
+        while outbox:
+            item = outbox.popleft()
+            address = item[0]
+            waiting = self._waiting.get(address)
+            if waiting is not None:
+                waiting.append(item)
+                continue
+            conn = self.pool.connection(address)
+            if conn is None:
+                self._connect(address, item)
+                continue
+            self._submit(conn, item)
+        return None
+
+    def _connect(self, address: str, item: tuple) -> None:
+        try:
+            host, port = split_address(address)
+            self.pool.add_node(address, host, port)
+        except ValueError as exc:
+            self._fail(item, exc)
+            return
+        self._waiting[address] = deque([item])
+        if not self.pool.maybe_connect(address):
+            # In reconnect backoff: try again when it has passed.
+            self.loop.call_later(self.pool.connection_delay(address), self._retry_connect, address)
+
+    def _retry_connect(self, address: str) -> None:
+        if address in self._waiting and not self.pool.maybe_connect(address):
+            self.loop.call_later(max(0.01, self.pool.connection_delay(address)), self._retry_connect, address)
+
+    def _node_changed(self, address: Any, ready: bool, error: BaseException | None) -> None:
+        waiting = self._waiting.pop(address, None)
+        if not waiting:
+            return
+        conn = self.pool.connection(address) if ready else None
+        for item in waiting:
+            if conn is not None:
+                self._submit(conn, item)
+            else:
+                self._fail(item, error or ConnectionClosedError(f"cannot connect to {address}"))
+
+    def _submit(self, conn: Any, item: tuple) -> None:
+        _, frame, opaque, callback, oneway, timeout = item
+        try:
+            if oneway:
+                conn.request(frame, None if callback is None else (lambda _f, e: callback(None, e)),
+                             expect_response=False, timeout=timeout)
+            else:
+                conn.request(frame, None if callback is None else response_callback(callback), opaque,
+                             timeout=timeout)
+        except Exception as exc:     # the connection closed under us, or the opaque is in use
+            self._fail(item, exc)
+
+    @staticmethod
+    def _fail(item: tuple, error: BaseException) -> None:
+        callback = item[3]
+        if callback is not None:
+            try:
+                callback(None, error)
+            except Exception:
+                _log.exception("RocketMQ response callback failed")
+
+    def _on_push(self, conn: Any, frame: Any) -> None:
+        request = decode_command(frame)
+        reply = None
+        if self.on_server_request is not None:
+            try:
+                reply = self.on_server_request(conn.node_id, request)
+            except Exception:
+                _log.exception("handling server request %r failed", request)
+        if request.is_oneway:
+            return
+        if reply is None:
+            reply = RemotingCommand(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, request.opaque, flag=FLAG_RESPONSE,
+                                    remark=f"request code {request.code} not supported by fastmq")
+        conn.send_frame(encode_frame(reply.code, request.opaque, reply.ext_fields, reply.body, FLAG_RESPONSE,
+                                     self.serialize_type, remark=reply.remark))
+
+    # ---- closing -----------------------------------------------------------------------------------------
+
+    def close(self, timeout: float = 5.0) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        done = threading.Event()
+
+        def shut() -> None:
+            self._drain()
+            self.loop.call_later(0.05, lambda: (self.pool.close(), done.set()))
+
+        try:
+            self.loop.call_soon_threadsafe(shut)
+            done.wait(timeout)
+        finally:
+            self.loop.close(timeout)
+
+
+def response_callback(callback: ResponseCallback) -> Callable[[Any, BaseException | None], None]:
+    def on_frame(frame: Any, error: BaseException | None) -> None:
+        if error is not None:
+            callback(None, error)
+            return
+        try:
+            command = decode_command(frame)
+        except Exception as exc:
+            callback(None, exc)
+            return
+        callback(command, None)
+    return on_frame
+
+
+def future_callback(future: Future) -> ResponseCallback:
+    def done(response: RemotingCommand | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error if not isinstance(error, RequestTimeoutError) else error)
+        else:
+            future.set_result(response)
+    return done

@@ -1,0 +1,95 @@
+"""fastmq/rocketmq/producer.py against Apache RocketMQ: every kind of send, read back by a pull consumer."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from fastmq.rocketmq import Message, MessageQueue, Producer, RocketMQError, SendStatus
+from fastmq.rocketmq.consumer import PullConsumer
+from tests.support.waiting import wait_for
+
+
+def new_topic(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def producer(rocketmq_server):
+    with Producer("fastmq-test-producer", rocketmq_server.namesrv_addr, send_timeout=10.0) as p:
+        yield p
+
+
+def read_all(namesrv: str, topic: str, count: int, expression: str = "*") -> list:
+    with PullConsumer(f"reader-{uuid.uuid4().hex[:8]}", namesrv,
+                      consume_from_where="CONSUME_FROM_FIRST_OFFSET") as consumer:
+        consumer.subscribe(topic, expression)
+        got: list = []
+        wait_for(lambda: got.extend(consumer.poll(0.5)) or len(got) >= count, timeout=30,
+                 message=lambda: f"{len(got)} of {count} messages of {topic}")
+        return got
+
+
+def test_sync_send_keeps_tags_keys_properties_and_body(rocketmq_server, producer):
+    topic = new_topic("sync")
+    big = b"compressible " * 1000              # over 4 KiB: sent zlib-compressed
+    first = producer.send(Message(topic, b"hello", tags="TagA", keys=["k1", "k2"], properties={"color": "red"}))
+    second = producer.send(Message(topic, big, flag=7))
+    assert first.status is SendStatus.SEND_OK and second.status is SendStatus.SEND_OK
+    assert first.message_queue.topic == topic and first.message_queue.broker_name == rocketmq_server.broker_name
+    assert len(first.msg_id) == 32 and first.msg_id != second.msg_id and len(first.offset_msg_id) == 32
+    got = {m.msg_id: m for m in read_all(rocketmq_server.namesrv_addr, topic, 2)}
+    one = got[first.msg_id]
+    assert (one.body, one.tags, one.keys, one.properties["color"]) == (b"hello", "TagA", "k1 k2", "red")
+    assert (one.queue_id, one.queue_offset) == (first.message_queue.queue_id, first.queue_offset)
+    assert one.offset_msg_id == first.offset_msg_id and one.store_host == rocketmq_server.broker_addr
+    assert got[second.msg_id].body == big and got[second.msg_id].flag == 7
+
+
+def test_async_oneway_and_batch_sends_all_arrive(rocketmq_server, producer):
+    topic = new_topic("async")
+    producer.send(Message(topic, b"create"))           # the topic exists on the broker from here on
+    futures = [producer.send_async(Message(topic, b"async-%d" % i)) for i in range(200)]
+    results = [f.result(30) for f in futures]
+    assert all(r.status is SendStatus.SEND_OK for r in results)
+    assert len({(r.message_queue, r.queue_offset) for r in results}) == 200
+    assert len({r.message_queue.queue_id for r in results}) == 4       # round robin over every queue
+    batch = producer.send_batch([Message(topic, b"batch-%d" % i, tags="B") for i in range(10)])
+    assert batch.status is SendStatus.SEND_OK and len(batch.msg_id.split(",")) == 10
+    for i in range(5):
+        producer.send_oneway(Message(topic, b"oneway-%d" % i))
+    bodies = [m.body for m in read_all(rocketmq_server.namesrv_addr, topic, 216)]
+    assert sorted(bodies) == sorted([b"create"] + [b"async-%d" % i for i in range(200)]
+                                    + [b"batch-%d" % i for i in range(10)] + [b"oneway-%d" % i for i in range(5)])
+    by_queue = [m for m in read_all(rocketmq_server.namesrv_addr, topic, 10, "B")]
+    assert sorted(m.queue_offset for m in by_queue) == list(range(batch.queue_offset, batch.queue_offset + 10))
+
+
+def test_orderly_sends_keep_a_key_on_one_queue(rocketmq_server, producer):
+    topic = new_topic("ordered")
+    results = {key: [producer.send_orderly(Message(topic, f"{key}-{i}".encode()), key) for i in range(5)]
+               for key in ("order-1", "order-2", "order-3")}
+    for key, sent in results.items():
+        assert len({r.message_queue for r in sent}) == 1
+        assert [r.queue_offset for r in sent] == sorted(r.queue_offset for r in sent)
+    got = read_all(rocketmq_server.namesrv_addr, topic, 15)
+    for key, sent in results.items():
+        queue_id = sent[0].message_queue.queue_id
+        assert [m.body for m in sorted(got, key=lambda m: m.queue_offset) if m.queue_id == queue_id
+                and m.body.startswith(key.encode())] == [f"{key}-{i}".encode() for i in range(5)]
+
+
+def test_a_delayed_message_arrives_with_its_level(rocketmq_server, producer):
+    topic = new_topic("delay")
+    sent = producer.send(Message(topic, b"later", delay_level=2))
+    [msg] = read_all(rocketmq_server.namesrv_addr, topic, 1)
+    assert msg.body == b"later" and msg.properties["DELAY"] == "2" and msg.msg_id == sent.msg_id
+
+
+def test_sends_that_cannot_go_anywhere_fail_clearly(rocketmq_server, producer):
+    topic = new_topic("nowhere")
+    producer.send(Message(topic, b"create"))
+    with pytest.raises(RocketMQError, match="no master address known for broker 'no-such-broker'"):
+        producer.send(Message(topic, b"x"), queue=MessageQueue(topic, "no-such-broker", 0), timeout=2.0)
+    with pytest.raises(ValueError, match="max_message_size"):
+        producer.send(Message(topic, b"x" * (4 * 1024 * 1024 + 1)))
