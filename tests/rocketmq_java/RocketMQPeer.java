@@ -155,7 +155,7 @@ public class RocketMQPeer {
             producer.send(message(topic, "bad", "poison", "bad-0"));
             long deadline = System.currentTimeMillis() + DEADLINE_MS;
             while ((good.get() < 5 || bad.get() < 3) && System.currentTimeMillis() < deadline) Thread.sleep(50);
-            Thread.sleep(1500);     // a fourth delivery would come within the (shortened) delay levels
+            Thread.sleep(1000);     // a fourth delivery would come within the (100 ms) delay levels
             return "group=" + group + " good=" + good.get() + " bad_deliveries=" + bad.get()
                 + " max_reconsume_times=" + maxReconsume.get();
         } finally {

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 from typing import TYPE_CHECKING, Any, Callable
 
 from fastmq._native import store_codec
@@ -39,7 +40,7 @@ from fastmq.broker.topics import STORE_TOPIC_NAME
 from fastmq.io import ServerConnection, TimerHandle
 from fastmq.store import PutMessageResult, StoredMessage, TopicConfig
 from fastmq.store.config import PERM_INHERIT, PERM_READ, PERM_WRITE
-from fastmq.store.message import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY
+from fastmq.store.message import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, pack_host
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastmq.broker.broker import Broker
@@ -47,6 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 CLIENT_SCAN_INTERVAL_S = 10.0
+IPV4 = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
 
 
 class RocketMQFrontEnd(FrontEnd):
@@ -76,6 +78,11 @@ class RocketMQFrontEnd(FrontEnd):
         for listener in self.listeners:
             self.remoting_listeners.append(RemotingListener(self.broker, listener, handlers, self._connection_lost))
             self.addresses.append(self.remoting_listeners[-1].address)
+        host, _, port = self.address.rpartition(":")
+        if IPV4.fullmatch(host):
+            # STOREHOST of new records and the offset message ids are this broker's address, as in RocketMQ:
+            # clients look a message up by id (VIEW_MESSAGE_BY_ID) at the address the id holds.
+            self.broker.store.commit_log.store_host = pack_host((host, int(port)))
         self.broker.loop.run_in_loop(self._start_periodic, timeout=30)
 
     @property
@@ -190,14 +197,15 @@ class RocketMQFrontEnd(FrontEnd):
     # -- storing ----------------------------------------------------------------------------------------------
 
     def put(self, topic: str, queue_id: int, items: list[tuple[Any, dict[str, str], int]], born_timestamp: int,
-            born_host: bytes | None, sys_flag: int = 0, reconsume_times: int = 0) -> PutMessageResult:
+            born_host: bytes | None, sys_flag: int = 0, reconsume_times: int = 0,
+            delay_level: int = 0) -> PutMessageResult:
         """Append messages (body, properties, flag) to one queue, at consecutive offsets. A single message with
-        a DELAY level goes through SCHEDULE_TOPIC_XXXX first."""
-        delay = items[0][1].get(PROPERTY_DELAY, "") if len(items) == 1 else ""
-        if delay.isdigit() and int(delay) > 0 and topic != SCHEDULE_TOPIC:
-            level = min(int(delay), self.schedule.max_level)
+        a delay level goes through SCHEDULE_TOPIC_XXXX first."""
+        if delay_level > 0 and len(items) == 1:
+            level = min(delay_level, self.schedule.max_level)
             body, properties, flag = items[0]
-            properties = dict(properties, **{PROPERTY_REAL_TOPIC: topic, PROPERTY_REAL_QUEUE_ID: str(queue_id)})
+            properties = dict(properties, **{PROPERTY_DELAY: str(level), PROPERTY_REAL_TOPIC: topic,
+                                             PROPERTY_REAL_QUEUE_ID: str(queue_id)})
             items = [(body, properties, flag)]
             topic, queue_id = SCHEDULE_TOPIC, level - 1
         store = self.broker.store
@@ -215,13 +223,19 @@ class RocketMQFrontEnd(FrontEnd):
         return result
 
     def deliver_scheduled(self, message: StoredMessage, topic: str, queue_id: int) -> None:
-        properties = dict(message.properties)
-        properties.pop(PROPERTY_DELAY, None)
+        # The message keeps its DELAY property, as Apache RocketMQ 5 delivers it.
+        properties = message.properties
         config = self.topic_config(topic)
         if config is not None and config.write_queue_nums:
             queue_id %= config.write_queue_nums
         self.put(topic, queue_id, [(message.body, properties, message.flag)], message.born_timestamp,
                  message.born_host_bytes, message.sys_flag, message.reconsume_times)
+
+    @staticmethod
+    def delay_level(properties: dict[str, str]) -> int:
+        """The DELAY level a producer asked for (0: none)."""
+        level = properties.get(PROPERTY_DELAY, "")
+        return int(level) if level.isdigit() else 0
 
     def random_queue(self, config: TopicConfig) -> int:
         return random.randrange(max(1, config.write_queue_nums))

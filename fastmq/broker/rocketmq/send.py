@@ -43,7 +43,6 @@ V2_FIELDS = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defa
              "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch", "n": "brokerName"}
 PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-PROPERTY_DELAY = "DELAY"
 DEFAULT_RESEND_LEVEL = 3
 MAX_INT = 2 ** 31 - 1
 
@@ -107,10 +106,11 @@ def send(front: RocketMQFrontEnd, request: Request) -> None:
             return
         if topic.startswith(RETRY_PREFIX) and reconsume_times >= request.integer("maxReconsumeTimes", 16):
             group = topic[len(RETRY_PREFIX):]
-            topic, queue_id = front.ensure_dlq_topic(group).topic_name, 0
-            properties.pop(PROPERTY_DELAY, None)
+            topic, queue_id, delay_level = front.ensure_dlq_topic(group).topic_name, 0, 0
+        else:
+            delay_level = front.delay_level(properties)
         result = front.put(topic, queue_id, [(request.body, properties, flag)], born, host, sys_flag,
-                           reconsume_times)
+                           reconsume_times, delay_level)
     except MessageIllegalError as exc:
         raise RequestError(str(exc), MESSAGE_ILLEGAL) from None
     except StoreError as exc:
@@ -131,11 +131,10 @@ def send_back(front: RocketMQFrontEnd, request: Request) -> None:
     properties.setdefault(PROPERTY_RETRY_TOPIC, message.topic)
     properties.setdefault(PROPERTY_ORIGIN_MESSAGE_ID, request.fields.get("originMsgId") or "")
     if message.reconsume_times >= max_times or delay_level < 0:
-        topic, queue_id = front.ensure_dlq_topic(group).topic_name, 0
-        properties.pop(PROPERTY_DELAY, None)
+        topic, queue_id, delay_level = front.ensure_dlq_topic(group).topic_name, 0, 0
     else:
         topic, queue_id = retry.topic_name, front.random_queue(retry)
-        properties[PROPERTY_DELAY] = str(delay_level or DEFAULT_RESEND_LEVEL + message.reconsume_times)
+        delay_level = delay_level or DEFAULT_RESEND_LEVEL + message.reconsume_times
     front.put(topic, queue_id, [(message.body, properties, message.flag)], message.born_timestamp,
-              message.born_host_bytes, message.sys_flag, message.reconsume_times + 1)
+              message.born_host_bytes, message.sys_flag, message.reconsume_times + 1, delay_level)
     request.respond(SUCCESS)
