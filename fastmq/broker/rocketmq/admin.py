@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fastmq.broker.errors import TopicError
-from fastmq.broker.rocketmq.remoting import SYSTEM_ERROR, TOPIC_NOT_EXIST, Request, RequestError
+from fastmq.rocketmq.protocol import ResponseCode
+from fastmq.broker.rocketmq.remoting import Request, RequestError
 from fastmq.store import TopicConfig
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastmq.broker.rocketmq.frontend import RocketMQFrontEnd
 
-UPDATE_AND_CREATE_TOPIC = 17
 VIEW_MESSAGE_BY_ID = 33
 DELETE_TOPIC_IN_BROKER = 215
 MAX_QUEUES = 1024
@@ -25,7 +25,8 @@ MAX_QUEUES = 1024
 
 def create_topic(front: RocketMQFrontEnd, request: Request) -> None:
     topic = request.text("topic")
-    queues = max(request.integer("readQueueNums", 8, 1, MAX_QUEUES), request.integer("writeQueueNums", 8, 1, MAX_QUEUES))
+    queues = max(request.integer("readQueueNums", 8, 1, MAX_QUEUES),
+                 request.integer("writeQueueNums", 8, 1, MAX_QUEUES))
     perm = request.integer("perm", 6, 0, 7)
     sys_flag = request.integer("topicSysFlag", 0, 0, 2 ** 31 - 1)
     existing = front.topic_config(topic)
@@ -50,7 +51,7 @@ def delete_topic(front: RocketMQFrontEnd, request: Request) -> None:
     try:
         front.broker.topics.delete(topic)
     except TopicError as exc:
-        raise RequestError(str(exc), TOPIC_NOT_EXIST) from None
+        raise RequestError(str(exc), ResponseCode.TOPIC_NOT_EXIST) from None
     request.respond()
 
 
@@ -58,5 +59,5 @@ def view_message(front: RocketMQFrontEnd, request: Request) -> None:
     offset = request.integer("offset", low=0)
     message = front.broker.store.get_message_by_offset(offset)
     if message is None:
-        raise RequestError(f"no message at CommitLog offset {offset}", SYSTEM_ERROR)
+        raise RequestError(f"no message at CommitLog offset {offset}", ResponseCode.SYSTEM_ERROR)
     request.respond(body=bytes(front.broker.store.get_data(offset, message.store_size)))

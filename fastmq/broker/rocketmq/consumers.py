@@ -21,24 +21,14 @@ from typing import TYPE_CHECKING
 from fastmq.broker.offsets import CommittedOffset
 from fastmq.broker.rocketmq.clients import HeartbeatError, parse_heartbeat
 from fastmq.broker.rocketmq.namesrv import json_body, parse_json_body
-from fastmq.broker.rocketmq.remoting import (QUERY_NOT_FOUND, SUCCESS, SYSTEM_ERROR, Request, RequestError)
+from fastmq.rocketmq.protocol import RequestCode, ResponseCode
+from fastmq.broker.rocketmq.remoting import Request, RequestError
 from fastmq.rocketmq._native.remoting import FLAG_ONEWAY, encode_frame
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastmq.broker.rocketmq.frontend import RocketMQFrontEnd
 
-QUERY_CONSUMER_OFFSET = 14
-UPDATE_CONSUMER_OFFSET = 15
-SEARCH_OFFSET_BY_TIMESTAMP = 29
-GET_MAX_OFFSET = 30
-GET_MIN_OFFSET = 31
 GET_EARLIEST_MSG_STORETIME = 32
-HEART_BEAT = 34
-UNREGISTER_CLIENT = 35
-GET_CONSUMER_LIST_BY_GROUP = 38
-NOTIFY_CONSUMER_IDS_CHANGED = 40
-LOCK_BATCH_MQ = 41
-UNLOCK_BATCH_MQ = 42
 MAX_INT = 2 ** 31 - 1
 
 _server_opaques = itertools.count(1)
@@ -57,7 +47,8 @@ def query_offset(front: RocketMQFrontEnd, request: Request) -> None:
     elif front.broker.store.get_min_offset(topic, queue_id) <= 0:
         request.respond(fields={"offset": 0})
     else:
-        request.respond(QUERY_NOT_FOUND, remark="Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
+        request.respond(ResponseCode.QUERY_NOT_FOUND,
+                        remark="Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first")
 
 
 def update_offset(front: RocketMQFrontEnd, request: Request) -> None:
@@ -65,7 +56,7 @@ def update_offset(front: RocketMQFrontEnd, request: Request) -> None:
     topic, queue_id = _queue(request)
     offset = request.integer("commitOffset", low=0)
     front.broker.offsets.commit(group, [(topic, queue_id, CommittedOffset(offset))],
-                                lambda ok: request.respond(SUCCESS if ok else SYSTEM_ERROR,
+                                lambda ok: request.respond(ResponseCode.SUCCESS if ok else ResponseCode.SYSTEM_ERROR,
                                                            remark=None if ok else "offsets not written"))
 
 
@@ -115,7 +106,7 @@ def consumer_list(front: RocketMQFrontEnd, request: Request) -> None:
     group = request.text("consumerGroup")
     ids = front.clients.consumer_ids(group)
     if not ids:
-        request.respond(SYSTEM_ERROR, remark=f"no consumer for this group, {group}")
+        request.respond(ResponseCode.SYSTEM_ERROR, remark=f"no consumer for this group, {group}")
     else:
         request.respond(body=json_body({"consumerIdList": ids}))
 
@@ -126,7 +117,7 @@ def notify_ids_changed(front: RocketMQFrontEnd, group: str, ids: list[str]) -> N
     if config is not None and not config.notify_consumer_ids_changed_enable:
         return
     for channel in front.clients.channels(group):
-        frame = encode_frame(NOTIFY_CONSUMER_IDS_CHANGED, next(_server_opaques) & MAX_INT,
+        frame = encode_frame(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, next(_server_opaques) & MAX_INT,
                              {"consumerGroup": group}, None, FLAG_ONEWAY)
         front.remoting_listeners[0].send(channel.connection, frame)
 

@@ -27,8 +27,8 @@ from fastmq.broker.rocketmq.clients import ClientTable
 from fastmq.broker.rocketmq.hold import PullHold
 from fastmq.broker.rocketmq.locks import QueueLocks
 from fastmq.broker.rocketmq.namesrv import NamesrvFrontEnd
-from fastmq.broker.rocketmq.remoting import (MESSAGE_ILLEGAL, TOPIC_NOT_EXIST, Handler, RemotingListener,
-                                             RequestError)
+from fastmq.rocketmq.protocol import ResponseCode
+from fastmq.broker.rocketmq.remoting import Handler, RemotingListener, RequestError
 from fastmq.broker.rocketmq.routes import QueueData, Registration
 from fastmq.broker.rocketmq.consumers import notify_ids_changed
 from fastmq.broker.rocketmq.handlers import handler_table
@@ -58,8 +58,9 @@ class RocketMQFrontEnd(FrontEnd):
         self.clients = ClientTable()
         self.locks = QueueLocks()
         self.hold = PullHold(broker.loop)
-        self.schedule = ScheduleService(broker.loop, broker.store, parse_delay_levels(self.settings.message_delay_level),
-                                        broker.writer.write, self.deliver_scheduled, broker.clock)
+        self.schedule = ScheduleService(broker.loop, broker.store,
+                                        parse_delay_levels(self.settings.message_delay_level), broker.writer.write,
+                                        self.deliver_scheduled, broker.clock)
         self.remoting_listeners: list[RemotingListener] = []
         self._timers: dict[str, TimerHandle] = {}     # periodic work by name -> its next run
         self._closed = False
@@ -183,7 +184,7 @@ class RocketMQFrontEnd(FrontEnd):
             return self.create_topic(topic, self.settings.retry_queue_nums)
         template = self.topic_config(default_topic) if default_topic else None
         if not self.broker.config.auto_create_topics or template is None or not template.perm & PERM_INHERIT:
-            raise RequestError(f"topic[{topic}] not exist, apply first please!", TOPIC_NOT_EXIST)
+            raise RequestError(f"topic[{topic}] not exist, apply first please!", ResponseCode.TOPIC_NOT_EXIST)
         return self.create_topic(topic, max(1, min(default_queue_nums, template.write_queue_nums)))
 
     def ensure_retry_topic(self, group: str) -> TopicConfig:
@@ -217,7 +218,7 @@ class RocketMQFrontEnd(FrontEnd):
                           store_codec.tags_hash_code(tags) if tags else 0, born_timestamp, flag,
                           properties.get(PROPERTY_KEYS), properties.get(PROPERTY_UNIQ_KEY), born_host)
         except (TypeError, ValueError) as exc:
-            raise RequestError(f"message refused: {exc}", MESSAGE_ILLEGAL) from None
+            raise RequestError(f"message refused: {exc}", ResponseCode.MESSAGE_ILLEGAL) from None
         result = store.append_batch(batch)
         self.broker.stats.put(topic, len(items), result.size)
         return result

@@ -5,6 +5,7 @@ import functools
 from typing import TYPE_CHECKING
 
 from fastmq.broker.rocketmq import admin, consumers, pull, send
+from fastmq.rocketmq.protocol import RequestCode
 from fastmq.broker.rocketmq.remoting import Handler
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -13,17 +14,18 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def handler_table(front: RocketMQFrontEnd) -> dict[int, Handler]:
     table = {
-        send.SEND_MESSAGE: send.send, send.SEND_MESSAGE_V2: send.send, send.SEND_BATCH_MESSAGE: send.send,
-        send.CONSUMER_SEND_MSG_BACK: send.send_back,
-        pull.PULL_MESSAGE: pull.pull,
-        consumers.QUERY_CONSUMER_OFFSET: consumers.query_offset, consumers.UPDATE_CONSUMER_OFFSET: consumers.update_offset,
-        consumers.SEARCH_OFFSET_BY_TIMESTAMP: consumers.search_offset, consumers.GET_MAX_OFFSET: consumers.max_offset,
-        consumers.GET_MIN_OFFSET: consumers.min_offset,
+        RequestCode.SEND_MESSAGE: send.send, RequestCode.SEND_MESSAGE_V2: send.send,
+        RequestCode.SEND_BATCH_MESSAGE: send.send, RequestCode.CONSUMER_SEND_MSG_BACK: send.send_back,
+        RequestCode.PULL_MESSAGE: pull.pull,
+        RequestCode.QUERY_CONSUMER_OFFSET: consumers.query_offset,
+        RequestCode.UPDATE_CONSUMER_OFFSET: consumers.update_offset,
+        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: consumers.search_offset,
+        RequestCode.GET_MAX_OFFSET: consumers.max_offset, RequestCode.GET_MIN_OFFSET: consumers.min_offset,
         consumers.GET_EARLIEST_MSG_STORETIME: consumers.earliest_store_time,
-        consumers.HEART_BEAT: consumers.heartbeat, consumers.UNREGISTER_CLIENT: consumers.unregister,
-        consumers.GET_CONSUMER_LIST_BY_GROUP: consumers.consumer_list,
-        consumers.LOCK_BATCH_MQ: consumers.lock_batch, consumers.UNLOCK_BATCH_MQ: consumers.unlock_batch,
-        admin.UPDATE_AND_CREATE_TOPIC: admin.create_topic, admin.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
+        RequestCode.HEART_BEAT: consumers.heartbeat, RequestCode.UNREGISTER_CLIENT: consumers.unregister,
+        RequestCode.GET_CONSUMER_LIST_BY_GROUP: consumers.consumer_list,
+        RequestCode.LOCK_BATCH_MQ: consumers.lock_batch, RequestCode.UNLOCK_BATCH_MQ: consumers.unlock_batch,
+        RequestCode.UPDATE_AND_CREATE_TOPIC: admin.create_topic, admin.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
         admin.VIEW_MESSAGE_BY_ID: admin.view_message,
     }
     return {code: functools.partial(handler, front) for code, handler in table.items()}

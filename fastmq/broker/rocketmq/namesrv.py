@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from fastmq.broker.config import ListenerConfig
 from fastmq.broker.frontends import FrontEnd
-from fastmq.broker.rocketmq.remoting import (QUERY_NOT_FOUND, TOPIC_NOT_EXIST, Handler, RemotingListener, Request,
-                                             RequestError)
-from fastmq.broker.rocketmq.routes import (MASTER_ID, SCAN_INTERVAL_S, KVConfigFile, QueueData, Registration,
+from fastmq.rocketmq.protocol import MASTER_ID, RequestCode, ResponseCode
+from fastmq.broker.rocketmq.remoting import Handler, RemotingListener, Request, RequestError
+from fastmq.broker.rocketmq.routes import (SCAN_INTERVAL_S, KVConfigFile, QueueData, Registration,
                                            RouteTables)
 from fastmq.io import TimerHandle
 from fastmq.store.config import loads_lenient
@@ -36,8 +36,6 @@ GET_KV_CONFIG = 101
 DELETE_KV_CONFIG = 102
 REGISTER_BROKER = 103
 UNREGISTER_BROKER = 104
-GET_ROUTEINFO_BY_TOPIC = 105
-GET_BROKER_CLUSTER_INFO = 106
 GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
 DELETE_TOPIC_IN_NAMESRV = 216
 GET_KVLIST_BY_NAMESPACE = 219
@@ -127,9 +125,10 @@ class NamesrvFrontEnd(FrontEnd):
     def handler_table(self) -> dict[int, Handler]:
         return {PUT_KV_CONFIG: self.put_kv_config, GET_KV_CONFIG: self.get_kv_config,
                 DELETE_KV_CONFIG: self.delete_kv_config, REGISTER_BROKER: self.register_broker,
-                UNREGISTER_BROKER: self.unregister_broker, GET_ROUTEINFO_BY_TOPIC: self.route_info,
-                GET_BROKER_CLUSTER_INFO: self.cluster_info, GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.topic_list,
-                DELETE_TOPIC_IN_NAMESRV: self.delete_topic, GET_KVLIST_BY_NAMESPACE: self.kv_list}
+                UNREGISTER_BROKER: self.unregister_broker, RequestCode.GET_ROUTEINFO_BY_TOPIC: self.route_info,
+                RequestCode.GET_BROKER_CLUSTER_INFO: self.cluster_info,
+                GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.topic_list, DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
+                GET_KVLIST_BY_NAMESPACE: self.kv_list}
 
     def put_kv_config(self, request: Request) -> None:
         self.routes.kv_put(request.text("namespace"), request.text("key"), request.text("value"))
@@ -139,7 +138,7 @@ class NamesrvFrontEnd(FrontEnd):
         namespace, key = request.text("namespace"), request.text("key")
         value = self.routes.kv_get(namespace, key)
         if value is None:
-            request.respond(QUERY_NOT_FOUND, remark=f"No config item, Namespace: {namespace} Key: {key}")
+            request.respond(ResponseCode.QUERY_NOT_FOUND, remark=f"No config item, Namespace: {namespace} Key: {key}")
         else:
             request.respond(fields={"value": value})
 
@@ -151,7 +150,7 @@ class NamesrvFrontEnd(FrontEnd):
         namespace = request.text("namespace")
         table = self.routes.kv_namespace(namespace)
         if not table:
-            request.respond(QUERY_NOT_FOUND, remark=f"No config item, Namespace: {namespace}")
+            request.respond(ResponseCode.QUERY_NOT_FOUND, remark=f"No config item, Namespace: {namespace}")
         else:
             request.respond(body=json_body({"table": table}))
 
@@ -172,7 +171,8 @@ class NamesrvFrontEnd(FrontEnd):
         topic = request.text("topic")
         route = self.routes.route(topic)
         if route is None:
-            request.respond(TOPIC_NOT_EXIST, remark=f"No topic route info in name server for the topic: {topic}")
+            request.respond(ResponseCode.TOPIC_NOT_EXIST,
+                            remark=f"No topic route info in name server for the topic: {topic}")
         else:
             body = json_body(route)
             if request.command.version < STANDARD_JSON_VERSION:

@@ -18,17 +18,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fastmq.broker.offsets import CommittedOffset
-from fastmq.broker.rocketmq.remoting import (PULL_NOT_FOUND, PULL_OFFSET_MOVED, PULL_RETRY_IMMEDIATELY, SUCCESS,
-                                             TOPIC_NOT_EXIST, Request, RequestError)
+from fastmq.rocketmq.protocol import PullSysFlag, ResponseCode
+from fastmq.broker.rocketmq.remoting import Request, RequestError
 from fastmq.store.config import PERM_READ
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastmq.broker.rocketmq.frontend import RocketMQFrontEnd
 
-PULL_MESSAGE = 11
-FLAG_COMMIT_OFFSET = 1
-FLAG_SUSPEND = 2
-FLAG_SUBSCRIPTION = 4
 MAX_PULL_MESSAGES = 1024               # what one pull returns at most, whatever it asks
 MAX_PULL_BYTES = 4 << 20               # and in bytes (the first message always goes)
 MAX_INT = 2 ** 31 - 1
@@ -44,22 +40,22 @@ def pull(front: RocketMQFrontEnd, request: Request) -> None:
     max_bytes = min(request.integer("maxMsgBytes", MAX_PULL_BYTES, 1, 2 ** 62), MAX_PULL_BYTES)
     config = front.topic_config(topic)
     if config is None:
-        raise RequestError(f"topic[{topic}] not exist, apply first please!", TOPIC_NOT_EXIST)
+        raise RequestError(f"topic[{topic}] not exist, apply first please!", ResponseCode.TOPIC_NOT_EXIST)
     if not config.perm & PERM_READ:
         raise RequestError(f"the topic[{topic}] pulling message is forbidden", 16)
-    if sys_flag & FLAG_SUBSCRIPTION:
+    if sys_flag & PullSysFlag.SUBSCRIPTION:
         expression = request.fields.get("subscription") or "*"
     else:
         subscription = front.clients.subscription(group, topic)
         expression = subscription.sub_string if subscription is not None else "*"
     tags = None if expression.strip() in ("", "*") else expression
-    if sys_flag & FLAG_COMMIT_OFFSET:
+    if sys_flag & PullSysFlag.COMMIT_OFFSET:
         committed = request.integer("commitOffset", -1)
         if committed >= 0:
             front.broker.offsets.commit(group, [(topic, queue_id, CommittedOffset(committed))], _ignore)
     request.session.info.fetched.add(topic)
     hold_ms = min(request.integer("suspendTimeoutMillis", 0, 0), front.settings.max_pull_hold_ms) \
-        if sys_flag & FLAG_SUSPEND else 0
+        if sys_flag & PullSysFlag.SUSPEND else 0
     answer(front, request, group, topic, queue_id, offset, max_count, max_bytes, tags, hold_ms)
 
 
@@ -74,23 +70,23 @@ def answer(front: RocketMQFrontEnd, request: Request, group: str, topic: str, qu
     max_offset = store.get_max_offset(topic, queue_id)
     body = None
     if offset < min_offset:
-        code, next_offset = PULL_OFFSET_MOVED, min_offset
+        code, next_offset = ResponseCode.PULL_OFFSET_MOVED, min_offset
     elif offset > max_offset:
-        code, next_offset = PULL_OFFSET_MOVED, max_offset
+        code, next_offset = ResponseCode.PULL_OFFSET_MOVED, max_offset
     elif offset == max_offset:
-        code, next_offset = PULL_NOT_FOUND, offset
+        code, next_offset = ResponseCode.PULL_NOT_FOUND, offset
     else:
         units = store.scan_queue(topic, queue_id, offset, max_count, tags, max_bytes)
         records, count = store.read_records(units) if len(units) else (b"", 0)
         if count:
-            code, body = SUCCESS, bytes(records)
+            code, body = ResponseCode.SUCCESS, bytes(records)
             next_offset = units[count][2] if count < len(units) else units.next_offset
             front.broker.stats.get(topic, request.session.info.client_id, count, len(body))
         elif units.next_offset > offset:
-            code, next_offset = PULL_RETRY_IMMEDIATELY, units.next_offset
+            code, next_offset = ResponseCode.PULL_RETRY_IMMEDIATELY, units.next_offset
         else:
-            code, next_offset = PULL_OFFSET_MOVED, max_offset
-    if code == PULL_NOT_FOUND and hold_ms > 0:
+            code, next_offset = ResponseCode.PULL_OFFSET_MOVED, max_offset
+    if code == ResponseCode.PULL_NOT_FOUND and hold_ms > 0:
         front.hold.hold(topic, queue_id, request.conn, offset, hold_ms / 1000.0,
                         lambda: answer(front, request, group, topic, queue_id, offset, max_count, max_bytes, tags, 0))
         return

@@ -25,31 +25,13 @@ from fastmq.errors import FastMQError, ProtocolError
 from fastmq.io import Listener, Reply, ServerConnection, ServerHandler
 from fastmq.io.errors import ConnectionClosedError, LoopClosedError
 from fastmq.rocketmq._native.remoting import FLAG_ONEWAY, FLAG_RESPONSE, LANGUAGE_NAMES, decode_command, encode_frame
+from fastmq.rocketmq.protocol import ResponseCode
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastmq.broker.broker import Broker
 
 log = logging.getLogger(__name__)
 
-# Response codes (R/ResponseCode.java)
-SUCCESS = 0
-SYSTEM_ERROR = 1
-SYSTEM_BUSY = 2
-REQUEST_CODE_NOT_SUPPORTED = 3
-FLUSH_DISK_TIMEOUT = 10
-SLAVE_NOT_AVAILABLE = 11
-FLUSH_SLAVE_TIMEOUT = 12
-MESSAGE_ILLEGAL = 13
-SERVICE_NOT_AVAILABLE = 14
-NO_PERMISSION = 16
-TOPIC_NOT_EXIST = 17
-PULL_NOT_FOUND = 19
-PULL_RETRY_IMMEDIATELY = 20
-PULL_OFFSET_MOVED = 21
-QUERY_NOT_FOUND = 22
-SUBSCRIPTION_NOT_EXIST = 24
-SUBSCRIPTION_GROUP_NOT_EXIST = 26
-INVALID_PARAMETER = 29
 LANGUAGE_JAVA = 0
 SERVER_VERSION = 453          # what our answers say they come from (a 4.9-era server)
 
@@ -57,7 +39,7 @@ SERVER_VERSION = 453          # what our answers say they come from (a 4.9-era s
 class RequestError(FastMQError):
     """A well-formed command whose fields are wrong: answered with `code` and the message as remark."""
 
-    def __init__(self, message: str, code: int = SYSTEM_ERROR) -> None:
+    def __init__(self, message: str, code: int = ResponseCode.SYSTEM_ERROR) -> None:
         super().__init__(message)
         self.code = code
 
@@ -106,23 +88,23 @@ class Request:
     def text(self, name: str, default: str | None = None) -> str:
         value = self.fields.get(name, default)
         if value is None:
-            raise RequestError(f"the custom field <{name}> is null", INVALID_PARAMETER)
+            raise RequestError(f"the custom field <{name}> is null", ResponseCode.INVALID_PARAMETER)
         return value
 
     def integer(self, name: str, default: int | None = None, low: int = -2 ** 63, high: int = 2 ** 63 - 1) -> int:
         value = self.fields.get(name)
         if value is None:
             if default is None:
-                raise RequestError(f"the custom field <{name}> is null", INVALID_PARAMETER)
+                raise RequestError(f"the custom field <{name}> is null", ResponseCode.INVALID_PARAMETER)
             return default
         try:
             number = int(value)
         except ValueError:
             raise RequestError(f"the custom field <{name}> is not a number: {value[:40]!r}",
-                               INVALID_PARAMETER) from None
+                               ResponseCode.INVALID_PARAMETER) from None
         if not low <= number <= high:
             raise RequestError(f"the custom field <{name}> = {number} is out of range {low}..{high}",
-                               INVALID_PARAMETER)
+                               ResponseCode.INVALID_PARAMETER)
         return number
 
     def boolean(self, name: str, default: bool = False) -> bool:
@@ -131,7 +113,7 @@ class Request:
 
     # -- answering --------------------------------------------------------------------------------------------
 
-    def respond(self, code: int = SUCCESS, fields: dict[str, Any] | None = None, body: Any = None,
+    def respond(self, code: int = ResponseCode.SUCCESS, fields: dict[str, Any] | None = None, body: Any = None,
                 remark: str | None = None) -> None:
         if self._answered:
             raise RuntimeError("this request was already answered")
@@ -219,7 +201,8 @@ class RemotingListener(ServerHandler):
         request = Request(self, conn, session, command)
         handler = self.handlers.get(command.code)
         if handler is None:
-            request.respond(REQUEST_CODE_NOT_SUPPORTED, remark=f"request code {command.code} is not supported")
+            request.respond(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                            remark=f"request code {command.code} is not supported")
             return
         try:
             handler(request)

@@ -23,12 +23,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from fastmq.rocketmq.protocol import MASTER_ID
 from fastmq.store.config import ConfigManager, _require_dict
 
 BROKER_EXPIRED_S = 120.0
 SCAN_INTERVAL_S = 10.0
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
-MASTER_ID = 0
 
 
 @dataclasses.dataclass

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 from fastmq._native import store_codec
 from fastmq.broker.rocketmq.system_topics import RETRY_PREFIX
-from fastmq.broker.rocketmq.remoting import (FLUSH_DISK_TIMEOUT, MESSAGE_ILLEGAL, NO_PERMISSION,
-                                             SERVICE_NOT_AVAILABLE, SUCCESS, SYSTEM_ERROR, Request, RequestError)
+from fastmq.rocketmq.protocol import RequestCode, ResponseCode
+from fastmq.broker.rocketmq.remoting import Request, RequestError
 from fastmq.errors import FastMQError
 from fastmq.rocketmq._native.messages import decode_batch_body
 from fastmq.store import PutMessageResult
@@ -33,10 +33,6 @@ from fastmq.store.store_config import FlushDiskType
 if TYPE_CHECKING:  # pragma: no cover
     from fastmq.broker.rocketmq.frontend import RocketMQFrontEnd
 
-SEND_MESSAGE = 10
-SEND_MESSAGE_V2 = 310
-SEND_BATCH_MESSAGE = 320
-CONSUMER_SEND_MSG_BACK = 36
 
 V2_FIELDS = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
              "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes",
@@ -58,7 +54,7 @@ def _properties(text: str) -> dict[str, str]:
     try:
         return store_codec.decode_properties(text.encode("utf-8"))
     except (ValueError, FastMQError) as exc:
-        raise RequestError(f"message properties do not decode: {exc}", MESSAGE_ILLEGAL) from None
+        raise RequestError(f"message properties do not decode: {exc}", ResponseCode.MESSAGE_ILLEGAL) from None
 
 
 def _stored(front: RocketMQFrontEnd, request: Request, topic: str, queue_id: int, result: PutMessageResult,
@@ -68,20 +64,20 @@ def _stored(front: RocketMQFrontEnd, request: Request, topic: str, queue_id: int
     store = front.broker.store
     if store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
         def flushed(ok: bool) -> None:
-            request.respond(SUCCESS if ok else FLUSH_DISK_TIMEOUT, fields)
+            request.respond(ResponseCode.SUCCESS if ok else ResponseCode.FLUSH_DISK_TIMEOUT, fields)
         store.when_flushed(result.end_offset, flushed)
     else:
-        request.respond(SUCCESS, fields)
+        request.respond(ResponseCode.SUCCESS, fields)
 
 
 def send(front: RocketMQFrontEnd, request: Request) -> None:
-    if request.code != SEND_MESSAGE:
+    if request.code != RequestCode.SEND_MESSAGE:
         request.fields = {V2_FIELDS.get(key, key): value for key, value in request.fields.items()}
     topic = request.text("topic")
     config = front.topic_for_send(topic, request.fields.get("defaultTopic"),
                                   request.integer("defaultTopicQueueNums", 4, 1, 1024))
     if not config.perm & PERM_WRITE:
-        raise RequestError(f"the topic[{topic}] sending is forbidden", NO_PERMISSION)
+        raise RequestError(f"the topic[{topic}] sending is forbidden", ResponseCode.NO_PERMISSION)
     queue_id = request.integer("queueId", -1, -1, MAX_INT)
     if queue_id < 0:
         queue_id = front.random_queue(config)
@@ -94,13 +90,13 @@ def send(front: RocketMQFrontEnd, request: Request) -> None:
     properties = _properties(request.fields.get("properties", ""))
     host = born_host_of(request)
     try:
-        if request.code == SEND_BATCH_MESSAGE:
+        if request.code == RequestCode.SEND_BATCH_MESSAGE:
             try:
                 items = decode_batch_body(request.body)
             except (ValueError, FastMQError) as exc:
-                raise RequestError(f"batch body does not decode: {exc}", MESSAGE_ILLEGAL) from None
+                raise RequestError(f"batch body does not decode: {exc}", ResponseCode.MESSAGE_ILLEGAL) from None
             if not items:
-                raise RequestError("an empty batch", MESSAGE_ILLEGAL)
+                raise RequestError("an empty batch", ResponseCode.MESSAGE_ILLEGAL)
             result = front.put(topic, queue_id, items, born, host, sys_flag)
             _stored(front, request, topic, queue_id, result, ",".join(result.msg_ids))
             return
@@ -112,9 +108,9 @@ def send(front: RocketMQFrontEnd, request: Request) -> None:
         result = front.put(topic, queue_id, [(request.body, properties, flag)], born, host, sys_flag,
                            reconsume_times, delay_level)
     except MessageIllegalError as exc:
-        raise RequestError(str(exc), MESSAGE_ILLEGAL) from None
+        raise RequestError(str(exc), ResponseCode.MESSAGE_ILLEGAL) from None
     except StoreError as exc:
-        raise RequestError(f"the store refused the message: {exc}", SERVICE_NOT_AVAILABLE) from None
+        raise RequestError(f"the store refused the message: {exc}", ResponseCode.SERVICE_NOT_AVAILABLE) from None
     _stored(front, request, topic, queue_id, result, result.msg_id)
 
 
@@ -122,7 +118,7 @@ def send_back(front: RocketMQFrontEnd, request: Request) -> None:
     group = request.text("group")
     message = front.broker.store.get_message_by_offset(request.integer("offset", low=0))
     if message is None:
-        raise RequestError(f"look message by offset failed, {request.fields.get('offset')}", SYSTEM_ERROR)
+        raise RequestError(f"look message by offset failed, {request.fields.get('offset')}", ResponseCode.SYSTEM_ERROR)
     front.broker.register_subscription_group(group)
     retry = front.ensure_retry_topic(group)
     max_times = request.integer("maxReconsumeTimes", front.settings.max_reconsume_times, 0, MAX_INT)
@@ -137,4 +133,4 @@ def send_back(front: RocketMQFrontEnd, request: Request) -> None:
         delay_level = delay_level or DEFAULT_RESEND_LEVEL + message.reconsume_times
     front.put(topic, queue_id, [(message.body, properties, message.flag)], message.born_timestamp,
               message.born_host_bytes, message.sys_flag, message.reconsume_times + 1, delay_level)
-    request.respond(SUCCESS)
+    request.respond(ResponseCode.SUCCESS)
