@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fastmq.broker.errors import TopicError
-from fastmq.rocketmq.protocol import ResponseCode
 from fastmq.broker.rocketmq.remoting import Request, RequestError
+from fastmq.rocketmq.protocol import ResponseCode
 from fastmq.store import TopicConfig
 
 if TYPE_CHECKING:  # pragma: no cover

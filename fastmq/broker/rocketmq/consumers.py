@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING
 from fastmq.broker.offsets import CommittedOffset
 from fastmq.broker.rocketmq.clients import HeartbeatError, parse_heartbeat
 from fastmq.broker.rocketmq.namesrv import json_body, parse_json_body
-from fastmq.rocketmq.protocol import RequestCode, ResponseCode
 from fastmq.broker.rocketmq.remoting import Request, RequestError
 from fastmq.rocketmq._native.remoting import FLAG_ONEWAY, encode_frame
+from fastmq.rocketmq.protocol import RequestCode, ResponseCode
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastmq.broker.rocketmq.frontend import RocketMQFrontEnd

@@ -14,6 +14,7 @@ runs out of retries. Requests are handled by send.py, pull.py, consumers.py and 
 """
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import re
@@ -24,20 +25,26 @@ from fastmq.broker.config import ListenerConfig
 from fastmq.broker.errors import CoreError, TopicError
 from fastmq.broker.frontends import FrontEnd
 from fastmq.broker.rocketmq.clients import ClientTable
-from fastmq.broker.rocketmq.hold import PullHold
-from fastmq.broker.rocketmq.locks import QueueLocks
-from fastmq.broker.rocketmq.namesrv import NamesrvFrontEnd
-from fastmq.rocketmq.protocol import ResponseCode
-from fastmq.broker.rocketmq.remoting import Handler, RemotingListener, RequestError
-from fastmq.broker.rocketmq.routes import QueueData, Registration
 from fastmq.broker.rocketmq.consumers import notify_ids_changed
 from fastmq.broker.rocketmq.handlers import handler_table
-from fastmq.broker.rocketmq.schedule import (PROPERTY_DELAY, PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC,
-                                             ScheduleService, parse_delay_levels)
-from fastmq.broker.rocketmq.system_topics import RETRY_PREFIX, SCHEDULE_TOPIC, dlq_topic, retry_topic
+from fastmq.broker.rocketmq.hold import PullHold
+from fastmq.broker.rocketmq.locks import QueueLocks
+from fastmq.broker.rocketmq.namesrv import REGISTER_BROKER, UNREGISTER_BROKER, NamesrvFrontEnd, json_body
+from fastmq.broker.rocketmq.remoting import Handler, RemotingListener, RequestError
+from fastmq.broker.rocketmq.routes import QueueData, Registration
+from fastmq.broker.rocketmq.schedule import (
+    PROPERTY_DELAY,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    ScheduleService,
+    parse_delay_levels,
+)
 from fastmq.broker.rocketmq.settings import RocketMQSettings
+from fastmq.broker.rocketmq.system_topics import RETRY_PREFIX, SCHEDULE_TOPIC, dlq_topic, retry_topic
 from fastmq.broker.topics import STORE_TOPIC_NAME
 from fastmq.io import ServerConnection, TimerHandle
+from fastmq.rocketmq.protocol import ResponseCode
+from fastmq.rocketmq.remoting import RemotingClient
 from fastmq.store import PutMessageResult, StoredMessage, TopicConfig
 from fastmq.store.config import PERM_INHERIT, PERM_READ, PERM_WRITE
 from fastmq.store.message import PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KEY, pack_host
@@ -48,7 +55,26 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 CLIENT_SCAN_INTERVAL_S = 10.0
+UNREGISTER_TIMEOUT_S = 2.0
 IPV4 = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
+
+
+def registration_request(registration: Registration, topics: Any) -> tuple[dict[str, Any], bytes]:
+    """REGISTER_BROKER's fields and RegisterBrokerBody for a namesrv of another process."""
+    fields = {"brokerName": registration.broker_name, "brokerAddr": registration.broker_addr,
+              "clusterName": registration.cluster, "haServerAddr": registration.ha_server_addr,
+              "brokerId": registration.broker_id, "compressed": "false"}
+    table = {name: config.to_json() for name, config in list(topics.topic_config_table.items())
+             if name in registration.topics}
+    return fields, json_body({"topicConfigSerializeWrapper": {"topicConfigTable": table,
+                                                              "dataVersion": registration.data_version},
+                              "filterServerList": []})
+
+
+def _registered(address: str, response: Any, error: BaseException | None) -> None:
+    if error is not None or response.code != ResponseCode.SUCCESS:
+        log.warning("registering with the namesrv at %s failed: %s", address,
+                    error or f"code {response.code}: {response.remark}")
 
 
 class RocketMQFrontEnd(FrontEnd):
@@ -63,6 +89,7 @@ class RocketMQFrontEnd(FrontEnd):
                                         self.deliver_scheduled, broker.clock)
         self.remoting_listeners: list[RemotingListener] = []
         self._timers: dict[str, TimerHandle] = {}     # periodic work by name -> its next run
+        self._registrar: RemotingClient | None = None  # to the namesrvs of namesrv_addr
         self._closed = False
         broker.store.add_arrival_listener(self.hold.on_arrival)
         broker.store.add_arrival_listener(self.schedule.on_arrival)
@@ -141,12 +168,21 @@ class RocketMQFrontEnd(FrontEnd):
                             self.broker.store.topic_config_manager.data_version.to_json())
 
     def register(self) -> None:
-        """Tell the namesrv front ends of this broker what it serves (loop thread)."""
+        """Tell the namesrvs what this broker serves (loop thread): those of this broker in-process, the others
+        with REGISTER_BROKER (answers are not waited for: a failure is logged and the next heartbeat retries)."""
         if self._closed or not self.remoting_listeners:
             return
+        registration = self.registration()
         for front in self.broker.front_ends:
             if isinstance(front, NamesrvFrontEnd) and front.remoting_listeners:
-                front.routes.register(self.registration())
+                front.routes.register(registration)
+        if self.settings.namesrv_addr:
+            if self._registrar is None:
+                self._registrar = RemotingClient(name="fastmq-broker-registration")
+            fields, body = registration_request(registration, self.broker.store.topic_config_manager)
+            for address in self.settings.namesrv_addr:
+                self._registrar.invoke_frame(address, *self._registrar.encode(REGISTER_BROKER, fields, body),
+                                             functools.partial(_registered, address))
 
     # -- topics -----------------------------------------------------------------------------------------------
 
@@ -254,3 +290,17 @@ class RocketMQFrontEnd(FrontEnd):
             listener.close()
         self.hold.close()
         self.schedule.close()
+        if self._registrar is not None:
+            self._unregister_remotely(self._registrar)
+
+    def _unregister_remotely(self, registrar: RemotingClient) -> None:
+        s = self.settings
+        fields = {"brokerName": s.broker_name, "brokerAddr": self.address, "clusterName": s.cluster_name,
+                  "brokerId": s.broker_id}
+        futures = [registrar.invoke(address, UNREGISTER_BROKER, fields) for address in s.namesrv_addr]
+        for address, future in zip(s.namesrv_addr, futures):
+            try:
+                future.result(UNREGISTER_TIMEOUT_S)
+            except Exception as exc:      # the namesrv drops us after two silent minutes anyway
+                log.warning("unregistering from the namesrv at %s failed: %s", address, exc)
+        registrar.close()

@@ -5,8 +5,8 @@ import functools
 from typing import TYPE_CHECKING
 
 from fastmq.broker.rocketmq import admin, consumers, pull, send
-from fastmq.rocketmq.protocol import RequestCode
 from fastmq.broker.rocketmq.remoting import Handler
+from fastmq.rocketmq.protocol import RequestCode
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastmq.broker.rocketmq.frontend import RocketMQFrontEnd

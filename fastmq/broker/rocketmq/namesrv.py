@@ -19,11 +19,10 @@ from typing import TYPE_CHECKING, Any
 
 from fastmq.broker.config import ListenerConfig
 from fastmq.broker.frontends import FrontEnd
-from fastmq.rocketmq.protocol import MASTER_ID, RequestCode, ResponseCode
 from fastmq.broker.rocketmq.remoting import Handler, RemotingListener, Request, RequestError
-from fastmq.broker.rocketmq.routes import (SCAN_INTERVAL_S, KVConfigFile, QueueData, Registration,
-                                           RouteTables)
+from fastmq.broker.rocketmq.routes import SCAN_INTERVAL_S, KVConfigFile, QueueData, Registration, RouteTables
 from fastmq.io import TimerHandle
+from fastmq.rocketmq.protocol import MASTER_ID, RequestCode, ResponseCode
 from fastmq.store.config import loads_lenient
 
 if TYPE_CHECKING:  # pragma: no cover

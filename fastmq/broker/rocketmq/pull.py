@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fastmq.broker.offsets import CommittedOffset
-from fastmq.rocketmq.protocol import PullSysFlag, ResponseCode
 from fastmq.broker.rocketmq.remoting import Request, RequestError
+from fastmq.rocketmq.protocol import PullSysFlag, ResponseCode
 from fastmq.store.config import PERM_READ
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -19,11 +19,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fastmq._native import store_codec
-from fastmq.broker.rocketmq.system_topics import RETRY_PREFIX
-from fastmq.rocketmq.protocol import RequestCode, ResponseCode
 from fastmq.broker.rocketmq.remoting import Request, RequestError
+from fastmq.broker.rocketmq.system_topics import RETRY_PREFIX
 from fastmq.errors import FastMQError
 from fastmq.rocketmq._native.messages import decode_batch_body
+from fastmq.rocketmq.protocol import RequestCode, ResponseCode
 from fastmq.store import PutMessageResult
 from fastmq.store.config import PERM_WRITE
 from fastmq.store.errors import MessageIllegalError, StoreError

@@ -25,6 +25,9 @@ class RocketMQSettings:
     register_interval_ms: int = 30_000        # how often the broker registers with the namesrv (a heartbeat)
     max_reconsume_times: int = 16             # before %DLQ%, when a send-back does not say
     retry_queue_nums: int = 1                 # queues of a group's %RETRY% topic
+    # Name servers of other processes to register with ("host:port", or RocketMQ's "a:9876;b:9876"); a namesrv
+    # listener of this broker is always told, in-process.
+    namesrv_addr: tuple[str, ...] = ()
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> RocketMQSettings:
@@ -32,6 +35,15 @@ class RocketMQSettings:
         unknown = set(options) - names
         if unknown:
             raise ConfigurationError(f"unknown rocketmq option(s) {sorted(unknown)}; known: {sorted(names)}")
+        options = dict(options)
+        addresses = options.get("namesrv_addr", ())
+        if isinstance(addresses, str):
+            addresses = [address for address in addresses.split(";") if address]
+        options["namesrv_addr"] = tuple(addresses)
+        for address in options["namesrv_addr"]:
+            host, _, port = address.rpartition(":")
+            if not host or not port.isdigit():
+                raise ConfigurationError(f"namesrv_addr holds host:port addresses, not {address!r}")
         settings = cls(**options)
         try:
             parse_delay_levels(settings.message_delay_level)

@@ -8,11 +8,11 @@ import socket
 from typing import Any
 
 import pytest
+from fastmq.rocketmq._native.remoting import VERSION, decode_command, encode_frame
 
 from fastmq._native.frames import RocketMQFrameSplitter
 from fastmq.broker import EmbeddedBroker
 from fastmq.broker.config import ListenerConfig
-from fastmq.rocketmq._native.remoting import VERSION, decode_command, encode_frame
 
 FAST_DELAY_LEVELS = " ".join(["100ms"] * 18)
 

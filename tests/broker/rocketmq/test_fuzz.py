@@ -9,12 +9,12 @@ import socket
 import struct
 
 import pytest
+from fastmq.rocketmq._native.remoting import encode_frame
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastmq.broker.rocketmq.handlers import handler_table
 from fastmq.broker.rocketmq.namesrv import NamesrvFrontEnd
-from fastmq.rocketmq._native.remoting import encode_frame
 
 from .conftest import Remoting, broker_address, namesrv_address
 

@@ -4,9 +4,19 @@ from __future__ import annotations
 
 import json
 
+from fastmq.broker import EmbeddedBroker
+from fastmq.broker.config import ListenerConfig
 from fastmq.broker.persist import ConfigWriter
-from fastmq.broker.rocketmq.routes import (BROKER_EXPIRED_S, ORDER_TOPIC_CONFIG, KVConfigFile, QueueData,
-                                           Registration, RouteTables)
+from fastmq.broker.rocketmq.routes import (
+    BROKER_EXPIRED_S,
+    ORDER_TOPIC_CONFIG,
+    KVConfigFile,
+    QueueData,
+    Registration,
+    RouteTables,
+)
+from fastmq.rocketmq import Message, Producer
+from tests.support.waiting import wait_for
 
 from .conftest import broker_address
 
@@ -119,3 +129,22 @@ def test_register_kv_and_unregister_over_the_wire(namesrv):
     assert namesrv.call(UNREGISTER_BROKER, {k: fields[k] for k in ("brokerName", "brokerAddr", "clusterName",
                                                                    "brokerId")}).code == 0
     assert namesrv.call(GET_ROUTEINFO_BY_TOPIC, {"topic": "remote-topic"}).code == TOPIC_NOT_EXIST
+
+
+def test_a_broker_registers_with_the_namesrv_of_another_process(tmp_path):
+    namesrv_only = EmbeddedBroker(tmp_path / "namesrv", listeners=[ListenerConfig(port=0, protocol="namesrv")])
+    with namesrv_only:
+        address = namesrv_only.address("namesrv")
+        options = {"rocketmq": {"namesrv_addr": address, "broker_name": "broker-remote"}}
+        with EmbeddedBroker(tmp_path / "broker", listeners=[ListenerConfig(port=0, protocol="rocketmq")],
+                            front_end_options=options) as broker:
+            routes = namesrv_only.broker.front_end("namesrv").routes
+            wait_for(lambda: routes.route("TBW102"), message="the broker did not register")
+            with Producer("remote-producer", address, send_timeout=10.0) as producer:
+                sent = producer.send(Message("via-remote-namesrv", b"hello"))
+            assert sent.message_queue.broker_name == "broker-remote"
+            assert broker.broker.store.get_message_by_id(sent.offset_msg_id).body == b"hello"
+            assert routes.cluster_info()["brokerAddrTable"]["broker-remote"]["brokerAddrs"] == {
+                "0": broker.address("rocketmq")}
+        # closing, the broker unregistered itself
+        assert routes.route("via-remote-namesrv") is None and routes.cluster_info()["brokerAddrTable"] == {}
