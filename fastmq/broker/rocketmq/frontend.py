@@ -174,7 +174,7 @@ class RocketMQFrontEnd(FrontEnd):
             return
         registration = self.registration()
         for front in self.broker.front_ends:
-            if isinstance(front, NamesrvFrontEnd) and front.remoting_listeners:
+            if isinstance(front, NamesrvFrontEnd):     # its tables exist before its listeners open
                 front.routes.register(registration)
         if self.settings.namesrv_addr:
             if self._registrar is None:
