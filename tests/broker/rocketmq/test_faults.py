@@ -4,13 +4,15 @@ the queue offset the answer named (what was in flight may fail: it was never ack
 broker is back go through, the client finding it again through the namesrv."""
 from __future__ import annotations
 
+import random
+import socket
 import threading
 from concurrent.futures import Future
+from pathlib import Path
 
 from fastmq.broker.process import BrokerProcess
 from fastmq.rocketmq import Message, Producer, SendStatus
 from fastmq.store import decode_messages
-from tests.support.servers import free_port
 from tests.support.waiting import wait_for
 
 from .conftest import Remoting
@@ -19,21 +21,41 @@ from .test_endpoint import PULL, pull_fields
 MESSAGES = 400
 
 
+def port_below_ephemeral_range() -> int:
+    """A free port the kernel never hands out as a connection's local port: while the broker is down, clients
+    keep connecting to its ports, and one of their connections (or a TCP self-connect to a port of the ephemeral
+    range) could take a port it must bind again."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(100):
+        port = random.randrange(max(1024, low - 12000), low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
+
+
 def test_kill_9_during_async_sends_loses_nothing_acknowledged(tmp_path):
-    broker_port, namesrv_port = free_port(), free_port()
-    process = BrokerProcess(tmp_path / "data", args=["--rocketmq", f"127.0.0.1:{broker_port}",
+    broker_port, namesrv_port, kafka_port = (port_below_ephemeral_range() for _ in range(3))
+    process = BrokerProcess(tmp_path / "data", port=kafka_port, args=["--rocketmq", f"127.0.0.1:{broker_port}",
                                                      "--namesrv", f"127.0.0.1:{namesrv_port}"]).start()
     try:
         with Producer("crash-producer", f"127.0.0.1:{namesrv_port}", send_timeout=10.0) as producer:
             producer.send(Message("crashed", b"create"))
             futures: list[tuple[bytes, Future]] = []
             back = threading.Event()
+            failures: list[BaseException] = []
 
             def crash_midway() -> None:
-                wait_for(lambda: sum(f.done() for _, f in list(futures)) >= MESSAGES // 8,
-                         message="no send was answered")
-                process.kill()
-                process.start()
+                try:
+                    wait_for(lambda: sum(f.done() for _, f in list(futures)) >= MESSAGES // 8,
+                             message="no send was answered")
+                    process.kill()
+                    process.start()
+                except BaseException as exc:      # reported by the test below
+                    failures.append(exc)
                 back.set()
 
             crasher = threading.Thread(target=crash_midway, name="crasher")
@@ -41,6 +63,7 @@ def test_kill_9_during_async_sends_loses_nothing_acknowledged(tmp_path):
             for i in range(MESSAGES):
                 if i == MESSAGES // 2:
                     wait_for(back.is_set, timeout=60, message="the broker did not come back")
+                    assert not failures, f"the crash and restart failed: {failures[0]!r}"
                 body = b"m-%d" % i
                 futures.append((body, producer.send_async(Message("crashed", body))))
             crasher.join(60)
