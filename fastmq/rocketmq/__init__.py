@@ -7,14 +7,16 @@ fastmq.rocketmq._native (remoting commands, messages); fastmq.rocketmq.compat ha
 from __future__ import annotations
 
 from fastmq.rocketmq.client import ClientInstance
+from fastmq.rocketmq.consumer import PullConsumer
 from fastmq.rocketmq.errors import BrokerError, RocketMQError, SendFailedError, TopicNotFoundError
 from fastmq.rocketmq.message import Message, MessageExt, SendResult, SendStatus
 from fastmq.rocketmq.producer import Producer, select_by_hash
 from fastmq.rocketmq.protocol import ConsumeFromWhere, MessageModel
+from fastmq.rocketmq.push_consumer import ConsumeStatus, PushConsumer
 from fastmq.rocketmq.route import MessageQueue, TopicRoute
 
 __all__ = [
-    "BrokerError", "ClientInstance", "ConsumeFromWhere", "Message", "MessageExt", "MessageModel", "MessageQueue",
-    "Producer", "RocketMQError", "SendFailedError", "SendResult", "SendStatus", "TopicNotFoundError", "TopicRoute",
+    "BrokerError", "ClientInstance", "ConsumeFromWhere", "ConsumeStatus", "Message", "MessageExt", "MessageModel", "MessageQueue",
+    "Producer", "PullConsumer", "PushConsumer", "RocketMQError", "SendFailedError", "SendResult", "SendStatus", "TopicNotFoundError", "TopicRoute",
     "select_by_hash",
 ]

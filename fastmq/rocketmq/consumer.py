@@ -23,10 +23,10 @@ from typing import Any
 
 from fastmq.rocketmq._native.messages import MessageExt
 from fastmq.rocketmq.client import ClientInstance, check_success
-from fastmq.rocketmq.errors import RocketMQError
+from fastmq.rocketmq.errors import RocketMQError, TopicNotFoundError
 from fastmq.rocketmq.fetcher import Fetcher
 from fastmq.rocketmq.offsets import LocalOffsetStore, RemoteOffsetStore
-from fastmq.rocketmq.protocol import ConsumeFromWhere, MessageModel, RequestCode
+from fastmq.rocketmq.protocol import RETRY_GROUP_TOPIC_PREFIX, ConsumeFromWhere, MessageModel, RequestCode
 from fastmq.rocketmq.route import MessageQueue
 from fastmq.rocketmq.subscription import Allocation, Subscription, allocate_averagely
 
@@ -130,6 +130,8 @@ class ConsumerBase:
                     ids = self._consumer_ids(topic)
                     mine = set(self.allocation(self.instance.client_id, ids, queues))
                 self._set_assignment(mine, topics={topic})
+            except TopicNotFoundError as exc:
+                _log.debug("rebalancing %s of group %s: %s", topic, self.group, exc)
             except Exception as exc:
                 _log.warning("rebalancing %s of group %s failed: %s", topic, self.group, exc)
 
@@ -176,7 +178,8 @@ class ConsumerBase:
         if stored is not None and stored >= 0:
             return stored
         where = self.consume_from_where
-        if where == ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
+        if where == ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET or queue.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            # A group's retry topic holds only its own sent-back messages: all of them are wanted.
             return self._queue_offset(queue, RequestCode.GET_MIN_OFFSET, {})
         if where == ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
             timestamp = self.consume_timestamp if self.consume_timestamp is not None else int(

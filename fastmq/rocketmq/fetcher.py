@@ -29,6 +29,16 @@ ERROR_BACKOFF = 1.0
 Deliver = Callable[[MessageQueue, int, list[MessageExt], int], None]     # queue, epoch, messages, next offset
 
 
+def pull_fields(group: str, queue: MessageQueue, offset: int, max_messages: int, expression: str,
+                sub_version: int, suspend_ms: int) -> dict:
+    """PullMessageRequestHeader; suspend_ms > 0 asks the broker to hold the pull while it has nothing."""
+    return {"consumerGroup": group, "topic": queue.topic, "queueId": queue.queue_id, "queueOffset": offset,
+            "maxMsgNums": max_messages,
+            "sysFlag": (PullSysFlag.SUSPEND if suspend_ms > 0 else 0) | PullSysFlag.SUBSCRIPTION,
+            "commitOffset": 0, "suspendTimeoutMillis": suspend_ms, "subscription": expression,
+            "subVersion": sub_version, "expressionType": "TAG"}
+
+
 class _QueueState:
     __slots__ = ("queue", "next_offset", "epoch", "in_flight", "paused")
 
@@ -99,11 +109,8 @@ class Fetcher:
             self.instance.request_refresh(f"no master known for {queue}")
             self.loop.call_later(ERROR_BACKOFF, self._pull, state)
             return
-        fields = {"consumerGroup": self.group, "topic": queue.topic, "queueId": queue.queue_id,
-                  "queueOffset": state.next_offset, "maxMsgNums": self.pull_batch_size,
-                  "sysFlag": PullSysFlag.SUSPEND | PullSysFlag.SUBSCRIPTION, "commitOffset": 0,
-                  "suspendTimeoutMillis": self.suspend_ms, "subscription": expression,
-                  "subVersion": subscription.version if subscription else 0, "expressionType": "TAG"}
+        fields = pull_fields(self.group, queue, state.next_offset, self.pull_batch_size, expression,
+                             subscription.version if subscription else 0, self.suspend_ms)
         frame, opaque = self.instance.remoting.encode(RequestCode.PULL_MESSAGE, fields)
         state.in_flight = True
         epoch = state.epoch

@@ -26,8 +26,11 @@ class RemoteOffsetStore:
 
     def read(self, queue: MessageQueue) -> int | None:
         address = self.instance.master_address(queue.broker_name, queue.topic)
+        # setZeroIfNotFound=false: a 5.x broker otherwise answers 0 for a queue whose first message is still
+        # there, and consume_from_where would never apply.
         response = self.instance.remoting.call(address, RequestCode.QUERY_CONSUMER_OFFSET, {
-            "consumerGroup": self.group, "topic": queue.topic, "queueId": queue.queue_id})
+            "consumerGroup": self.group, "topic": queue.topic, "queueId": queue.queue_id,
+            "setZeroIfNotFound": "false"})
         if response.code == ResponseCode.QUERY_NOT_FOUND:
             return None
         check_success(response, f"reading the offset of {queue}")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from fastmq.rocketmq import Producer
 from tests.support.rocketmq import RocketMQCluster
 from tests.support.servers import SERVER_LOGS
 
@@ -16,3 +17,10 @@ def rocketmq_server(tmp_path_factory):
             yield cluster
         finally:
             del SERVER_LOGS["rocketmq_server"]
+
+
+@pytest.fixture(scope="session")
+def producer(rocketmq_server):
+    """One Producer for the session's tests (topics are created by their first message)."""
+    with Producer("fastmq-test-producer", rocketmq_server.namesrv_addr, send_timeout=10.0) as p:
+        yield p

@@ -1,27 +1,18 @@
 """fastmq/rocketmq/producer.py against Apache RocketMQ: every kind of send, read back by a pull consumer."""
 from __future__ import annotations
 
-import uuid
-
 import pytest
 
-from fastmq.rocketmq import Message, MessageQueue, Producer, RocketMQError, SendStatus
+from fastmq.rocketmq import Message, MessageQueue, RocketMQError, SendStatus
 from fastmq.rocketmq.consumer import PullConsumer
+from tests.support.rocketmq import unique
 from tests.support.waiting import wait_for
 
 
-def new_topic(name: str) -> str:
-    return f"{name}-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture(scope="module")
-def producer(rocketmq_server):
-    with Producer("fastmq-test-producer", rocketmq_server.namesrv_addr, send_timeout=10.0) as p:
-        yield p
 
 
 def read_all(namesrv: str, topic: str, count: int, expression: str = "*") -> list:
-    with PullConsumer(f"reader-{uuid.uuid4().hex[:8]}", namesrv,
+    with PullConsumer(unique("reader"), namesrv,
                       consume_from_where="CONSUME_FROM_FIRST_OFFSET") as consumer:
         consumer.subscribe(topic, expression)
         got: list = []
@@ -31,7 +22,7 @@ def read_all(namesrv: str, topic: str, count: int, expression: str = "*") -> lis
 
 
 def test_sync_send_keeps_tags_keys_properties_and_body(rocketmq_server, producer):
-    topic = new_topic("sync")
+    topic = unique("sync")
     big = b"compressible " * 1000              # over 4 KiB: sent zlib-compressed
     first = producer.send(Message(topic, b"hello", tags="TagA", keys=["k1", "k2"], properties={"color": "red"}))
     second = producer.send(Message(topic, big, flag=7))
@@ -47,7 +38,7 @@ def test_sync_send_keeps_tags_keys_properties_and_body(rocketmq_server, producer
 
 
 def test_async_oneway_and_batch_sends_all_arrive(rocketmq_server, producer):
-    topic = new_topic("async")
+    topic = unique("async")
     producer.send(Message(topic, b"create"))           # the topic exists on the broker from here on
     futures = [producer.send_async(Message(topic, b"async-%d" % i)) for i in range(200)]
     results = [f.result(30) for f in futures]
@@ -66,7 +57,7 @@ def test_async_oneway_and_batch_sends_all_arrive(rocketmq_server, producer):
 
 
 def test_orderly_sends_keep_a_key_on_one_queue(rocketmq_server, producer):
-    topic = new_topic("ordered")
+    topic = unique("ordered")
     results = {key: [producer.send_orderly(Message(topic, f"{key}-{i}".encode()), key) for i in range(5)]
                for key in ("order-1", "order-2", "order-3")}
     for key, sent in results.items():
@@ -80,14 +71,14 @@ def test_orderly_sends_keep_a_key_on_one_queue(rocketmq_server, producer):
 
 
 def test_a_delayed_message_arrives_with_its_level(rocketmq_server, producer):
-    topic = new_topic("delay")
+    topic = unique("delay")
     sent = producer.send(Message(topic, b"later", delay_level=2))
     [msg] = read_all(rocketmq_server.namesrv_addr, topic, 1)
     assert msg.body == b"later" and msg.properties["DELAY"] == "2" and msg.msg_id == sent.msg_id
 
 
 def test_sends_that_cannot_go_anywhere_fail_clearly(rocketmq_server, producer):
-    topic = new_topic("nowhere")
+    topic = unique("nowhere")
     producer.send(Message(topic, b"create"))
     with pytest.raises(RocketMQError, match="no master address known for broker 'no-such-broker'"):
         producer.send(Message(topic, b"x"), queue=MessageQueue(topic, "no-such-broker", 0), timeout=2.0)

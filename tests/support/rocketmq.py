@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import uuid
 from pathlib import Path
 
 from fastmq.rocketmq._native.remoting import decode_command, encode_frame
@@ -23,6 +24,11 @@ JAVA17_OPENS = ("--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED", "--add-ope
                 "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED", "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED")
 DELAY_LEVELS = " ".join(["1s"] * 18)
 BIND_ATTEMPTS = 3
+
+
+def unique(prefix: str) -> str:
+    """A topic or group name no other test uses (the session shares one broker)."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def _port_free(port: int) -> bool:

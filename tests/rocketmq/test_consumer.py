@@ -1,0 +1,129 @@
+"""fastmq/rocketmq/consumer.py (PullConsumer) against Apache RocketMQ: tags, seek, commits, rebalancing,
+broadcasting, where a new group starts."""
+from __future__ import annotations
+
+import json
+import pytest
+
+from fastmq.rocketmq import Message, RocketMQError
+from fastmq.rocketmq.consumer import PullConsumer
+from fastmq.rocketmq.subscription import Subscription, allocate_averagely
+from fastmq.rocketmq.route import MessageQueue
+from tests.support.rocketmq import unique
+from tests.support.waiting import wait_for
+
+
+
+
+@pytest.fixture(scope="module")
+def filled_topic(producer):
+    """20 messages over the 4 queues, tags TagA / TagB / TagC in turn."""
+    topic = unique("consume")
+    for i in range(20):
+        producer.send(Message(topic, b"m%02d" % i, tags=("TagA", "TagB", "TagC")[i % 3]))
+    return topic
+
+
+def poll_until(consumer: PullConsumer, count: int, timeout: float = 30.0) -> list:
+    got: list = []
+    wait_for(lambda: got.extend(consumer.poll(0.3)) or len(got) >= count, timeout=timeout,
+             message=lambda: f"{len(got)} of {count} messages")
+    return got
+
+
+def test_tag_expressions_filter(rocketmq_server, filled_topic):
+    with PullConsumer(unique("tags"), rocketmq_server.namesrv_addr,
+                      consume_from_where="CONSUME_FROM_FIRST_OFFSET") as consumer:
+        consumer.subscribe(filled_topic, "TagA || TagC")
+        got = poll_until(consumer, 13)
+        assert sorted(m.body for m in got) == [b"m%02d" % i for i in range(20) if i % 3 != 1]
+        assert consumer.poll(0.5) == []
+
+
+def test_commit_seek_and_resume_where_the_group_left(rocketmq_server, filled_topic):
+    group = unique("resume")
+    with PullConsumer(group, rocketmq_server.namesrv_addr, auto_commit=False,
+                      consume_from_where="CONSUME_FROM_FIRST_OFFSET") as consumer:
+        consumer.subscribe(filled_topic)
+        wait_for(lambda: len(consumer.assignment()) == 4, timeout=20)
+        got = poll_until(consumer, 20)
+        queue = got[0].queue_id
+        mq = next(q for q in consumer.assignment() if q.queue_id == queue)
+        consumer.seek(mq, 1)
+        again = poll_until(consumer, 1)
+        assert {m.queue_id for m in again} == {queue} and min(m.queue_offset for m in again) == 1
+        assert consumer.position(mq) == 5
+        consumer.commit({q: 3 for q in consumer.assignment()})
+        assert consumer.committed(mq) == 3
+        with pytest.raises(RocketMQError, match="not assigned"):
+            consumer.seek(MessageQueue(filled_topic, "broker-a", 99), 0)
+    with PullConsumer(group, rocketmq_server.namesrv_addr) as second:
+        second.subscribe(filled_topic)
+        rest = poll_until(second, 8)
+        assert sorted(m.queue_offset for m in rest) == [3, 3, 3, 3, 4, 4, 4, 4]
+
+
+def test_assigned_queues_and_consume_from_last(rocketmq_server, producer):
+    topic = unique("last")
+    earlier = [producer.send(Message(topic, b"earlier-%d" % i)) for i in range(8)]
+    with PullConsumer(unique("assigned"), rocketmq_server.namesrv_addr,
+                      consume_from_where="CONSUME_FROM_LAST_OFFSET") as consumer:
+        queues = consumer.fetch_queues(topic)
+        assert sorted(q.queue_id for q in queues) == [0, 1, 2, 3]
+        consumer.assign(queues[:1])
+        with pytest.raises(RocketMQError, match="do not mix"):
+            consumer.subscribe(topic)
+        start = consumer.position(queues[0])
+        assert start == 1 + max(r.queue_offset for r in earlier if r.message_queue == queues[0])
+        sent = producer.send(Message(topic, b"fresh"), queue=queues[0])
+        [msg] = poll_until(consumer, 1)
+        assert msg.body == b"fresh" and msg.queue_offset == sent.queue_offset == start
+
+
+def test_two_consumers_of_a_group_share_the_queues(rocketmq_server, filled_topic):
+    group = unique("shared")
+    first = PullConsumer(group, rocketmq_server.namesrv_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    second = PullConsumer(group, rocketmq_server.namesrv_addr, consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    try:
+        first.subscribe(filled_topic)
+        second.subscribe(filled_topic)
+        wait_for(lambda: len(first.assignment()) == 2 and len(second.assignment()) == 2, timeout=30,
+                 message=lambda: f"assignments {first.assignment()} / {second.assignment()}")
+        assert not first.assignment() & second.assignment()
+        got = poll_until(first, 10) + poll_until(second, 10)
+        assert sorted(m.body for m in got) == [b"m%02d" % i for i in range(20)]
+    finally:
+        first.close()
+        second.close()
+
+
+def test_broadcasting_consumers_each_get_everything_and_keep_offsets_in_a_file(rocketmq_server, filled_topic,
+                                                                                tmp_path):
+    group = unique("broadcast")
+    consumers = [PullConsumer(group, rocketmq_server.namesrv_addr, message_model="BROADCASTING",
+                              consume_from_where="CONSUME_FROM_FIRST_OFFSET", offset_store_dir=str(tmp_path))
+                 for _ in range(2)]
+    try:
+        for consumer in consumers:
+            consumer.subscribe(filled_topic)
+        for consumer in consumers:
+            assert len(poll_until(consumer, 20)) == 20
+    finally:
+        for consumer in consumers:
+            consumer.close()
+    files = list(tmp_path.rglob("offsets.json"))
+    assert len(files) == 2
+    table = json.loads(files[0].read_text())["offsetTable"]
+    assert sorted(table.values()) == [5, 5, 5, 5] and all(k.startswith(filled_topic + "@") for k in table)
+
+
+def test_average_allocation_matches_rocketmq():
+    queues = [MessageQueue("t", "b", i) for i in range(5)]
+    shares = [allocate_averagely(c, ["c1", "c0", "c2"], queues) for c in ("c0", "c1", "c2")]
+    assert [[q.queue_id for q in share] for share in shares] == [[0, 1], [2, 3], [4]]
+    assert allocate_averagely("c3", ["c0", "c1", "c2", "c3", "c4", "c5"], queues) == [queues[3]]
+    assert allocate_averagely("c5", ["c0", "c1", "c2", "c3", "c4", "c5"], queues) == []
+    assert allocate_averagely("stranger", ["c0"], queues) == []
+    assert Subscription("t", "A || B ||").tags == {"A", "B"} and Subscription("t", None).all
+    with pytest.raises(ValueError, match="names no tag"):
+        Subscription("t", "||")
