@@ -6,7 +6,8 @@ GET_EARLIEST_MSG_STORETIME 32), heartbeats (HEART_BEAT 34, UNREGISTER_CLIENT 35)
 Committed offsets are the core's (consumerOffset.json, "topic@group"), shared with Kafka's committed offsets of
 the same group and topic. A group without a committed offset for a queue is answered offset 0 while the queue
 still starts at 0 (RocketMQ answers so while the first message is in memory, so that a new group of a new topic
-sees its first messages whatever its consumeFromWhere), else QUERY_NOT_FOUND.
+sees its first messages whatever its consumeFromWhere), else QUERY_NOT_FOUND; a 5.x client asking
+setZeroIfNotFound=false always gets QUERY_NOT_FOUND then, and applies its consumeFromWhere.
 
 A heartbeat makes every consumer group it names known in subscriptionGroup.json and creates the group's %RETRY%
 topic, to which consumers subscribe for their retries. Members joining or leaving a group are told to the
@@ -44,7 +45,8 @@ def query_offset(front: RocketMQFrontEnd, request: Request) -> None:
     committed = front.broker.offsets.fetch(group, topic, queue_id)
     if committed is not None:
         request.respond(fields={"offset": committed.offset})
-    elif front.broker.store.get_min_offset(topic, queue_id) <= 0:
+    elif request.fields.get("setZeroIfNotFound", "true").lower() != "false" \
+            and front.broker.store.get_min_offset(topic, queue_id) <= 0:
         request.respond(fields={"offset": 0})
     else:
         request.respond(ResponseCode.QUERY_NOT_FOUND,

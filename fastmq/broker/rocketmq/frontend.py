@@ -228,8 +228,8 @@ class RocketMQFrontEnd(FrontEnd):
                                                                           self.settings.retry_queue_nums)
 
     def ensure_dlq_topic(self, group: str) -> TopicConfig:
-        """One queue, write-only (RocketMQ's: consumers do not read it; operators resend from it)."""
-        return self.topic_config(dlq_topic(group)) or self.create_topic(dlq_topic(group), 1, PERM_WRITE)
+        """One queue, readable and writable as Apache RocketMQ 5 makes it (4.x made it write-only)."""
+        return self.topic_config(dlq_topic(group)) or self.create_topic(dlq_topic(group), 1)
 
     # -- storing ----------------------------------------------------------------------------------------------
 

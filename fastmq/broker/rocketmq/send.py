@@ -12,7 +12,7 @@ messages that way when CONSUMER_SEND_MSG_BACK fails).
 CONSUMER_SEND_MSG_BACK: a consumer gives back the message at CommitLog `offset` for a later retry. It is written
 to %RETRY%<group> through the delay level `delayLevel` (0: 3 + the times it was consumed already, RocketMQ's
 rule), with RETRY_TOPIC = its first topic and ORIGIN_MESSAGE_ID; once it was consumed maxReconsumeTimes times
-(16 by default), or with a negative delay level, it goes to %DLQ%<group> (write-only, as RocketMQ makes it).
+(16 by default), or with a negative delay level, it goes to %DLQ%<group>.
 """
 from __future__ import annotations
 
