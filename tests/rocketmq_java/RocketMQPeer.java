@@ -7,6 +7,7 @@ import java.util.*;
 import java.util.concurrent.*;
 import java.util.concurrent.atomic.*;
 
+import org.apache.rocketmq.client.ClientConfig;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.*;
@@ -31,8 +32,11 @@ public class RocketMQPeer {
         scenarios.put("orderly", RocketMQPeer::orderly);
         for (Map.Entry<String, Callable<String>> scenario : scenarios.entrySet()) {
             if (!only.isEmpty() && !only.equals(scenario.getKey())) continue;
+            long started = System.currentTimeMillis();
             try {
-                System.out.println("RESULT " + scenario.getKey() + " " + scenario.getValue().call());
+                String result = scenario.getValue().call();
+                System.out.println("RESULT " + scenario.getKey() + " " + result + " ms="
+                    + (System.currentTimeMillis() - started));
             } catch (Throwable e) {
                 System.out.println("FAIL " + scenario.getKey() + " " + e.toString().replace('\n', ' '));
                 e.printStackTrace(System.out);
@@ -42,11 +46,18 @@ public class RocketMQPeer {
         System.exit(0);
     }
 
+    // Every client: the namesrv, its own instance, and 15 s (not 3 s) for route and other client API calls, so
+    // that a busy shared test machine does not time them out.
+    static <T extends ClientConfig> T client(T config, String instance) {
+        config.setNamesrvAddr(namesrv);
+        config.setInstanceName(instance);
+        config.setMqClientApiTimeout(15_000);
+        return config;
+    }
+
     static DefaultMQProducer producer(String group) throws Exception {
-        DefaultMQProducer producer = new DefaultMQProducer(group + "-" + run);
-        producer.setNamesrvAddr(namesrv);
-        producer.setInstanceName(group + "-" + run);
-        producer.setSendMsgTimeout(10_000);
+        DefaultMQProducer producer = client(new DefaultMQProducer(group + "-" + run), group + "-" + run);
+        producer.setSendMsgTimeout(15_000);
         producer.start();
         return producer;
     }
@@ -92,9 +103,7 @@ public class RocketMQPeer {
         } finally {
             producer.shutdown();
         }
-        DefaultLitePullConsumer consumer = new DefaultLitePullConsumer("pull-" + run);
-        consumer.setNamesrvAddr(namesrv);
-        consumer.setInstanceName("pull-" + run);
+        DefaultLitePullConsumer consumer = client(new DefaultLitePullConsumer("pull-" + run), "pull-" + run);
         consumer.setAutoCommit(false);
         consumer.start();
         Set<String> bodies = new TreeSet<>();
@@ -128,9 +137,7 @@ public class RocketMQPeer {
         } finally {
             producer.shutdown();
         }
-        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
-        consumer.setNamesrvAddr(namesrv);
-        consumer.setInstanceName(group);
+        DefaultMQPushConsumer consumer = client(new DefaultMQPushConsumer(group), group);
         consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         consumer.setMaxReconsumeTimes(2);
         consumer.subscribe(topic, "good || bad");
@@ -155,7 +162,7 @@ public class RocketMQPeer {
             producer.send(message(topic, "bad", "poison", "bad-0"));
             long deadline = System.currentTimeMillis() + DEADLINE_MS;
             while ((good.get() < 5 || bad.get() < 3) && System.currentTimeMillis() < deadline) Thread.sleep(50);
-            Thread.sleep(1000);     // a fourth delivery would come within the (100 ms) delay levels
+            Thread.sleep(600);      // a fourth delivery would come within the (100 ms) delay levels
             return "group=" + group + " good=" + good.get() + " bad_deliveries=" + bad.get()
                 + " max_reconsume_times=" + maxReconsume.get();
         } finally {
@@ -176,9 +183,7 @@ public class RocketMQPeer {
             for (int c = 0; c < 2; c++) {
                 Set<String> bodies = ConcurrentHashMap.newKeySet();
                 seen.add(bodies);
-                DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
-                consumer.setNamesrvAddr(namesrv);
-                consumer.setInstanceName(group + "-" + c);
+                DefaultMQPushConsumer consumer = client(new DefaultMQPushConsumer(group), group + "-" + c);
                 consumer.setMessageModel(MessageModel.BROADCASTING);
                 consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
                 consumer.subscribe(topic, "*");
@@ -208,11 +213,9 @@ public class RocketMQPeer {
         DefaultMQProducer producer = producer("op");
         Map<Integer, List<Integer>> steps = new ConcurrentHashMap<>();
         AtomicInteger consumed = new AtomicInteger();
-        DefaultMQPushConsumer consumer = new DefaultMQPushConsumer(group);
+        DefaultMQPushConsumer consumer = client(new DefaultMQPushConsumer(group), group);
         try {
             producer.send(message(topic, "x", null, "create"));
-            consumer.setNamesrvAddr(namesrv);
-            consumer.setInstanceName(group);
             consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
             consumer.subscribe(topic, "order");
             consumer.registerMessageListener((MessageListenerOrderly) (messages, context) -> {

@@ -18,7 +18,7 @@ from tests.support.waiting import wait_for
 from .conftest import Remoting
 from .test_endpoint import PULL, pull_fields
 
-MESSAGES = 400
+MESSAGES = 200
 
 
 def port_below_ephemeral_range() -> int:
