@@ -86,9 +86,9 @@ def answer(front: RocketMQFrontEnd, request: Request, group: str, topic: str, qu
             code, next_offset = ResponseCode.PULL_RETRY_IMMEDIATELY, units.next_offset
         else:
             code, next_offset = ResponseCode.PULL_OFFSET_MOVED, max_offset
-    if code == ResponseCode.PULL_NOT_FOUND and hold_ms > 0:
-        front.hold.hold(topic, queue_id, request.conn, offset, hold_ms / 1000.0,
-                        lambda: answer(front, request, group, topic, queue_id, offset, max_count, max_bytes, tags, 0))
+    if code == ResponseCode.PULL_NOT_FOUND and hold_ms > 0 and front.hold.hold(
+            topic, queue_id, request.conn, offset, hold_ms / 1000.0,
+            lambda: answer(front, request, group, topic, queue_id, offset, max_count, max_bytes, tags, 0)):
         return
     request.respond(code, {"suggestWhichBrokerId": 0, "nextBeginOffset": next_offset, "minOffset": min_offset,
                            "maxOffset": max_offset}, body)

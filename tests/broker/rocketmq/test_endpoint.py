@@ -202,3 +202,16 @@ def test_statistics_and_files(rmq, client):
     assert any("ep-stats" in c["produced"] and c["software"].startswith("PYTHON") for c in stats["clients"]["clients"])
     topics = json.loads((rmq.data_dir / "config" / "topics.json").read_text())["topicConfigTable"]
     assert topics["ep-stats"]["writeQueueNums"] == 4
+
+
+def test_a_connection_holds_a_bounded_number_of_pulls(rmq, client, monkeypatch):
+    from fastmq.broker.rocketmq import hold
+    monkeypatch.setattr(hold, "MAX_HELD_PER_CONNECTION", 2)
+    send(client, "ep-held-bound", b"x")
+    held = [client.send(PULL, pull_fields("ep-held-bound", 1, sys_flag=SUSPEND, suspend_ms=30_000))
+            for _ in range(2)]
+    # the third is answered at once: nothing new
+    assert client.call(PULL, pull_fields("ep-held-bound", 1, sys_flag=SUSPEND, suspend_ms=30_000)).code == \
+        PULL_NOT_FOUND
+    send(client, "ep-held-bound", b"y")
+    assert [client.answer(opaque).code for opaque in held] == [0, 0]
