@@ -10,7 +10,7 @@ CHANNEL_EXPIRED_S without a heartbeat. Every change of a group's members is anno
 front end tells the remaining members: NOTIFY_CONSUMER_IDS_CHANGED).
 
 The C++ client sends enum numbers where Java sends names (consumeType, messageModel, consumeFromWhere): both are
-accepted and kept as names.
+accepted and kept as names; it also quotes subVersion.
 """
 from __future__ import annotations
 
@@ -105,6 +105,8 @@ def parse_heartbeat(obj: Any) -> HeartbeatData:
             if not isinstance(sub, dict):
                 raise HeartbeatError("subscriptionDataSet holds objects")
             version = sub.get("subVersion", 0)
+            if isinstance(version, str) and version.lstrip("-").isdigit():
+                version = int(version)         # the C++ client quotes it
             if not isinstance(version, int) or isinstance(version, bool):
                 raise HeartbeatError(f"subscriptionData.subVersion must be a number, not {version!r}")
             topic = _text(sub, "topic", "subscriptionData")

@@ -35,9 +35,11 @@ def test_silent_clients_expire_and_their_groups_change():
     table.heartbeat(quiet, "JAVA", 453, parse_heartbeat(json.loads(heartbeat_body("q", "eg", "t"))))
     table.heartbeat(beating, "CPP", 63, parse_heartbeat({"clientID": "b", "consumerDataSet": [
         {"groupName": "eg", "consumeType": 1, "messageModel": 1, "consumeFromWhere": 4,
-         "subscriptionDataSet": [{"topic": "t", "subString": "TagA || TagB"}]}]}))
+         "subscriptionDataSet": [{"topic": "t", "subString": "TagA || TagB", "subVersion": "1795654198381"}]}]}))
     assert table.consumer_ids("eg") == ["b", "q"]
-    assert table.subscription("eg", "t").tags == "TagA || TagB"        # enum numbers taken as names
+    # the C++ client's enum numbers are taken as names, its quoted subVersion as a number
+    assert table.subscription("eg", "t").tags == "TagA || TagB"
+    assert table.subscription("eg", "t").sub_version == 1795654198381
     clock.now += CHANNEL_EXPIRED_S / 2
     table.heartbeat(beating, "CPP", 63, parse_heartbeat({"clientID": "b", "consumerDataSet": [
         {"groupName": "eg", "subscriptionDataSet": [{"topic": "t", "subString": "*"}]}]}))
