@@ -297,6 +297,8 @@ class PullConsumer(ConsumerBase):
 
     def _deliver(self, queue: MessageQueue, epoch: int, messages: list[MessageExt], next_offset: int) -> None:
         with self._arrived:
+            if self._assigned.get(queue) != epoch:
+                return                  # fetched before a seek or a reassignment
             cached = self._cached.get(queue)
             if cached is not None:
                 cached[0] += len(messages)

@@ -182,6 +182,8 @@ class Producer:
         route = self.instance.routes.get(topic)
         if route is None or (topic in self._from_default and may_block):
             if not may_block:
+                if topic in self._from_default and DEFAULT_TOPIC in self.instance.routes:
+                    return self._queues_from_default(topic)
                 raise RocketMQError(f"no route known for topic {topic!r}")
             try:
                 route = self.instance.route(topic, refresh=topic in self._from_default)

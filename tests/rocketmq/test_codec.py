@@ -81,7 +81,7 @@ def record(topic: str, body: bytes, properties: bytes, *, queue_id: int = 1, que
 
 @given(code=st.integers(-2**15, 2**15 - 1), opaque=i32, flag=st.integers(0, 3), remark=st.none() | texts,
        fields=ext_fields, body=st.none() | st.binary(min_size=1, max_size=50), language=st.integers(0, 13))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 def test_binary_header_matches_rocketmq_serializable(code, opaque, flag, remark, fields, body, language):
     wire = encode_frame(code, opaque, fields, body, flag, SERIALIZE_ROCKETMQ, language, 453, remark)
     expected = frame(SERIALIZE_ROCKETMQ, binary_header(code, language, 453, opaque, flag, remark or None, fields),
@@ -96,7 +96,7 @@ def test_binary_header_matches_rocketmq_serializable(code, opaque, flag, remark,
 
 @given(code=st.integers(0, 400), opaque=st.integers(0, 2**31 - 1), flag=st.integers(0, 3), remark=st.none() | texts,
        fields=ext_fields, body=st.none() | st.binary(min_size=1, max_size=50))
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 def test_json_header_round_trips_through_json(code, opaque, flag, remark, fields, body):
     wire = encode_frame(code, opaque, fields, body, flag, SERIALIZE_JSON, remark=remark)
     total, word = struct.unpack_from(">iI", wire)
@@ -182,7 +182,7 @@ def test_bad_binary_headers_are_refused(header, error, message):
 
 
 @given(st.binary(max_size=200), st.sampled_from([SERIALIZE_JSON, SERIALIZE_ROCKETMQ, 5]))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_arbitrary_headers_decode_or_raise_protocol_errors(data, serialize_type):
     wire = frame(serialize_type, data)
     for parse in (decode_command, response_opaque):
@@ -277,7 +277,7 @@ def test_bad_records_are_refused():
 
 
 @given(st.binary(max_size=300))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 def test_arbitrary_pull_bodies_decode_or_raise(data):
     try:
         decode_messages(data)

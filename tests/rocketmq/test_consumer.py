@@ -3,10 +3,12 @@ broadcasting, where a new group starts."""
 from __future__ import annotations
 
 import json
+import time
 import pytest
 
 from fastmq.rocketmq import Message, RocketMQError
 from fastmq.rocketmq.consumer import PullConsumer
+from fastmq.rocketmq.protocol import RequestCode
 from fastmq.rocketmq.subscription import Subscription, allocate_averagely
 from fastmq.rocketmq.route import MessageQueue
 from tests.support.rocketmq import unique
@@ -127,3 +129,44 @@ def test_average_allocation_matches_rocketmq():
     assert Subscription("t", "A || B ||").tags == {"A", "B"} and Subscription("t", None).all
     with pytest.raises(ValueError, match="names no tag"):
         Subscription("t", "||")
+
+
+def test_consume_from_a_timestamp(rocketmq_server, producer):
+    topic = unique("timestamp")
+    first = producer.send(Message(topic, b"before"))
+    queue = first.message_queue
+    with PullConsumer(unique("stamps"), rocketmq_server.namesrv_addr,
+                      consume_from_where="CONSUME_FROM_FIRST_OFFSET") as reader:
+        reader.assign([queue])
+        [stored] = poll_until(reader, 1)
+    # The next message is stored at least a millisecond later, so the search cannot land on the first one.
+    wait_for(lambda: time.time() * 1000 > stored.store_timestamp + 2, timeout=5)
+    second = producer.send(Message(topic, b"after"), queue=queue)
+    [after] = [m for m in poll_all_of(rocketmq_server.namesrv_addr, queue, 2) if m.body == b"after"]
+    with PullConsumer(unique("from-time"), rocketmq_server.namesrv_addr,
+                      consume_from_where="CONSUME_FROM_TIMESTAMP", consume_timestamp=after.store_timestamp) as c:
+        c.assign([queue])
+        assert c.position(queue) == second.queue_offset
+        assert [m.body for m in poll_until(c, 1)] == [b"after"]
+
+
+def poll_all_of(namesrv: str, queue: MessageQueue, count: int) -> list:
+    with PullConsumer(unique("all-of"), namesrv, consume_from_where="CONSUME_FROM_FIRST_OFFSET") as reader:
+        reader.assign([queue])
+        return poll_until(reader, count)
+
+
+def group_members(instance, broker_addr: str, group: str) -> list[str]:
+    """GET_CONSUMER_LIST_BY_GROUP as the broker answers it (it knows the members from their heartbeats)."""
+    response = instance.remoting.call(broker_addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group})
+    return json.loads(response.body or b"{}").get("consumerIdList") or []
+
+
+def test_a_closed_consumer_leaves_its_group(rocketmq_server, filled_topic, producer):
+    group = unique("leaving")
+    consumer = PullConsumer(group, rocketmq_server.namesrv_addr)
+    consumer.subscribe(filled_topic)
+    client_id = consumer.instance.client_id
+    assert group_members(producer.instance, rocketmq_server.broker_addr, group) == [client_id]
+    consumer.close()
+    assert group_members(producer.instance, rocketmq_server.broker_addr, group) == []
