@@ -298,6 +298,12 @@ class EmbeddedBroker:
     def addresses(self) -> list[tuple[str, int]]:
         return self.broker.addresses if self.broker is not None else []
 
+    def address(self, protocol: str) -> str:
+        """host:port that the first listener speaking a protocol advertises ("kafka", "rocketmq", "namesrv")."""
+        if self.broker is None:
+            raise RuntimeError("the broker is not started")
+        return self.broker.advertised_address(protocol)
+
     def stats(self) -> dict[str, Any]:
         if self.broker is None:
             raise RuntimeError("the broker is not started")

@@ -9,11 +9,14 @@ acks=0/1 records fsynced every 10 s (acks=all: fsynced before the answer).
 from __future__ import annotations
 
 import dataclasses
+import ssl
 from pathlib import Path
+from typing import Any
 
 from fastmq.broker.frontends import DEFAULT_PROTOCOL, known_protocols
 from fastmq.errors import ConfigurationError
 from fastmq.io.server import DEFAULT_MAX_CONNECTIONS
+from fastmq.io.tls import create_server_context
 from fastmq.store import MessageStoreConfig
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -50,6 +53,14 @@ class ListenerConfig:
         """protocol://host:port (the port as configured: 0 until the broker bound one)."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{self.protocol}://{host}:{self.port}"
+
+    def server_ssl_context(self) -> ssl.SSLContext | None:
+        """The TLS context of an SSL / SASL_SSL listener (None for a plaintext one)."""
+        if not self.uses_tls:
+            return None
+        return create_server_context(ssl_certfile=self.ssl_certfile, ssl_keyfile=self.ssl_keyfile,
+                                     ssl_password=self.ssl_password, ssl_cafile=self.ssl_cafile,
+                                     ssl_client_auth=self.ssl_client_auth)
 
     def advertised(self, bound: tuple[str, int]) -> tuple[str, int]:
         """What clients are told to connect to, given the bound (host, port)."""
@@ -155,6 +166,8 @@ class BrokerConfig:
     # flush advances the checkpoint), without a large fsync competing with clients every second.
     flush_interval_ms: int = 10_000
     store: MessageStoreConfig | None = None
+    # Settings of one front end beyond these, by protocol (each front end validates its own, e.g. "rocketmq")
+    front_end_options: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     def validate(self) -> None:
         if not self.listeners:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 FRONT_END_PACKAGES: dict[str, str] = {
     "kafka": "fastmq.broker.kafka",
     "tubemq-master": "fastmq.broker.tubemq", "tubemq-broker": "fastmq.broker.tubemq",
+    "rocketmq": "fastmq.broker.rocketmq", "namesrv": "fastmq.broker.rocketmq",
 }
 DEFAULT_PROTOCOL = "kafka"
 

@@ -76,7 +76,8 @@ class BrokerProcess:
                 if not chunk:
                     continue
                 line += chunk
-        text = line.decode("utf-8", "replace").strip()
+        # The first line names the first listener (the one --listen gave); more lines may have come with it.
+        text = line.decode("utf-8", "replace").split("\n", 1)[0].strip()
         if not text.startswith(READY_PREFIX):
             self.kill()
             raise RuntimeError(f"unexpected output from the broker: {text!r}")

@@ -9,6 +9,8 @@ topic never read its successor) and the configs set at creation or altered since
 The core knows no protocol's rules: a topic name must suit the store, and each front end adds its protocol's
 TopicRules (add_rules) when it starts: the names that protocol allows and the topic configs it knows. A name
 must suit every protocol served (a topic is shared by all of them); a config is known if one protocol knows it.
+A front end creating a topic of its own protocol's (RocketMQ's %RETRY%group, say) names the rules that apply
+to it alone (create(..., only=STORE_RULES)): the other protocols never address such a topic by name.
 
 Deleting a topic removes its ConsumeQueues (its messages stay in the CommitLog until the store's cleanup removes
 their files, as RocketMQ does) and its committed offsets. Partitions can be added, never removed.
@@ -161,10 +163,11 @@ class TopicManager:
             for key, definition in rules.configs.items():
                 self.known_configs.setdefault(key, definition)
 
-    def check_name(self, name: str) -> None:
+    def check_name(self, name: str, only: TopicRules | None = None) -> None:
+        """The name suits every protocol served, or, given `only`, the store and those rules."""
         if not isinstance(name, str):
             raise TopicError(CoreError.INVALID_TOPIC_NAME, f"a topic name is a str, not {type(name).__name__}")
-        for rules in self.rules:
+        for rules in self.rules if only is None else (STORE_RULES, only):
             if not rules.legal_name(name):
                 raise TopicError(CoreError.INVALID_TOPIC_NAME,
                                  f"topic name {name!r} is not legal for {rules.protocol}: {rules.name_rule}")
@@ -180,10 +183,10 @@ class TopicManager:
                 log.info("topic config %s=%s is stored and reported but not acted on", key, value)
 
     def create(self, name: str, partitions: int | None = None, configs: dict[str, str] | None = None,
-               validate_only: bool = False) -> Topic:
+               validate_only: bool = False, only: TopicRules | None = None) -> Topic:
         partitions = self.default_partitions if partitions is None or partitions == -1 else partitions
         configs = dict(configs or {})
-        self.check_name(name)
+        self.check_name(name, only)
         if not 1 <= partitions <= MAX_PARTITIONS:
             raise TopicError(CoreError.INVALID_PARTITIONS,
                              f"a topic has 1..{MAX_PARTITIONS} partitions, not {partitions}")

@@ -14,6 +14,14 @@ from fastmq.cli.failure import CommandError, ExitCode
 from fastmq.cli.progress import format_rate, print_table
 from fastmq.io.server import DEFAULT_MAX_CONNECTIONS
 
+# The flags that add a listener of one protocol: --rocketmq HOST:PORT is --listen rocketmq://HOST:PORT.
+PROTOCOL_LISTENER_FLAGS = (
+    ("--rocketmq", "rocketmq", "a RocketMQ broker"),
+    ("--namesrv", "namesrv", "a RocketMQ name server"),
+    ("--tubemq-master", "tubemq-master", "a TubeMQ master"),
+    ("--tubemq-broker", "tubemq-broker", "a TubeMQ broker"),
+)
+
 
 def _users(args: argparse.Namespace) -> dict[str, str]:
     """The credentials file's users, then $FASTMQ_BROKER_USERS's, then --user's (each may override the last)."""
@@ -46,9 +54,9 @@ def broker_config(args: argparse.Namespace) -> Any:
     from fastmq.broker import BrokerConfig, ListenerConfig
 
     listeners = []
-    tubemq = [f"tubemq-{role}://{address}" for role in ("master", "broker")
-              for address in getattr(args, f"tubemq_{role}") or ()]
-    for text in (args.listen or ([] if tubemq else ["127.0.0.1:9092"])) + tubemq:
+    texts = (args.listen or []) + [f"{scheme}://{address}" for flag, scheme, _ in PROTOCOL_LISTENER_FLAGS
+                                   for address in getattr(args, flag.lstrip("-").replace("-", "_"))]
+    for text in texts or ["127.0.0.1:9092"]:
         listener = ListenerConfig.parse(text)
         listener.ssl_certfile, listener.ssl_keyfile = args.ssl_certfile, args.ssl_keyfile
         listener.ssl_password, listener.ssl_cafile = args.ssl_password, args.ssl_cafile
@@ -135,8 +143,9 @@ def register(commands: argparse._SubParsersAction, bench_targets: argparse._SubP
                         help="a listener (repeatable); SCHEME is the protocol (kafka), a security protocol "
                              "(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL: kafka) or both, e.g. kafka+SSL; "
                              "default 127.0.0.1:9092, port 0 picks a free one")
-    broker.add_argument("--tubemq-master", action="append", metavar="HOST:PORT", help="a TubeMQ master listener")
-    broker.add_argument("--tubemq-broker", action="append", metavar="HOST:PORT", help="a TubeMQ broker listener")
+    for flag, scheme, what in PROTOCOL_LISTENER_FLAGS:
+        broker.add_argument(flag, action="append", default=[], metavar="HOST:PORT",
+                            help=f"{what} listener (as --listen {scheme}://HOST:PORT)")
     broker.add_argument("--advertise", metavar="HOST:PORT", help="the address Metadata gives clients")
     broker.add_argument("--partitions", type=int, default=1, help="partitions of auto-created topics (default 1)")
     broker.add_argument("--no-auto-create", action="store_true",

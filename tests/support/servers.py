@@ -280,8 +280,11 @@ APACHE_ROCKETMQ = MavenServer(
     "apache-rocketmq", "5.5.0",
     ("org.apache.rocketmq:rocketmq-namesrv:5.5.0", "org.apache.rocketmq:rocketmq-broker:5.5.0"))
 
-SERVERS: dict[str, MavenServer] = {server.name: server for server in (APACHE_KAFKA, APACHE_ROCKETMQ, TUBEMQ_CLIENT,
-                                                                      TUBEMQ_SERVER)}
+# Apache RocketMQ's Java client (remoting), driven by tests/rocketmq_java against the embedded namesrv + broker.
+ROCKETMQ_JAVA_CLIENT = MavenServer("rocketmq-client", "4.9.8", ("org.apache.rocketmq:rocketmq-client:4.9.8",))
+
+SERVERS: dict[str, MavenServer] = {server.name: server for server in (APACHE_KAFKA, APACHE_ROCKETMQ, ROCKETMQ_JAVA_CLIENT,
+                                                                      TUBEMQ_CLIENT, TUBEMQ_SERVER)}
 
 
 def main(argv: Sequence[str]) -> int:

@@ -25,7 +25,6 @@ from fastmq.broker.stats import ConnectionInfo
 from fastmq.errors import ProtocolError
 from fastmq.io import Listener, Reply, ServerConnection, ServerHandler
 from fastmq.io.errors import AuthenticationError
-from fastmq.io.tls import create_server_context
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.errors import UnsupportedRequestError
 from fastmq.kafka.protocol import ApiKey
@@ -150,11 +149,7 @@ class KafkaListener(ServerHandler):
         self.config = listener
         self.handlers = handlers
         config = broker.config
-        context = None
-        if listener.uses_tls:
-            context = create_server_context(ssl_certfile=listener.ssl_certfile, ssl_keyfile=listener.ssl_keyfile,
-                                            ssl_password=listener.ssl_password, ssl_cafile=listener.ssl_cafile,
-                                            ssl_client_auth=listener.ssl_client_auth)
+        context = listener.server_ssl_context()
         self.listener = Listener(broker.loop, lambda: KafkaFrameSplitter(config.max_request_size), self,
                                  listener.host, listener.port, ssl_context=context,
                                  max_connections=config.max_connections,

@@ -1,0 +1,63 @@
+"""Topic administration and message lookup: UPDATE_AND_CREATE_TOPIC 17 (what `mqadmin updateTopic` and
+DefaultMQAdminExt send), DELETE_TOPIC_IN_BROKER 215, VIEW_MESSAGE_BY_ID 33 (the record at a CommitLog offset,
+as pulled).
+
+A created or changed topic is registered with the namesrv at once; a deleted one leaves the routes at the next
+registration (the core's deletion listeners trigger it). Queue numbers only grow, as for Kafka partitions: the
+store keeps a queue's messages, so a smaller number would hide them.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fastmq.broker.errors import TopicError
+from fastmq.broker.rocketmq.remoting import Request, RequestError
+from fastmq.rocketmq.protocol import ResponseCode
+from fastmq.store import TopicConfig
+
+if TYPE_CHECKING:  # pragma: no cover
+    from fastmq.broker.rocketmq.frontend import RocketMQFrontEnd
+
+VIEW_MESSAGE_BY_ID = 33
+DELETE_TOPIC_IN_BROKER = 215
+MAX_QUEUES = 1024
+
+
+def create_topic(front: RocketMQFrontEnd, request: Request) -> None:
+    topic = request.text("topic")
+    queues = max(request.integer("readQueueNums", 8, 1, MAX_QUEUES),
+                 request.integer("writeQueueNums", 8, 1, MAX_QUEUES))
+    perm = request.integer("perm", 6, 0, 7)
+    sys_flag = request.integer("topicSysFlag", 0, 0, 2 ** 31 - 1)
+    existing = front.topic_config(topic)
+    if existing is None:
+        front.create_topic(topic, queues, perm, sys_flag)
+    else:
+        if queues > max(existing.read_queue_nums, existing.write_queue_nums):
+            try:
+                front.broker.topics.add_partitions(topic, queues)
+            except TopicError as exc:
+                raise RequestError(str(exc)) from None
+        config = front.topic_config(topic)
+        front.broker.store.topic_config_manager.update_topic_config(TopicConfig(
+            topic, config.read_queue_nums, config.write_queue_nums, perm, config.topic_filter_type, sys_flag,
+            request.boolean("order", config.order)))
+        front.register()
+    request.respond()
+
+
+def delete_topic(front: RocketMQFrontEnd, request: Request) -> None:
+    topic = request.text("topic")
+    try:
+        front.broker.topics.delete(topic)
+    except TopicError as exc:
+        raise RequestError(str(exc), ResponseCode.TOPIC_NOT_EXIST) from None
+    request.respond()
+
+
+def view_message(front: RocketMQFrontEnd, request: Request) -> None:
+    offset = request.integer("offset", low=0)
+    message = front.broker.store.get_message_by_offset(offset)
+    if message is None:
+        raise RequestError(f"no message at CommitLog offset {offset}", ResponseCode.SYSTEM_ERROR)
+    request.respond(body=bytes(front.broker.store.get_data(offset, message.store_size)))
