@@ -1,0 +1,89 @@
+"""fastmq.nsq's Producer and Consumer against the real nsqd and nsqlookupd v1.3.0 (one pair for the session)."""
+from __future__ import annotations
+
+import pytest
+
+from fastmq.nsq import Consumer, NSQConfigurationError, NSQServerError, Producer
+from tests.nsq.conftest import SCANNED_CHANNEL, SCANNED_TOPIC
+from tests.support.waiting import wait_for
+
+WAIT = 20.0
+
+
+def drain(consumer: Consumer, count: int, *, finish: bool = True) -> list:
+    """Poll until `count` messages came (bounded by count + a deadline), finishing each one."""
+    got = []
+
+    def more() -> bool:
+        message = consumer.poll(0.2)
+        if message is not None:
+            got.append(message)
+            if finish:
+                message.finish()
+        return len(got) >= count
+
+    wait_for(more, timeout=WAIT, interval=0, message=lambda: f"{count} messages, got {len(got)}")
+    return got
+
+
+def test_publish_and_consume_through_lookupd(nsq, topic):
+    with Producer(nsq.nsqd.tcp_address) as producer:
+        futures = [producer.publish(topic, b"m%d" % i) for i in range(200)]
+        futures.append(producer.publish_many(topic, [b"batch-a", b"batch-b"]))
+        for future in futures:
+            assert future.result(WAIT) is None
+    with Consumer(topic, "ch", lookupd_http_addresses=nsq.lookupd.http_address, max_in_flight=50) as consumer:
+        bodies = sorted(message.body for message in drain(consumer, 202))
+    assert bodies == sorted([b"m%d" % i for i in range(200)] + [b"batch-a", b"batch-b"])
+    wait_for(lambda: nsq.nsqd.topic_depth(topic, "ch") == (0, 0), timeout=WAIT,
+             message="every message finished at nsqd")
+
+
+def test_requeue_redelivers_with_attempts_and_give_up(nsq, topic):
+    given_up = []
+    with Producer(nsq.nsqd.tcp_address) as producer:
+        producer.publish(topic, b"poison").result(WAIT)
+    with Consumer(topic, "ch", nsqd_tcp_addresses=nsq.nsqd.tcp_address, max_attempts=2, backoff_ms=10,
+                  on_give_up=given_up.append) as consumer:
+        first = drain(consumer, 1, finish=False)[0]
+        assert first.attempts == 1
+        first.requeue(0)
+        second = drain(consumer, 1, finish=False)[0]
+        assert (second.id, second.attempts) == (first.id, 2)
+        second.touch()
+        second.requeue(0, backoff=False)
+        wait_for(lambda: consumer.poll(0.2) is None and given_up, timeout=WAIT, message="the give-up hook ran")
+    assert [(message.id, message.attempts) for message in given_up] == [(first.id, 3)]
+    wait_for(lambda: nsq.nsqd.topic_depth(topic, "ch") == (0, 0), timeout=WAIT, message="given up = finished")
+
+
+def test_max_in_flight_is_the_rdy_of_one_connection(nsq, topic):
+    with Producer(nsq.nsqd.tcp_address) as producer:
+        producer.publish_many(topic, [b"x"] * 20).result(WAIT)
+    with Consumer(topic, "ch", nsqd_tcp_addresses=nsq.nsqd.tcp_address, max_in_flight=7) as consumer:
+        held = drain(consumer, 7, finish=False)
+        wait_for(lambda: nsq.nsqd.topic_depth(topic, "ch") == (13, 7), timeout=WAIT,
+                 message=lambda: f"7 in flight, 13 waiting: {nsq.nsqd.topic_depth(topic, 'ch')}")
+        assert consumer.poll(0.3) is None        # no eighth message while seven are unanswered
+        for message in held:
+            message.finish()
+        drain(consumer, 13)
+
+
+def test_server_errors_and_bad_arguments(nsq, topic):
+    with Producer(nsq.nsqd.tcp_address) as producer:
+        with pytest.raises(NSQConfigurationError):
+            producer.publish("bad topic", b"x")
+        with pytest.raises(NSQServerError, match="E_BAD_MESSAGE"):
+            producer.publish(topic, b"").result(WAIT)       # nsqd refuses empty messages
+        assert producer.publish(topic, b"after").result(WAIT) is None   # a new connection serves on
+
+
+def test_producer_through_lookupd_and_deferred_publish(nsq):
+    topic = SCANNED_TOPIC
+    with Producer(lookupd_http_addresses=nsq.lookupd.http_address) as producer, \
+            Consumer(topic, SCANNED_CHANNEL, nsqd_tcp_addresses=nsq.nsqd.tcp_address, max_in_flight=5) as consumer:
+        producer.publish(topic, b"later", defer_ms=300).result(WAIT)
+        producer.publish(topic, b"now").result(WAIT)
+        bodies = [message.body for message in drain(consumer, 2)]
+    assert bodies == [b"now", b"later"]
