@@ -87,6 +87,7 @@ class Producer:
         self._lock = threading.Lock()
         self._drain_scheduled = False
         self._round_robin = 0
+        self._ready_nodes: set[Any] = set()     # loop thread
         self._closed = False
 
     # ---- publishing ----------------------------------------------------------------------------------
@@ -271,12 +272,19 @@ class Producer:
 
     def _node_state(self, node_id: Any, ready: bool, error: BaseException | None) -> None:
         if ready:
+            self._ready_nodes.add(node_id)
+            self._drain()
+            return
+        if node_id in self._ready_nodes:
+            # A working connection closed (its requests failed with it): what is still queued goes through the
+            # next one.
+            self._ready_nodes.discard(node_id)
             self._drain()
             return
         if error is None or self._closed:
             return
-        # The connection closed before or after it was ready: what was queued for it fails, so that callers
-        # hear of it at once (they may publish again; their partition is being looked up again).
+        # The nsqd cannot be reached: what was queued for it fails, so that callers hear of it at once (they may
+        # publish again; their topic is being looked up again).
         with self._lock:
             failed = []
             for target in self._targets.values():

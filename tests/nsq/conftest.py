@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from tests.support.nsq import NSQCluster
+from tests.support.nsq import NSQCluster, tls_args
 from tests.support.servers import SERVER_LOGS
 
 _names = itertools.count()
@@ -14,9 +14,10 @@ SCANNED_TOPIC, SCANNED_CHANNEL = "scanned", "ch"
 
 
 @pytest.fixture(scope="session")
-def nsq(tmp_path_factory):
-    """.lookupd (.http_address) and .nsqd (.tcp_address, .http_address, create_topic, stop/kill/start)."""
-    cluster = NSQCluster(tmp_path_factory.mktemp("nsq")).start()
+def nsq(tmp_path_factory, pki):
+    """.lookupd (.http_address) and .nsqd (.tcp_address, .http_address, create_topic, stop/kill/start); nsqd
+    offers TLS with the test PKI's server certificate."""
+    cluster = NSQCluster(tmp_path_factory.mktemp("nsq"), tls_args(pki.server_cert, pki.server_key)).start()
     # nsqd's scans for deferred and timed-out messages learn of new channels only every 5 s: a channel made now
     # is known to them by the time the tests that need it run.
     cluster.nsqd.create_topic(SCANNED_TOPIC, SCANNED_CHANNEL)

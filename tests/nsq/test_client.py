@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from fastmq.io.tls import create_client_context
 from fastmq.nsq import Consumer, NSQConfigurationError, NSQServerError, Producer
 from tests.nsq.conftest import SCANNED_CHANNEL, SCANNED_TOPIC
 from tests.support.waiting import wait_for
@@ -87,3 +88,60 @@ def test_producer_through_lookupd_and_deferred_publish(nsq):
         producer.publish(topic, b"now").result(WAIT)
         bodies = [message.body for message in drain(consumer, 2)]
     assert bodies == [b"now", b"later"]
+
+
+@pytest.mark.parametrize("features", [
+    {"snappy": True}, {"deflate": True, "deflate_level": 3}, {"tls": "tls"}, {"tls": "tls", "snappy": True},
+], ids=["snappy", "deflate", "tls", "tls+snappy"])
+def test_negotiated_features_carry_messages(nsq, topic, pki, features):
+    options = dict(features)
+    if options.get("tls"):
+        options["tls"] = create_client_context(ssl_cafile=pki.ca_file)
+    bodies = [bytes([i % 251]) * (i * 37 % 3000 + 1) for i in range(300)]
+    with Producer(nsq.nsqd.tcp_address, **options) as producer:
+        producer.publish_many(topic, bodies[:150]).result(WAIT)
+        for future in [producer.publish(topic, body) for body in bodies[150:]]:
+            future.result(WAIT)
+        negotiated = producer.pool.loop.run_in_loop(
+            lambda: producer.pool.connection(producer.pool.nodes[0]).adapter.negotiated, timeout=WAIT)
+    assert all(negotiated.get(key if key != "tls" else "tls_v1") for key in features if key != "deflate_level")
+    with Consumer(topic, "ch", nsqd_tcp_addresses=nsq.nsqd.tcp_address, max_in_flight=100, **options) as consumer:
+        got = sorted(message.body for message in drain(consumer, 300))
+    assert got == sorted(bodies)
+
+
+def test_heartbeats_are_answered(nsq, topic):
+    # nsqd closes a connection that does not answer two heartbeats: with 1 s heartbeats the connection made
+    # before 2.5 idle seconds still delivers.
+    with Consumer(topic, "ch", nsqd_tcp_addresses=nsq.nsqd.tcp_address, heartbeat_interval_ms=1000) as consumer:
+        wait_for(lambda: consumer.connections == 1, timeout=WAIT, message="subscribed")
+        assert consumer.poll(2.5) is None
+        first = consumer.pool.loop.run_in_loop(lambda: consumer.pool.connection(consumer.pool.nodes[0]))
+        with Producer(nsq.nsqd.tcp_address) as producer:
+            producer.publish(topic, b"still here").result(WAIT)
+        assert drain(consumer, 1)[0].body == b"still here"
+        assert consumer.pool.loop.run_in_loop(lambda: consumer.pool.connection(consumer.pool.nodes[0])) is first
+
+
+def test_nsqd_restart_under_a_consumer_redelivers_in_flight_messages(nsq, topic):
+    with Producer(nsq.nsqd.tcp_address) as producer:
+        producer.publish_many(topic, [b"r%d" % i for i in range(50)]).result(WAIT)
+    seen: set[bytes] = set()
+    with Consumer(topic, "ch", nsqd_tcp_addresses=nsq.nsqd.tcp_address, max_in_flight=10) as consumer:
+        held = drain(consumer, 10, finish=False)      # in flight when nsqd goes away: never finished
+        seen.update(message.body for message in held)
+        nsq.nsqd.stop()
+        nsq.nsqd.start()
+        for message in held:
+            message.finish()                          # their connection is gone: these answers are dropped
+
+        def all_seen() -> bool:
+            message = consumer.poll(0.2)
+            if message is not None:
+                seen.add(message.body)
+                message.finish()
+            # nsqd kept the 10 unanswered ones through its restart: they come again, and are finished then.
+            return len(seen) == 50 and message is None and nsq.nsqd.topic_depth(topic, "ch") == (0, 0)
+
+        wait_for(all_seen, timeout=30, interval=0,
+                 message=lambda: f"50 distinct messages, all finished; saw {len(seen)}")

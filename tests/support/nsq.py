@@ -184,17 +184,23 @@ def _post(address: str, path: str) -> None:
         response.read()
 
 
+def tls_args(cert_file: str, key_file: str) -> tuple[str, ...]:
+    """nsqd's arguments for TLS (IDENTIFY's tls_v1 upgrade, optional for clients) with this certificate."""
+    return (f"--tls-cert={cert_file}", f"--tls-key={key_file}", f"--https-address=127.0.0.1:{free_port()}")
+
+
 @dataclass
 class NSQCluster:
     """An nsqlookupd and one nsqd registered with it, both on free ports, their logs in directory."""
 
     directory: Path
+    nsqd_args: tuple[str, ...] = ()
     lookupd: NSQLookupd = field(init=False)
     nsqd: NSQD = field(init=False)
 
     def __post_init__(self) -> None:
         self.lookupd = NSQLookupd(self.directory)
-        self.nsqd = NSQD(self.directory, self.lookupd)
+        self.nsqd = NSQD(self.directory, self.lookupd, self.nsqd_args)
 
     def start(self) -> NSQCluster:
         self.lookupd.process.start()
