@@ -494,8 +494,13 @@ cdef class Message:
         self.responded = True
         self.responder.finish(self)
 
-    def requeue(self, delay_ms=None, backoff=True) -> None:
-        """Send it back; delay_ms None lets the consumer choose a delay from the attempts."""
+    def requeue(self, delay_ms=None, backoff=True, *, delay=None, time_ms=None) -> None:
+        """Send it back; delay_ms None lets the consumer choose a delay from the attempts. pynsq's spellings
+        work too: delay in seconds (-1: from the attempts) and time_ms."""
+        if time_ms is not None and time_ms >= 0:
+            delay_ms = time_ms
+        elif delay is not None and delay >= 0:
+            delay_ms = int(delay * 1000)
         if self.responded:
             raise RuntimeError(f"message {self.id!r} was already answered")
         self.responded = True
