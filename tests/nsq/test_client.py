@@ -6,25 +6,10 @@ import pytest
 from fastmq.io.tls import create_client_context
 from fastmq.nsq import Consumer, NSQConfigurationError, NSQServerError, Producer
 from tests.nsq.conftest import SCANNED_CHANNEL, SCANNED_TOPIC
+from tests.support.nsq import receive
 from tests.support.waiting import wait_for
 
 WAIT = 20.0
-
-
-def drain(consumer: Consumer, count: int, *, finish: bool = True) -> list:
-    """Poll until `count` messages came (bounded by count + a deadline), finishing each one."""
-    got = []
-
-    def more() -> bool:
-        message = consumer.poll(0.2)
-        if message is not None:
-            got.append(message)
-            if finish:
-                message.finish()
-        return len(got) >= count
-
-    wait_for(more, timeout=WAIT, interval=0, message=lambda: f"{count} messages, got {len(got)}")
-    return got
 
 
 def test_publish_and_consume_through_lookupd(nsq, topic):
@@ -34,7 +19,7 @@ def test_publish_and_consume_through_lookupd(nsq, topic):
         for future in futures:
             assert future.result(WAIT) is None
     with Consumer(topic, "ch", lookupd_http_addresses=nsq.lookupd.http_address, max_in_flight=50) as consumer:
-        bodies = sorted(message.body for message in drain(consumer, 202))
+        bodies = sorted(message.body for message in receive(consumer, 202))
     assert bodies == sorted([b"m%d" % i for i in range(200)] + [b"batch-a", b"batch-b"])
     wait_for(lambda: nsq.nsqd.topic_depth(topic, "ch") == (0, 0), timeout=WAIT,
              message="every message finished at nsqd")
@@ -46,10 +31,10 @@ def test_requeue_redelivers_with_attempts_and_give_up(nsq, topic):
         producer.publish(topic, b"poison").result(WAIT)
     with Consumer(topic, "ch", nsqd_tcp_addresses=nsq.nsqd.tcp_address, max_attempts=2, backoff_ms=10,
                   on_give_up=given_up.append) as consumer:
-        first = drain(consumer, 1, finish=False)[0]
+        first = receive(consumer, 1, finish=False)[0]
         assert first.attempts == 1
         first.requeue(0)
-        second = drain(consumer, 1, finish=False)[0]
+        second = receive(consumer, 1, finish=False)[0]
         assert (second.id, second.attempts) == (first.id, 2)
         second.touch()
         second.requeue(0, backoff=False)
@@ -62,13 +47,13 @@ def test_max_in_flight_is_the_rdy_of_one_connection(nsq, topic):
     with Producer(nsq.nsqd.tcp_address) as producer:
         producer.publish_many(topic, [b"x"] * 20).result(WAIT)
     with Consumer(topic, "ch", nsqd_tcp_addresses=nsq.nsqd.tcp_address, max_in_flight=7) as consumer:
-        held = drain(consumer, 7, finish=False)
+        held = receive(consumer, 7, finish=False)
         wait_for(lambda: nsq.nsqd.topic_depth(topic, "ch") == (13, 7), timeout=WAIT,
                  message=lambda: f"7 in flight, 13 waiting: {nsq.nsqd.topic_depth(topic, 'ch')}")
         assert consumer.poll(0.3) is None        # no eighth message while seven are unanswered
         for message in held:
             message.finish()
-        drain(consumer, 13)
+        receive(consumer, 13)
 
 
 def test_server_errors_and_bad_arguments(nsq, topic):
@@ -86,7 +71,7 @@ def test_producer_through_lookupd_and_deferred_publish(nsq):
             Consumer(topic, SCANNED_CHANNEL, nsqd_tcp_addresses=nsq.nsqd.tcp_address, max_in_flight=5) as consumer:
         producer.publish(topic, b"later", defer_ms=300).result(WAIT)
         producer.publish(topic, b"now").result(WAIT)
-        bodies = [message.body for message in drain(consumer, 2)]
+        bodies = [message.body for message in receive(consumer, 2)]
     assert bodies == [b"now", b"later"]
 
 
@@ -106,7 +91,7 @@ def test_negotiated_features_carry_messages(nsq, topic, pki, features):
             lambda: producer.pool.connection(producer.pool.nodes[0]).adapter.negotiated, timeout=WAIT)
     assert all(negotiated.get(key if key != "tls" else "tls_v1") for key in features if key != "deflate_level")
     with Consumer(topic, "ch", nsqd_tcp_addresses=nsq.nsqd.tcp_address, max_in_flight=100, **options) as consumer:
-        got = sorted(message.body for message in drain(consumer, 300))
+        got = sorted(message.body for message in receive(consumer, 300))
     assert got == sorted(bodies)
 
 
@@ -119,7 +104,7 @@ def test_heartbeats_are_answered(nsq, topic):
         first = consumer.pool.loop.run_in_loop(lambda: consumer.pool.connection(consumer.pool.nodes[0]))
         with Producer(nsq.nsqd.tcp_address) as producer:
             producer.publish(topic, b"still here").result(WAIT)
-        assert drain(consumer, 1)[0].body == b"still here"
+        assert receive(consumer, 1)[0].body == b"still here"
         assert consumer.pool.loop.run_in_loop(lambda: consumer.pool.connection(consumer.pool.nodes[0])) is first
 
 
@@ -128,7 +113,7 @@ def test_nsqd_restart_under_a_consumer_redelivers_in_flight_messages(nsq, topic)
         producer.publish_many(topic, [b"r%d" % i for i in range(50)]).result(WAIT)
     seen: set[bytes] = set()
     with Consumer(topic, "ch", nsqd_tcp_addresses=nsq.nsqd.tcp_address, max_in_flight=10) as consumer:
-        held = drain(consumer, 10, finish=False)      # in flight when nsqd goes away: never finished
+        held = receive(consumer, 10, finish=False)      # in flight when nsqd goes away: never finished
         seen.update(message.body for message in held)
         nsq.nsqd.stop()
         nsq.nsqd.start()

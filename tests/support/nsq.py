@@ -16,7 +16,9 @@ import tempfile
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from tests.support.waiting import wait_for
 from tests.support.servers import (
     FETCH_TIMEOUT_S,
     LOG_TAIL_BYTES,
@@ -217,3 +219,20 @@ class NSQCluster:
 
     def logs(self) -> list[tuple[str, str]]:
         return [("nsqlookupd", self.lookupd.process.log_tail()), ("nsqd", self.nsqd.process.log_tail())]
+
+
+def receive(consumer: Any, count: int, *, finish: bool = True, timeout: float = 20.0) -> list:
+    """Poll a fastmq.nsq Consumer until `count` messages came (bounded by a deadline), finishing each one unless
+    told not to; returns them in arrival order."""
+    got: list = []
+
+    def more() -> bool:
+        message = consumer.poll(0.2)
+        if message is not None:
+            got.append(message)
+            if finish:
+                message.finish()
+        return len(got) >= count
+
+    wait_for(more, timeout=timeout, interval=0, message=lambda: f"{count} messages, got {len(got)}")
+    return got
