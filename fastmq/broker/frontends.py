@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # Protocol name -> the package that registers its front end when imported (imported only when a listener asks).
 FRONT_END_PACKAGES: dict[str, str] = {
     "kafka": "fastmq.broker.kafka",
-    "nsq": "fastmq.broker.nsq",
+    **dict.fromkeys(("nsq", "nsq-http", "nsqlookupd-http"), "fastmq.broker.nsq"),
 }
 DEFAULT_PROTOCOL = "kafka"
 

@@ -206,7 +206,7 @@ def test_message_is_answered_once_through_its_responder():
     assert message.has_responded()
 
 
-@settings(max_examples=300)
+@settings(max_examples=150)
 @given(data=st.binary(max_size=120), flags=st.sampled_from([0, 1, 2, 3]))
 def test_random_message_bytes_decode_or_raise_protocol_error(data, flags):
     try:
@@ -216,7 +216,7 @@ def test_random_message_bytes_decode_or_raise_protocol_error(data, flags):
     assert len(message.body) <= len(data)
 
 
-@settings(max_examples=500)
+@settings(max_examples=200)
 @given(data=st.one_of(st.binary(max_size=200),
                       st.builds(lambda name, rest: name + rest,
                                 st.sampled_from([b"PUB ", b"MPUB ", b"FIN ", b"REQ ", b"TOUCH ", b"IDENTIFY\n",
@@ -233,7 +233,7 @@ def test_random_command_bytes_parse_or_raise_protocol_error(data):
             assert len(body) <= 4096
 
 
-@settings(max_examples=300)
+@settings(max_examples=150)
 @given(data=st.binary(max_size=100), traced=st.booleans())
 def test_random_multi_bodies_split_or_raise_protocol_error(data, traced):
     try:

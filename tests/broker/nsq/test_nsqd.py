@@ -2,8 +2,11 @@
 the same topics."""
 from __future__ import annotations
 
+import json
 import socket
 import struct
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -11,7 +14,7 @@ from fastmq.broker import EmbeddedBroker
 from fastmq.broker.config import ListenerConfig
 from fastmq.nsq import Consumer, NSQServerError, Producer
 from fastmq.nsq._native import codec
-from tests.support.nsq import receive
+from tests.support.nsq import http_get_json, receive
 from tests.support.waiting import wait_for
 
 WAIT = 20.0
@@ -19,8 +22,15 @@ WAIT = 20.0
 
 @pytest.fixture(scope="module")
 def broker():
-    with EmbeddedBroker(listeners=[ListenerConfig(), ListenerConfig(protocol="nsq")], num_partitions=2) as started:
+    listeners = [ListenerConfig(), ListenerConfig(protocol="nsq"), ListenerConfig(protocol="nsq-http"),
+                 ListenerConfig(protocol="nsqlookupd-http")]
+    with EmbeddedBroker(listeners=listeners, num_partitions=2) as started:
         yield started
+
+
+def http_address(broker, index: int) -> str:
+    host, port = broker.addresses[index]
+    return f"{host}:{port}"
 
 
 def nsqd_address(broker) -> str:
@@ -129,3 +139,56 @@ def recv_exact(sock: socket.socket, n: int) -> bytes:
             raise ConnectionError(f"closed after {len(data)} of {n} bytes")
         data += chunk
     return data
+
+
+def test_http_apis_and_lookup_with_partitions(broker):
+    nsqd_http, lookupd_http = http_address(broker, 2), http_address(broker, 3)
+    assert urllib.request.urlopen(f"http://{nsqd_http}/ping", timeout=WAIT).read() == b"OK"
+    post(nsqd_http, "/topic/create?topic=web")
+    post(nsqd_http, "/channel/create?topic=web&channel=ch")
+    post(nsqd_http, "/pub?topic=web", b"one")
+    post(nsqd_http, "/mpub?topic=web&partition=1", b"two\nthree\n")
+    lookup = http_get_json(lookupd_http, "/lookup?topic=web&metainfo=true")
+    assert lookup["channels"] == ["ch"] and lookup["meta"]["partition_num"] == 2
+    assert sorted(lookup["partitions"]) == ["0", "1"]
+    assert lookup["producers"][0]["tcp_port"] == broker.addresses[1][1]
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        http_get_json(lookupd_http, "/lookup?topic=nothing")
+    assert missing.value.code == 404
+    wrapped = json.loads(urllib.request.urlopen(f"http://{lookupd_http}/topics", timeout=WAIT).read())
+    assert wrapped["status_code"] == 200 and "web" in wrapped["data"]["topics"]
+    # Through the lookupd: one connection per partition
+    with Consumer("web", "ch", lookupd_http_addresses=lookupd_http, max_in_flight=10) as consumer:
+        assert sorted(message.body for message in receive(consumer, 3)) == [b"one", b"three", b"two"]
+        assert consumer.connections == 2
+    stats = http_get_json(nsqd_http, "/stats?format=json&topic=web")
+    assert stats["topics"][0]["channels"][0]["depth"] == 0
+
+
+def test_sharding_id_always_picks_the_same_partition(broker):
+    lookupd_http = http_address(broker, 3)
+    post(http_address(broker, 2), "/topic/create?topic=sharded")
+    with Producer(lookupd_http_addresses=lookupd_http) as producer:
+        for key in ("order-1", "order-2", "order-3"):
+            for index in range(5):
+                producer.publish("sharded", f"{key}:{index}".encode(), sharding_id=key).result(WAIT)
+        trace = producer.publish_trace("sharded", b"traced", 1234, sharding_id="order-1").result(WAIT)
+        assert trace.trace_id == 1234
+    with Consumer("sharded", "ch", lookupd_http_addresses=lookupd_http, max_in_flight=20, start_offset=None) \
+            as consumer:
+        messages = receive(consumer, 16)
+    by_key: dict[str, set] = {}
+    for message in messages:
+        key = message.body.split(b":")[0].decode()
+        by_key.setdefault(key, set()).add(parse_partition(message.id))
+    assert all(len(partitions) == 1 for partitions in by_key.values()), by_key
+
+
+def parse_partition(message_id: bytes) -> int:
+    return int(message_id[:4], 16)
+
+
+def post(address: str, path: str, body: bytes = b"") -> bytes:
+    request = urllib.request.Request(f"http://{address}{path}", data=body, method="POST")
+    with urllib.request.urlopen(request, timeout=WAIT) as response:
+        return response.read()
