@@ -46,7 +46,9 @@ def broker_config(args: argparse.Namespace) -> Any:
     from fastmq.broker import BrokerConfig, ListenerConfig
 
     listeners = []
-    for text in args.listen or ["127.0.0.1:9092"]:
+    nsq = [f"{protocol}://{address}" for protocol, address in (
+        ("nsq", args.nsqd), ("nsq-http", args.nsqd_http), ("nsqlookupd-http", args.nsqlookupd_http)) if address]
+    for text in (args.listen or ([] if nsq else ["127.0.0.1:9092"])) + nsq:
         listener = ListenerConfig.parse(text)
         listener.ssl_certfile, listener.ssl_keyfile = args.ssl_certfile, args.ssl_keyfile
         listener.ssl_password, listener.ssl_cafile = args.ssl_password, args.ssl_cafile
@@ -134,6 +136,9 @@ def register(commands: argparse._SubParsersAction, bench_targets: argparse._SubP
                              "(PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL: kafka) or both, e.g. kafka+SSL; "
                              "default 127.0.0.1:9092, port 0 picks a free one")
     broker.add_argument("--advertise", metavar="HOST:PORT", help="the address Metadata gives clients")
+    broker.add_argument("--nsqd", metavar="HOST:PORT", help="an NSQ listener (nsqd's TCP protocol)")
+    broker.add_argument("--nsqd-http", metavar="HOST:PORT", help="nsqd's HTTP API (/pub, /mpub, /stats, ...)")
+    broker.add_argument("--nsqlookupd-http", metavar="HOST:PORT", help="nsqlookupd's HTTP API (/lookup, ...)")
     broker.add_argument("--partitions", type=int, default=1, help="partitions of auto-created topics (default 1)")
     broker.add_argument("--no-auto-create", action="store_true",
                         help="do not create topics on first use (as --override auto.create.topics.enable=false)")

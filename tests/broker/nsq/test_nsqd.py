@@ -192,3 +192,13 @@ def post(address: str, path: str, body: bytes = b"") -> bytes:
     request = urllib.request.Request(f"http://{address}{path}", data=body, method="POST")
     with urllib.request.urlopen(request, timeout=WAIT) as response:
         return response.read()
+
+
+def test_cli_flags_make_nsq_listeners(tmp_path):
+    from fastmq.cli import build_parser
+    from fastmq.cli.broker import broker_config
+
+    args = build_parser().parse_args(["broker", "--data-dir", str(tmp_path), "--nsqd", "127.0.0.1:0",
+                                      "--nsqd-http", "127.0.0.1:0", "--nsqlookupd-http", "127.0.0.1:0"])
+    config = broker_config(args)
+    assert [listener.protocol for listener in config.listeners] == ["nsq", "nsq-http", "nsqlookupd-http"]
