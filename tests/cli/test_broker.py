@@ -43,7 +43,7 @@ def test_broker_refuses_bad_options(tmp_path):
     result = run_cli("broker", "--data-dir", str(tmp_path), "--user", "no-password-separator")
     assert result.returncode != 0 and "name=password" in result.stderr
     result = run_cli("broker", "--data-dir", str(tmp_path), "--listen", "carrier-pigeon://127.0.0.1:0")
-    assert result.returncode != 0 and "a listener's scheme is a protocol (kafka)" in result.stderr
+    assert result.returncode != 0 and "a listener's scheme is a protocol (kafka" in result.stderr
 
 
 def test_broker_holds_its_data_directory(tmp_path):
