@@ -9,6 +9,8 @@ import urllib.error
 import urllib.request
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fastmq.broker import EmbeddedBroker
 from fastmq.broker.config import ListenerConfig
@@ -202,3 +204,22 @@ def test_cli_flags_make_nsq_listeners(tmp_path):
                                       "--nsqd-http", "127.0.0.1:0", "--nsqlookupd-http", "127.0.0.1:0"])
     config = broker_config(args)
     assert [listener.protocol for listener in config.listeners] == ["nsq", "nsq-http", "nsqlookupd-http"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(garbage=st.binary(max_size=200), command=st.sampled_from(
+    [b"", b"PUB t\n", b"MPUB t\n", b"FIN ", b"REQ ", b"SUB t c\n", b"RDY x\n", b"IDENTIFY\n", b"DPUB t 5\n"]))
+def test_fuzzed_commands_never_break_the_broker(broker, garbage, command):
+    # Any bytes after the magic: the broker answers, closes that connection, or waits for more; it keeps serving.
+    with socket.create_connection(("127.0.0.1", broker.addresses[1][1]), timeout=WAIT) as sock:
+        sock.sendall(codec.MAGIC_V2 + command + garbage)
+        sock.shutdown(socket.SHUT_WR)
+        sock.settimeout(2.0)
+        try:
+            while sock.recv(65536):
+                pass
+        except (TimeoutError, ConnectionError):
+            pass
+    with socket.create_connection(("127.0.0.1", broker.addresses[1][1]), timeout=WAIT) as sock:
+        sock.sendall(codec.MAGIC_V2 + codec.pub("fuzzcheck", b"alive"))
+        assert read_frame(sock) == (codec.FRAME_RESPONSE, codec.OK)
