@@ -6,8 +6,9 @@ AUTH and CLS get one (in order); RDY, FIN, REQ, TOUCH and NOP none, unless they 
 connection after their error frame, as nsqd does. Messages and heartbeats are pushed with send_frame.
 
 Topics are created on first use with the broker's default partition count; PUB without a partition writes
-partition 0 (Youzan's default partition). IDENTIFY answers with feature negotiation; TLS, snappy and deflate are
-not offered (the answer says false), heartbeats are sent every heartbeat_interval.
+partition 0 (Youzan's default partition). IDENTIFY answers with feature negotiation: snappy or deflate when asked,
+TLS when asked and the listener has a certificate, then the upgrades in nsqd's order (TLS, then compression), each
+confirmed by an OK through the upgraded stream; heartbeats are sent every heartbeat_interval.
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from fastmq.broker.nsq.channels import DEFER_PROPERTY, Channel, Subscriber
 from fastmq.errors import ProtocolError
-from fastmq.io import Listener, Reply, ServerConnection, ServerHandler
+from fastmq.io import DeflateStream, Listener, Reply, ServerConnection, ServerHandler, SnappyStream
+from fastmq.io.tls import create_server_context
 from fastmq.nsq._native import codec
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -100,6 +102,7 @@ class Session:
         self.channel: Any = None
         self.subscriber: Subscriber | None = None
         self.closing = False
+        self.upgrade: Any = None           # the stream upgrades IDENTIFY agreed to, run once its answer is queued
 
 
 def response(data: bytes) -> bytes:
@@ -125,6 +128,9 @@ class NSQDListener(ServerHandler):
     def __init__(self, front: NSQFrontEnd, config: ListenerConfig) -> None:
         self.front = front
         broker = front.broker
+        # TLS is offered in IDENTIFY (nsqd's tls_v1) when the listener has a certificate.
+        self.tls = (create_server_context(ssl_certfile=config.ssl_certfile, ssl_keyfile=config.ssl_keyfile,
+                                          ssl_password=config.ssl_password) if config.ssl_certfile else None)
         self.listener = Listener(broker.loop, CommandSplitter, self, config.host, config.port,
                                  max_connections=broker.config.max_connections)
         self.address = self.listener.address
@@ -158,6 +164,9 @@ class NSQDListener(ServerHandler):
                 conn.loop.call_soon(_close_after_error, conn, ProtocolError(str(exc)))
             return
         reply(None if answer is None else response(answer))
+        if session.upgrade is not None:
+            upgrade, session.upgrade = session.upgrade, None
+            upgrade()
 
     # ---- commands ------------------------------------------------------------------------------------
 
@@ -194,11 +203,30 @@ class NSQDListener(ServerHandler):
         self._schedule_heartbeat(conn, session)
         if not settings.get("feature_negotiation"):
             return codec.OK
+        tls = bool(settings.get("tls_v1")) and self.tls is not None
+        snappy, deflate = bool(settings.get("snappy")), bool(settings.get("deflate"))
+        if snappy and deflate:
+            raise NSQError("E_IDENTIFY_FAILED", "cannot enable both deflate and snappy compression")
+        level = max(1, min(int(settings.get("deflate_level") or 6), 6))
+        session.upgrade = lambda: self._upgrade(conn, tls, snappy, deflate, level)
         return json.dumps({
             "max_rdy_count": MAX_RDY, "version": "1.3.0", "max_msg_timeout": 900000,
-            "msg_timeout": session.msg_timeout_ms, "tls_v1": False, "deflate": False, "deflate_level": 0,
-            "max_deflate_level": 6, "snappy": False, "sample_rate": 0, "auth_required": False,
+            "msg_timeout": session.msg_timeout_ms, "tls_v1": tls, "deflate": deflate, "deflate_level": level,
+            "max_deflate_level": 6, "snappy": snappy, "sample_rate": 0, "auth_required": False,
             "output_buffer_size": 16384, "output_buffer_timeout": 250}).encode()
+
+    def _upgrade(self, conn: ServerConnection, tls: bool, snappy: bool, deflate: bool, level: int) -> None:
+        # nsqd's order: TLS, then compression; each confirmed by an OK sent through the upgraded stream.
+        def compress() -> None:
+            if snappy or deflate:
+                conn.start_compression(SnappyStream() if snappy else DeflateStream(level))
+                conn.send_frame(response(codec.OK))
+
+        if tls:
+            conn.start_tls(self.tls, server_side=True,
+                           on_done=lambda: (conn.send_frame(response(codec.OK)), compress()))
+        else:
+            compress()
 
     def _schedule_heartbeat(self, conn: ServerConnection, session: Session) -> None:
         if session.heartbeat_timer is not None:

@@ -223,3 +223,30 @@ def test_fuzzed_commands_never_break_the_broker(broker, garbage, command):
     with socket.create_connection(("127.0.0.1", broker.addresses[1][1]), timeout=WAIT) as sock:
         sock.sendall(codec.MAGIC_V2 + codec.pub("fuzzcheck", b"alive"))
         assert read_frame(sock) == (codec.FRAME_RESPONSE, codec.OK)
+
+
+@pytest.fixture(scope="module")
+def tls_broker(pki):
+    listener = ListenerConfig(protocol="nsq", ssl_certfile=pki.server_cert, ssl_keyfile=pki.server_key)
+    with EmbeddedBroker(listeners=[listener]) as started:
+        yield started
+
+
+@pytest.mark.parametrize("features", [{"snappy": True}, {"deflate": True}, {"tls": True},
+                                      {"tls": True, "deflate": True}], ids=["snappy", "deflate", "tls", "tls+deflate"])
+def test_negotiated_features(tls_broker, pki, features):
+    from fastmq.io.tls import create_client_context
+
+    options = dict(features)
+    if options.pop("tls", False):
+        options["tls"] = create_client_context(ssl_cafile=pki.ca_file)
+    address = "%s:%d" % tls_broker.addresses[0]
+    topic = "features_" + "_".join(sorted(features))
+    bodies = [bytes([i % 251]) * (i * 37 % 3000 + 1) for i in range(100)]
+    with Producer(address, **options) as producer, \
+            Consumer(topic, "ch", nsqd_tcp_addresses=address, max_in_flight=50, **options) as consumer:
+        producer.publish_many(topic, bodies).result(WAIT)
+        assert sorted(message.body for message in receive(consumer, 100)) == sorted(bodies)
+        negotiated = producer.loop.run_in_loop(
+            lambda: producer.pool.connection(producer.pool.nodes[0]).adapter.negotiated, timeout=WAIT)
+    assert all(negotiated["tls_v1" if key == "tls" else key] for key in features)

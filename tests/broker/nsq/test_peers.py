@@ -14,27 +14,32 @@ WAIT = 20.0
 
 
 @pytest.fixture(scope="module")
-def nsqd():
-    with EmbeddedBroker(listeners=[ListenerConfig(protocol="nsq")], num_partitions=1) as broker:
+def nsqd(pki):
+    listener = ListenerConfig(protocol="nsq", ssl_certfile=pki.server_cert, ssl_keyfile=pki.server_key)
+    with EmbeddedBroker(listeners=[listener], num_partitions=1) as broker:
         host, port = broker.addresses[0]
         yield f"{host}:{port}"
 
 
-def test_pynsq_writer_and_reader(nsqd):
+@pytest.mark.parametrize("features", ["plain", "snappy", "deflate", "tls"])
+def test_pynsq_writer_and_reader(nsqd, pki, features):
     import nsq                  # pynsq and gnsq are in the test extras
     import tornado.ioloop
 
+    options = {"plain": {}, "snappy": {"snappy": True}, "deflate": {"deflate": True},
+               "tls": {"tls_v1": True, "tls_options": {"ca_certs": pki.ca_file}}}[features]
+    topic = f"pynsq_{features}"
     loop = tornado.ioloop.IOLoop.current()
     answers = []
-    writer = nsq.Writer([nsqd])
+    writer = nsq.Writer([nsqd], **options)
 
     def publish():
         if not writer.conns:
             loop.call_later(0.01, publish)
             return
-        writer.pub("pynsq", b"p1", lambda conn, data: answers.append(data))
-        writer.mpub("pynsq", [b"p2", b"p3", b"requeue"], lambda conn, data: answers.append(data))
-        writer.dpub("pynsq", 100, b"deferred", lambda conn, data: answers.append(data))
+        writer.pub(topic, b"p1", lambda conn, data: answers.append(data))
+        writer.mpub(topic, [b"p2", b"p3", b"requeue"], lambda conn, data: answers.append(data))
+        writer.dpub(topic, 100, b"deferred", lambda conn, data: answers.append(data))
 
     seen = []
 
@@ -46,8 +51,8 @@ def test_pynsq_writer_and_reader(nsqd):
             return None
         return True
 
-    readers = [nsq.Reader(topic="pynsq", channel="ch", message_handler=handler, nsqd_tcp_addresses=[nsqd],
-                          max_in_flight=5) for _ in range(2)]
+    readers = [nsq.Reader(topic=topic, channel="ch", message_handler=handler, nsqd_tcp_addresses=[nsqd],
+                          max_in_flight=5, **options) for _ in range(2)]
     deadline = loop.time() + WAIT
 
     def check():
