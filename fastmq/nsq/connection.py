@@ -51,7 +51,8 @@ class NSQSettings:
     sample_rate: int = 0                    # 1..99: nsqd sends only that percentage of the messages
     msg_timeout_ms: int | None = None       # this connection's message timeout (nsqd's default otherwise)
     auth_secret: str | bytes | None = None  # sent with AUTH when nsqd asks for it
-    extend_support: bool = False            # Youzan: receive ext headers of topics that have them
+    extend_support: bool = False            # Youzan: receive ext headers of topics that have them (with direct
+                                            # nsqd addresses: only for servers that send them, not vanilla nsqd)
     desired_tag: str | None = None          # Youzan: receive only messages with this tag
     connect_timeout_ms: float = 10000
     request_timeout_ms: float = 30000

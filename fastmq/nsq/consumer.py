@@ -229,8 +229,10 @@ class Consumer:
         for address in self._wanted(answer):
             if address.node_id not in self._subs:
                 sub = self._subs[address.node_id] = _Subscription(self, address)
-                sub.flags = (codec.WITH_EXT if answer.meta.get("extend_support") and
-                             self.client.settings.extend_support else 0)
+                # Ext headers come when asked for on a topic that has them (the lookup's meta says; a direct
+                # nsqd gives no meta: then the setting alone decides).
+                ext_topic = answer.meta.get("extend_support", not answer.meta)
+                sub.flags = codec.WITH_EXT if ext_topic and self.client.settings.extend_support else 0
                 if self.ordered or self.start_offset is not None:
                     sub.flags |= codec.WITH_OFFSET
                 self.client.add_address(address)

@@ -113,10 +113,12 @@ class Producer:
         """PUB_TRACE (Youzan): the future's result is a TraceReply."""
         return self._submit(topic, partition, sharding_id, _TRACED, (trace_id, body))
 
-    def publish_ext(self, topic: str, body: bytes, headers: dict[str, Any], *, partition: int | None = None,
+    def publish_ext(self, topic: str, body: bytes, headers: dict[str, Any] | bytes, *, partition: int | None = None,
                     sharding_id: Any = None) -> Future:
-        """PUB_EXT (Youzan) with a JSON header; a "##trace_id" header makes the result a TraceReply."""
-        return self._submit(topic, partition, sharding_id, _EXT, (json.dumps(headers).encode(), body))
+        """PUB_EXT (Youzan) with a JSON header (a dict, or JSON already encoded); a "##trace_id" header makes the
+        result a TraceReply."""
+        header = headers if isinstance(headers, bytes) else json.dumps(headers).encode()
+        return self._submit(topic, partition, sharding_id, _EXT, (header, body))
 
     def flush(self, timeout: float | None = None) -> None:
         """Wait until everything published so far was answered."""

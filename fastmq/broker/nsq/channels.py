@@ -5,7 +5,8 @@ A topic is a broker topic; each partition is a store queue. A channel reads ever
 channel only what arrives after it), and hands messages to its subscribers while they have RDY room, round
 robin. A delivered message is in flight until FIN; REQ puts it back (at once, or after a delay: a timer
 heap), and so does the expiry of its msg_timeout (TOUCH restarts that). Every delivery adds one attempt.
-A DPUB message is stored at once, marked NSQ_DEFER_UNTIL (ms since the epoch): a channel that reads it early
+A PUB_EXT message's JSON header is kept as NSQ_EXT_HEADER and sent to subscribers that
+IDENTIFY'd with extend_support (ext version 4). A DPUB message is stored at once, marked NSQ_DEFER_UNTIL (ms since the epoch): a channel that reads it early
 holds it in the delay heap until then.
 
 Ordered subscribers (SUB_ORDERED) get one message at a time from their partition, and a requeued message comes
@@ -23,6 +24,7 @@ from typing import Any, Callable
 from fastmq.nsq._native import codec
 
 DEFER_PROPERTY = "NSQ_DEFER_UNTIL"
+EXT_PROPERTY = "NSQ_EXT_HEADER"      # a PUB_EXT message's JSON header
 READ_BATCH = 256
 
 
@@ -47,6 +49,7 @@ class Pending:
     offset: int
     body: bytes
     timestamp_ns: int
+    ext: bytes = b""
     attempts: int = 0
     deadline: float = 0.0
     subscriber: Any = None
@@ -85,6 +88,13 @@ class Channel:
     def __post_init__(self) -> None:
         self.ready = [deque() for _ in range(self.partitions)]
 
+    def seek(self, partition: int, offset: int) -> None:
+        """Read the partition from this queue offset on (SUB_ADVANCED); what was read ahead is dropped."""
+        store = self.store
+        self.cursors[partition] = max(store.get_min_offset(self.topic, partition),
+                                      min(offset, store.get_max_offset(self.topic, partition)))
+        self.ready[partition].clear()
+
     def grow(self, partitions: int) -> None:
         while self.partitions < partitions:
             self.ready.append(deque())
@@ -109,8 +119,10 @@ class Channel:
                 return True
             return False
         for stored in messages:
-            pending = Pending(partition, stored.queue_offset, stored.body, stored.born_timestamp * 1_000_000)
-            defer = stored.properties.get(DEFER_PROPERTY) if stored.properties else None
+            properties = stored.properties or {}
+            pending = Pending(partition, stored.queue_offset, stored.body, stored.born_timestamp * 1_000_000,
+                              properties.get(EXT_PROPERTY, "").encode())
+            defer = properties.get(DEFER_PROPERTY)
             if defer is not None and float(defer) > now_ms:
                 due = time.monotonic() + (float(defer) - now_ms) / 1000.0
                 heapq.heappush(self.delayed, (due, partition, stored.queue_offset, pending))
@@ -156,7 +168,8 @@ class Channel:
         flags = subscriber.flags
         subscriber.send(codec.encode_message(pending.timestamp_ns, min(pending.attempts, 0xFFFF),
                                              message_id(pending.partition, pending.offset), pending.body,
-                                             flags, 0, b"", pending.offset, len(pending.body)))
+                                             flags, codec.EXT_JSON_HEADER if pending.ext else codec.EXT_NONE,
+                                             pending.ext, pending.offset, len(pending.body)))
 
     # ---- answers -------------------------------------------------------------------------------------
 

@@ -201,7 +201,7 @@ class NSQHTTPFrontEnd(FrontEnd):
                                       "partitions": {str(number): peer for number in numbers
                                                      if 0 <= number < topic.partitions}}
             if query.get("metainfo") in ("true", "1"):
-                answer["meta"] = {"partition_num": topic.partitions, "replica": 1, "extend_support": False,
+                answer["meta"] = {"partition_num": topic.partitions, "replica": 1, "extend_support": True,
                                   "ordered": False, "multi_part": topic.partitions > 1,
                                   "disable_channel_auto_create": False}
             return answer

@@ -17,7 +17,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from fastmq.broker.nsq.channels import DEFER_PROPERTY, Channel, Subscriber
+from fastmq.broker.nsq.channels import DEFER_PROPERTY, EXT_PROPERTY, Channel, Subscriber
 from fastmq.errors import ProtocolError
 from fastmq.io import DeflateStream, Listener, Reply, ServerConnection, ServerHandler, SnappyStream
 from fastmq.io.tls import create_server_context
@@ -102,6 +102,7 @@ class Session:
         self.channel: Any = None
         self.subscriber: Subscriber | None = None
         self.closing = False
+        self.extend_support = False        # Youzan: ext headers go with the messages
         self.upgrade: Any = None           # the stream upgrades IDENTIFY agreed to, run once its answer is queued
 
 
@@ -200,6 +201,7 @@ class NSQDListener(ServerHandler):
                 raise NSQError("E_BAD_BODY", f"IDENTIFY msg timeout ({msg_timeout}) is invalid")
             session.msg_timeout_ms = msg_timeout
         session.identified = True
+        session.extend_support = bool(settings.get("extend_support"))
         self._schedule_heartbeat(conn, session)
         if not settings.get("feature_negotiation"):
             return codec.OK
@@ -302,8 +304,50 @@ class NSQDListener(ServerHandler):
         result = self.front.append(topic, partition, [body[8:]])
         return codec.encode_trace_reply(result.queue_offset, trace_id, result.commitlog_offset, len(body) - 8)
 
+    def _pub_ext(self, conn: ServerConnection, session: Session, params: list, body: bytes) -> bytes:
+        if len(params) < 2:
+            raise NSQError("E_INVALID", "PUB_EXT insufficient number of parameters")
+        topic = self._topic(params[0])
+        partition = self._partition(topic, params, 1)
+        size = int.from_bytes(body[:2], "big") if len(body) >= 2 else -1
+        if size < 0 or len(body) < 2 + size:
+            raise NSQError("E_BAD_BODY", "PUB_EXT body shorter than its header")
+        header, message = body[2:2 + size], body[2 + size:]
+        if not message:
+            raise NSQError("E_BAD_MESSAGE", "PUB_EXT invalid message body size 0")
+        try:
+            fields = json.loads(header) if header else {}
+            trace = fields.get("##trace_id") if isinstance(fields, dict) else None
+            trace_id = int(trace) if trace is not None else None
+        except (ValueError, TypeError):
+            raise NSQError("E_INVALID_JSON_HEADER", "PUB_EXT header is not a JSON object with a numeric "
+                           "##trace_id") from None
+        if not isinstance(fields, dict):
+            raise NSQError("E_INVALID_JSON_HEADER", "PUB_EXT header is not a JSON object")
+        result = self.front.append(topic, partition, [message], {EXT_PROPERTY: header.decode()} if header else None)
+        if trace_id is None:
+            return codec.OK
+        return codec.encode_trace_reply(result.queue_offset, trace_id, result.commitlog_offset, len(message))
+
+    def _sub_advanced(self, conn: ServerConnection, session: Session, params: list, body: Any) -> bytes:
+        if len(params) < 3:
+            raise NSQError("E_INVALID", "SUB_ADVANCED needs topic, channel and partition")
+        answer = self._sub(conn, session, params[:3], body, advanced=True)
+        if len(params) > 3:
+            kind, _, value = params[3].partition(b":")
+            topic, partition = params[0].decode(), _int(params[2], "partition")
+            number = _int(value, "offset")
+            if kind in (b"msgcount", b"virtual_queue"):
+                offset = number
+            elif kind == b"timestamp":
+                offset = self.front.broker.store.get_offset_by_time(topic, partition, number * 1000)
+            else:
+                raise NSQError("E_INVALID", f"SUB_ADVANCED offset type {kind[:20]!r} is not supported")
+            session.channel.seek(partition, offset)
+        return answer
+
     def _sub(self, conn: ServerConnection, session: Session, params: list, body: Any, *,
-             ordered: bool = False) -> bytes:
+             ordered: bool = False, advanced: bool = False) -> bytes:
         if session.channel is not None:
             raise NSQError("E_INVALID", "cannot SUB twice")
         if len(params) < 2:
@@ -317,7 +361,7 @@ class NSQDListener(ServerHandler):
                 raise NSQError("E_INVALID", "SUB_ORDERED needs a partition")
             partition = self._partition(topic, params, 2)
         channel = self.front.channel(topic, params[1].decode())
-        flags = codec.WITH_OFFSET if ordered else 0
+        flags = (codec.WITH_OFFSET if ordered or advanced else 0) | (codec.WITH_EXT if session.extend_support else 0)
         subscriber = Subscriber(conn.send_frame, partition, ordered, session.msg_timeout_ms / 1000.0, flags)
         channel.subscribers.append(subscriber)
         session.channel, session.subscriber = channel, subscriber
@@ -376,7 +420,8 @@ class NSQDListener(ServerHandler):
 
 _COMMANDS = {
     b"IDENTIFY": NSQDListener._identify, b"PUB": NSQDListener._pub, b"MPUB": NSQDListener._mpub,
-    b"DPUB": NSQDListener._dpub, b"PUB_TRACE": NSQDListener._pub_trace, b"SUB": NSQDListener._sub,
+    b"DPUB": NSQDListener._dpub, b"PUB_TRACE": NSQDListener._pub_trace, b"PUB_EXT": NSQDListener._pub_ext,
+    b"SUB": NSQDListener._sub, b"SUB_ADVANCED": NSQDListener._sub_advanced,
     b"SUB_ORDERED": NSQDListener._sub_ordered, b"RDY": NSQDListener._rdy, b"FIN": NSQDListener._fin,
     b"REQ": NSQDListener._req, b"TOUCH": NSQDListener._touch, b"NOP": NSQDListener._nop, b"CLS": NSQDListener._cls,
     b"AUTH": NSQDListener._auth,

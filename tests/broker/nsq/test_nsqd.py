@@ -250,3 +250,27 @@ def test_negotiated_features(tls_broker, pki, features):
         negotiated = producer.loop.run_in_loop(
             lambda: producer.pool.connection(producer.pool.nodes[0]).adapter.negotiated, timeout=WAIT)
     assert all(negotiated["tls_v1" if key == "tls" else key] for key in features)
+
+
+def test_pub_ext_headers_and_sub_advanced_offsets(broker):
+    lookupd_http = http_address(broker, 3)
+    post(http_address(broker, 2), "/topic/create?topic=youzan")
+    with Producer(lookupd_http_addresses=lookupd_http) as producer:
+        assert producer.publish_ext("youzan", b"plain-ext", {"region": "hz"}, partition=0).result(WAIT) is None
+        trace = producer.publish_ext("youzan", b"traced-ext", {"##trace_id": "4242"}, partition=0).result(WAIT)
+        assert trace.trace_id == 4242
+        producer.publish_many("youzan", [b"third", b"fourth"], partition=0).result(WAIT)
+    with Consumer("youzan", "ext", lookupd_http_addresses=lookupd_http, partition=0, extend_support=True,
+                  max_in_flight=10) as consumer:
+        messages = receive(consumer, 4)
+    assert [(m.body, m.headers) for m in messages[:2]] == [(b"plain-ext", {"region": "hz"}),
+                                                           (b"traced-ext", {"##trace_id": "4242"})]
+    assert messages[2].headers == {} and messages[2].ext_version == 0
+    # SUB_ADVANCED from queue offset 2 of partition 0: the offsets come with the messages
+    with Consumer("youzan", "advanced", lookupd_http_addresses=lookupd_http, partition=0,
+                  start_offset="msgcount:2", max_in_flight=10) as consumer:
+        late = receive(consumer, 2)
+    assert [(m.body, m.queue_offset) for m in late] == [(b"third", 2), (b"fourth", 3)]
+    with pytest.raises(NSQServerError, match="E_INVALID_JSON_HEADER"):
+        with Producer(nsqd_address(broker)) as producer:
+            producer.publish_ext("youzan", b"x", b"[1, 2", partition=0).result(WAIT)
