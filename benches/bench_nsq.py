@@ -25,13 +25,14 @@ BODY = b"x" * 100
 SCALE = float(os.environ.get("NSQ_BENCH_SCALE", "1"))
 # Messages per client: the slow clients get fewer so the run stays short; rates are per message.
 COUNTS = {"fastmq": 1_000_000, "pynsq": 200_000, "gnsq": 100_000}
+CONSUME_COUNTS = {"fastmq": 1_000_000, "pynsq": 30_000, "gnsq": 10_000}   # both peers read ~1-2k messages/s here
 BATCH = 100
 MAX_IN_FLIGHT = 2500
 GO_RUNFOR = "5s"
 
 
-def count_for(client: str) -> int:
-    return max(1000, int(COUNTS[client] * SCALE)) // BATCH * BATCH
+def count_for(client: str, counts: dict[str, int] = COUNTS) -> int:
+    return max(1000, int(counts[client] * SCALE)) // BATCH * BATCH
 
 
 @pytest.fixture(scope="module")
@@ -208,7 +209,7 @@ CONSUMERS = {"fastmq": consume_fastmq, "pynsq": consume_pynsq, "gnsq": consume_g
 
 @pytest.mark.parametrize("client", list(CONSUMERS))
 def test_consume(compare, nsqd, client):
-    count = count_for(client)
+    count = count_for(client, CONSUME_COUNTS)
     topic = fresh_topic(client)
     nsqd.create_topic(topic, "bench")
     publish_fastmq(nsqd.tcp_address, topic, count, BATCH)               # the backlog, untimed

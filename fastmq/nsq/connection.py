@@ -225,7 +225,9 @@ class NSQAdapter(ProtocolAdapter):
 
     def on_unsolicited(self, conn: AdapterConnection, frame: tuple[int, bytes]) -> None:
         frame_type, data = frame
-        if frame_type == codec.FRAME_RESPONSE:
+        if frame_type == codec.FRAME_MESSAGE and conn.on_push is not None:
+            conn.on_push(conn, frame)        # the hot path: a message for the consumer
+        elif frame_type == codec.FRAME_RESPONSE:
             conn.send_frame(codec.NOP)        # a heartbeat: nsqd closes connections that stay silent
         elif frame_type == codec.FRAME_ERROR:
             error = for_frame(data)

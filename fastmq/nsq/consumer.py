@@ -22,9 +22,9 @@ poll and at once after a connection failed.
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
+from collections import deque
 from typing import Any, Callable, Iterator
 
 from fastmq.io import Connection
@@ -56,8 +56,13 @@ class _Subscription:
 
     # Message.responder: called from the user's thread.
     def finish(self, message: Message) -> None:
-        self._queue(codec.fin(message.id))
-        self.consumer._answered(True)
+        # The hot path (one call per message): _queue inlined; the backoff only hears of it while backing off.
+        self.outbox.append(codec.fin(message.id))
+        if not self.flush_wanted:
+            self.flush_wanted = True
+            self.consumer.loop.call_soon_threadsafe(self.flush)
+        if self.consumer._backoff_level:
+            self.consumer._answered(True)
 
     def requeue(self, message: Message, delay_ms: int | None, backoff: bool) -> None:
         consumer = self.consumer
@@ -122,7 +127,10 @@ class Consumer:
         self.partition = partition
         self.ordered = ordered
         self.start_offset = start_offset
-        self._messages: queue.SimpleQueue[Message] = queue.SimpleQueue()
+        # Delivered messages: the loop appends, poll() pops (deque operations are atomic); the event wakes a
+        # poll() that found it empty, and is set only while one may be waiting, so a busy stream costs no lock.
+        self._messages: deque[Message] = deque()
+        self._arrived = threading.Event()
         self._subs: dict[Any, _Subscription] = {}
         self._backoff_level = 0
         self._backoff_timer: Any = None
@@ -143,13 +151,21 @@ class Consumer:
 
     def poll(self, timeout: float | None = None) -> Message | None:
         """The next message, or None after timeout seconds without one."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        messages = self._messages
+        deadline = None
         while True:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                message = self._messages.get(timeout=remaining) if remaining != 0 else self._messages.get_nowait()
-            except queue.Empty:
-                return None
+                message = messages.popleft()
+            except IndexError:
+                if deadline is None:
+                    deadline = float("inf") if timeout is None else time.monotonic() + timeout
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return None
+                self._arrived.clear()
+                if not messages:           # checked after clear(): an append in between sets the event again
+                    self._arrived.wait(None if remaining == float("inf") else remaining)
+                continue
             if self.max_attempts and message.attempts > self.max_attempts:
                 self._give_up(message)
                 continue
@@ -314,7 +330,9 @@ class Consumer:
         sub = self._subs.get(conn.node_id)
         if sub is None or sub.conn is not conn:
             return
-        self._messages.put(codec.decode_message(frame[1], sub.flags, sub))
+        self._messages.append(codec.decode_message(frame[1], sub.flags, sub))
+        if not self._arrived.is_set():
+            self._arrived.set()
 
     # ---- backoff -------------------------------------------------------------------------------------
 
