@@ -135,6 +135,7 @@ class Consumer:
         self._backoff_level = 0
         self._backoff_timer: Any = None
         self._rotation = 0
+        self._next_rotation = 0.0       # loop time of the next pass of RDY to other connections
         self._closed = False
         self.client = NSQClient(settings, nsqd_tcp_addresses=nsqd_tcp_addresses,
                                 lookupd_http_addresses=lookupd_http_addresses, requests_in_flight=8,
@@ -261,7 +262,9 @@ class Consumer:
         for node_id in list(self._subs):
             self.pool.maybe_connect(node_id)
         subscribed = [sub for sub in self._subs.values() if sub.subscribed]
-        if len(subscribed) > self.max_in_flight and not self._backoff_level:
+        now = self.loop.time()
+        if len(subscribed) > self.max_in_flight and not self._backoff_level and now >= self._next_rotation:
+            self._next_rotation = now + self.redistribute_interval
             self._rotation += self.max_in_flight
             self._spread()
         self.loop.call_later(min(1.0, self.redistribute_interval), self._maintain)

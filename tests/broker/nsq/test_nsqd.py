@@ -274,3 +274,19 @@ def test_pub_ext_headers_and_sub_advanced_offsets(broker):
     with pytest.raises(NSQServerError, match="E_INVALID_JSON_HEADER"):
         with Producer(nsqd_address(broker)) as producer:
             producer.publish_ext("youzan", b"x", b"[1, 2", partition=0).result(WAIT)
+
+
+def test_rdy_passes_around_when_connections_outnumber_max_in_flight(broker):
+    # Three partitions (three connections through the lookupd), max_in_flight 1: every connection gets its turn.
+    lookupd_http = http_address(broker, 3)
+    with Producer(nsqd_address(broker)) as producer:
+        producer.publish("starve", b"first").result(WAIT)
+    broker.broker.loop.run_in_loop(lambda: broker.broker.topics.add_partitions("starve", 3), timeout=WAIT)
+    with Producer(nsqd_address(broker)) as producer:
+        for partition in range(3):
+            producer.publish("starve", b"p%d" % partition, partition=partition).result(WAIT)
+    with Consumer("starve", "ch", lookupd_http_addresses=lookupd_http, max_in_flight=1,
+                  rdy_redistribute_interval_s=0.2) as consumer:
+        bodies = sorted(message.body for message in receive(consumer, 4))
+        assert consumer.connections == 3
+    assert bodies == [b"first", b"p0", b"p1", b"p2"]
