@@ -7,6 +7,7 @@ from fastmq.io.tls import create_client_context
 from fastmq.nsq import Consumer, NSQConfigurationError, NSQServerError, Producer
 from tests.nsq.conftest import SCANNED_CHANNEL, SCANNED_TOPIC
 from tests.support.nsq import receive
+from tests.support.servers import free_port
 from tests.support.waiting import wait_for
 
 WAIT = 20.0
@@ -73,6 +74,14 @@ def test_producer_through_lookupd_and_deferred_publish(nsq):
         producer.publish(topic, b"now").result(WAIT)
         bodies = [message.body for message in receive(consumer, 2)]
     assert bodies == [b"now", b"later"]
+    # A slow consumer: nsqd takes back what is not answered within the connection's msg_timeout, and sends it again.
+    with Producer(nsq.nsqd.tcp_address) as producer, \
+            Consumer(topic, SCANNED_CHANNEL, nsqd_tcp_addresses=nsq.nsqd.tcp_address, msg_timeout_ms=1000) as slow:
+        producer.publish(topic, b"slow").result(WAIT)
+        first = receive(slow, 1, finish=False)[0]
+        again = receive(slow, 1, finish=False)[0]
+        assert (again.id, again.attempts) == (first.id, 2)
+        again.finish()
 
 
 @pytest.mark.parametrize("features", [
@@ -130,3 +139,16 @@ def test_nsqd_restart_under_a_consumer_redelivers_in_flight_messages(nsq, topic)
 
         wait_for(all_seen, timeout=30, interval=0,
                  message=lambda: f"50 distinct messages, all finished; saw {len(seen)}")
+
+
+def test_a_failing_lookupd_is_asked_last(nsq, topic):
+    from fastmq.nsq.lookup import Lookupd
+
+    nsq.nsqd.create_topic(topic)
+    dead = f"127.0.0.1:{free_port()}"
+    lookupd = Lookupd([dead, nsq.lookupd.http_address], timeout=2.0)
+    answer = lookupd.lookup(topic, access="r", metainfo=True)
+    assert [(a.host, a.tcp_port) for a in answer.addresses] == [("127.0.0.1", nsq.nsqd.tcp_port)]
+    assert not answer.partitioned
+    assert lookupd.addresses == [nsq.lookupd.http_address, dead]
+    assert lookupd.lookup("no_such_topic_here").addresses == []
