@@ -1,10 +1,10 @@
 """The NSQ producer: PUB / MPUB / DPUB (and Youzan's PUB_TRACE, PUB_EXT), batched on the io loop.
 
-publish() puts the message on the queue of its target (an nsqd, and a partition on Youzan's NSQ) and returns a
-future; the loop drains every queue once per iteration: the plain messages waiting for one topic and partition leave
-as one MPUB (one PUB when alone), up to max_batch_messages / max_batch_bytes, pipelined up to requests_in_flight
-commands per connection. nsqd answers each command with OK (PUB_TRACE: its trace reply), which completes the
-futures of all its messages; an error answer fails them.
+publish() adds the message to the chunk that waits on the queue of its target (an nsqd, and a partition on Youzan's
+NSQ) and returns the chunk's future; the loop drains the queues: a chunk leaves as one MPUB (one PUB when alone), up
+to max_batch_messages / max_batch_bytes, pipelined up to requests_in_flight commands per connection, and while
+those are all in flight the next chunk grows. nsqd answers each command with OK (PUB_TRACE: its trace reply),
+which completes the one future the chunk's messages share (all or none are taken); an error answer fails it.
 
 Where a message goes: a partition the caller names; else, given a sharding id, the partition it maps to, always the
 same one for the same id while the topic keeps its partition count (a CRC-32 of the id modulo the partition count:
@@ -56,7 +56,8 @@ class _Target:
         self.node_id = node_id
         self.topic = topic
         self.partition = partition
-        self.items: deque[tuple[int, Any, Future]] = deque()
+        # [kind, payload, future, bytes]: a plain entry is a chunk of messages (a list) that grows until it leaves
+        self.items: deque[list] = deque()
         # The newest future: answers come in order on the one connection, so it is answered last.
         self.last: Future | None = None
 
@@ -182,13 +183,23 @@ class Producer:
             raise NSQConfigurationError(f"invalid topic name {topic!r}")
         answer = self.client.topics.get(topic) or self.client.watch(topic)
         address = self._choose(topic, answer, partition, sharding_id)
-        future: Future = Future()
         key = (address.node_id, topic, partition_arg(address))
+        size = len(payload) if kind == _PLAIN else 0
         with self._lock:
             target = self._targets.get(key)
             if target is None:
                 target = self._targets[key] = _Target(address.node_id, topic, partition_arg(address))
-            target.items.append((kind, payload, future))
+            items = target.items
+            if kind == _PLAIN and items:
+                last = items[-1]
+                if (last[0] == _PLAIN and len(last[1]) < self.max_batch_messages
+                        and last[3] + size <= self.max_batch_bytes):
+                    # Joins the chunk that waits to leave: one MPUB, one future for all of its messages.
+                    last[1].append(payload)
+                    last[3] += size
+                    return last[2]
+            future: Future = Future()
+            items.append([kind, [payload] if kind == _PLAIN else payload, future, size])
             target.last = future
             if not self._drain_scheduled:
                 self._drain_scheduled = True
@@ -220,24 +231,12 @@ class Producer:
 
     def _send_one(self, conn: Any, target: _Target) -> None:
         with self._lock:
-            kind, payload, future = target.items.popleft()
-            if kind != _PLAIN or not target.items or target.items[0][0] != _PLAIN:
-                batch = [(payload, future)]
-            else:
-                batch = [(payload, future)]
-                size = len(payload)
-                while (target.items and target.items[0][0] == _PLAIN and len(batch) < self.max_batch_messages
-                       and size + len(target.items[0][1]) <= self.max_batch_bytes):
-                    _, body, next_future = target.items.popleft()
-                    batch.append((body, next_future))
-                    size += len(body)
-        futures = [entry[1] for entry in batch]
+            kind, payload, future, _ = target.items.popleft()
         topic, partition = target.topic, target.partition
         try:
-            if kind == _PLAIN and len(batch) == 1:
-                data = codec.pub(topic, payload, partition)
-            elif kind == _PLAIN:
-                data = codec.mpub(topic, [entry[0] for entry in batch], partition)
+            if kind == _PLAIN:
+                data = codec.pub(topic, payload[0], partition) if len(payload) == 1 else codec.mpub(
+                    topic, payload, partition)
             elif kind == _MULTI:
                 data = codec.mpub(topic, payload, partition)
             elif kind == _DEFERRED:
@@ -247,13 +246,12 @@ class Producer:
             else:
                 data = codec.pub_ext(topic, partition or 0, payload[0], payload[1])
         except Exception as exc:
-            for each in futures:
-                each.set_exception(exc)
+            future.set_exception(exc)
             return
         traced = kind == _TRACED or (kind == _EXT and b'"##trace_id"' in payload[0])
-        conn.request(data, lambda frame, error: self._answered(target, futures, traced, frame, error))
+        conn.request(data, lambda frame, error: self._answered(target, future, traced, frame, error))
 
-    def _answered(self, target: _Target, futures: list[Future], traced: bool, frame: Any,
+    def _answered(self, target: _Target, future: Future, traced: bool, frame: Any,
                   error: BaseException | None) -> None:
         if error is None:
             error = frame_error(frame)
@@ -261,14 +259,12 @@ class Producer:
             if isinstance(error, NSQServerError) and error.lookup_again:
                 self.pool.close(target.node_id)
                 self.client.refresh(target.topic)
-            for future in futures:
-                future.set_exception(error)
+            future.set_exception(error)
             return
         result = None
         if traced and len(frame[1]) == 30:
             result = TraceReply(*codec.decode_trace_reply(frame[1]))
-        for future in futures:
-            future.set_result(result)
+        future.set_result(result)
         if target.items:
             self._drain()
 
