@@ -34,7 +34,7 @@ from fastmq.nsq.lookup import NSQDAddress, TopicLookup
 _log = logging.getLogger(__name__)
 
 # Kinds of queued items; PLAIN ones merge into MPUB.
-_PLAIN, _MULTI, _DEFERRED, _TRACED, _EXT = range(5)
+_PLAIN, _DEFERRED, _TRACED, _EXT = range(4)
 
 
 @dataclass(frozen=True)
@@ -99,15 +99,16 @@ class Producer:
         if defer_ms is not None:
             return self._submit(topic, partition, sharding_id, _DEFERRED,
                                 codec.dpub(topic, defer_ms, body))
-        return self._submit(topic, partition, sharding_id, _PLAIN, body)
+        return self._submit(topic, partition, sharding_id, _PLAIN, [body])
 
     def publish_many(self, topic: str, bodies: Iterable[bytes], *, partition: int | None = None,
                      sharding_id: Any = None) -> Future:
-        """MPUB of these messages as one command: all or none are taken."""
+        """MPUB of these messages (with others waiting to leave for the same target, up to the batch limits): all
+        or none are taken."""
         bodies = list(bodies)
         if not bodies:
             raise NSQConfigurationError("publish_many needs at least one message")
-        return self._submit(topic, partition, sharding_id, _MULTI, bodies)
+        return self._submit(topic, partition, sharding_id, _PLAIN, bodies)
 
     def publish_trace(self, topic: str, body: bytes, trace_id: int, *, partition: int | None = None,
                       sharding_id: Any = None) -> Future:
@@ -184,7 +185,12 @@ class Producer:
         answer = self.client.topics.get(topic) or self.client.watch(topic)
         address = self._choose(topic, answer, partition, sharding_id)
         key = (address.node_id, topic, partition_arg(address))
-        size = len(payload) if kind == _PLAIN else 0
+        if kind == _PLAIN and not all(payload):
+            # nsqd refuses an empty message (E_BAD_MESSAGE), and with it every message of its MPUB: fail it alone.
+            refused: Future = Future()
+            refused.set_exception(NSQConfigurationError("nsqd refuses empty messages (E_BAD_MESSAGE)"))
+            return refused
+        size = sum(map(len, payload)) if kind == _PLAIN else 0
         with self._lock:
             target = self._targets.get(key)
             if target is None:
@@ -192,14 +198,14 @@ class Producer:
             items = target.items
             if kind == _PLAIN and items:
                 last = items[-1]
-                if (last[0] == _PLAIN and len(last[1]) < self.max_batch_messages
+                if (last[0] == _PLAIN and len(last[1]) + len(payload) <= self.max_batch_messages
                         and last[3] + size <= self.max_batch_bytes):
                     # Joins the chunk that waits to leave: one MPUB, one future for all of its messages.
-                    last[1].append(payload)
+                    last[1].extend(payload)
                     last[3] += size
                     return last[2]
             future: Future = Future()
-            items.append([kind, [payload] if kind == _PLAIN else payload, future, size])
+            items.append([kind, payload, future, size])
             target.last = future
             if not self._drain_scheduled:
                 self._drain_scheduled = True
@@ -237,8 +243,6 @@ class Producer:
             if kind == _PLAIN:
                 data = codec.pub(topic, payload[0], partition) if len(payload) == 1 else codec.mpub(
                     topic, payload, partition)
-            elif kind == _MULTI:
-                data = codec.mpub(topic, payload, partition)
             elif kind == _DEFERRED:
                 data = payload
             elif kind == _TRACED:

@@ -61,8 +61,10 @@ def test_server_errors_and_bad_arguments(nsq, topic):
     with Producer(nsq.nsqd.tcp_address) as producer:
         with pytest.raises(NSQConfigurationError):
             producer.publish("bad topic", b"x")
+        with pytest.raises(NSQConfigurationError, match="E_BAD_MESSAGE"):
+            producer.publish(topic, b"").result(WAIT)       # nsqd refuses empty messages: not even sent
         with pytest.raises(NSQServerError, match="E_BAD_MESSAGE"):
-            producer.publish(topic, b"").result(WAIT)       # nsqd refuses empty messages
+            producer.publish(topic, b"x" * (1024 * 1024 + 1)).result(WAIT)    # over nsqd's --max-msg-size
         assert producer.publish(topic, b"after").result(WAIT) is None   # a new connection serves on
 
 

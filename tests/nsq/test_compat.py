@@ -16,8 +16,8 @@ def test_writer_and_reader_as_pynsq_users_write_them(nsq, topic):
     writer.mpub(topic, [b"requeue-me", b"async"], callback=lambda conn, data: replies.append(data))
     writer.pub(topic, b"", callback=lambda conn, data: replies.append(data))       # nsqd refuses empty ones
     wait_for(lambda: len(replies) == 3, timeout=WAIT, message="the publish callbacks")
-    assert replies[:2] == [b"OK", b"OK"]
-    assert isinstance(replies[2], compat.Error) and "E_BAD_MESSAGE" in str(replies[2])
+    refused = [reply for reply in replies if reply != b"OK"]
+    assert len(refused) == 1 and isinstance(refused[0], compat.Error) and "E_BAD_MESSAGE" in str(refused[0])
 
     seen, later, given_up = [], [], []
 

@@ -259,12 +259,19 @@ class NSQDListener(ServerHandler):
             raise NSQError("E_BAD_PARTITION", f"topic {topic} has no partition {partition}")
         return partition
 
+    def _check_sizes(self, topic: str, command: str, messages: list) -> None:
+        limit = self.front.topic(topic).max_message_bytes
+        for message in messages:
+            if len(message) > limit:
+                raise NSQError("E_BAD_MESSAGE", f"{command} message too big {len(message)} > {limit}")
+
     def _pub(self, conn: ServerConnection, session: Session, params: list, body: bytes) -> bytes:
         if not params:
             raise NSQError("E_INVALID", "PUB insufficient number of parameters")
         topic = self._topic(params[0])
         if not body:
             raise NSQError("E_BAD_MESSAGE", "PUB invalid message body size 0")
+        self._check_sizes(topic, "PUB", [body])
         self.front.append(topic, self._partition(topic, params, 1), [body])
         return codec.OK
 
@@ -278,6 +285,7 @@ class NSQDListener(ServerHandler):
             raise NSQError("E_BAD_BODY", f"MPUB {exc}") from None
         if any(not message for message in messages):
             raise NSQError("E_BAD_MESSAGE", "MPUB invalid message body size 0")
+        self._check_sizes(topic, "MPUB", messages)
         self.front.append(topic, self._partition(topic, params, 1), messages)
         return codec.OK
 

@@ -118,7 +118,7 @@ def test_pub_trace_and_ordered_subscription_on_the_wire(broker):
 def test_bad_input_gets_errors(broker):
     with pytest.raises(NSQServerError, match="E_BAD_MESSAGE"):
         with Producer(nsqd_address(broker)) as producer:
-            producer.publish("plain", b"").result(WAIT)
+            producer.publish("plain", b"x" * (2 * 1024 * 1024)).result(WAIT)     # over max.message.bytes
     with socket.create_connection(("127.0.0.1", broker.addresses[1][1]), timeout=WAIT) as sock:
         sock.sendall(b"  V9")
         assert read_frame(sock)[1].startswith(b"E_BAD_PROTOCOL")
