@@ -290,3 +290,24 @@ def test_rdy_passes_around_when_connections_outnumber_max_in_flight(broker):
         bodies = sorted(message.body for message in receive(consumer, 4))
         assert consumer.connections == 3
     assert bodies == [b"first", b"p0", b"p1", b"p2"]
+
+
+def test_ordered_consumer_keeps_order_through_requeues(broker):
+    with Producer(nsqd_address(broker)) as producer:
+        producer.publish_many("ordered", [b"o%d" % i for i in range(6)], partition=1).result(WAIT)
+    seen = []
+    with Consumer("ordered", "ch", nsqd_tcp_addresses=nsqd_address(broker), ordered=True, partition=1,
+                  max_in_flight=10, backoff_ms=10) as consumer:
+        def step() -> bool:
+            message = consumer.poll(0.2)
+            if message is not None:
+                seen.append((message.body, message.attempts, message.queue_offset))
+                if message.body == b"o2" and message.attempts == 1:
+                    message.requeue(0, backoff=False)
+                else:
+                    message.finish()
+            return len(seen) >= 7
+
+        wait_for(step, timeout=WAIT, interval=0, message=lambda: f"7 deliveries, saw {seen}")
+    assert [body for body, _, _ in seen] == [b"o0", b"o1", b"o2", b"o2", b"o3", b"o4", b"o5"]
+    assert [offset for _, _, offset in seen] == [0, 1, 2, 2, 3, 4, 5]
