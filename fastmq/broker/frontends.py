@@ -26,6 +26,7 @@ FRONT_END_PACKAGES: dict[str, str] = {
     "kafka": "fastmq.broker.kafka",
     "tubemq-master": "fastmq.broker.tubemq", "tubemq-broker": "fastmq.broker.tubemq",
     "rocketmq": "fastmq.broker.rocketmq", "namesrv": "fastmq.broker.rocketmq",
+    **dict.fromkeys(("nsq", "nsq-http", "nsqlookupd-http"), "fastmq.broker.nsq"),
 }
 DEFAULT_PROTOCOL = "kafka"
 

@@ -20,6 +20,9 @@ PROTOCOL_LISTENER_FLAGS = (
     ("--namesrv", "namesrv", "a RocketMQ name server"),
     ("--tubemq-master", "tubemq-master", "a TubeMQ master"),
     ("--tubemq-broker", "tubemq-broker", "a TubeMQ broker"),
+    ("--nsqd", "nsq", "an NSQ (nsqd TCP protocol)"),
+    ("--nsqd-http", "nsq-http", "nsqd's HTTP API (/pub, /mpub, /stats, ...)"),
+    ("--nsqlookupd-http", "nsqlookupd-http", "nsqlookupd's HTTP API (/lookup, ...)"),
 )
 
 

@@ -287,20 +287,32 @@ SERVERS: dict[str, MavenServer] = {server.name: server for server in (APACHE_KAF
                                                                       TUBEMQ_CLIENT, TUBEMQ_SERVER)}
 
 
+def _build_nsq() -> Path:
+    from tests.support.nsq import build  # it imports this module
+    return build()
+
+
+# What `fetch NAME` runs: the Maven servers, and the servers built from source.
+FETCHERS: dict[str, Callable[[], Path]] = {
+    **{name: (lambda server=server: fetch(server)) for name, server in SERVERS.items()},
+    "nsq": _build_nsq,
+}
+
+
 def main(argv: Sequence[str]) -> int:
     if list(argv[:1]) != ["fetch"]:
-        print("usage: python -m tests.support.servers fetch [NAME ...]   (known: " + ", ".join(SERVERS) + ")",
+        print("usage: python -m tests.support.servers fetch [NAME ...]   (known: " + ", ".join(FETCHERS) + ")",
               file=sys.stderr)
         return 2
-    names = list(argv[1:]) or list(SERVERS)
-    unknown = [name for name in names if name not in SERVERS]
+    names = list(argv[1:]) or list(FETCHERS)
+    unknown = [name for name in names if name not in FETCHERS]
     if unknown:
-        print(f"unknown server(s): {', '.join(unknown)} (known: {', '.join(SERVERS)})", file=sys.stderr)
+        print(f"unknown server(s): {', '.join(unknown)} (known: {', '.join(FETCHERS)})", file=sys.stderr)
         return 2
     for name in names:
         started = time.monotonic()
-        lib = fetch(SERVERS[name])
-        print(f"{name} {SERVERS[name].version}: {lib} ({time.monotonic() - started:.1f} s)")
+        location = FETCHERS[name]()
+        print(f"{name}: {location} ({time.monotonic() - started:.1f} s)")
     return 0
 
 
