@@ -26,10 +26,12 @@ except ImportError as exc:          # pragma: no cover - exercised by tests/spar
 from fastmq.spark.options import OptionError
 from fastmq.spark.partition_reader import DataLossError
 from fastmq.spark.source import KafkaDataSource
+from fastmq.spark.store_source import StoreDataSource
 
-__all__ = ["DataLossError", "KafkaDataSource", "OptionError", "register"]
+__all__ = ["DataLossError", "KafkaDataSource", "OptionError", "StoreDataSource", "register"]
 
 
 def register(spark: Any) -> None:
-    """Register the format "fastmq" on a SparkSession."""
+    """Register the formats "fastmq" and "fastmq-store" on a SparkSession."""
     spark.dataSource.register(KafkaDataSource)
+    spark.dataSource.register(StoreDataSource)

@@ -127,7 +127,7 @@ class _AbortedTransactions:
         return bool(attributes & TRANSACTIONAL_BIT) and producer_id in self.active
 
 
-def _walk_batches(records: Any, aborted: _AbortedTransactions | None) -> tuple[int, list[tuple[int, int, int]]]:
+def walk_batches(records: Any, aborted: _AbortedTransactions | None) -> tuple[int, list[tuple[int, int, int]]]:
     """(offset after the last complete batch or -1 when none, [(first, last offset, timestamp type or -1 for
     dropped)] of every complete data batch)."""
     view = memoryview(records)
@@ -149,6 +149,39 @@ def _walk_batches(records: Any, aborted: _AbortedTransactions | None) -> tuple[i
             continue
         batches.append((base, last, -1 if dropped else int(bool(attributes & TIMESTAMP_TYPE_BIT))))
     return next_offset, batches
+
+
+def records_to_spark(records: Any, batches: list[tuple[int, int, int]], start: int, end: int, topic: str,
+                     partition: int, include_headers: bool, constants: ConstantColumns) -> pa.RecordBatch | None:
+    """The records of a record set (v2 batches, walked by walk_batches into `batches`) within [start, end)
+    as one Spark-schema RecordBatch, without the records of dropped (aborted) batches; None when none."""
+    table = read_table(records, view_types=False)
+    count = table.num_rows
+    if not count:
+        return None
+    kinds = {kind for _, _, kind in batches}
+    offsets = np.frombuffer(table.column("offset").chunk(0).buffers()[1], dtype=np.int64, count=count)
+    keep: np.ndarray | None = None
+    if len(kinds) == 1 and -1 not in kinds:
+        timestamp_types = constants.get(kinds.pop(), pa.int32(), count)
+    else:                                        # mixed timestamp types, or records of aborted transactions
+        firsts = np.fromiter((b[0] for b in batches), dtype=np.int64, count=len(batches))
+        types = np.fromiter((b[2] for b in batches), dtype=np.int32, count=len(batches))
+        record_types = types[np.searchsorted(firsts, offsets, side="right") - 1]
+        if -1 in kinds:
+            keep = record_types >= 0
+        timestamp_types = pa.array(record_types, pa.int32())
+    batch = spark_batch(table, topic=topic, partition=partition, timestamp_types=timestamp_types,
+                        include_headers=include_headers, constants=constants)
+    # A compressed batch comes whole even when the fetch began inside it; the range may end inside one.
+    in_range = (offsets >= start) & (offsets < end)
+    keep = in_range if keep is None else keep & in_range
+    if keep.all():
+        return batch
+    first, stop = int(np.searchsorted(offsets, start)), int(np.searchsorted(offsets, end))
+    if keep[first:stop].all() and keep.sum() == stop - first:
+        return batch.slice(first, stop - first)
+    return batch.filter(pa.array(keep))
 
 
 class PartitionReader:
@@ -188,7 +221,7 @@ class PartitionReader:
                     continue
                 raise error(f"fetch of {self.tp} at offset {offset}")
             records = data.records
-            next_offset, batches = (_walk_batches(records, _AbortedTransactions(data.aborted_transactions)
+            next_offset, batches = (walk_batches(records, _AbortedTransactions(data.aborted_transactions)
                                                   if self.read_committed else None)
                                     if records is not None and len(records) else (-1, []))
             if next_offset < 0:                    # nothing there (yet)
@@ -204,43 +237,11 @@ class PartitionReader:
             waited_since = time.monotonic()
             if next_offset < end:
                 pending = self._fetch(next_offset)      # the next response comes while Spark takes this one
-            batch = self._to_spark(records, batches, offset, end)
+            batch = records_to_spark(records, batches, offset, end, self.tp.topic, self.tp.partition,
+                                     self.options.include_headers, self.constants)
             offset = next_offset
             if batch is not None and batch.num_rows:
                 yield batch
-
-    def _to_spark(self, records: Any, batches: list[tuple[int, int, int]], start: int, end: int) \
-            -> pa.RecordBatch | None:
-        table = read_table(records, view_types=False)
-        count = table.num_rows
-        if not count:
-            return None
-        kinds = {kind for _, _, kind in batches}
-        offsets = np.frombuffer(table.column("offset").chunk(0).buffers()[1], dtype=np.int64, count=count)
-        keep: np.ndarray | None = None
-        if -1 in kinds:                              # records of aborted transactions
-            firsts = np.fromiter((b[0] for b in batches), dtype=np.int64, count=len(batches))
-            types = np.fromiter((b[2] for b in batches), dtype=np.int32, count=len(batches))
-            record_types = types[np.searchsorted(firsts, offsets, side="right") - 1]
-            keep = record_types >= 0
-            timestamp_types = pa.array(record_types, pa.int32())
-        elif len(kinds) == 1:
-            timestamp_types = self.constants.get(kinds.pop(), pa.int32(), count)
-        else:
-            firsts = np.fromiter((b[0] for b in batches), dtype=np.int64, count=len(batches))
-            types = np.fromiter((b[2] for b in batches), dtype=np.int32, count=len(batches))
-            timestamp_types = pa.array(types[np.searchsorted(firsts, offsets, side="right") - 1], pa.int32())
-        batch = spark_batch(table, topic=self.tp.topic, partition=self.tp.partition, timestamp_types=timestamp_types,
-                            include_headers=self.options.include_headers, constants=self.constants)
-        # A compressed batch comes whole even when the fetch began inside it; the range may end inside one.
-        in_range = (offsets >= start) & (offsets < end)
-        keep = in_range if keep is None else keep & in_range
-        if keep.all():
-            return batch
-        first = int(np.searchsorted(offsets, start))
-        if keep[first:].sum() == int(np.searchsorted(offsets, end)) - first:
-            return batch.slice(first, int(np.searchsorted(offsets, end)) - first)
-        return batch.filter(pa.array(keep))
 
     # ---- requests ----------------------------------------------------------------------------------------------
 

@@ -71,15 +71,16 @@ def _check_schema(schema: StructType, options: KafkaOptions) -> None:
                           "the headers column")
 
 
-def split_ranges(ranges: list[OffsetRange], options: KafkaOptions) -> list[OffsetRange]:
+def split_ranges(ranges: list[OffsetRange], min_partitions: int | None = None,
+                 max_records_per_partition: int | None = None) -> list[OffsetRange]:
     """Drop empty ranges; split ranges into pieces of at most maxRecordsPerPartition records, then, when
     minPartitions asks for more pieces than there are, each in proportion to its size (Spark's rule)."""
     ranges = [r for r in ranges if r.size > 0]
-    if options.max_records_per_partition:
-        ranges = [piece for r in ranges for piece in _split(r, math.ceil(r.size / options.max_records_per_partition))]
-    if options.min_partitions and options.min_partitions > len(ranges):
+    if max_records_per_partition:
+        ranges = [piece for r in ranges for piece in _split(r, math.ceil(r.size / max_records_per_partition))]
+    if min_partitions and min_partitions > len(ranges):
         total = sum(r.size for r in ranges)
-        ranges = [piece for r in ranges for piece in _split(r, max(round(r.size / total * options.min_partitions), 1))]
+        ranges = [piece for r in ranges for piece in _split(r, max(round(r.size / total * min_partitions), 1))]
     return ranges
 
 
@@ -100,7 +101,8 @@ def _ranges(options: KafkaOptions, start: dict[TopicPartition, int], end: dict[T
             data_loss(options, f"{tp}: the offsets went back from {first} to {end[tp]} (was the topic recreated?)")
             continue
         ranges.append(OffsetRange(tp.topic, tp.partition, first, end[tp]))
-    return [InputPartition(r) for r in split_ranges(ranges, options)]
+    return [InputPartition(r) for r in split_ranges(ranges, options.min_partitions,
+                                                    options.max_records_per_partition)]
 
 
 class KafkaBatchReader(DataSourceReader):

@@ -14,6 +14,7 @@ from fastmq.kafka.admin import NewTopic
 
 @pytest.fixture(scope="session")
 def spark():
+    # local[2,2]: two threads, and a failed task is tried once more (test_write retries one).
     # Spark's Python workers run PYSPARK_PYTHON (default: python3 from PATH), not this interpreter; they
     # inherit the JVM's environment, so PYTHONPATH reaches them and they import this tree's fastmq.
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -22,7 +23,7 @@ def spark():
 
     import fastmq.spark
 
-    session = (SparkSession.builder.master("local[2]").appName("fastmq-tests")
+    session = (SparkSession.builder.master("local[2,2]").appName("fastmq-tests")
                .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     session.sparkContext.setLogLevel("ERROR")

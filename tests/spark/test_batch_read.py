@@ -2,6 +2,8 @@
 Apache Kafka."""
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from fastmq.kafka import Admin, Producer, TopicPartition
@@ -120,3 +122,18 @@ def test_apache_kafka_batch_read(spark, apache_kafka):
     create_served_topic(servers, topic, 2)
     sent = produce_mixed(servers, topic, 2, 300)
     check_rows(reader(spark, servers, topic, includeHeaders="true").collect(), topic, sent)
+
+
+def test_bad_options_missing_topic_and_unreachable_cluster_fail_clearly(spark, embedded_broker):
+    servers = embedded_broker.bootstrap_servers
+    with pytest.raises(Exception, match="exactly one of the options"):
+        spark.read.format("fastmq").option("kafka.bootstrap.servers", servers).load().collect()
+    with pytest.raises(Exception, match="startingOffsets"):
+        reader(spark, servers, "x", **{"kafka.auto.offset.reset": "earliest"}).collect()
+    with pytest.raises(Exception, match="does not exist"):
+        reader(spark, servers, "no-such-topic-here").collect()
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    with pytest.raises(Exception, match="KafkaTimeoutError|Failed to update metadata"):
+        reader(spark, f"127.0.0.1:{port}", "x", **{"kafka.request.timeout.ms": "2000"}).collect()

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from fastmq.kafka.structs import TopicPartition
 from fastmq.spark.options import OptionError, parse_options
 from fastmq.spark.source import _share, split_ranges
-from fastmq.spark.partition_reader import OffsetRange, _walk_batches
+from fastmq.spark.partition_reader import OffsetRange, walk_batches
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "a"}
 
@@ -82,9 +82,8 @@ def test_max_offsets_per_trigger_is_never_exceeded(backlog, limit):
 
 @given(st.lists(st.integers(0, 1000), min_size=1, max_size=5), st.integers(1, 40))
 def test_split_ranges_cover_each_range_exactly(sizes, min_partitions):
-    options = parse_options({**BASE, "minPartitions": str(min_partitions)})
     ranges = [OffsetRange("t", p, 10, 10 + n) for p, n in enumerate(sizes)]
-    pieces = split_ranges(ranges, options)
+    pieces = split_ranges(ranges, min_partitions)
     for r in ranges:
         covered = sorted((p.start, p.end) for p in pieces if p.partition == r.partition)
         offsets = [o for a, b in covered for o in range(a, b)]
@@ -98,7 +97,7 @@ def test_batch_header_walk_of_any_bytes_ends_cleanly(data):
     from fastmq.kafka.errors import UnsupportedVersionError
 
     try:
-        next_offset, batches = _walk_batches(data, None)
+        next_offset, batches = walk_batches(data, None)
     except UnsupportedVersionError:
         return
     assert next_offset == -1 or batches is not None
