@@ -54,20 +54,22 @@ def subscribed_partitions(options: KafkaOptions) -> list[TopicPartition]:
     timeout = _timeout(options)
     if options.assign:
         return [TopicPartition(t, p) for t, p in options.assign]
+    existing = consumer.topics(timeout)
     if options.subscribe_pattern is not None:
         pattern = re.compile(options.subscribe_pattern)
-        topics = sorted(t for t in consumer.topics(timeout) if pattern.fullmatch(t))
+        topics = sorted(t for t in existing if pattern.fullmatch(t))
     else:
+        missing = sorted(set(options.subscribe) - existing)
+        if missing:
+            raise kerrors.UnknownTopicOrPartitionError(
+                f"topic(s) {missing} do not exist on {options.bootstrap_servers} (create them first: fastmq's Spark "
+                "source does not create topics)")
         topics = list(options.subscribe)
+    # Fresh metadata each time: partitions added to a topic show up in the next micro-batch.
+    consumer.client.wait_for_metadata(consumer.client.request_update("partitions of the subscription"), timeout)
     found = []
     for topic in topics:
-        consumer.client.request_update(f"partitions of {topic!r}")
-        partitions = consumer.partitions_for_topic(topic, timeout)
-        if not partitions:
-            raise kerrors.UnknownTopicOrPartitionError(
-                f"topic {topic!r} does not exist on {options.bootstrap_servers} (create it first: fastmq's Spark "
-                "source does not create topics)")
-        found.extend(TopicPartition(topic, p) for p in sorted(partitions))
+        found.extend(TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic, timeout)))
     return found
 
 

@@ -32,6 +32,7 @@ SOURCE_OPTIONS = frozenset(name.lower() for name in (
     "startingOffsetsByTimestampStrategy", "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
     "minPartitions", "maxRecordsPerPartition", "includeHeaders", "failOnDataLoss", "groupIdPrefix",
     "kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "topic", "path",
+    "checkpointLocation",           # a streaming write's options carry its query's checkpoint
 ))
 
 # kafka.* options Spark's connector refuses, with what to write instead.

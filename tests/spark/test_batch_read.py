@@ -130,7 +130,7 @@ def test_bad_options_missing_topic_and_unreachable_cluster_fail_clearly(spark, e
         spark.read.format("fastmq").option("kafka.bootstrap.servers", servers).load().collect()
     with pytest.raises(Exception, match="startingOffsets"):
         reader(spark, servers, "x", **{"kafka.auto.offset.reset": "earliest"}).collect()
-    with pytest.raises(Exception, match="does not exist"):
+    with pytest.raises(Exception, match="do not exist"):
         reader(spark, servers, "no-such-topic-here").collect()
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))

@@ -23,8 +23,8 @@ def test_batch_write_reads_back_exactly(spark, embedded_broker):
     df.write.format("fastmq").option("kafka.bootstrap.servers", servers).option("topic", topic) \
         .mode("append").save()
     got = read_values(spark, servers, topic)
-    assert sorted((k, v) for _, k, v, _ in got) == sorted(
-        (None if i % 5 == 0 else str(i).encode(), f"v{i}".encode()) for i in range(600))
+    assert sorted((v, k) for _, k, v, _ in got) == sorted(
+        (f"v{i}".encode(), None if i % 5 == 0 else str(i).encode()) for i in range(600))
 
 
 def test_batch_write_with_topic_partition_and_headers_columns(spark, embedded_broker):
@@ -33,7 +33,7 @@ def test_batch_write_with_topic_partition_and_headers_columns(spark, embedded_br
     df = spark.range(0, 40, numPartitions=2).selectExpr(
         f"IF(id % 2 = 0, '{topics[0]}', '{topics[1]}') AS topic", "CAST(id % 2 AS INT) AS partition",
         "CAST(id AS STRING) AS value",
-        "IF(id % 4 = 0, NULL, array(named_struct('key', 'n', 'value', CAST(id AS STRING)))) AS headers")
+        "IF(id % 4 = 0, NULL, array(named_struct('key', 'n', 'value', CAST(CAST(id AS STRING) AS BINARY)))) AS headers")
     df.write.format("fastmq").option("kafka.bootstrap.servers", servers).mode("append").save()
     for index, topic in enumerate(topics):
         got = read_values(spark, servers, topic)
