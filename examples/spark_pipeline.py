@@ -35,7 +35,13 @@ def produce_events(servers: str, count: int = 600) -> None:
         producer.flush(30)
 
 
-def run_query(spark, servers: str, checkpoint: str) -> None:
+def create_topics(servers: str) -> None:
+    with Admin(servers) as admin:
+        admin.create_topics([NewTopic(EVENTS, 2, 1), NewTopic(RESULTS, 1, 1)])
+        admin.wait_for_topics([EVENTS, RESULTS], timeout=30)
+
+
+def start_query(spark, servers: str, checkpoint: str):
     """The streaming job: events -> windowed counts per action -> RESULTS, until the events there now are read."""
     from pyspark.sql.functions import window
 
@@ -49,10 +55,9 @@ def run_query(spark, servers: str, checkpoint: str) -> None:
         "CAST(date_format(window.start, 'HH:mm:ss') AS STRING) AS key",
         "to_json(named_struct('window', date_format(window.start, 'HH:mm:ss'), 'action', action, "
         "'count', count)) AS value")
-    query = (results.writeStream.format("fastmq").option("kafka.bootstrap.servers", servers)
-             .option("topic", RESULTS).option("checkpointLocation", checkpoint).outputMode("append")
-             .trigger(availableNow=True).start())
-    query.awaitTermination()
+    return (results.writeStream.format("fastmq").option("kafka.bootstrap.servers", servers)
+            .option("topic", RESULTS).option("checkpointLocation", checkpoint).outputMode("append")
+            .trigger(availableNow=True).start())
 
 
 def read_results(servers: str) -> list[str]:
@@ -68,11 +73,9 @@ def read_results(servers: str) -> list[str]:
 
 
 def run(spark, servers: str, checkpoint: str) -> list[str]:
-    with Admin(servers) as admin:
-        admin.create_topics([NewTopic(EVENTS, 2, 1), NewTopic(RESULTS, 1, 1)])
-        admin.wait_for_topics([EVENTS, RESULTS], timeout=30)
+    create_topics(servers)
     produce_events(servers)
-    run_query(spark, servers, checkpoint)
+    start_query(spark, servers, checkpoint).awaitTermination()
     return read_results(servers)
 
 

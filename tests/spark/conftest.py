@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import uuid
+from typing import Any, Callable
 
 import pytest
 
@@ -45,3 +46,20 @@ def reader(spark, bootstrap_servers: str, topic: str, **options: str):
     for name, value in options.items():
         read = read.option(name, value)
     return read.load()
+
+
+def run_to_end(start: Callable[[], Any], timeout: float = 240, attempts: int = 3) -> None:
+    """Start a streaming query and wait until it ends (availableNow), starting it again (same checkpoint) when
+    Spark failed to launch its Python source process: Spark gives a new Python process 10 s (hard-coded in
+    PythonWorkerFactory) to connect back, which a machine under heavy load can miss. The query has run
+    nothing then (no offsets committed), so starting it again changes nothing else."""
+    for attempt in range(attempts):
+        query = start()
+        try:
+            query.awaitTermination(timeout)
+            return
+        except Exception as exc:
+            if "failed to connect back" not in str(exc) or attempt == attempts - 1:
+                raise
+        finally:
+            query.stop()

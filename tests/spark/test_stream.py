@@ -7,7 +7,7 @@ import json
 import pytest
 
 from fastmq.kafka import Admin, Producer, TopicPartition
-from tests.spark.conftest import new_topic
+from tests.spark.conftest import new_topic, run_to_end
 
 
 def produce(servers: str, topic: str, partition: int, start: int, stop: int) -> None:
@@ -28,12 +28,8 @@ def run_available_now(spark, servers: str, topic: str, checkpoint: str, **option
               .option("subscribe", topic).option("startingOffsets", "earliest"))
     for name, value in options.items():
         stream = stream.option(name, value)
-    query = (stream.load().writeStream.foreachBatch(collect).option("checkpointLocation", checkpoint)
-             .trigger(availableNow=True).start())
-    try:
-        query.awaitTermination(240)
-    finally:
-        query.stop()
+    run_to_end(lambda: stream.load().writeStream.foreachBatch(collect).option("checkpointLocation", checkpoint)
+               .trigger(availableNow=True).start())
     return batches
 
 

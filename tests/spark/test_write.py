@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from fastmq.kafka import Producer
-from tests.spark.conftest import new_topic, reader
+from tests.spark.conftest import new_topic, reader, run_to_end
 
 
 def read_values(spark, servers: str, topic: str) -> list:
@@ -88,14 +88,10 @@ def test_streaming_write_reads_back_exactly(spark, embedded_broker, tmp_path):
     with Producer(servers) as producer:
         for p in range(2):
             producer.send_many(source, [f"{p}:{i}".encode() for i in range(150)], partition=p).get(30)
-    query = (spark.readStream.format("fastmq").option("kafka.bootstrap.servers", servers)
+    run_to_end(lambda: spark.readStream.format("fastmq").option("kafka.bootstrap.servers", servers)
              .option("subscribe", source).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "100")
              .load().selectExpr("key", "upper(CAST(value AS STRING)) AS value")
              .writeStream.format("fastmq").option("kafka.bootstrap.servers", servers).option("topic", sink)
              .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
-    try:
-        query.awaitTermination(240)
-    finally:
-        query.stop()
     got = sorted(v.decode() for _, _, v, _ in read_values(spark, servers, sink))
     assert got == sorted(f"{p}:{i}".upper() for p in range(2) for i in range(150))
