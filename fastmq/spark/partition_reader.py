@@ -247,12 +247,7 @@ class PartitionReader:
 
     def _fetch(self, offset: int) -> tuple[Any, int]:
         client = self.client
-        leader = client.cluster.leader_for(self.tp)
-        if leader < 0:
-            info = client.topic_metadata(self.tp.topic, self.deadline_s)
-            if self.tp.partition >= len(info.partitions):
-                raise kerrors.UnknownTopicOrPartitionError(f"{self.tp} does not exist")
-            leader = client.cluster.leader_for(self.tp)
+        leader = self._leader()
         topic_info = client.cluster.topics.get(self.tp.topic)
         topic_id = topic_info.topic_id if topic_info is not None and topic_info.topic_id is not None else ZERO_UUID
         F = kp.FetchRequest
@@ -263,6 +258,23 @@ class PartitionReader:
                     forgotten_topics_data=[], rack_id="")
         timeout = client.config.request_timeout_ms / 1000.0 + FETCH_MAX_WAIT_MS / 1000.0
         return client.call(leader, request, timeout), offset
+
+    def _leader(self) -> int:
+        """The partition's leader, refreshing metadata while it is unknown: this process's client may have
+        metadata from before partitions were added to the topic."""
+        client = self.client
+        deadline = time.monotonic() + self.deadline_s
+        while True:
+            leader = client.cluster.leader_for(self.tp)
+            if leader >= 0:
+                return leader
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise kerrors.UnknownTopicOrPartitionError(f"{self.tp}: no such partition, or no leader for it, "
+                                                           f"within {self.deadline_s:.0f} s")
+            client.topic_metadata(self.tp.topic, remaining)
+            if client.cluster.leader_for(self.tp) < 0:
+                client.wait_for_metadata(client.request_update(f"leader of {self.tp}"), min(1.0, remaining))
 
     def _result(self, pending: tuple[Any, int]) -> Any:
         future, offset = pending
