@@ -1,0 +1,162 @@
+"""format("fastmq") against Spark's own Kafka connector, same broker, same SparkSession, one run (local[2]).
+
+Reads 2M records of 100 bytes from 4 partitions into count() and sum(length(value)), and writes 1M records,
+with fastmq's source and with spark-sql-kafka-0-10 (fetched from Maven Central with mvn into the user's cache,
+at $SPARK_KAFKA_VERSION, else the installed pyspark's version, else 4.2.0: the newest on Central when
+written). Also: the same read yielding tuples instead of Arrow batches (why the source yields Arrow), and
+the source's reader alone, without Spark (fetch + columnar decode + Arrow build in one process), for how
+close Spark's overhead lets a read come to the decoder. Rates are best of RUNS after one warm-up run.
+
+Run: python benches/bench_spark.py            (BENCH_SPARK_RECORDS=200000 for a short run)
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RECORDS = int(os.environ.get("BENCH_SPARK_RECORDS", 2_000_000))
+WRITES = RECORDS // 2
+PARTITIONS = 4
+RUNS = 2
+VALUE = b"x" * 100
+CONNECTOR = "spark-sql-kafka-0-10_2.13"
+POM = """<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>
+<groupId>fastmq.bench</groupId><artifactId>spark-kafka-jars</artifactId><version>1</version>
+<dependencies><dependency><groupId>org.apache.spark</groupId><artifactId>{artifact}</artifactId>
+<version>{version}</version></dependency></dependencies></project>"""
+
+
+def connector_jars() -> list[str]:
+    """The connector and the three jars it needs beyond pyspark's own, cached per version."""
+    import pyspark
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fastmq-bench-spark-kafka"
+    versions = [v for v in (os.environ.get("SPARK_KAFKA_VERSION"), pyspark.__version__, "4.2.0") if v]
+    for version in dict.fromkeys(versions):
+        target = cache / version
+        if not any(target.glob(f"{CONNECTOR}-*.jar")):
+            target.mkdir(parents=True, exist_ok=True)
+            (target / "pom.xml").write_text(POM.format(artifact=CONNECTOR, version=version))
+            done = subprocess.run(
+                ["mvn", "-q", "-f", str(target / "pom.xml"), "dependency:copy-dependencies", "-DincludeScope=runtime",
+                 f"-DoutputDirectory={target}", "-DincludeArtifactIds=" + ",".join(
+                     [CONNECTOR, "spark-token-provider-kafka-0-10_2.13", "kafka-clients", "commons-pool2"])],
+                capture_output=True, text=True)
+            if done.returncode:
+                print(f"connector {version}: not fetched ({done.stdout[-300:]})")
+                continue
+        jars = sorted(str(p) for p in target.glob("*.jar"))
+        if jars:
+            print(f"Spark's Kafka connector {version}: {', '.join(Path(j).name for j in jars)}")
+            return jars
+    raise RuntimeError("Spark's Kafka connector could not be fetched with mvn (Java 17 and Maven needed)")
+
+
+def best_rate(action, rows: int) -> float:
+    action()                                    # warm-up: the first query of a JVM is slower
+    best = float("inf")
+    for _ in range(RUNS):
+        started = time.perf_counter()
+        action()
+        best = min(best, time.perf_counter() - started)
+    return rows / best
+
+
+def main() -> None:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    import fastmq.spark
+    from fastmq.broker import BrokerProcess
+    from fastmq.kafka import Admin, Producer
+    from fastmq.kafka.admin import NewTopic
+    from fastmq.spark.source import KafkaBatchReader, KafkaDataSource
+    from fastmq.spark.offsets import resolve, subscribed_partitions
+    from fastmq.spark.options import parse_options
+    from fastmq.spark.partition_reader import OffsetRange, PartitionReader
+
+    class TupleReader(KafkaBatchReader):
+        """The same read, handing Spark one tuple per record (the alternative to Arrow batches)."""
+
+        def read(self, partition):
+            for batch in super().read(partition):
+                yield from zip(*(column.to_pylist() for column in batch.columns))
+
+    class TupleSource(KafkaDataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "fastmq-tuples"
+
+        def reader(self, schema):
+            return TupleReader(parse_options(self.options), schema)
+
+    jars = connector_jars()
+    broker = BrokerProcess().start()
+    try:
+        servers = broker.bootstrap_servers
+        with Admin(servers) as admin:
+            admin.create_topics([NewTopic("bench-read", PARTITIONS, 1), NewTopic("bench-write-fastmq", PARTITIONS, 1),
+                                 NewTopic("bench-write-kafka", PARTITIONS, 1)])
+            admin.wait_for_topics(["bench-read", "bench-write-fastmq", "bench-write-kafka"], timeout=30)
+        with Producer(servers, linger_ms=10, batch_size=262144) as producer:
+            per = RECORDS // PARTITIONS
+            for p in range(PARTITIONS):
+                for start in range(0, per, 100_000):
+                    producer.send_many("bench-read", [VALUE] * min(100_000, per - start), partition=p)
+            producer.flush(300)
+        rows = per * PARTITIONS
+
+        options = parse_options({"kafka.bootstrap.servers": servers, "subscribe": "bench-read"})
+        tps = subscribed_partitions(options)
+        start, end = resolve(options, tps, ending=False), resolve(options, tps, ending=True)
+
+        def decode_only() -> None:
+            for tp in tps:
+                for _ in PartitionReader(options, OffsetRange(tp.topic, tp.partition, start[tp], end[tp])):
+                    pass
+
+        decoder = best_rate(decode_only, rows)
+        print(f"reader without Spark (fetch + columnar decode + Arrow, 1 process): {decoder / 1e6:.2f}M rows/s")
+
+        spark = (SparkSession.builder.master("local[2]").appName("bench-spark")
+                 .config("spark.ui.enabled", "false").config("spark.jars", ",".join(jars)).getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        fastmq.spark.register(spark)
+        spark.dataSource.register(TupleSource)
+
+        def load(fmt: str):
+            return (spark.read.format(fmt).option("kafka.bootstrap.servers", servers)
+                    .option("subscribe", "bench-read").load())
+
+        rates: dict[tuple[str, str], float] = {}
+        for fmt in ("fastmq", "kafka", "fastmq-tuples"):
+            rates[(fmt, "count")] = best_rate(lambda: load(fmt).count(), rows)
+            rates[(fmt, "sum")] = best_rate(lambda: load(fmt).selectExpr("sum(length(value))").collect(), rows)
+        for what in ("count", "sum"):
+            ours, theirs, tuples = rates[("fastmq", what)], rates[("kafka", what)], rates[("fastmq-tuples", what)]
+            print(f"read {rows} x 100 B, {PARTITIONS} partitions, {what}: fastmq {ours / 1e6:.2f}M rows/s, "
+                  f"Kafka connector {theirs / 1e6:.2f}M rows/s, ratio {ours / theirs:.2f}x (target 1.5x); "
+                  f"fastmq with tuples {tuples / 1e6:.2f}M rows/s; per core {ours / 2 / 1e6:.2f}M vs the reader "
+                  f"alone {decoder / 1e6:.2f}M ({ours / 2 / decoder:.0%})")
+
+        source = spark.range(0, WRITES, numPartitions=PARTITIONS).selectExpr(
+            "CAST(id AS STRING) AS key", "CAST(repeat('x', 100) AS BINARY) AS value").cache()
+        source.count()
+
+        def write(fmt: str) -> None:
+            source.write.format(fmt).option("kafka.bootstrap.servers", servers) \
+                .option("topic", f"bench-write-{'fastmq' if fmt == 'fastmq' else 'kafka'}").mode("append").save()
+
+        ours, theirs = best_rate(lambda: write("fastmq"), WRITES), best_rate(lambda: write("kafka"), WRITES)
+        print(f"write {WRITES} x 100 B: fastmq {ours / 1e6:.2f}M rows/s, Kafka connector {theirs / 1e6:.2f}M rows/s, "
+              f"ratio {ours / theirs:.2f}x (target 1.0x)")
+        spark.stop()
+    finally:
+        broker.close()
+
+
+if __name__ == "__main__":
+    main()

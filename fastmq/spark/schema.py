@@ -1,0 +1,94 @@
+"""The rows of format("fastmq"): Spark's Kafka connector's schema, built as Arrow record batches.
+
+    key binary, value binary, topic string, partition int, offset long, timestamp timestamp, timestampType int
+    [, headers array<struct<key string, value binary>>]    (includeHeaders=true; null for a record without)
+
+Spark takes a read()'s RecordBatches only when the first one's schema equals exactly the Arrow form of the
+declared schema: binary (not binary_view), int32 partition, timestamp("us", "UTC"), every field nullable. The
+columnar decoder gives binary views and millisecond timestamps; this module turns its columns into that form
+with one copy of keys and values and no Python object per record.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+SPARK_DDL = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+             "timestampType int")
+HEADERS_DDL = "headers array<struct<key: string, value: binary>>"
+HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
+
+
+def spark_ddl(include_headers: bool) -> str:
+    return f"{SPARK_DDL}, {HEADERS_DDL}" if include_headers else SPARK_DDL
+
+
+def column_names(include_headers: bool) -> list[str]:
+    return arrow_schema(include_headers).names
+
+
+def arrow_schema(include_headers: bool) -> pa.Schema:
+    fields = [("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
+              ("offset", pa.int64()), ("timestamp", TIMESTAMP_TYPE), ("timestampType", pa.int32())]
+    if include_headers:
+        fields.append(("headers", HEADER_TYPE))
+    return pa.schema(fields)
+
+
+SCHEMAS = {False: arrow_schema(False), True: arrow_schema(True)}
+
+
+class ConstantColumns:
+    """Columns that repeat one value (topic, partition, timestampType), built once at the largest size asked
+    for and sliced (no copy) for each batch."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple, pa.Array] = {}
+
+    def get(self, value: Any, type_: pa.DataType, count: int) -> pa.Array:
+        key = (value, str(type_))
+        array = self._cache.get(key)
+        if array is None or len(array) < count:
+            size = max(count, 1024)
+            if pa.types.is_string(type_):
+                data = value.encode()
+                offsets = np.arange(0, (size + 1) * len(data), len(data) or 1, dtype=np.int32)[:size + 1] \
+                    if data else np.zeros(size + 1, dtype=np.int32)
+                array = pa.Array.from_buffers(type_, size, [None, pa.py_buffer(offsets), pa.py_buffer(data * size)])
+            else:
+                array = pa.array(np.full(size, value, dtype=type_.to_pandas_dtype()), type=type_)
+            self._cache[key] = array
+        return array.slice(0, count)
+
+
+def spark_batch(table: pa.Table, *, topic: str, partition: int, timestamp_types: pa.Array,
+                include_headers: bool, constants: ConstantColumns) -> pa.RecordBatch:
+    """A columnar decoder's table (offset, timestamp ms, key, value, headers: view_types=False) as one
+    RecordBatch of the Spark schema. timestamp_types: the int32 timestampType column."""
+    count = table.num_rows
+    timestamps = table.column("timestamp").combine_chunks()
+    micros = np.frombuffer(timestamps.buffers()[1], dtype=np.int64, count=count,
+                           offset=timestamps.offset * 8) * 1000
+    columns = [table.column("key").combine_chunks(), table.column("value").combine_chunks(),
+               constants.get(topic, pa.string(), count), constants.get(partition, pa.int32(), count),
+               table.column("offset").combine_chunks(),
+               pa.Array.from_buffers(TIMESTAMP_TYPE, count, [None, pa.py_buffer(micros)]), timestamp_types]
+    if include_headers:
+        columns.append(_null_when_empty(table.column("headers").combine_chunks()))
+    return pa.RecordBatch.from_arrays(columns, schema=SCHEMAS[include_headers])
+
+
+def _null_when_empty(headers: pa.ListArray) -> pa.ListArray:
+    """Spark's connector gives null, not an empty array, for a record without headers."""
+    offsets = headers.offsets
+    lengths = np.diff(offsets.to_numpy())
+    if lengths.all():
+        return headers.cast(HEADER_TYPE)
+    if headers.offset or offsets[0].as_py():        # a slice: rebase the offsets so that values start at 0
+        headers = pa.ListArray.from_arrays(pa.array(offsets.to_numpy() - offsets[0].as_py(), pa.int32()),
+                                           headers.flatten())
+        offsets = headers.offsets
+    return pa.ListArray.from_arrays(offsets, headers.values, type=HEADER_TYPE, mask=pa.array(lengths == 0))
