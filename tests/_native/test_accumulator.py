@@ -397,6 +397,29 @@ def test_a_full_batch_is_due_at_once_and_a_drained_partition_leaves_the_due_set(
     assert ready_partitions(acc, now + 61)[0] == [2, 3]
 
 
+def test_a_ready_node_takes_its_lingering_partitions_along():
+    # Leaders: partitions 0 and 2 on node 1, 1 and 3 on node 2. A full batch of partition 0 makes node 1 send:
+    # partition 2's lingering batch joins that request; node 2's partitions keep lingering.
+    acc, topic = make(batch_size=1000, linger_ms=60_000)
+    now = time.monotonic()
+    for p in (2, 1, 3):
+        acc.send(topic, p, None, b"x", None, None)
+    assert ready_partitions(acc, now) == ([], pytest.approx(60, abs=1))
+    for _ in range(9):
+        acc.send(topic, 0, None, b"x" * 100, None, None)     # 8 fit in a batch: the first one is full
+    nodes, _, _ = acc.ready(now)
+    assert {node: [q.topic_partition.partition for q in queues] for node, queues in nodes.items()} == {1: [0, 2]}
+    drained = acc.drain(nodes[1], 1 << 30, now)
+    assert [(b.topic_partition.partition, b.record_count) for b in drained] == [(0, 8), (2, 1)]
+    # Partition 2's retry waits out its backoff; once it is due, node 1's request takes partition 0's lingering
+    # second batch along.
+    acc.retry(drained[1], now)
+    assert ready_partitions(acc, now) == ([], pytest.approx(0.1, abs=0.05))
+    acc.complete(drained[0], 0)
+    assert ready_partitions(acc, now + 0.2)[0] == [0, 2]
+    assert ready_partitions(acc, now + 61)[0] == [0, 1, 2, 3]
+
+
 def test_a_retried_batch_waits_out_its_backoff():
     acc, topic = make(retry_backoff_ms=500)
     acc.send(topic, 0, None, b"v", None, None)
