@@ -18,6 +18,7 @@ cdef class PartitionQueue:
     cdef ProducerBatch open_batch           # the last batch while it takes records, else None
     cdef readonly int32_t next_sequence     # idempotence: sequence of the next drained record
     cdef readonly int in_flight             # batches of this partition in flight
+    cdef readonly bint acknowledged         # idempotence: a batch was acknowledged under this producer id
 
 
 cdef class TopicQueues:

@@ -229,6 +229,7 @@ cdef class RecordAccumulator:
             for topic in self.topics.values():
                 for queue in topic.partitions:
                     queue.next_sequence = 0
+                    queue.acknowledged = False
 
     def reset_producer_id(self):
         """The broker forgot this idempotent producer (UNKNOWN_PRODUCER_ID): drop the id, so that the sender
@@ -553,9 +554,17 @@ cdef class RecordAccumulator:
                 if (<ProducerBatch>candidate).state != BATCH_IN_FLIGHT:
                     first = candidate
                     break
-            if first is not None and not first.attempts:     # a retry waits out its backoff
-                queues.append(queue)
+            if first is not None and not first.attempts and not (queue.in_flight and self._sends_alone(queue, first)):
+                queues.append(queue)                        # (a retry waits out its backoff)
         return 0
+
+    cdef bint _sends_alone(self, PartitionQueue queue, ProducerBatch first):
+        # Idempotence: a batch that goes out while another of its partition is in flight may be written before
+        # it. Two cases must not: a retry (it follows an earlier batch whose outcome is not known yet), and any
+        # batch before the partition's first acknowledgement under this producer id (a broker that has no
+        # state for the producer takes whatever sequence comes first: a later batch would leave the first one
+        # an OUT_OF_ORDER_SEQUENCE for good).
+        return self.idempotent and (first.attempts > 0 or not queue.acknowledged)
 
     cdef int _make_all_due(self) except -1:
         # Flush, close, memory pressure: every queue with an unsent batch goes out now.
@@ -630,6 +639,8 @@ cdef class RecordAccumulator:
                     del self.due[queue]
                     queue.due = False
                     continue
+                if queue.in_flight and self._sends_alone(queue, first):
+                    continue                    # stays due: the answer in flight decides
                 if first.attempts:
                     due = first.retry_after
                 elif first.state == BATCH_CLOSED or urgent:
@@ -700,10 +711,18 @@ cdef class RecordAccumulator:
         cdef TopicQueues topic = self.topics[batch.topic_partition[0]]
         return topic.partitions[batch.topic_partition[1]]
 
+    def is_oldest(self, ProducerBatch batch):
+        """Whether no earlier batch of the batch's partition is still unfinished."""
+        cdef PartitionQueue queue = self._queue_of(batch)
+        with self.lock:
+            return len(queue.batches) > 0 and queue.batches[0] is batch
+
     def complete(self, ProducerBatch batch, int64_t base_offset, int64_t log_append_time=-1):
         """The batch was acknowledged."""
         batch.base_offset = base_offset
         batch.log_append_time = log_append_time
+        if batch.base_sequence >= 0:
+            self._queue_of(batch).acknowledged = True
         self._finish(batch, None)
 
     def fail(self, ProducerBatch batch, error):

@@ -420,6 +420,40 @@ def test_a_ready_node_takes_its_lingering_partitions_along():
     assert ready_partitions(acc, now + 61)[0] == [0, 1, 2, 3]
 
 
+def drain_once(acc, now):
+    """One ready() and drain() round, as one sender iteration: the batches it sends."""
+    nodes, _, _ = acc.ready(now)
+    return [batch for queues in nodes.values() for batch in acc.drain(queues, 1 << 30, now)]
+
+
+def test_idempotent_batches_follow_an_unanswered_first_batch_or_retry_only_when_it_is_answered():
+    acc, topic = make(batch_size=200)
+    acc.set_producer_id(77, 3)
+    for _ in range(8):
+        acc.send(topic, 0, None, b"x" * 50, None, None)     # several full batches of partition 0
+    now = time.monotonic() + 10
+    (first,) = drain_once(acc, now)
+    # Until the partition's first batch is acknowledged, nothing follows it: a broker without state for the
+    # producer would take the second batch's sequence as the start.
+    assert drain_once(acc, now) == []
+    acc.complete(first, 0)
+    (second,) = drain_once(acc, now)
+    (third,) = drain_once(acc, now)                           # acknowledged before: pipelined
+    assert third.base_sequence == second.base_sequence + second.record_count
+    # A retry waits until nothing of its partition is in flight, then goes out before the batches after it.
+    acc.retry(second, now)
+    assert drain_once(acc, now + 1) == []
+    acc.retry(third, now)
+    assert drain_once(acc, now + 1) == [second]
+    assert drain_once(acc, now + 1) == []
+    acc.complete(second, 3)
+    assert drain_once(acc, now + 1) == [third]
+    # A new producer id starts over: its first batch goes alone again.
+    acc.complete(third, 6)
+    acc.set_producer_id(78, 0)
+    assert len(drain_once(acc, now + 1)) == 1 and drain_once(acc, now + 1) == []
+
+
 def test_a_retried_batch_waits_out_its_backoff():
     acc, topic = make(retry_backoff_ms=500)
     acc.send(topic, 0, None, b"v", None, None)
