@@ -20,7 +20,10 @@ A node is ready when one of its partitions has a batch that is full, whose linge
 backoff elapsed, or while memory is exhausted, a flush is in progress or the accumulator is closing. ready()
 and drain() cost what is ready, not what exists: a partition enters the `due` set when its batch fills (or at
 once, when nothing may wait), and otherwise a timer heap holds its linger or backoff deadline until it passes;
-flush, close and memory pressure make every partition with unsent batches due once.
+flush, close and memory pressure make every partition with unsent batches due once. A ready node also takes
+the batches of its other partitions that still linger (kept per leader in `lingering`), as the Java client's
+drain does: with thousands of partitions each holding a few records, linger then bounds the requests per node,
+not the requests per partition.
 
 Memory: a batch reserves buffer memory for what it holds, growing its reservation in RESERVE_STEP steps as
 records arrive (up to batch_size), so thousands of partitions with a little data each do not pre-reserve
@@ -80,6 +83,7 @@ cdef class PartitionQueue:
         self.partition = partition
         self.batches = collections.deque()
         self.scheduled = -1
+        self.lingering_on = -1
 
     def __len__(self):
         return len(self.batches)
@@ -158,6 +162,7 @@ cdef class RecordAccumulator:
     cdef Py_ssize_t reserve_step            # bytes a batch's reservation grows by
     cdef dict due                           # PartitionQueue -> None: queues that may have a batch to send now
     cdef list timers                        # heap of (deadline, number, PartitionQueue): linger/backoff ends
+    cdef dict lingering                     # node -> {PartitionQueue: None}: open batches waiting for linger
     cdef int64_t timers_pushed              # numbers the heap's entries (queues do not compare)
     cdef double next_expiry                 # monotonic seconds before which no unsent batch can expire
 
@@ -184,6 +189,7 @@ cdef class RecordAccumulator:
         self.reserve_step = min(self.batch_size, RESERVE_STEP)
         self.due = {}
         self.timers = []
+        self.lingering = {}
         self.next_expiry = float("inf")
 
     # -- topics ---------------------------------------------------------------------------------------
@@ -223,6 +229,7 @@ cdef class RecordAccumulator:
             for topic in self.topics.values():
                 for queue in topic.partitions:
                     queue.next_sequence = 0
+                    queue.acknowledged = False
 
     def reset_producer_id(self):
         """The broker forgot this idempotent producer (UNKNOWN_PRODUCER_ID): drop the id, so that the sender
@@ -439,6 +446,7 @@ cdef class RecordAccumulator:
                 wake = self._make_due(queue) or wake
             else:
                 wake = self._schedule(queue, batch.created + self.linger) or wake
+                self._linger_on_leader(queue)
         if wake and self.wakeup is not None:
             self.wakeup()
         return batch
@@ -514,6 +522,50 @@ cdef class RecordAccumulator:
         _heappush(self.timers, (deadline, self.timers_pushed, queue))
         return self.timers[0][2] is queue
 
+    cdef int _linger_on_leader(self, PartitionQueue queue) except -1:
+        # Registers a queue whose batch waits for its linger with its leader: when that node sends anyway,
+        # the batch goes along (ready()).
+        cdef int32_t node = queue.topic.leaders[queue.partition]
+        if node >= 0 and queue.lingering_on != node:
+            queue.lingering_on = node
+            entries = self.lingering.get(node)
+            if entries is None:
+                entries = self.lingering[node] = {}
+            entries[queue] = None
+        return 0
+
+    cdef int _add_lingering(self, int32_t node, list queues) except -1:
+        # A request goes to `node` now: its partitions whose batches wait for their linger join it (as the
+        # Java client's drain takes every partition of a ready node), so that many partitions, each with a
+        # little data, make one request per linger, not one per partition's linger expiry.
+        cdef PartitionQueue queue
+        cdef ProducerBatch first
+        entries = self.lingering.pop(node, None)
+        if entries is None:
+            return 0
+        for queue in entries:
+            if queue.lingering_on != node:
+                continue
+            queue.lingering_on = -1
+            if queue.due or queue.in_flight >= self.max_in_flight or queue.topic.leaders[queue.partition] != node:
+                continue        # already among the queues, or waits for an answer or for metadata
+            first = None
+            for candidate in queue.batches:
+                if (<ProducerBatch>candidate).state != BATCH_IN_FLIGHT:
+                    first = candidate
+                    break
+            if first is not None and not first.attempts and not (queue.in_flight and self._sends_alone(queue, first)):
+                queues.append(queue)                        # (a retry waits out its backoff)
+        return 0
+
+    cdef bint _sends_alone(self, PartitionQueue queue, ProducerBatch first):
+        # Idempotence: a batch that goes out while another of its partition is in flight may be written before
+        # it. Two cases must not: a retry (it follows an earlier batch whose outcome is not known yet), and any
+        # batch before the partition's first acknowledgement under this producer id (a broker that has no
+        # state for the producer takes whatever sequence comes first: a later batch would leave the first one
+        # an OUT_OF_ORDER_SEQUENCE for good).
+        return self.idempotent and (first.attempts > 0 or not queue.acknowledged)
+
     cdef int _make_all_due(self) except -1:
         # Flush, close, memory pressure: every queue with an unsent batch goes out now.
         cdef ProducerBatch batch
@@ -587,6 +639,8 @@ cdef class RecordAccumulator:
                     del self.due[queue]
                     queue.due = False
                     continue
+                if queue.in_flight and self._sends_alone(queue, first):
+                    continue                    # stays due: the answer in flight decides
                 if first.attempts:
                     due = first.retry_after
                 elif first.state == BATCH_CLOSED or urgent:
@@ -597,6 +651,8 @@ cdef class RecordAccumulator:
                     del self.due[queue]
                     queue.due = False
                     self._schedule(queue, due)
+                    if not first.attempts:
+                        self._linger_on_leader(queue)
                     continue
                 node = queue.topic.leaders[queue.partition]
                 if node < 0:
@@ -604,6 +660,8 @@ cdef class RecordAccumulator:
                         unknown.append(queue.topic.name)
                     continue
                 nodes.setdefault(node, []).append(queue)
+            for node, queues in nodes.items():
+                self._add_lingering(node, queues)
             if self.timers:
                 next_check = max(self.timers[0][0] - now, 0.0)
         return nodes, (None if next_check < 0 else next_check), unknown
@@ -653,10 +711,18 @@ cdef class RecordAccumulator:
         cdef TopicQueues topic = self.topics[batch.topic_partition[0]]
         return topic.partitions[batch.topic_partition[1]]
 
+    def is_oldest(self, ProducerBatch batch):
+        """Whether no earlier batch of the batch's partition is still unfinished."""
+        cdef PartitionQueue queue = self._queue_of(batch)
+        with self.lock:
+            return len(queue.batches) > 0 and queue.batches[0] is batch
+
     def complete(self, ProducerBatch batch, int64_t base_offset, int64_t log_append_time=-1):
         """The batch was acknowledged."""
         batch.base_offset = base_offset
         batch.log_append_time = log_append_time
+        if batch.base_sequence >= 0:
+            self._queue_of(batch).acknowledged = True
         self._finish(batch, None)
 
     def fail(self, ProducerBatch batch, error):

@@ -253,12 +253,17 @@ class Sender:
                                       for e in result.record_errors)
         error = error_class(f"{batch.topic_partition}: {detail.strip()}" if detail.strip() else
                             str(batch.topic_partition))
-        if code == kerrors.UnknownProducerIdError.errno and self.idempotent and self.transactions is None:
+        if self.idempotent and self.transactions is None and (
+                code == kerrors.UnknownProducerIdError.errno
+                or code == kerrors.OutOfOrderSequenceNumberError.errno and self.accumulator.is_oldest(batch)):
             # The broker dropped this producer's state (its records or its idle time expired): as the Java
             # producer does (KIP-360), take a new producer id once nothing is in flight, and send again what was
             # not acknowledged, in order, with sequences under the new id. Nothing of the refused batch was written.
-            _log.warning("%s: the broker no longer knows producer id %d; resetting it and retrying",
-                         batch.topic_partition, self.accumulator.producer_identity[0])
+            # The same when the partition's oldest unfinished batch is OUT_OF_ORDER: nothing before it is pending,
+            # so no retry closes the gap (an earlier batch failed for good, or the broker's state for the
+            # producer began at a later batch).
+            _log.warning("%s: %s for producer id %d; resetting it and retrying", batch.topic_partition,
+                         error_class.__name__, self.accumulator.producer_identity[0])
             self._producer_id_lost = True
             self._retry_or_fail(batch, error, now, True)
             return

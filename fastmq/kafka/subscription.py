@@ -97,6 +97,9 @@ class SubscriptionState:
         # Replaced whole on every change, so the loop thread can iterate a snapshot without the lock.
         self.assignment: dict[TopicPartition, PartitionState] = {}
         self.user_assignment: set[TopicPartition] = set()
+        # A partition lacks both a position and a lookup only when it is newly assigned: missing_positions(),
+        # called on every poll, looks at the whole assignment only after one was.
+        self._maybe_missing = False
 
     # ---- subscribing -------------------------------------------------------------------------------
 
@@ -171,7 +174,10 @@ class SubscriptionState:
         new: dict[TopicPartition, PartitionState] = {}
         for tp in partitions:
             state = current.get(tp)
-            new[tp] = state if state is not None else PartitionState(tp)
+            if state is None:
+                state = PartitionState(tp)
+                self._maybe_missing = True
+            new[tp] = state
         for tp, state in current.items():
             if tp not in new:
                 state.epoch += 1        # in-flight and buffered data of a dropped partition is stale
@@ -247,7 +253,13 @@ class SubscriptionState:
 
     def missing_positions(self) -> list[TopicPartition]:
         """Assigned partitions with neither a position nor a pending offset lookup."""
-        return [tp for tp, state in self.assignment.items() if state.position is None and state.reset_to is None]
+        if not self._maybe_missing:
+            return []
+        with self.lock:
+            missing = [tp for tp, state in self.assignment.items()
+                       if state.position is None and state.reset_to is None]
+            self._maybe_missing = bool(missing)
+        return missing
 
     def has_all_positions(self) -> bool:
         return all(state.position is not None for state in self.assignment.values())

@@ -397,6 +397,63 @@ def test_a_full_batch_is_due_at_once_and_a_drained_partition_leaves_the_due_set(
     assert ready_partitions(acc, now + 61)[0] == [2, 3]
 
 
+def test_a_ready_node_takes_its_lingering_partitions_along():
+    # Leaders: partitions 0 and 2 on node 1, 1 and 3 on node 2. A full batch of partition 0 makes node 1 send:
+    # partition 2's lingering batch joins that request; node 2's partitions keep lingering.
+    acc, topic = make(batch_size=1000, linger_ms=60_000)
+    now = time.monotonic()
+    for p in (2, 1, 3):
+        acc.send(topic, p, None, b"x", None, None)
+    assert ready_partitions(acc, now) == ([], pytest.approx(60, abs=1))
+    for _ in range(9):
+        acc.send(topic, 0, None, b"x" * 100, None, None)     # 8 fit in a batch: the first one is full
+    nodes, _, _ = acc.ready(now)
+    assert {node: [q.topic_partition.partition for q in queues] for node, queues in nodes.items()} == {1: [0, 2]}
+    drained = acc.drain(nodes[1], 1 << 30, now)
+    assert [(b.topic_partition.partition, b.record_count) for b in drained] == [(0, 8), (2, 1)]
+    # Partition 2's retry waits out its backoff; once it is due, node 1's request takes partition 0's lingering
+    # second batch along.
+    acc.retry(drained[1], now)
+    assert ready_partitions(acc, now) == ([], pytest.approx(0.1, abs=0.05))
+    acc.complete(drained[0], 0)
+    assert ready_partitions(acc, now + 0.2)[0] == [0, 2]
+    assert ready_partitions(acc, now + 61)[0] == [0, 1, 2, 3]
+
+
+def drain_once(acc, now):
+    """One ready() and drain() round, as one sender iteration: the batches it sends."""
+    nodes, _, _ = acc.ready(now)
+    return [batch for queues in nodes.values() for batch in acc.drain(queues, 1 << 30, now)]
+
+
+def test_idempotent_batches_follow_an_unanswered_first_batch_or_retry_only_when_it_is_answered():
+    acc, topic = make(batch_size=200)
+    acc.set_producer_id(77, 3)
+    for _ in range(8):
+        acc.send(topic, 0, None, b"x" * 50, None, None)     # several full batches of partition 0
+    now = time.monotonic() + 10
+    (first,) = drain_once(acc, now)
+    # Until the partition's first batch is acknowledged, nothing follows it: a broker without state for the
+    # producer would take the second batch's sequence as the start.
+    assert drain_once(acc, now) == []
+    acc.complete(first, 0)
+    (second,) = drain_once(acc, now)
+    (third,) = drain_once(acc, now)                           # acknowledged before: pipelined
+    assert third.base_sequence == second.base_sequence + second.record_count
+    # A retry waits until nothing of its partition is in flight, then goes out before the batches after it.
+    acc.retry(second, now)
+    assert drain_once(acc, now + 1) == []
+    acc.retry(third, now)
+    assert drain_once(acc, now + 1) == [second]
+    assert drain_once(acc, now + 1) == []
+    acc.complete(second, 3)
+    assert drain_once(acc, now + 1) == [third]
+    # A new producer id starts over: its first batch goes alone again.
+    acc.complete(third, 6)
+    acc.set_producer_id(78, 0)
+    assert len(drain_once(acc, now + 1)) == 1 and drain_once(acc, now + 1) == []
+
+
 def test_a_retried_batch_waits_out_its_backoff():
     acc, topic = make(retry_backoff_ms=500)
     acc.send(topic, 0, None, b"v", None, None)
