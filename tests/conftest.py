@@ -95,7 +95,8 @@ def _servers_used(item) -> set[str]:
     """The fixtures of the servers a test used: its own, and those its broker parameters name."""
     names = set(getattr(item, "fixturenames", ()))
     params = getattr(getattr(item, "callspec", None), "params", {})
-    names.update(BROKER_FIXTURES[value] for value in params.values() if value in BROKER_FIXTURES)
+    names.update(BROKER_FIXTURES[value] for value in params.values()
+                 if isinstance(value, str) and value in BROKER_FIXTURES)
     if "authenticating_tansu" in names:
         names.add("tansu")
     return names

@@ -259,8 +259,9 @@ class NSQDListener(ServerHandler):
             raise NSQError("E_BAD_PARTITION", f"topic {topic} has no partition {partition}")
         return partition
 
-    def _check_sizes(self, topic: str, command: str, messages: list) -> None:
-        limit = self.front.topic(topic).max_message_bytes
+    def _check_sizes(self, command: str, messages: list) -> None:
+        # nsqd's --max-msg-size is broker-wide: the broker's message size limit plays its part.
+        limit = self.front.broker.config.max_message_bytes
         for message in messages:
             if len(message) > limit:
                 raise NSQError("E_BAD_MESSAGE", f"{command} message too big {len(message)} > {limit}")
@@ -271,7 +272,7 @@ class NSQDListener(ServerHandler):
         topic = self._topic(params[0])
         if not body:
             raise NSQError("E_BAD_MESSAGE", "PUB invalid message body size 0")
-        self._check_sizes(topic, "PUB", [body])
+        self._check_sizes("PUB", [body])
         self.front.append(topic, self._partition(topic, params, 1), [body])
         return codec.OK
 
@@ -285,7 +286,7 @@ class NSQDListener(ServerHandler):
             raise NSQError("E_BAD_BODY", f"MPUB {exc}") from None
         if any(not message for message in messages):
             raise NSQError("E_BAD_MESSAGE", "MPUB invalid message body size 0")
-        self._check_sizes(topic, "MPUB", messages)
+        self._check_sizes("MPUB", messages)
         self.front.append(topic, self._partition(topic, params, 1), messages)
         return codec.OK
 
