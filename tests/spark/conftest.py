@@ -48,16 +48,16 @@ def reader(spark, bootstrap_servers: str, topic: str, **options: str):
     return read.load()
 
 
-def run_to_end(start: Callable[[], Any], timeout: float = 240, attempts: int = 3) -> None:
+def run_to_end(start: Callable[[], Any], timeout: float = 240, attempts: int = 3) -> Any:
     """Start a streaming query and wait until it ends (availableNow), starting it again (same checkpoint) when
     Spark failed to launch its Python source process: Spark gives a new Python process 10 s (hard-coded in
     PythonWorkerFactory) to connect back, which a machine under heavy load can miss. The query has run
-    nothing then (no offsets committed), so starting it again changes nothing else."""
+    nothing then (no offsets committed), so starting it again changes nothing else. Returns the ended query."""
     for attempt in range(attempts):
         query = start()
         try:
             query.awaitTermination(timeout)
-            return
+            return query
         except Exception as exc:
             if "failed to connect back" not in str(exc) or attempt == attempts - 1:
                 raise
