@@ -130,7 +130,7 @@ def chart(document: dict, path: Path) -> None:
     panels: dict[str, list[tuple[str, str, str, float]]] = {}
     for row in rows:
         panels.setdefault(row[0], []).append(row)
-    heights = [len(panel) + 1.5 for panel in panels.values()]
+    heights = [len(panel) + 1.0 for panel in panels.values()]
     figure, axes = plt.subplots(len(panels), 1, figsize=(11, 1.2 + 0.36 * sum(heights)), squeeze=False,
                                 gridspec_kw={"height_ratios": heights})
     low = min(min(row[3] for row in rows), 0.5)
@@ -143,6 +143,7 @@ def chart(document: dict, path: Path) -> None:
         # Bars grow from 1x: right where fastmq is faster, left where it is slower.
         axis.barh(positions, [ratio - 1 for ratio in ratios], left=1, color=colors, height=0.7)
         axis.set_yticks(list(positions), [f"{row[1]}  vs {row[2]}" for row in panel], fontsize=8)
+        axis.set_ylim(-0.6, len(panel) - 0.4)
         axis.set_xscale("log")
         axis.set_xlim(low / 2.2, high * 2.2)
         axis.axvline(1.0, color="black", linewidth=1)
@@ -166,7 +167,7 @@ def run_benches(benches: Path, output: Path, selection: Sequence[str]) -> None:
         raise CommandError(f"no benches at {benches}: run from a source checkout or pass --benches DIR")
     targets = [str(benches / name) for name in selection] or [str(benches)]
     command = [sys.executable, "-m", "pytest", *targets, "--benchmark-only", "-q", "-p", "no:cacheprovider",
-               f"--side-by-side-json={output}"]
+               f"--side-by-side-json={output.resolve()}"]
     if subprocess.run(command, cwd=benches.parent).returncode != 0 or not output.is_file():
         raise CommandError(f"the benches failed ({' '.join(command)})")
 
