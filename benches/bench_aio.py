@@ -16,6 +16,7 @@ import pytest
 
 from fastmq.broker import BrokerProcess
 
+PROTOCOL = "kafka"
 VALUE = b"x" * 100
 # Records per client: aiokafka gets fewer so the run stays short; rates and CPU are per record.
 COUNTS = {"fastmq.kafka.aio": 1_000_000, "aiokafka": 200_000}

@@ -17,6 +17,7 @@ import pytest
 from fastmq.broker import BrokerProcess
 from tests.support.tansu import start_tansu
 
+PROTOCOL = "kafka"
 RECORDS = 1_000_000
 VALUE = b"x" * 100
 PRODUCER = dict(linger_ms=10, batch_size=262144, acks=1, enable_idempotence=False, buffer_memory=256 << 20)

@@ -18,6 +18,7 @@ import pytest
 
 from tests.support.tansu import start_tansu
 
+PROTOCOL = "kafka"
 RECORDS = 1_000_000
 VALUE = b"x" * 100
 # Records per client: kafka-python reads a prefix (it needs ~5 s per million); rates are per record.

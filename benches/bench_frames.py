@@ -14,6 +14,7 @@ import pytest
 
 from fastmq._native.frames import KafkaFrameSplitter
 
+PROTOCOL = "kafka"
 SMALL_COUNT = 100_000
 SMALL_SIZE = 100
 CHUNK = 64 * 1024

@@ -20,6 +20,7 @@ import pytest
 
 from fastmq.broker import EmbeddedBroker
 
+PROTOCOL = "kafka"
 RECORDS = int(os.environ.get("FASTMQ_BENCH_RECORDS", 1_000_000))
 PARTITIONS = [int(p) for p in os.environ.get("FASTMQ_BENCH_PARTITIONS", "1,64,1024,4096").split(",")]
 VALUE = b"x" * 100

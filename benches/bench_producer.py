@@ -16,6 +16,7 @@ import pytest
 
 from tests.support.tansu import start_tansu
 
+PROTOCOL = "kafka"
 SMALL = b"x" * 100
 LARGE = b"y" * 1024
 # Records per client: the slow clients get fewer so the run stays short; rates are per record.

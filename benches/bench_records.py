@@ -19,6 +19,7 @@ import fastmq.kafka.record.util as fastmq_util
 from fastmq._native.checksum import crc32, crc32c
 from fastmq.kafka._native.columnar import decode_columns
 
+PROTOCOL = "kafka"
 RECORDS = 1000
 VALUE_SIZE = 100
 VALUES = [os.urandom(VALUE_SIZE) for _ in range(RECORDS)]

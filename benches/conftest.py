@@ -4,70 +4,92 @@ Every benchmark sets `benchmark.group` (one comparison, e.g. "kafka-batch-build-
 `benchmark.extra_info["impl"]` (who is measured: "fastmq", "aiokafka", ...); optional extra_info["items"] and
 extra_info["bytes"] (processed per round) turn times into rates; extra_info keys ending in "_ms" (latency
 percentiles) or "_ns" (CPU time per record) are printed beside them with their unit. At the end of the run one
-table per group prints each implementation's median time (robust against the pauses of a shared machine), rates, and fastmq's speed
-ratio against every other entry.
+table per group prints each implementation's median time (robust against the pauses of a shared machine), rates,
+and fastmq's speed ratio against every other entry. `--side-by-side-json PATH` also saves them as the JSON that
+`fastmq bench report` reads (fastmq/cli/bench_report.py describes it); each entry's protocol is its module's
+PROTOCOL, else the protocol its file is named after (bench_nsq.py: "nsq"), else the file's name after "bench_".
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from fastmq.cli.bench_report import describe_machine, is_ours, speed, speed_ratio
+from fastmq.cli.progress import format_rate
 
-def _rate(value: float, unit: str) -> str:
-    for scale, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if value >= scale:
-            return f"{value / scale:.2f} {prefix}{unit}"
-    return f"{value:.1f} {unit}"
+PROTOCOLS = ("kafka", "rocketmq", "tubemq", "nsq", "spark", "proxy")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--side-by-side-json", metavar="PATH", help="save the side-by-side results for `fastmq bench "
+                     "report`")
+
+
+def side_by_side_results(session) -> list[dict]:
+    """One entry per measured benchmark, in the form of fastmq/cli/bench_report.py."""
+    results = []
+    for bench in session.benchmarks:
+        if not bench.stats.rounds:      # a benchmark whose test failed measured nothing
+            continue
+        info = bench.extra_info
+        results.append({
+            "protocol": info.get("protocol", "kafka"), "group": bench.group or bench.name,
+            "impl": info.get("impl", bench.name), "median_s": bench.stats.median,
+            "items": info.get("items"), "bytes": info.get("bytes"),
+            # Other measurements a benchmark records: latency percentiles (_ms), CPU time per record (_ns).
+            "extra": {key: value for key, value in info.items() if key.endswith(("_ms", "_ns"))},
+        })
+    return results
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     session = getattr(config, "_benchmarksession", None)
     if session is None or not session.benchmarks:
         return
-    groups: dict[str, list] = {}
-    for bench in session.benchmarks:
-        if bench.stats.rounds:          # a benchmark whose test failed measured nothing
-            groups.setdefault(bench.group or bench.name, []).append(bench)
+    results = side_by_side_results(session)
+    path = config.getoption("--side-by-side-json")
+    if path:
+        Path(path).write_text(json.dumps({"machine": describe_machine(), "results": results}, indent=1))
+    groups: dict[str, list[dict]] = {}
+    for result in results:
+        groups.setdefault(result["group"], []).append(result)
     write = terminalreporter.write_line
     write("")
     write("fastmq side-by-side, medians ('fastmq xR': fastmq is R times as fast as that row)")
-    for group, benches in groups.items():
+    for group, entries in groups.items():
         write(f"-- {group}")
-        entries = []
-        for bench in benches:
-            info = bench.extra_info
-            median = bench.stats.median
-            entries.append((info.get("impl", bench.name), median, info))
-        # Speeds, not times, are compared: entries may process different amounts. Both rows must be measured in
-        # the same unit (items where both count items, else bytes), or the ratio would mix items/s with B/s.
-        def ratio(ours: tuple[float, dict], theirs: tuple[float, dict]) -> float:
-            for unit in ("items", "bytes"):
-                if ours[1].get(unit) and theirs[1].get(unit):
-                    return (ours[1][unit] / ours[0]) / (theirs[1][unit] / theirs[0])
-            return theirs[0] / ours[0]
-
-        def speed(median: float, info: dict) -> float:
-            return (info.get("bytes") or info.get("items") or 1) / median
-
-        fastmq_entries = [(impl, (median, info)) for impl, median, info in entries if impl.startswith("fastmq")]
-        for impl, median, info in sorted(entries, key=lambda e: -speed(e[1], e[2])):
-            cols = [f"{impl:<28}", f"{median * 1e6:12.1f} us"]
-            if info.get("items"):
-                cols.append(_rate(info["items"] / median, "items/s"))
-            if info.get("bytes"):
-                cols.append(_rate(info["bytes"] / median, "B/s"))
-            # Other measurements a benchmark records: p50_ms=26.1 prints "p50 26.1 ms", cpu_ns=900 "cpu 900 ns".
-            cols += [f"{key[:-3]} {value} {key[-2:]}" for key, value in info.items() if key.endswith(("_ms", "_ns"))]
-            if not impl.startswith("fastmq"):
-                cols += [f"{name} x{ratio(ours, (median, info)):.2f}" for name, ours in fastmq_entries]
+        ours = [entry for entry in entries if is_ours(entry)]
+        for entry in sorted(entries, key=speed, reverse=True):
+            median = entry["median_s"]
+            cols = [f"{entry['impl']:<28}", f"{median * 1e6:12.1f} us"]
+            if entry["items"]:
+                cols.append(f"{format_rate(entry['items'] / median)} items/s")
+            if entry["bytes"]:
+                cols.append(f"{format_rate(entry['bytes'] / median)} B/s")
+            # p50_ms=26.1 prints "p50 26.1 ms", cpu_ns=900 "cpu 900 ns".
+            cols += [f"{key[:-3]} {value} {key[-2:]}" for key, value in entry["extra"].items()]
+            if not is_ours(entry):
+                cols += [f"{mine['impl']} x{speed_ratio(mine, entry):.2f}" for mine in ours]
             write("   " + "  ".join(cols))
 
 
+def module_protocol(module) -> str:
+    declared = getattr(module, "PROTOCOL", None)
+    if declared:
+        return declared
+    stem = Path(module.__file__).stem.removeprefix("bench_")
+    return next((protocol for protocol in PROTOCOLS if protocol in stem), stem)
+
+
 @pytest.fixture
-def compare(benchmark):
+def compare(benchmark, request):
     """benchmark, pre-labelled: compare(group, impl, items=..., bytes=...) returns the fixture."""
     def label(group: str, impl: str, items: int | None = None, nbytes: int | None = None):
         benchmark.group = group
         benchmark.extra_info["impl"] = impl
+        benchmark.extra_info["protocol"] = module_protocol(request.module)
         if items:
             benchmark.extra_info["items"] = items
         if nbytes:

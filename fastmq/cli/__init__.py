@@ -1,6 +1,7 @@
 """The `fastmq` command: one module per subcommand, each adding its parser through register().
 
-    fastmq bench [TARGET]     benchmarks: `codec`, `produce`, ... (no target: the main job)
+    fastmq bench [TARGET]     benchmarks: `codec`, `produce`, ... (no target: the main job); `report`: the
+                              side-by-side benches as a Markdown table and a PNG chart
     fastmq produce ...        produce lines from stdin or files (like kcat -P)
     fastmq consume ...        write records to stdout (like kcat -C)
     fastmq metadata ...       brokers, topics, partitions, leaders (like kcat -L; `fastmq -L` too)
@@ -25,7 +26,8 @@ from fastmq.cli.failure import EXIT_CODES_HELP, CommandError, ExitCode, from_lib
 # Each module defines register(commands, bench_targets); one names the bench target that `fastmq bench`
 # without a target runs (DEFAULT_BENCH: the main job).
 COMMAND_MODULES = ("fastmq.cli.codec", "fastmq.cli.produce", "fastmq.cli.consume", "fastmq.cli.admin",
-                   "fastmq.cli.broker", "fastmq.cli.embedded", "fastmq.cli.proxy")
+                   "fastmq.cli.broker", "fastmq.cli.embedded", "fastmq.cli.proxy",
+                   "fastmq.cli.bench_report")
 # kcat's mode flags, accepted in the first position: `fastmq -L -b HOST:PORT` is `fastmq metadata -b HOST:PORT`.
 KCAT_MODES = {"-L": "metadata", "-P": "produce", "-C": "consume"}
 

@@ -8,15 +8,17 @@ from typing import TextIO
 
 
 class ProgressBar:
-    """A bar on stderr, redrawn at most ten times a second; nothing when stderr is not a terminal (logs and pipes
-    get only the results)."""
+    """A bar on stderr, redrawn at most ten times a second; nothing when stderr or stdout is not a terminal (logs,
+    pipes and `> file` get only the results)."""
 
     def __init__(self, label: str, total: int, unit: str = "msg", stream: TextIO | None = None) -> None:
         self.label = label
         self.total = max(total, 1)
         self.unit = unit
         self.stream = stream if stream is not None else sys.stderr
-        self.tty = self.stream.isatty()
+        # On the default stream, stdout counts too: results piped or redirected mean a program is reading them, not
+        # a person watching a bar.
+        self.tty = self.stream.isatty() and (stream is not None or sys.stdout.isatty())
         self.done = 0
         self.started = time.monotonic()
         self._drawn_at = 0.0
