@@ -138,5 +138,9 @@ def test_each_extra_resolves_alone(built, extra):
     result = run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "--quiet", "--report", "-",
                   f"fastmq[{extra}] @ {built.repaired.as_uri()}"], timeout=300)
     report = json.loads(result.stdout)
-    assert [item["metadata"]["name"] for item in report["install"]] == ["fastmq"], report["install"]
-    assert extra in report["install"][0]["requested_extras"]
+    # Nothing but fastmq itself is missing; where this fastmq is installed already (an editable install of the
+    # checkout, as `pip install -e ".[test]"` makes), pip has nothing to install at all.
+    names = [item["metadata"]["name"] for item in report["install"]]
+    assert names in ([], ["fastmq"]), report["install"]
+    if names:
+        assert extra in report["install"][0]["requested_extras"]
