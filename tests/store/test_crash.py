@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import random
-import select
+import selectors
 import signal
 import subprocess
 import sys
@@ -37,7 +37,9 @@ def run_child(root: Path, round_number: int, rng: random.Random) -> dict[int, in
     child = subprocess.Popen([sys.executable, str(CHILD), str(root), str(round_number)], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE)
     try:
-        ready, _, _ = select.select([child.stdout], [], [], STARTUP_TIMEOUT)
+        with selectors.DefaultSelector() as selector:   # not select.select: it fails once descriptors pass 1023
+            selector.register(child.stdout, selectors.EVENT_READ)
+            ready = selector.select(STARTUP_TIMEOUT)
         assert ready and child.stdout.readline() == b"ready\n", child.stderr.read1()
         time.sleep(rng.uniform(0.0, 0.25))  # the crash strikes at a random point of the writing
     finally:
