@@ -92,6 +92,7 @@ class GroupCoordinator(GroupCommits):
         self._heartbeat_timer: Any = None
         self._heartbeat_in_flight = False
         self._last_heartbeat_ok = time.monotonic()
+        self._failures = {}                 # step -> failures in a row, for its backoff
         self._closed = False
         self._lost = False                  # the membership was reset under the user: partitions are lost
         # Handed from the loop thread to the user's thread.
@@ -171,7 +172,6 @@ class GroupCoordinator(GroupCommits):
         if self._closed:
             self._finding = False
             return
-        backoff = self.config.retry_backoff_ms / 1000.0
         if error is None:
             entry = coordinator_entries(response, [self.group_id])[0]
             node_id, host, port = entry.node_id, entry.host, entry.port
@@ -183,8 +183,9 @@ class GroupCoordinator(GroupCommits):
                 self._finding = False
                 return
             _log.debug("coordinator lookup for group %r failed: %s", self.group_id, error)
-            self.loop.call_later(backoff, self._retry_find)
+            self.loop.call_later(self._backoff("find"), self._retry_find)
             return
+        self._succeeded("find")
         self._finding = False
         self.coordinator = f"coordinator-{node_id}"
         self.client.pool.add_node(self.coordinator, host, port)
@@ -241,10 +242,10 @@ class GroupCoordinator(GroupCommits):
         self._stop_heartbeats()
         self._send_join()
 
-    def _retry_join(self, delay: float | None = None) -> None:
+    def _retry_join(self) -> None:
         if not self._joining or self._closed:
             return
-        self.loop.call_later(self.config.retry_backoff_ms / 1000.0 if delay is None else delay, self._send_join)
+        self.loop.call_later(self._backoff("join"), self._send_join)
 
     def _send_join(self) -> None:
         if not self._joining or self._closed:
@@ -353,6 +354,7 @@ class GroupCoordinator(GroupCommits):
                 self._fail(kerrors.KafkaProtocolError(f"unreadable assignment from the group leader: {exc}"))
                 return
             self._joining = False
+            self._succeeded("join")
             with self._handoff_lock:
                 self._joined = _Joined(generation, self.member_id, self.protocol_name or "", assignment)
             self.state = MemberState.STABLE
@@ -419,11 +421,12 @@ class GroupCoordinator(GroupCommits):
             return
         if error is not None:
             self.coordinator_dead(f"heartbeat failed: {error}")
-            self._schedule_heartbeat(self.config.retry_backoff_ms / 1000.0)
+            self._schedule_heartbeat(self._backoff("heartbeat"))
             return
         error_class = kerrors.for_code(response.error_code) if response.error_code else None
         if error_class is None:
             self._last_heartbeat_ok = time.monotonic()
+            self._succeeded("heartbeat")
         elif error_class is kerrors.RebalanceInProgressError:
             self._last_heartbeat_ok = time.monotonic()
             if not self.rejoin_needed:
@@ -442,7 +445,7 @@ class GroupCoordinator(GroupCommits):
                                    "consumer"))
         elif error_class in COORDINATOR_ERRORS:
             self.coordinator_dead(error_class.__name__)
-            self._schedule_heartbeat(self.config.retry_backoff_ms / 1000.0)
+            self._schedule_heartbeat(self._backoff("heartbeat"))
         else:
             _log.warning("group %r: heartbeat failed with %s", self.group_id, error_class.__name__)
 

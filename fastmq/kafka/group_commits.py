@@ -39,6 +39,17 @@ class GroupCommits:
     rejoin_needed: bool
     _next_auto_commit: float
     _commit_callbacks: deque[tuple[Callable[..., Any], Any, Any]]
+    _failures: dict[str, int]
+
+    def _backoff(self, step: str) -> float:
+        """Seconds before `step` is tried again after one more failure in a row: the client's backoff, growing from
+        retry_backoff_ms to retry_backoff_max_ms, so that members do not ask a coordinator that is down every
+        100 ms for as long as it is down."""
+        failures = self._failures[step] = self._failures.get(step, 0) + 1
+        return self.client.retry.backoff.delay(failures)
+
+    def _succeeded(self, step: str) -> None:
+        self._failures.pop(step, None)
 
     # ---- commits ---------------------------------------------------------------------------------------
 
@@ -158,7 +169,9 @@ class GroupCommits:
         if isinstance(result, BaseException):
             _log.warning("group %r: auto-commit of %d offsets failed: %s", self.group_id, len(offsets), result)
             if isinstance(result, kerrors.KafkaError) and result.retriable:
-                self._next_auto_commit = time.monotonic() + self.config.retry_backoff_ms / 1000.0
+                self._next_auto_commit = time.monotonic() + self._backoff("auto-commit")
+        else:
+            self._succeeded("auto-commit")
 
     def run_commit_callbacks(self) -> None:
         while self._commit_callbacks:
