@@ -227,6 +227,9 @@ def embedded_broker(tmp_path_factory):
     offsets_for_times, CreatePartitions, DescribeConfigs, max.message.bytes, first group join)."""
     from fastmq.broker import EmbeddedBroker
 
-    broker = EmbeddedBroker(tmp_path_factory.mktemp("embedded-broker"), commit_log_file_size=32 << 20)
+    # Few mapped files at once: the suite's topics of thousands of partitions would otherwise keep thousands of
+    # descriptors open in this process, and libraries that select() (py4j) fail past descriptor 1023.
+    broker = EmbeddedBroker(tmp_path_factory.mktemp("embedded-broker"), commit_log_file_size=32 << 20,
+                            max_open_mapped_files=64)
     with broker:
         yield broker

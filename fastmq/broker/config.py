@@ -165,6 +165,9 @@ class BrokerConfig:
     # fsyncs every 500 ms. Every 10 s bounds what a machine crash takes, and what recovery must replay (the
     # flush advances the checkpoint), without a large fsync competing with clients every second.
     flush_interval_ms: int = 10_000
+    # Store files mapped at once, each holding two descriptors; the least recently used beyond it are unmapped
+    # and mapped again when read (None: a quarter of RLIMIT_NOFILE, at most 4096).
+    max_open_mapped_files: int | None = None
     store: MessageStoreConfig | None = None
     # Settings of one front end beyond these, by protocol (each front end validates its own, e.g. "rocketmq")
     front_end_options: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
@@ -208,7 +211,9 @@ class BrokerConfig:
         """The store's configuration: the one given, else defaults sized for this broker."""
         if self.store is not None:
             return self.store
+        bounds = {} if self.max_open_mapped_files is None else {"max_open_mapped_files": self.max_open_mapped_files}
         return MessageStoreConfig(
+            **bounds,
             mapped_file_size_commit_log=self.commit_log_file_size,
             flush_interval_commit_log_ms=self.flush_interval_ms,
             flush_commit_log_thorough_interval_ms=max(10_000, self.flush_interval_ms),
