@@ -71,7 +71,7 @@ def broker_config(args: argparse.Namespace) -> Any:
     return BrokerConfig(data_dir=args.data_dir, listeners=listeners, users=_users(args),
                         commit_log_file_size=args.commit_log_file_size, flush_interval_ms=args.flush_interval_ms,
                         index_keys=args.index_keys, max_connections=args.max_connections,
-                        **_overrides(args))
+                        max_open_mapped_files=args.max_open_mapped_files, **_overrides(args))
 
 
 def run_broker(args: argparse.Namespace) -> int:
@@ -165,6 +165,9 @@ def register(commands: argparse._SubParsersAction, bench_targets: argparse._SubP
                         help=f"connections each listener serves at once (default {DEFAULT_MAX_CONNECTIONS}); the "
                              f"open-file limit is raised to fit, or the broker says what to change")
     broker.add_argument("--index-keys", action="store_true", help="index record keys (RocketMQ query by key)")
+    broker.add_argument("--max-open-mapped-files", type=int, metavar="N",
+                        help="store files kept mapped at once, two descriptors each; the least recently read "
+                             "beyond N are unmapped (default: a quarter of the open-file limit, at most 4096)")
     broker.add_argument("--users-file", metavar="PATH",
                         help="SASL users (PLAIN, SCRAM-SHA-256/512), one NAME=PASSWORD a line; also read from "
                              "$FASTMQ_BROKER_USERS")

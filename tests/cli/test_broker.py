@@ -99,3 +99,14 @@ def test_broker_max_connections_reaches_the_config(tmp_path):
 
     args = build_parser().parse_args(["broker", "--data-dir", str(tmp_path), "--max-connections", "12345"])
     assert broker_config(args).max_connections == 12345
+
+
+def test_broker_max_open_mapped_files_reaches_the_store(tmp_path):
+    from fastmq.cli import build_parser
+    from fastmq.cli.broker import broker_config
+
+    parse = build_parser().parse_args
+    assert broker_config(parse(["broker", "--data-dir", str(tmp_path), "--max-open-mapped-files", "32"])
+                         ).store_config().max_open_mapped_files == 32
+    default = broker_config(parse(["broker", "--data-dir", str(tmp_path)])).store_config().max_open_mapped_files
+    assert default >= 16
