@@ -13,6 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from hypothesis import HealthCheck, settings
 
+from tests.support import early
 from tests.support.shared import golden_path
 from tests.support.apache_kafka import KafkaCluster, Security
 from tests.support.brokers import BROKER_FIXTURES, DEFAULT_BROKERS, KAFKA_USERS
@@ -112,6 +113,32 @@ def pytest_runtest_makereport(item, call):
     for server, log_tails in list(SERVER_LOGS.items()):
         if server in used:
             report.sections.extend(log_tails())
+
+
+def pytest_collection_finish(session):
+    if not session.config.option.collectonly:
+        early.start_selected([item.nodeid for item in session.items])
+
+
+def pytest_sessionfinish(session):
+    early.stop_all()
+
+
+# select() (py4j's callback server, subprocess pipes in some tests) fails on descriptors past 1023. A test after
+# which the process holds more than this fails under its own name, not some later test that happens to select();
+# the bar then rises above what is held, so that one leak fails one test.
+_descriptor_ceiling = 768
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    global _descriptor_ceiling
+    yield
+    held = len(os.listdir("/proc/self/fd"))
+    if held > _descriptor_ceiling:
+        _descriptor_ceiling = held + 128
+        raise AssertionError(f"the test process holds {held} file descriptors after this test: it or its fixtures "
+                             "leave sockets, files or pipes open (select() fails past 1023)")
 
 
 @pytest.fixture(scope="session")

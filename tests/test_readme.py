@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from fastmq.broker import EmbeddedBroker
+from tests.support import early
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -23,6 +24,19 @@ TEST_SUITE = ('(command -v redis-server >/dev/null && command -v chromium >/dev/
               '".[test]" && .venv/bin/pytest')
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 LIMIT = 120         # seconds a block may take: far above what each needs, so that one that never ends fails
+
+
+def fresh_clone_main_job(directory: Path) -> early.JobCommand:
+    """The main-job command as written, in a fresh clone of the last commit, with the suite's python3 first on PATH
+    and nothing of the suite's environment that would point pip at this checkout or its venv."""
+    env = {name: value for name, value in os.environ.items() if name not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    return ["bash", "-c", f'git clone -q "$0" fastmq && cd fastmq && {MAIN_JOB}', str(ROOT)], directory, env
+
+
+# It compiles fastmq from source (minutes of CPU): it starts with the session and runs beside the other tests.
+MAIN_JOB_FROM_A_FRESH_CLONE = early.register("readme-main-job", "tests/test_readme.py::test_main_job_from_a_fresh_clone",
+                                             fresh_clone_main_job, timeout=3000)
 
 
 def blocks() -> list[tuple[str, str]]:
@@ -72,18 +86,13 @@ def test_block_runs_and_ends(language, text, broker, command_dir, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
-def test_main_job_from_a_fresh_clone(tmp_path):
+def test_main_job_from_a_fresh_clone():
     """The README's main-job command, as written, in a fresh clone (its last commit): pip builds and installs
     fastmq into a new venv, and `fastmq bench` runs the default job through a broker process, whose working
     directory holds the unbuilt source tree."""
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout: nothing to clone")
-    clone = tmp_path / "fastmq"
-    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True, timeout=300)
-    env = {name: value for name, value in os.environ.items() if name not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"     # python3: the suite's Python
-    result = subprocess.run(["bash", "-c", MAIN_JOB], cwd=clone, env=env, capture_output=True, text=True,
-                            timeout=3000)
+    result = MAIN_JOB_FROM_A_FRESH_CLONE.outcome()
     assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
     stages = [line[:30].strip() for line in result.stdout.splitlines()[2:]]
     assert stages[-4:] == ["produce (send loop)", "produce (acknowledged)", "consume (from the start)",
