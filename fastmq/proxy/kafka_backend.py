@@ -4,7 +4,6 @@ positions would only be in the way). A queue is a partition: "kafka:<partition>"
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 from fastmq.kafka import errors as kerrors
@@ -16,7 +15,6 @@ from fastmq.kafka.protocol.schema import ZERO_UUID
 from fastmq.kafka.subscription import EARLIEST, LATEST
 from fastmq.proxy.backend import Backend, BackendError, OutgoingMessage, PulledMessage, PullResult, SentMessage
 from fastmq.proxy.readahead import ReadAhead
-from fastmq.proxy.state import QueueBounds
 
 TAGS_HEADER = "tags"          # Kafka has no tags: they travel as a header
 # A pull asks the broker for about this many bytes per message wanted, and at least READ_AHEAD_BYTES (at most
@@ -31,6 +29,7 @@ class KafkaBackend(Backend):
 
     def __init__(self, bootstrap_servers: str, *, request_timeout_ms: int = 10000, linger_ms: float = 0,
                  compression_type: str | None = None) -> None:
+        super().__init__()
         self.bootstrap_servers = bootstrap_servers
         self.request_timeout = request_timeout_ms / 1000.0
         self._producer_options = dict(bootstrap_servers=bootstrap_servers, client_id="fastmq-proxy",
@@ -42,14 +41,7 @@ class KafkaBackend(Backend):
         self._client: KafkaClient | None = None
         self._decoder = make_decoder(check_crcs=True, read_committed=False, key_deserializer=None,
                                      value_deserializer=None)
-        # topic -> (monotonic time learnt, {partition: [low, high]}); refreshed by one task per topic at a time.
-        self._bounds: dict[str, tuple[float, dict[int, list[int]]]] = {}
-        self._refreshing: dict[str, asyncio.Future] = {}
-        # topic -> the list queues() answers, the same object until the bounds change (ConsumerState encodes a
-        # list's script arguments once).
-        self._answers: dict[str, list[QueueBounds]] = {}
         self.read_ahead = ReadAhead()
-        self.broker_requests = 0
 
     async def start(self) -> None:
         self._producer = AIOKafkaProducer(**self._producer_options)      # bound to the running loop
@@ -141,35 +133,9 @@ class KafkaBackend(Backend):
                     found[part.partition_index] = part.old_style_offsets[0] if part.old_style_offsets else part.offset
         return found
 
-    async def _refresh_bounds(self, topic: str) -> None:
+    async def fetch_bounds(self, topic: str) -> dict[str, tuple[int, int]]:
         lows, highs = await asyncio.gather(self._list_offsets(topic, EARLIEST), self._list_offsets(topic, LATEST))
-        known = self._bounds.get(topic, (0.0, {}))[1]
-        bounds = {p: [lows[p], max(highs[p], known.get(p, [0, 0])[1])] for p in highs}
-        self._bounds[topic] = (time.monotonic(), bounds)
-        self._answers.pop(topic, None)
-
-    async def queues(self, topic: str, max_age: float) -> list[QueueBounds]:
-        learnt = self._bounds.get(topic)
-        if learnt is None or time.monotonic() - learnt[0] > max_age:
-            running = self._refreshing.get(topic)
-            if running is None:
-                running = asyncio.ensure_future(self._refresh_bounds(topic))
-                self._refreshing[topic] = running
-                running.add_done_callback(lambda _: self._refreshing.pop(topic, None))
-            await asyncio.shield(running)
-        answer = self._answers.get(topic)
-        if answer is None:
-            answer = self._answers[topic] = [QueueBounds(f"{self.broker}:{p}", low, high)
-                                             for p, (low, high) in self._bounds[topic][1].items()]
-        return answer
-
-    def observed(self, topic: str, queue: str, high: int) -> None:
-        learnt = self._bounds.get(topic)
-        if learnt is not None:
-            bounds = learnt[1].get(int(queue.rpartition(":")[2]))
-            if bounds is not None and high > bounds[1]:
-                bounds[1] = high
-                self._answers.pop(topic, None)
+        return {f"{self.broker}:{p}": (lows[p], high) for p, high in highs.items()}
 
     async def offsets_for_time(self, topic: str, timestamp_ms: int) -> dict[str, int]:
         at = await self._list_offsets(topic, timestamp_ms)
@@ -201,7 +167,7 @@ class KafkaBackend(Backend):
             error = kerrors.for_code(data.error_code)
             if error.invalid_metadata:
                 self._client_ready().request_update("a proxy fetch found a moved partition")
-            self._bounds.pop(topic, None)
+            self.forget(topic)
             raise BackendError(f"fetch of {topic}:{partition} at {offset}: {error.__name__}")
         self.observed(topic, queue, data.high_watermark)
         records = data.records

@@ -20,10 +20,12 @@ def healthy(port: int) -> bool:
         return False
 
 
-def proxy_process(name: str, config: Path, bootstrap_servers: str, port: int, log_path: Path,
+def proxy_process(name: str, config: Path, bootstrap_servers: str | None, port: int, log_path: Path,
                   processes: int = 1) -> ServerProcess:
-    """Not started yet: launch() / start() it."""
-    command = [sys.executable, "-m", "fastmq", "proxy", "--config", str(config), "-b", bootstrap_servers,
+    """Not started yet: launch() / start() it. Without bootstrap_servers, the config file names the broker."""
+    command = [sys.executable, "-m", "fastmq", "proxy", "--config", str(config),
                "--listen", f"127.0.0.1:{port}", "--log-level", "warning", "--processes", str(processes)]
+    if bootstrap_servers is not None:
+        command += ["-b", bootstrap_servers]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return ServerProcess(name, command, log_path, lambda: healthy(port), env=env)
