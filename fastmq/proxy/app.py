@@ -104,6 +104,8 @@ class ProxyApp:
         """Long polls answer at once; what the producer holds is sent; then Redis is closed."""
         self.closing = True
         await self.backend.stop()
+        if self.state is not None:
+            self.state.close()
         await self.redis.aclose()
         _log.info("proxy stopped")
 
