@@ -3,7 +3,7 @@
 Each /message and /ack runs one Lua script. Through redis-py's asyncio client a call takes a pooled connection,
 packs its arguments through the client's encoder, writes, reads and gives the connection back: about 100 us of
 Python per call, more than the script itself. Here every call made in one turn of the event loop goes out in one
-write (auto-pipelining), replies are read by hiredis' C parser and handed to their callers in order (Redis answers
+write (auto-pipelining, fastmq/proxy/coalesce.py), replies are read by hiredis' C parser and handed to their callers in order (Redis answers
 a connection's commands in the order they came), and a script is sent by its SHA1 (EVALSHA), loaded once when
 Redis does not know it (NOSCRIPT, as after a restart).
 
@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import hiredis
 
 from fastmq.errors import FastMQError
+from fastmq.proxy.coalesce import Coalescer
 
 
 class ScriptError(FastMQError):
@@ -41,10 +42,23 @@ def _encode(value: Any) -> bytes:
     return str(value).encode()
 
 
-def pack(args: Sequence[bytes]) -> bytes:
-    parts = [b"*%d\r\n" % len(args)]
-    for arg in args:
-        parts.append(b"$%d\r\n%b\r\n" % (len(arg), arg))
+class Packed:
+    """Arguments packed once, to be sent after others many times (the queues' bounds of a topic)."""
+
+    def __init__(self, args: Sequence[Any]) -> None:
+        self.count = len(args)
+        self.data = b"".join(_bulk(_encode(a)) for a in args)
+
+
+def _bulk(arg: bytes) -> bytes:
+    return b"$%d\r\n%b\r\n" % (len(arg), arg)
+
+
+def pack(args: Sequence[bytes], packed: Packed | None = None) -> bytes:
+    parts = [b"*%d\r\n" % (len(args) + (packed.count if packed is not None else 0))]
+    parts += [_bulk(arg) for arg in args]
+    if packed is not None:
+        parts.append(packed.data)
     return b"".join(parts)
 
 
@@ -56,7 +70,7 @@ class _Pipe(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.reader = hiredis.Reader()
         self.waiting: deque[asyncio.Future] = deque()
-        self.outgoing: list[bytes] = []
+        self.outgoing = Coalescer(loop, self._write)
         self.lost: BaseException | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -84,18 +98,16 @@ class _Pipe(asyncio.Protocol):
             if not future.done():
                 future.set_exception(ScriptError(f"the connection to Redis was lost: {self.lost}"))
 
-    def call(self, args: Sequence[bytes]) -> asyncio.Future:
-        if not self.outgoing:
-            self.loop.call_soon(self._flush)
-        self.outgoing.append(pack(args))
+    def call(self, args: Sequence[bytes], packed: Packed | None = None) -> asyncio.Future:
+        """The command's arguments, then those packed already."""
+        self.outgoing.add(pack(args, packed))
         future = self.loop.create_future()
         self.waiting.append(future)
         return future
 
-    def _flush(self) -> None:
+    def _write(self, data: bytes) -> None:
         if self.lost is None and self.transport is not None:
-            self.transport.write(b"".join(self.outgoing))
-        self.outgoing.clear()
+            self.transport.write(data)
 
 
 class ScriptRunner:
@@ -129,17 +141,19 @@ class ScriptRunner:
         self._pipe = pipe
         return pipe
 
-    async def run(self, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+    async def run(self, script: Script, keys: Sequence[Any], args: Sequence[Any], packed: Packed | None = None
+                  ) -> Any:
+        """EVALSHA with the keys, the args, then the packed args."""
         pipe = self._pipe
         if pipe is None or pipe.lost is not None:
             pipe = await self._connected()
-        tail = [b"%d" % len(keys), *(_encode(k) for k in keys), *(_encode(a) for a in args)]
+        tail = [b"%d" % len(keys), *[_encode(k) for k in keys], *[_encode(a) for a in args]]
         try:
-            return await pipe.call([b"EVALSHA", script.sha, *tail])
+            return await pipe.call([b"EVALSHA", script.sha, *tail], packed)
         except ScriptError as exc:
             if not str(exc).startswith("NOSCRIPT"):
                 raise
-        return await pipe.call([b"EVAL", script.source, *tail])
+        return await pipe.call([b"EVAL", script.source, *tail], packed)
 
     def close(self) -> None:
         if self._pipe is not None and self._pipe.transport is not None:

@@ -32,7 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from fastmq.proxy.scripts import Script, ScriptRunner
+from fastmq.proxy.scripts import Packed, Script, ScriptRunner
 
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,249}\Z")
 _QUEUE = re.compile(r"[A-Za-z0-9._-]{1,64}:[0-9]{1,9}\Z")
@@ -282,9 +282,9 @@ class ConsumerState:
         self.namespace = namespace
         self.round_trips = 0
         self.scripts = ScriptRunner(redis)
-        # The script arguments of the last bounds list choose() was given, encoded once: a backend hands out
+        # The script arguments of the last bounds list choose() was given, packed once: a backend hands out
         # the same list object until the bounds change.
-        self._bounds_args: tuple[Any, list[bytes]] = (None, [])
+        self._bounds_args: tuple[Any, Packed | None] = (None, None)
 
     # ---- keys ------------------------------------------------------------------------------------------
 
@@ -305,17 +305,17 @@ class ConsumerState:
         None, the choice). `queues` are every queue of the topic with what this proxy knows of its offsets."""
         args: list[Any] = [lease_ms, start, rotate, ttl_ms]
         args += [ack.queue, ack.offset, ack.next_offset, ack.lock] if ack is not None else ["", 0, 0, 0]
-        known, encoded = self._bounds_args
-        if queues is not known:
+        known, packed = self._bounds_args
+        if queues is not known or packed is None:
             bounds = list(queues)
-            encoded = [str(len(bounds)).encode()]
+            encoded: list[Any] = [len(bounds)]
             for bound in bounds:
-                encoded += [bound.queue.encode(), str(bound.low).encode(), str(bound.high).encode()]
-            self._bounds_args = (queues, encoded)
-        args += encoded
+                encoded += [bound.queue, bound.low, bound.high]
+            packed = Packed(encoded)
+            self._bounds_args = (queues, packed)
         self.round_trips += 1
         reply = await self.scripts.run(_CHOOSE, [self.state_key(consumer, topic, client_id),
-                                                 self.control_key(consumer)], args)
+                                                 self.control_key(consumer)], args, packed)
         verdict = _text(reply[0]) or None
         outcome = _text(reply[1])
         if outcome == "locked":

@@ -210,3 +210,14 @@ def test_scripts_run_again_after_redis_forgot_them(redis_url, namespace):
         _, again = await state.choose("g", "t", None, bounds, lease_ms=10_000)
         assert (again.lock.offset, again.lock.attempts) == (2, 1)
     run(scenario, redis_url, namespace)
+
+
+def test_calls_of_one_loop_turn_share_one_write_and_get_their_own_replies(redis_url, namespace):
+    """Auto-pipelining: many concurrent scripts, each answered with its own reply (FIFO over one connection)."""
+    async def scenario(state: ConsumerState):
+        queues = [f"kafka:{n}" for n in range(40)]
+        bounds = [QueueBounds(q, 0, 1) for q in queues]
+        results = await asyncio.gather(*(state.choose(f"g{n}", "t", None, bounds[n:n + 1], lease_ms=10_000)
+                                         for n in range(40)))
+        assert [choice.lock.queue for _, choice in results] == queues
+    run(scenario, redis_url, namespace)
