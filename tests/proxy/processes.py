@@ -4,9 +4,12 @@ from __future__ import annotations
 import http.client
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
-from tests.support.servers import ServerProcess
+from tests.proxy.client import ProxyClient
+from tests.support.servers import ServerProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,3 +32,18 @@ def proxy_process(name: str, config: Path, bootstrap_servers: str | None, port: 
         command += ["-b", bootstrap_servers]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return ServerProcess(name, command, log_path, lambda: healthy(port), env=env)
+
+
+@contextmanager
+def running_proxy(name: str, directory: Path, config_text: str, bootstrap_servers: str | None = None
+                  ) -> Iterator[ProxyClient]:
+    """One `fastmq proxy` process with the config `config_text` (written to directory), until the block ends."""
+    config = directory / "proxy.toml"
+    config.write_text(config_text)
+    port = free_port()
+    process = proxy_process(name, config, bootstrap_servers, port, directory / "proxy.log")
+    process.start()
+    try:
+        yield ProxyClient(port)
+    finally:
+        process.stop()

@@ -9,8 +9,7 @@ import uuid
 import pytest
 
 from tests.proxy.client import ProxyClient
-from tests.proxy.processes import proxy_process
-from tests.support.servers import free_port
+from tests.proxy.processes import running_proxy
 
 TOPIC = "proxy-on-apache-kafka"
 ADMIN_TOKEN = "kafka-admin"
@@ -34,17 +33,10 @@ def kafka_proxy(apache_kafka, redis_url, tmp_path_factory):
     with Admin(apache_kafka.bootstrap_servers) as admin:
         admin.create_topics([NewTopic(TOPIC, 2, 1)])
         admin.wait_for_topics([TOPIC], timeout=30)
-    directory = tmp_path_factory.mktemp("kafka-proxy")
-    config = directory / "proxy.toml"
-    config.write_text(CONFIG.format(redis_url=redis_url, unique=uuid.uuid4().hex[:8]))
-    port = free_port()
-    process = proxy_process("fastmq-proxy-apache-kafka", config, apache_kafka.bootstrap_servers, port,
-                            directory / "proxy.log")
-    process.start()
-    try:
-        yield ProxyClient(port)
-    finally:
-        process.stop()
+    with running_proxy("fastmq-proxy-apache-kafka", tmp_path_factory.mktemp("kafka-proxy"),
+                       CONFIG.format(redis_url=redis_url, unique=uuid.uuid4().hex[:8]),
+                       apache_kafka.bootstrap_servers) as client:
+        yield client
 
 
 def consume_all(client: ProxyClient, wanted: int) -> list[dict]:

@@ -1,5 +1,5 @@
 """The proxy with its RocketMQ backend (fastmq.rocketmq's client) in front of the embedded broker's namesrv and
-RocketMQ front end: produce (one message, a batch) and consume over HTTP, keys, tags and headers as RocketMQ
+RocketMQ front end, and of Apache RocketMQ (the session's `rocketmq_server`): produce (one message, a batch) and consume over HTTP, keys, tags and headers as RocketMQ
 carries them, messages a RocketMQ producer wrote, nack and redelivery, and clear 4xx answers for what RocketMQ
 cannot carry or does not have."""
 from __future__ import annotations
@@ -10,9 +10,7 @@ import uuid
 import pytest
 
 from fastmq.rocketmq import Message, Producer
-from tests.proxy.client import ProxyClient
-from tests.proxy.processes import proxy_process
-from tests.support.servers import ServerProcess, free_port
+from tests.proxy.processes import running_proxy
 
 TOPIC = "rmq-http"
 CONFIG = """
@@ -45,37 +43,35 @@ def create_topic(broker_addr: str, topic: str, queues: int) -> None:
     assert answer.code == ResponseCode.SUCCESS, answer.remark
 
 
-@pytest.fixture(scope="module")
-def rocketmq_embedded(tmp_path_factory):
-    """An embedded broker with a namesrv and a RocketMQ listener, and a 2-queue topic."""
+@pytest.fixture(scope="module", params=["embedded", "apache"])
+def namesrv(request, tmp_path_factory):
+    """The namesrv of a RocketMQ cluster with a 2-queue topic TOPIC: an embedded broker with a namesrv and a
+    RocketMQ listener, or Apache RocketMQ."""
     from fastmq.broker import EmbeddedBroker
     from fastmq.broker.config import ListenerConfig
 
+    if request.param == "apache":
+        server = request.getfixturevalue("rocketmq_server")
+        create_topic(server.broker_addr, TOPIC, 2)
+        yield server.namesrv_addr
+        return
     broker = EmbeddedBroker(tmp_path_factory.mktemp("rocketmq-proxy-broker"), commit_log_file_size=4 << 20,
                             listeners=[ListenerConfig(port=0), ListenerConfig(port=0, protocol="namesrv"),
                                        ListenerConfig(port=0, protocol="rocketmq")])
     with broker:
         create_topic(broker.address("rocketmq"), TOPIC, 2)
-        yield broker
+        yield broker.address("namesrv")
 
 
 @pytest.fixture(scope="module")
-def rocketmq_proxy(rocketmq_embedded, redis_url, tmp_path_factory):
-    directory = tmp_path_factory.mktemp("rocketmq-proxy")
-    config = directory / "proxy.toml"
-    config.write_text(CONFIG.format(namesrv=rocketmq_embedded.address("namesrv"), redis_url=redis_url,
-                                    unique=uuid.uuid4().hex[:8]))
-    port = free_port()
-    process: ServerProcess = proxy_process("fastmq-proxy-rocketmq", config, None, port, directory / "proxy.log")
-    process.start()
-    try:
-        yield ProxyClient(port)
-    finally:
-        process.stop()
+def rocketmq_proxy(namesrv, redis_url, tmp_path_factory):
+    with running_proxy("fastmq-proxy-rocketmq", tmp_path_factory.mktemp("rocketmq-proxy"),
+                       CONFIG.format(namesrv=namesrv, redis_url=redis_url, unique=uuid.uuid4().hex[:8])) as client:
+        yield client
 
 
 def test_messages_produced_over_http_and_by_a_rocketmq_producer_are_consumed_with_keys_tags_and_headers(
-        rocketmq_proxy, rocketmq_embedded):
+        rocketmq_proxy, namesrv):
     client = rocketmq_proxy
     one = client.call("POST", "/produce", query={"producer": "rmq-writer", "key": "k1", "tags": "tagA"},
                       body=b"plain text", content_type="text/plain", headers={"x-message-header-origin": "http"})
@@ -90,7 +86,7 @@ def test_messages_produced_over_http_and_by_a_rocketmq_producer_are_consumed_wit
     assert len(batch_queue) == 1
     assert [r["offset"] for r in batch.json["results"]] == list(range(batch.json["results"][0]["offset"],
                                                                       batch.json["results"][0]["offset"] + 3))
-    with Producer("rmq-direct", rocketmq_embedded.address("namesrv"), send_timeout=10.0) as producer:
+    with Producer("rmq-direct", namesrv, send_timeout=10.0) as producer:
         direct = producer.send(Message(TOPIC, b"from a RocketMQ producer", tags="tagB", keys="d1",
                                        properties={"via": "rocketmq"}))
 
