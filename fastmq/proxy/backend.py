@@ -32,7 +32,7 @@ class OutgoingMessage:
     tags: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class SentMessage:
     """Where the broker put a message."""
 

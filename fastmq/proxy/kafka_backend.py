@@ -42,6 +42,7 @@ class KafkaBackend(Backend):
         self._decoder = make_decoder(check_crcs=True, read_committed=False, key_deserializer=None,
                                      value_deserializer=None)
         self.read_ahead = ReadAhead()
+        self._queue_names: dict[int, str] = {}          # partition -> "kafka:<partition>"
 
     async def start(self) -> None:
         self._producer = AIOKafkaProducer(**self._producer_options)      # bound to the running loop
@@ -63,11 +64,12 @@ class KafkaBackend(Backend):
             raise BackendError("the Kafka backend is not started")
         try:
             futures = []
+            send = self._producer.send
             for message in messages:
-                headers = list(message.headers)
+                headers = message.headers
                 if message.tags is not None:
-                    headers.append((TAGS_HEADER, message.tags.encode()))
-                futures.append(await self._producer.send(topic, message.value, message.key, headers=headers or None))
+                    headers = [*headers, (TAGS_HEADER, message.tags.encode())]
+                futures.append(await send(topic, message.value, message.key, headers=headers or None))
             # One after the other, not gather(): most are done together (one batch answer), and awaiting a done
             # future costs nothing, where gather() puts a callback on each.
             results = [await future for future in futures]
@@ -75,10 +77,15 @@ class KafkaBackend(Backend):
             raise BackendError(f"the broker refused the messages for topic {topic!r}: {exc}",
                                unknown_topic=isinstance(exc, kerrors.UnknownTopicOrPartitionError)) from None
         sent = []
+        ends: dict[str, int] = {}
         for metadata in results:
-            queue = f"{self.broker}:{metadata.partition}"
-            self.observed(topic, queue, metadata.offset + 1)
+            queue = self._queue_names.get(metadata.partition)
+            if queue is None:
+                queue = self._queue_names[metadata.partition] = f"{self.broker}:{metadata.partition}"
+            ends[queue] = metadata.offset + 1
             sent.append(SentMessage(queue, metadata.offset, metadata.timestamp))
+        for queue, end in ends.items():
+            self.observed(topic, queue, end)
         return sent
 
     # ---- topics and offsets -------------------------------------------------------------------------------
