@@ -11,6 +11,8 @@ import pytest
 
 from fastmq.rocketmq import Message, Producer
 from tests.proxy.processes import running_proxy
+from tests.support.rocketmq import route_of
+from tests.support.waiting import wait_for
 
 TOPIC = "rmq-http"
 CONFIG = """
@@ -28,8 +30,9 @@ lease_ms = 10000
 """
 
 
-def create_topic(broker_addr: str, topic: str, queues: int) -> None:
-    """UPDATE_AND_CREATE_TOPIC, as `mqadmin updateTopic` sends it (the broker registers the topic at once)."""
+def create_topic(broker_addr: str, namesrv_addr: str, topic: str, queues: int) -> None:
+    """UPDATE_AND_CREATE_TOPIC, as `mqadmin updateTopic` sends it; then until the namesrv has the topic's route
+    (the broker registers it at once, but Apache RocketMQ's registration is asynchronous)."""
     from fastmq.rocketmq.protocol import RequestCode, ResponseCode
     from fastmq.rocketmq.remoting import RemotingClient
 
@@ -41,6 +44,8 @@ def create_topic(broker_addr: str, topic: str, queues: int) -> None:
     finally:
         remoting.close()
     assert answer.code == ResponseCode.SUCCESS, answer.remark
+    wait_for(lambda: route_of(namesrv_addr, topic).code == ResponseCode.SUCCESS, timeout=30,
+             message=f"the namesrv has no route of {topic}")
 
 
 @pytest.fixture(scope="module", params=["embedded", "apache"])
@@ -52,14 +57,14 @@ def namesrv(request, tmp_path_factory):
 
     if request.param == "apache":
         server = request.getfixturevalue("rocketmq_server")
-        create_topic(server.broker_addr, TOPIC, 2)
+        create_topic(server.broker_addr, server.namesrv_addr, TOPIC, 2)
         yield server.namesrv_addr
         return
     broker = EmbeddedBroker(tmp_path_factory.mktemp("rocketmq-proxy-broker"), commit_log_file_size=4 << 20,
                             listeners=[ListenerConfig(port=0), ListenerConfig(port=0, protocol="namesrv"),
                                        ListenerConfig(port=0, protocol="rocketmq")])
     with broker:
-        create_topic(broker.address("rocketmq"), TOPIC, 2)
+        create_topic(broker.address("rocketmq"), broker.address("namesrv"), TOPIC, 2)
         yield broker.address("namesrv")
 
 
