@@ -22,7 +22,7 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from fastmq.proxy.openapi import spec_json
 
-EXAMPLES = 25
+EXAMPLES = 15
 MAX_WAIT_MS = 100
 SPEC = json.loads(spec_json(1000, 100, 30000))
 # (method, path, mode): every operation with valid input, and those that take input with input that breaks the spec.
