@@ -5,6 +5,7 @@ cannot carry or does not have."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import pytest
@@ -143,3 +144,23 @@ def test_what_rocketmq_cannot_carry_or_does_not_have_gets_a_clear_4xx(rocketmq_p
         assert refused.status == 400 and refused.json["error"] == "bad_message", refused.body
     nowhere = client.produce("rmq-nowhere", [{"value": "x"}])
     assert nowhere.status in (404, 502) and not nowhere.json["ok"], nowhere.body
+
+
+def test_an_offset_reset_to_a_time_goes_back_through_rocketmqs_offset_search(rocketmq_proxy):
+    """SEARCH_OFFSET_BY_TIMESTAMP: after a reset to time 0 every queue is handed out again from its first message,
+    and after a reset to a time to come there is nothing to hand out."""
+    client = rocketmq_proxy
+    assert client.produce("rmq-writer", [{"value": "reset"}]).status == 200
+    assert client.call("POST", "/admin/consumers/rmq-reader/reset", json_body={"to": 0}).status == 200
+    firsts = []
+    for _ in range(10):
+        answer = client.message("rmq-reader", max=1, wait_ms=500).json
+        if not answer["token"]:
+            break
+        firsts.append(answer["messages"][0]["offset"])
+        assert client.call("POST", "/nack", json_body={"consumer": "rmq-reader", "token": answer["token"],
+                                                       "delay_ms": 60_000}).status == 200
+    assert firsts and set(firsts) == {0}, firsts
+    later = int(time.time() * 1000) + 60_000
+    assert client.call("POST", "/admin/consumers/rmq-reader/reset", json_body={"to": later}).status == 200
+    assert client.message("rmq-reader", max=1).json["status"] == "empty"
