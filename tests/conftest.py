@@ -18,6 +18,7 @@ from tests.support.shared import golden_path
 from tests.support.apache_kafka import KafkaCluster, Security
 from tests.support.brokers import BROKER_FIXTURES, DEFAULT_BROKERS, KAFKA_USERS
 from tests.support.faults import FaultProxy
+from tests.support.rocketmq import RocketMQCluster
 from tests.support.servers import SERVER_LOGS
 from tests.support.tansu import RUNNING, start_tansu
 
@@ -243,6 +244,19 @@ class PKI:
 def pki(tmp_path_factory):
     """A throwaway PKI (CA, server and client certificates, a CRL, an untrusted CA) in a temp directory."""
     return PKI(tmp_path_factory.mktemp("pki"))
+
+
+# ---- Apache RocketMQ (the RocketMQ client tests, and the proxy's RocketMQ backend) ---------------------------
+
+@pytest.fixture(scope="session")
+def rocketmq_server(tmp_path_factory):
+    """Apache RocketMQ 5.x on 127.0.0.1: .namesrv_addr, .broker_addr, .broker_name."""
+    with RocketMQCluster(tmp_path_factory.mktemp("apache-rocketmq")) as cluster:
+        SERVER_LOGS["rocketmq_server"] = cluster.log_tails
+        try:
+            yield cluster
+        finally:
+            del SERVER_LOGS["rocketmq_server"]
 
 
 # ---- fastmq's embedded broker ---------------------------------------------------------------------------------

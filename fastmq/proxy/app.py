@@ -104,6 +104,8 @@ class ProxyApp:
         """Long polls answer at once; what the producer holds is sent; then Redis is closed."""
         self.closing = True
         await self.backend.stop()
+        if self.state is not None:
+            self.state.close()
         await self.redis.aclose()
         _log.info("proxy stopped")
 
@@ -124,7 +126,8 @@ class ProxyApp:
         except HttpError as error:
             reply = Reply(error.status, {"ok": False, "error": error.code, "message": error.message}, headers=error.headers)
         except BackendError as error:
-            status, code = (404, "unknown_topic") if error.unknown_topic else (502, "broker_error")
+            status, code = ((404, "unknown_topic") if error.unknown_topic else
+                            (400, "bad_message") if error.bad_message else (502, "broker_error"))
             reply = Reply(status, {"ok": False, "error": code, "message": str(error)})
         except ConnectionAbortedError:
             return

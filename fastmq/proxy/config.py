@@ -4,7 +4,9 @@ A config file (TOML) holds the settings and registers producers and consumers:
 
     redis_url = "redis://127.0.0.1:6379/0"
     namespace = "fastmq:proxy"
-    bootstrap_servers = "127.0.0.1:9092"
+    backend = "kafka"                     # or "rocketmq"
+    bootstrap_servers = "127.0.0.1:9092"  # the Kafka backend's cluster
+    namesrv_addr = "127.0.0.1:9876"       # the RocketMQ backend's namesrv(s)
     admin_token = "..."                   # the admin API and page need it (none: they are open)
 
     [producers.orders-writer]
@@ -35,6 +37,7 @@ from typing import Any
 from fastmq.proxy.state import START_EARLIEST, START_LATEST, check_name
 
 CLUSTER, BROADCAST = "cluster", "broadcast"
+KAFKA, ROCKETMQ = "kafka", "rocketmq"
 
 
 class ConfigError(ValueError):
@@ -82,7 +85,9 @@ class ConsumerConfig:
 class ProxyConfig:
     redis_url: str = "redis://127.0.0.1:6379/0"
     namespace: str = "fastmq:proxy"
+    backend: str = KAFKA
     bootstrap_servers: str | None = None
+    namesrv_addr: str | None = None
     admin_token: str | None = None
     max_body_bytes: int = 1 << 20
     max_messages_per_produce: int = 1000
@@ -114,6 +119,8 @@ class ProxyConfig:
         if unknown:
             raise ConfigError(f"unknown settings {sorted(unknown)}; known: {sorted(known)}")
         config = cls(**data)
+        if config.backend not in (KAFKA, ROCKETMQ):
+            raise ConfigError(f"backend must be {KAFKA} or {ROCKETMQ}, not {config.backend!r}")
         for name, entry in producers.items():
             config.producers[name] = producer_from_dict(name, entry)
         for name, entry in consumers.items():

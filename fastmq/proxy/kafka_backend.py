@@ -4,7 +4,6 @@ positions would only be in the way). A queue is a partition: "kafka:<partition>"
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 from fastmq.kafka import errors as kerrors
@@ -16,7 +15,6 @@ from fastmq.kafka.protocol.schema import ZERO_UUID
 from fastmq.kafka.subscription import EARLIEST, LATEST
 from fastmq.proxy.backend import Backend, BackendError, OutgoingMessage, PulledMessage, PullResult, SentMessage
 from fastmq.proxy.readahead import ReadAhead
-from fastmq.proxy.state import QueueBounds
 
 TAGS_HEADER = "tags"          # Kafka has no tags: they travel as a header
 # A pull asks the broker for about this many bytes per message wanted, and at least READ_AHEAD_BYTES (at most
@@ -31,6 +29,7 @@ class KafkaBackend(Backend):
 
     def __init__(self, bootstrap_servers: str, *, request_timeout_ms: int = 10000, linger_ms: float = 0,
                  compression_type: str | None = None) -> None:
+        super().__init__()
         self.bootstrap_servers = bootstrap_servers
         self.request_timeout = request_timeout_ms / 1000.0
         self._producer_options = dict(bootstrap_servers=bootstrap_servers, client_id="fastmq-proxy",
@@ -42,14 +41,8 @@ class KafkaBackend(Backend):
         self._client: KafkaClient | None = None
         self._decoder = make_decoder(check_crcs=True, read_committed=False, key_deserializer=None,
                                      value_deserializer=None)
-        # topic -> (monotonic time learnt, {partition: [low, high]}); refreshed by one task per topic at a time.
-        self._bounds: dict[str, tuple[float, dict[int, list[int]]]] = {}
-        self._refreshing: dict[str, asyncio.Future] = {}
-        # topic -> the list queues() answers, the same object until the bounds change (ConsumerState encodes a
-        # list's script arguments once).
-        self._answers: dict[str, list[QueueBounds]] = {}
         self.read_ahead = ReadAhead()
-        self.broker_requests = 0
+        self._queue_names: dict[int, str] = {}          # partition -> "kafka:<partition>"
 
     async def start(self) -> None:
         self._producer = AIOKafkaProducer(**self._producer_options)      # bound to the running loop
@@ -71,20 +64,28 @@ class KafkaBackend(Backend):
             raise BackendError("the Kafka backend is not started")
         try:
             futures = []
+            send = self._producer.send
             for message in messages:
-                headers = list(message.headers)
+                headers = message.headers
                 if message.tags is not None:
-                    headers.append((TAGS_HEADER, message.tags.encode()))
-                futures.append(await self._producer.send(topic, message.value, message.key, headers=headers or None))
-            results = await asyncio.gather(*futures)
+                    headers = [*headers, (TAGS_HEADER, message.tags.encode())]
+                futures.append(await send(topic, message.value, message.key, headers=headers or None))
+            # One after the other, not gather(): most are done together (one batch answer), and awaiting a done
+            # future costs nothing, where gather() puts a callback on each.
+            results = [await future for future in futures]
         except kerrors.KafkaError as exc:
             raise BackendError(f"the broker refused the messages for topic {topic!r}: {exc}",
                                unknown_topic=isinstance(exc, kerrors.UnknownTopicOrPartitionError)) from None
         sent = []
+        ends: dict[str, int] = {}
         for metadata in results:
-            queue = f"{self.broker}:{metadata.partition}"
-            self.observed(topic, queue, metadata.offset + 1)
+            queue = self._queue_names.get(metadata.partition)
+            if queue is None:
+                queue = self._queue_names[metadata.partition] = f"{self.broker}:{metadata.partition}"
+            ends[queue] = metadata.offset + 1
             sent.append(SentMessage(queue, metadata.offset, metadata.timestamp))
+        for queue, end in ends.items():
+            self.observed(topic, queue, end)
         return sent
 
     # ---- topics and offsets -------------------------------------------------------------------------------
@@ -141,35 +142,9 @@ class KafkaBackend(Backend):
                     found[part.partition_index] = part.old_style_offsets[0] if part.old_style_offsets else part.offset
         return found
 
-    async def _refresh_bounds(self, topic: str) -> None:
+    async def fetch_bounds(self, topic: str) -> dict[str, tuple[int, int]]:
         lows, highs = await asyncio.gather(self._list_offsets(topic, EARLIEST), self._list_offsets(topic, LATEST))
-        known = self._bounds.get(topic, (0.0, {}))[1]
-        bounds = {p: [lows[p], max(highs[p], known.get(p, [0, 0])[1])] for p in highs}
-        self._bounds[topic] = (time.monotonic(), bounds)
-        self._answers.pop(topic, None)
-
-    async def queues(self, topic: str, max_age: float) -> list[QueueBounds]:
-        learnt = self._bounds.get(topic)
-        if learnt is None or time.monotonic() - learnt[0] > max_age:
-            running = self._refreshing.get(topic)
-            if running is None:
-                running = asyncio.ensure_future(self._refresh_bounds(topic))
-                self._refreshing[topic] = running
-                running.add_done_callback(lambda _: self._refreshing.pop(topic, None))
-            await asyncio.shield(running)
-        answer = self._answers.get(topic)
-        if answer is None:
-            answer = self._answers[topic] = [QueueBounds(f"{self.broker}:{p}", low, high)
-                                             for p, (low, high) in self._bounds[topic][1].items()]
-        return answer
-
-    def observed(self, topic: str, queue: str, high: int) -> None:
-        learnt = self._bounds.get(topic)
-        if learnt is not None:
-            bounds = learnt[1].get(int(queue.rpartition(":")[2]))
-            if bounds is not None and high > bounds[1]:
-                bounds[1] = high
-                self._answers.pop(topic, None)
+        return {f"{self.broker}:{p}": (lows[p], high) for p, high in highs.items()}
 
     async def offsets_for_time(self, topic: str, timestamp_ms: int) -> dict[str, int]:
         at = await self._list_offsets(topic, timestamp_ms)
@@ -201,7 +176,7 @@ class KafkaBackend(Backend):
             error = kerrors.for_code(data.error_code)
             if error.invalid_metadata:
                 self._client_ready().request_update("a proxy fetch found a moved partition")
-            self._bounds.pop(topic, None)
+            self.forget(topic)
             raise BackendError(f"fetch of {topic}:{partition} at {offset}: {error.__name__}")
         self.observed(topic, queue, data.high_watermark)
         records = data.records
@@ -211,7 +186,10 @@ class KafkaBackend(Backend):
                                                                   data.aborted_transactions)
         if decode_error is not None and not decoded:
             raise BackendError(f"fetch of {topic}:{partition} at {offset}: {decode_error}")
-        messages = [PulledMessage(r.offset, r.timestamp, r.key, r.value, list(r.headers or ())) for r in decoded]
-        self.read_ahead.keep(topic, queue, offset, messages, next_offset, data.high_watermark)
+        self.read_ahead.keep(topic, queue, offset, decoded, next_offset, data.high_watermark, _pulled)
         return self.read_ahead.take(topic, queue, offset, max_messages) or PullResult([], next_offset,
                                                                                       data.high_watermark)
+
+
+def _pulled(record: Any) -> PulledMessage:
+    return PulledMessage(record.offset, record.timestamp, record.key, record.value, list(record.headers or ()))

@@ -11,14 +11,17 @@ if TYPE_CHECKING:
     from fastmq.proxy.app import ProxyApp
 
 NAME = {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,249}$"}
-TOKEN = {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}:[0-9]{1,9}:[0-9]+:[0-9]+:[0-9]+$",
+TOKEN = {"type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}:[0-9]{1,9}:[0-9]{1,19}:[0-9]{1,19}:[0-9]{1,19}$",
          "description": "broker:queue:offset:next_offset:timestamp"}
 ERROR = {"type": "object", "required": ["ok", "error", "message"],
          "properties": {"ok": {"type": "boolean"}, "error": {"type": "string"}, "message": {"type": "string"}}}
-MESSAGE_IN = {"type": "object", "properties": {
+MESSAGE_FIELDS = {
     "value": {"description": "text, or any JSON (sent as its JSON text)"},
     "base64": {"type": "string", "format": "byte"}, "key": {"type": "string"},
-    "headers": {"type": "object", "additionalProperties": {"type": "string"}}, "tags": {"type": "string"}}}
+    "headers": {"type": "object", "additionalProperties": {"type": "string"}}, "tags": {"type": "string"}}
+EXACTLY_ONE_VALUE = [{"required": ["value"]}, {"required": ["base64"]}]
+MESSAGE_IN = {"type": "object", "properties": MESSAGE_FIELDS, "additionalProperties": False,
+              "oneOf": EXACTLY_ONE_VALUE}
 MESSAGE_OUT = {"type": "object", "required": ["offset", "timestamp", "value"], "properties": {
     "offset": {"type": "integer"}, "timestamp": {"type": "integer"}, "key": {"type": "string", "nullable": True},
     "value": {"type": "string", "nullable": True},
@@ -46,7 +49,7 @@ OK = {"type": "object", "required": ["ok"], "properties": {"ok": {"type": "boole
 
 
 @lru_cache(maxsize=None)
-def spec_json(max_pull: int, max_wait_ms: int) -> bytes:
+def spec_json(max_produce: int, max_pull: int, max_wait_ms: int) -> bytes:
     spec = {
         "openapi": "3.0.3",
         "info": {"title": "fastmq HTTP proxy", "version": "1",
@@ -56,12 +59,17 @@ def spec_json(max_pull: int, max_wait_ms: int) -> bytes:
         "paths": {
             "/produce": {"post": {
                 "summary": "send one or many messages",
-                "parameters": [_query("producer", NAME), _query("topic", NAME), _query("key", {"type": "string"}),
+                "parameters": [_query("producer", NAME, True, "(a JSON body may name it instead)"),
+                               _query("topic", NAME), _query("key", {"type": "string"}),
                                _query("tags", {"type": "string"})],
                 "requestBody": {"required": True, "content": {
-                    "application/json": {"schema": {"type": "object", "properties": {
-                        "producer": NAME, "topic": NAME, "messages": {"type": "array", "items": MESSAGE_IN},
-                        **MESSAGE_IN["properties"]}}},
+                    "application/json": {"schema": {"oneOf": [
+                        {"type": "object", "required": ["messages"], "additionalProperties": False,
+                         "properties": {"producer": NAME, "topic": NAME, "messages": {
+                             "type": "array", "minItems": 1, "maxItems": max_produce, "items": MESSAGE_IN}}},
+                        {"type": "object", "description": "one message, its fields at the top",
+                         "additionalProperties": False, "oneOf": EXACTLY_ONE_VALUE,
+                         "properties": {"producer": NAME, "topic": NAME, **MESSAGE_FIELDS}}]}},
                     "text/plain": {"schema": {"type": "string"}},
                     "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
                 "responses": {"200": _json({"type": "object", "required": ["ok", "topic", "results"], "properties": {
@@ -103,4 +111,6 @@ def spec_json(max_pull: int, max_wait_ms: int) -> bytes:
 
 
 async def serve(app: ProxyApp, request: Request) -> Reply:
-    return Reply(200, body=spec_json(app.config.max_messages_per_pull, app.config.max_wait_ms))
+    config = app.config
+    return Reply(200, body=spec_json(config.max_messages_per_produce, config.max_messages_per_pull,
+                                     config.max_wait_ms))

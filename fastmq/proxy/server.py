@@ -1,4 +1,5 @@
-"""Serving the proxy: uvicorn on uvloop with httptools' HTTP parser, one event loop per process. Several
+"""Serving the proxy: uvicorn on uvloop with httptools' HTTP parser (each response written once: coalesce.py),
+one event loop per process. Several
 processes share one port through SO_REUSEPORT (the kernel spreads connections over them); each is a whole,
 stateless proxy, as separate hosts would be.
 
@@ -16,6 +17,7 @@ from typing import Any, Callable
 
 from fastmq.proxy.app import ProxyApp
 from fastmq.proxy.backend import Backend
+from fastmq.proxy.coalesce import CoalescedTransport
 from fastmq.proxy.config import ProxyConfig
 
 GRACEFUL_S = 10.0
@@ -50,6 +52,16 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _coalescing_protocol() -> type:
+    """uvicorn's httptools protocol writing each response at once (through a CoalescedTransport)."""
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class CoalescingHttpToolsProtocol(HttpToolsProtocol):
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(CoalescedTransport(transport, self.loop))
+    return CoalescingHttpToolsProtocol
+
+
 def serve(config: ProxyConfig, backend: Backend, host: str, port: int, *, log_level: str = "info") -> bool:
     """Run one proxy process until SIGTERM / SIGINT; False when it could not start (Redis or the broker did not
     answer: the log says which)."""
@@ -62,7 +74,7 @@ def serve(config: ProxyConfig, backend: Backend, host: str, port: int, *, log_le
             app.closing = True          # long polls answer now instead of holding the shutdown up
             super().handle_exit(sig, frame)
 
-    settings = uvicorn.Config(app, loop="uvloop", http="httptools", lifespan="on", access_log=False,
+    settings = uvicorn.Config(app, loop="uvloop", http=_coalescing_protocol(), lifespan="on", access_log=False,
                               log_level=log_level, timeout_graceful_shutdown=GRACEFUL_S, log_config=None)
     server = Server(settings)
     server.run(sockets=[listening_socket(host, port)])

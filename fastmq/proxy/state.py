@@ -32,6 +32,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from fastmq.proxy.scripts import Packed, Script, ScriptRunner
+
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,249}\Z")
 _QUEUE = re.compile(r"[A-Za-z0-9._-]{1,64}:[0-9]{1,9}\Z")
 
@@ -267,20 +269,22 @@ return n
 """
 
 
+_CHOOSE, _ACK, _NACK, _RESET = (Script(source) for source in (CHOOSE_LUA, ACK_LUA, NACK_LUA, RESET_LUA))
+
+
 class ConsumerState:
-    """The consumers' state in one Redis (a redis.asyncio client); each method is one round trip."""
+    """The consumers' state in one Redis (a redis.asyncio client for plain reads and writes; the scripts go
+    through a ScriptRunner's pipelined connection to the same Redis); each method is one round trip. close()
+    closes the runner's connection."""
 
     def __init__(self, redis: Any, namespace: str = "fastmq:proxy") -> None:
         self.redis = redis
         self.namespace = namespace
         self.round_trips = 0
-        self._choose = redis.register_script(CHOOSE_LUA)
-        self._ack = redis.register_script(ACK_LUA)
-        self._nack = redis.register_script(NACK_LUA)
-        self._reset = redis.register_script(RESET_LUA)
-        # The script arguments of the last bounds list choose() was given, encoded once: a backend hands out
+        self.scripts = ScriptRunner(redis)
+        # The script arguments of the last bounds list choose() was given, packed once: a backend hands out
         # the same list object until the bounds change.
-        self._bounds_args: tuple[Any, list[bytes]] = (None, [])
+        self._bounds_args: tuple[Any, Packed | None] = (None, None)
 
     # ---- keys ------------------------------------------------------------------------------------------
 
@@ -301,17 +305,17 @@ class ConsumerState:
         None, the choice). `queues` are every queue of the topic with what this proxy knows of its offsets."""
         args: list[Any] = [lease_ms, start, rotate, ttl_ms]
         args += [ack.queue, ack.offset, ack.next_offset, ack.lock] if ack is not None else ["", 0, 0, 0]
-        known, encoded = self._bounds_args
-        if queues is not known:
+        known, packed = self._bounds_args
+        if queues is not known or packed is None:
             bounds = list(queues)
-            encoded = [str(len(bounds)).encode()]
+            encoded: list[Any] = [len(bounds)]
             for bound in bounds:
-                encoded += [bound.queue.encode(), str(bound.low).encode(), str(bound.high).encode()]
-            self._bounds_args = (queues, encoded)
-        args += encoded
+                encoded += [bound.queue, bound.low, bound.high]
+            packed = Packed(encoded)
+            self._bounds_args = (queues, packed)
         self.round_trips += 1
-        reply = await self._choose(keys=[self.state_key(consumer, topic, client_id), self.control_key(consumer)],
-                                   args=args)
+        reply = await self.scripts.run(_CHOOSE, [self.state_key(consumer, topic, client_id),
+                                                 self.control_key(consumer)], args, packed)
         verdict = _text(reply[0]) or None
         outcome = _text(reply[1])
         if outcome == "locked":
@@ -324,16 +328,16 @@ class ConsumerState:
     async def ack(self, consumer: str, topic: str, client_id: str | None, token: AckToken, *, lease_ms: int) -> str:
         """Commit the token's range and unlock: ACK_OK, or ACK_EXPIRED / ACK_STALE (nothing changed)."""
         self.round_trips += 1
-        reply = await self._ack(keys=[self.state_key(consumer, topic, client_id)],
-                                args=[token.queue, token.offset, token.next_offset, token.lock, lease_ms])
+        reply = await self.scripts.run(_ACK, [self.state_key(consumer, topic, client_id)],
+                                       [token.queue, token.offset, token.next_offset, token.lock, lease_ms])
         return _text(reply)
 
     async def nack(self, consumer: str, topic: str, client_id: str | None, token: AckToken, *, lease_ms: int,
                    delay_ms: int) -> str:
         """Unlock without committing; the range is handed out again after delay_ms."""
         self.round_trips += 1
-        reply = await self._nack(keys=[self.state_key(consumer, topic, client_id)],
-                                 args=[token.queue, token.offset, token.lock, lease_ms, delay_ms])
+        reply = await self.scripts.run(_NACK, [self.state_key(consumer, topic, client_id)],
+                                       [token.queue, token.offset, token.lock, lease_ms, delay_ms])
         return _text(reply)
 
     async def reset(self, consumer: str, topic: str, client_id: str | None, offsets: dict[str, int]) -> None:
@@ -341,7 +345,7 @@ class ConsumerState:
         for queue, offset in offsets.items():
             args += [queue, offset]
         self.round_trips += 1
-        await self._reset(keys=[self.state_key(consumer, topic, client_id)], args=args)
+        await self.scripts.run(_RESET, [self.state_key(consumer, topic, client_id)], args)
 
     # ---- plain reads and writes -----------------------------------------------------------------------------
 
@@ -371,6 +375,9 @@ class ConsumerState:
 
     async def control(self, consumer: str) -> dict[str, str]:
         return {_text(k): _text(v) for k, v in (await self.redis.hgetall(self.control_key(consumer))).items()}
+
+    def close(self) -> None:
+        self.scripts.close()
 
     async def delete(self, consumer: str, topic: str) -> None:
         """Forget a consumer's progress on a topic (the cluster hash and every broadcast client's)."""

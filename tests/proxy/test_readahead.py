@@ -25,3 +25,23 @@ def test_a_run_serves_the_offsets_it_covers_until_it_is_too_old():
     assert ahead.take("t", "kafka:1", 10, 1) is None          # another queue
     now[0] = 1.5
     assert ahead.take("t", "kafka:0", 10, 1) is None          # too old
+
+
+class Record:
+    """A backend's own record: only an offset is needed to keep it."""
+
+    def __init__(self, offset: int) -> None:
+        self.offset = offset
+
+
+def test_a_run_of_records_converts_only_what_it_hands_out():
+    converted = []
+
+    def convert(record: Record) -> PulledMessage:
+        converted.append(record.offset)
+        return messages(record.offset)[0]
+    ahead = ReadAhead()
+    ahead.keep("t", "kafka:0", 0, [Record(o) for o in range(500)], 500, 500, convert)
+    taken = ahead.take("t", "kafka:0", 100, 3)
+    assert [m.value for m in taken.messages] == [b"v100", b"v101", b"v102"] and taken.next_offset == 103
+    assert converted == [100, 101, 102]

@@ -18,9 +18,11 @@ Q0, Q1 = "kafka:0", "kafka:1"
 def run(coroutine_function, redis_url: str, namespace: str):
     async def main():
         client = aioredis.from_url(redis_url)
+        state = ConsumerState(client, namespace)
         try:
-            return await coroutine_function(ConsumerState(client, namespace))
+            return await coroutine_function(state)
         finally:
+            state.close()
             await client.aclose()
     return asyncio.run(main())
 
@@ -196,3 +198,26 @@ def test_token_round_trip(broker, offset, count, lock):
 def test_names_outside_the_alphabet_are_refused(name):
     with pytest.raises(StateError, match="consumer must be"):
         check_name("consumer", name)
+
+
+def test_scripts_run_again_after_redis_forgot_them(redis_url, namespace):
+    """SCRIPT FLUSH (as a Redis restart does): the next call is answered NOSCRIPT and sends the script itself."""
+    async def scenario(state: ConsumerState):
+        bounds = [QueueBounds(Q0, 0, 3)]
+        _, first = await state.choose("g", "t", None, bounds, lease_ms=10_000)
+        await state.redis.script_flush()
+        assert await state.ack("g", "t", None, first.lock.token(2), lease_ms=10_000) == ACK_OK
+        _, again = await state.choose("g", "t", None, bounds, lease_ms=10_000)
+        assert (again.lock.offset, again.lock.attempts) == (2, 1)
+    run(scenario, redis_url, namespace)
+
+
+def test_calls_of_one_loop_turn_share_one_write_and_get_their_own_replies(redis_url, namespace):
+    """Auto-pipelining: many concurrent scripts, each answered with its own reply (FIFO over one connection)."""
+    async def scenario(state: ConsumerState):
+        queues = [f"kafka:{n}" for n in range(40)]
+        bounds = [QueueBounds(q, 0, 1) for q in queues]
+        results = await asyncio.gather(*(state.choose(f"g{n}", "t", None, bounds[n:n + 1], lease_ms=10_000)
+                                         for n in range(40)))
+        assert [choice.lock.queue for _, choice in results] == queues
+    run(scenario, redis_url, namespace)
