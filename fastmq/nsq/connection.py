@@ -54,6 +54,9 @@ class NSQSettings:
     extend_support: bool = False            # Youzan: receive ext headers of topics that have them (with direct
                                             # nsqd addresses: only for servers that send them, not vanilla nsqd)
     desired_tag: str | None = None          # Youzan: receive only messages with this tag
+    ext_filter: dict[str, Any] | None = None  # Youzan: {"type": 1 exact | 2 regex | 3 glob | 4 multi, "inverse",
+                                            # "filter_ext_key", "filter_data", "filter_data_list"}: the ext-header
+                                            # messages to receive (nsqd finishes the others for the channel)
     connect_timeout_ms: float = 10000
     request_timeout_ms: float = 30000
 
@@ -81,6 +84,8 @@ class NSQSettings:
             body["extend_support"] = True
         if self.desired_tag is not None:
             body["desired_tag"] = self.desired_tag
+        if self.ext_filter is not None:
+            body["ext_filter"] = self.ext_filter
         return body
 
 
