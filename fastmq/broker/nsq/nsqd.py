@@ -11,7 +11,8 @@ partition 0 (Youzan's default partition). An ordered topic (topic config nsq.ord
 E_SUB_ORDER_IS_MUST, as Youzan's nsqd). With an auth server (fastmq.broker.nsq.auth) every publish and subscribe
 command is checked against the connection's AUTH answer. IDENTIFY answers with feature negotiation: snappy or deflate when asked,
 TLS when asked and the listener has a certificate, then the upgrades in nsqd's order (TLS, then compression), each
-confirmed by an OK through the upgraded stream; heartbeats are sent every heartbeat_interval.
+confirmed by an OK through the upgraded stream; heartbeats are sent every heartbeat_interval, and a connection that
+sent nothing for two intervals is closed (nsqd's read deadline: a client answers heartbeats with NOP).
 """
 from __future__ import annotations
 
@@ -108,6 +109,7 @@ class Session:
         self.heartbeat_ms = DEFAULT_HEARTBEAT_MS
         self.msg_timeout_ms = DEFAULT_MSG_TIMEOUT_MS
         self.heartbeat_timer: Any = None
+        self.last_command = 0.0            # loop time of the last command received
         self.channel: Any = None
         self.subscriber: Subscriber | None = None
         self.closing = False
@@ -172,6 +174,7 @@ class NSQDListener(ServerHandler):
     def frame_received(self, conn: ServerConnection, frame: Any, reply: Reply) -> None:
         name, params, body = frame
         session: Session = conn.session
+        session.last_command = conn.loop.time()
         try:
             answer = self._command(conn, session, name, params, body)
         except _AskAuthServer:
@@ -295,6 +298,10 @@ class NSQDListener(ServerHandler):
     def _heartbeat(self, conn: ServerConnection, session: Session) -> None:
         session.heartbeat_timer = None
         if conn.closed:
+            return
+        if conn.loop.time() - session.last_command > 2 * session.heartbeat_ms / 1000.0:
+            conn.close(ProtocolError(f"{conn} sent nothing for two heartbeat intervals "
+                                     f"({session.heartbeat_ms} ms each)"))
             return
         conn.send_frame(response(codec.HEARTBEAT))
         self._schedule_heartbeat(conn, session)
