@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from fastmq import __version__
-from fastmq._native.frames import NSQFrameSplitter
 from fastmq.errors import ProtocolError
 from fastmq.io import AuthenticationError, DeflateStream, HandshakeStep, ProtocolAdapter, SnappyStream
 from fastmq.io.adapter import AdapterConnection
@@ -202,8 +201,8 @@ class NSQAdapter(ProtocolAdapter):
         self.identity: dict[str, Any] = {}       # AUTH's answer
         self._conn: Any = None
 
-    def make_splitter(self) -> NSQFrameSplitter:
-        return NSQFrameSplitter()
+    def make_splitter(self) -> codec.MessageRunSplitter:
+        return codec.MessageRunSplitter()
 
     def start_handshake(self, conn: AdapterConnection) -> None:
         self._conn = conn
@@ -215,7 +214,7 @@ class NSQAdapter(ProtocolAdapter):
 
     def correlation_id(self, frame: tuple[int, bytes]) -> int | None:
         frame_type, data = frame
-        if frame_type == codec.FRAME_MESSAGE:
+        if frame_type == codec.FRAME_MESSAGES:
             return None
         if frame_type == codec.FRAME_RESPONSE:
             return None if data == codec.HEARTBEAT else 0
@@ -230,8 +229,8 @@ class NSQAdapter(ProtocolAdapter):
 
     def on_unsolicited(self, conn: AdapterConnection, frame: tuple[int, bytes]) -> None:
         frame_type, data = frame
-        if frame_type == codec.FRAME_MESSAGE and conn.on_push is not None:
-            conn.on_push(conn, frame)        # the hot path: a message for the consumer
+        if frame_type == codec.FRAME_MESSAGES and conn.on_push is not None:
+            conn.on_push(conn, frame)        # the hot path: a run of messages for the consumer
         elif frame_type == codec.FRAME_RESPONSE:
             conn.send_frame(codec.NOP)        # a heartbeat: nsqd closes connections that stay silent
         elif frame_type == codec.FRAME_ERROR:
