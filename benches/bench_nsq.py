@@ -164,7 +164,19 @@ def publish_ansq(address: str, topic: str, count: int, batch: int) -> None:
         finally:
             await connection.close()
 
-    asyncio.run(run())
+    run_asyncio(run())
+
+
+def run_asyncio(coroutine) -> None:
+    # A loop of its own, never installed as the thread's current one: tornado (pynsq) asks asyncio for that one
+    # later, and asyncio.run() would leave none behind.
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(coroutine)
+    finally:
+        loop.close()
 
 
 PUBLISHERS = {"fastmq": publish_fastmq, "pynsq": publish_pynsq, "gnsq": publish_gnsq, "ansq": publish_ansq}
@@ -250,7 +262,7 @@ def consume_ansq(address: str, topic: str, count: int) -> None:
         finally:
             await connection.close()
 
-    asyncio.run(run())
+    run_asyncio(run())
 
 
 CONSUMERS = {"fastmq": consume_fastmq, "pynsq": consume_pynsq, "gnsq": consume_gnsq, "ansq": consume_ansq}
