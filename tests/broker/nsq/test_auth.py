@@ -145,3 +145,12 @@ def test_auth_without_an_auth_server_is_disabled():
 def test_bad_auth_server_answers_are_refused(answer):
     with pytest.raises(AuthServerError):
         parse_state(answer)
+
+
+def test_cli_flag_turns_auth_on(tmp_path):
+    from fastmq.cli import build_parser
+    from fastmq.cli.broker import broker_config
+
+    args = build_parser().parse_args(["broker", "--data-dir", str(tmp_path), "--nsqd", "127.0.0.1:0",
+                                      "--nsqd-auth-http-address", "127.0.0.1:4181"])
+    assert broker_config(args).front_end_options == {"nsq": {"auth_http_address": "127.0.0.1:4181"}}
