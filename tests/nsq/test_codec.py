@@ -272,3 +272,10 @@ def test_answers_are_written_as_one_buffer():
     assert codec.encode_answers([]) == b""
     with pytest.raises(TypeError):
         codec.encode_answers(["FIN x"])
+
+
+@given(messages=st.lists(st.binary(max_size=50), max_size=20))
+def test_bodies_size_counts_bytes_or_flags_an_empty_body(messages):
+    expected = -1 if not all(messages) else sum(map(len, messages))
+    assert codec.bodies_size(messages) == expected
+    assert codec.bodies_size([bytearray(m) for m in messages]) == expected

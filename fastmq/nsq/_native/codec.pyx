@@ -257,6 +257,20 @@ cdef bytes _multi(bytes line, list bodies, list trace_ids):
     return out
 
 
+def bodies_size(list bodies) -> int:
+    """The bytes of a list of message bodies (bytes-like), or -1 when one is empty (nsqd refuses an empty message,
+    and with it the whole MPUB): the producer's check of every publish, in one pass."""
+    cdef Py_ssize_t i, size, total = 0
+    cdef object body
+    for i in range(len(bodies)):
+        body = bodies[i]
+        size = PyBytes_GET_SIZE(body) if type(body) is bytes else len(body)
+        if size == 0:
+            return -1
+        total += size
+    return total
+
+
 def mpub(object topic, object bodies, object partition=None) -> bytes:
     """MPUB topic [partition] with several messages."""
     return _multi(b"MPUB " + _name(topic, "topic") + _partition_arg(partition) + b"\n", list(bodies), None)
