@@ -71,7 +71,14 @@ def broker_config(args: argparse.Namespace) -> Any:
     return BrokerConfig(data_dir=args.data_dir, listeners=listeners, users=_users(args),
                         commit_log_file_size=args.commit_log_file_size, flush_interval_ms=args.flush_interval_ms,
                         index_keys=args.index_keys, max_connections=args.max_connections,
-                        max_open_mapped_files=args.max_open_mapped_files, **_overrides(args))
+                        max_open_mapped_files=args.max_open_mapped_files,
+                        front_end_options=_front_end_options(args), **_overrides(args))
+
+
+def _front_end_options(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    if args.nsqd_auth_http_address:
+        return {"nsq": {"auth_http_address": args.nsqd_auth_http_address}}
+    return {}
 
 
 def run_broker(args: argparse.Namespace) -> int:
@@ -150,6 +157,8 @@ def register(commands: argparse._SubParsersAction, bench_targets: argparse._SubP
         broker.add_argument(flag, action="append", default=[], metavar="HOST:PORT",
                             help=f"{what} listener (as --listen {scheme}://HOST:PORT)")
     broker.add_argument("--advertise", metavar="HOST:PORT", help="the address Metadata gives clients")
+    broker.add_argument("--nsqd-auth-http-address", metavar="HOST:PORT",
+                        help="nsqd's --auth-http-address: NSQ clients must AUTH, checked by this auth server")
     broker.add_argument("--partitions", type=int, default=1, help="partitions of auto-created topics (default 1)")
     broker.add_argument("--no-auto-create", action="store_true",
                         help="do not create topics on first use (as --override auto.create.topics.enable=false)")

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from fastmq import __version__
-from fastmq._native.frames import NSQFrameSplitter
 from fastmq.errors import ProtocolError
 from fastmq.io import AuthenticationError, DeflateStream, HandshakeStep, ProtocolAdapter, SnappyStream
 from fastmq.io.adapter import AdapterConnection
@@ -54,6 +53,9 @@ class NSQSettings:
     extend_support: bool = False            # Youzan: receive ext headers of topics that have them (with direct
                                             # nsqd addresses: only for servers that send them, not vanilla nsqd)
     desired_tag: str | None = None          # Youzan: receive only messages with this tag
+    ext_filter: dict[str, Any] | None = None  # Youzan: {"type": 1 exact | 2 regex | 3 glob | 4 multi, "inverse",
+                                            # "filter_ext_key", "filter_data", "filter_data_list"}: the ext-header
+                                            # messages to receive (nsqd finishes the others for the channel)
     connect_timeout_ms: float = 10000
     request_timeout_ms: float = 30000
 
@@ -81,6 +83,8 @@ class NSQSettings:
             body["extend_support"] = True
         if self.desired_tag is not None:
             body["desired_tag"] = self.desired_tag
+        if self.ext_filter is not None:
+            body["ext_filter"] = self.ext_filter
         return body
 
 
@@ -197,8 +201,8 @@ class NSQAdapter(ProtocolAdapter):
         self.identity: dict[str, Any] = {}       # AUTH's answer
         self._conn: Any = None
 
-    def make_splitter(self) -> NSQFrameSplitter:
-        return NSQFrameSplitter()
+    def make_splitter(self) -> codec.MessageRunSplitter:
+        return codec.MessageRunSplitter()
 
     def start_handshake(self, conn: AdapterConnection) -> None:
         self._conn = conn
@@ -210,7 +214,7 @@ class NSQAdapter(ProtocolAdapter):
 
     def correlation_id(self, frame: tuple[int, bytes]) -> int | None:
         frame_type, data = frame
-        if frame_type == codec.FRAME_MESSAGE:
+        if frame_type == codec.FRAME_MESSAGES:
             return None
         if frame_type == codec.FRAME_RESPONSE:
             return None if data == codec.HEARTBEAT else 0
@@ -225,8 +229,8 @@ class NSQAdapter(ProtocolAdapter):
 
     def on_unsolicited(self, conn: AdapterConnection, frame: tuple[int, bytes]) -> None:
         frame_type, data = frame
-        if frame_type == codec.FRAME_MESSAGE and conn.on_push is not None:
-            conn.on_push(conn, frame)        # the hot path: a message for the consumer
+        if frame_type == codec.FRAME_MESSAGES and conn.on_push is not None:
+            conn.on_push(conn, frame)        # the hot path: a run of messages for the consumer
         elif frame_type == codec.FRAME_RESPONSE:
             conn.send_frame(codec.NOP)        # a heartbeat: nsqd closes connections that stay silent
         elif frame_type == codec.FRAME_ERROR:

@@ -7,7 +7,8 @@ than max_in_flight, max_in_flight of them get RDY 1 and the turn passes to the o
 rdy_redistribute_interval_s, so that no connection starves. Ordered consumption is RDY 1 per partition.
 
 Messages go to a queue that poll() / iteration read in the user's thread. finish(), requeue() and touch() of a
-message are queued for its connection and leave in the loop's next iteration, many in one write. A message whose
+message are queued for its connection and leave in the loop's next iteration, many in one write (a finish queues
+just the message id; codec.encode_answers writes the FIN lines). A message whose
 connection closed meanwhile is not answered (nsqd redelivers it after its timeout). requeue() without a delay waits
 attempts x requeue_delay_ms (capped at max_requeue_delay_ms). A message delivered more than max_attempts times is
 handed to on_give_up and finished, not returned.
@@ -50,14 +51,14 @@ class _Subscription:
         self.conn: Connection | None = None
         self.subscribed = False
         self.rdy = 0
-        self.outbox: list[bytes] = []        # FIN / REQ / TOUCH waiting for the loop
+        self.outbox: list[bytes] = []        # ids to FIN, REQ / TOUCH commands: waiting for the loop
         self.flags = 0
         self.flush_wanted = False
 
     # Message.responder: called from the user's thread.
     def finish(self, message: Message) -> None:
         # The hot path (one call per message): _queue inlined; the backoff only hears of it while backing off.
-        self.outbox.append(codec.fin(message.id))
+        self.outbox.append(message.id)
         if not self.flush_wanted:
             self.flush_wanted = True
             self.consumer.loop.call_soon_threadsafe(self.flush)
@@ -86,7 +87,7 @@ class _Subscription:
         commands, self.outbox = self.outbox, []
         conn = self.conn
         if commands and conn is not None and conn.ready:
-            conn.send_frame(commands)
+            conn.send_frame(codec.encode_answers(commands))
 
     def set_rdy(self, count: int) -> None:
         conn = self.conn
@@ -131,6 +132,7 @@ class Consumer:
         # poll() that found it empty, and is set only while one may be waiting, so a busy stream costs no lock.
         self._messages: deque[Message] = deque()
         self._arrived = threading.Event()
+        self._poll_waiting = False      # a poll() may be waiting on _arrived (a plain flag: the hot path reads it)
         self._subs: dict[Any, _Subscription] = {}
         self._backoff_level = 0
         self._backoff_timer: Any = None
@@ -163,9 +165,11 @@ class Consumer:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return None
+                self._poll_waiting = True
                 self._arrived.clear()
                 if not messages:           # checked after clear(): an append in between sets the event again
                     self._arrived.wait(None if remaining == float("inf") else remaining)
+                self._poll_waiting = False
                 continue
             if self.max_attempts and message.attempts > self.max_attempts:
                 self._give_up(message)
@@ -333,8 +337,8 @@ class Consumer:
         sub = self._subs.get(conn.node_id)
         if sub is None or sub.conn is not conn:
             return
-        self._messages.append(codec.decode_message(frame[1], sub.flags, sub))
-        if not self._arrived.is_set():
+        self._messages.extend(codec.decode_messages(frame[1], sub.flags, sub))
+        if self._poll_waiting:
             self._arrived.set()
 
     # ---- backoff -------------------------------------------------------------------------------------

@@ -185,12 +185,12 @@ class Producer:
         answer = self.client.topics.get(topic) or self.client.watch(topic)
         address = self._choose(topic, answer, partition, sharding_id)
         key = (address.node_id, topic, partition_arg(address))
-        if kind == _PLAIN and not all(payload):
+        size = codec.bodies_size(payload) if kind == _PLAIN else 0
+        if size < 0:
             # nsqd refuses an empty message (E_BAD_MESSAGE), and with it every message of its MPUB: fail it alone.
             refused: Future = Future()
             refused.set_exception(NSQConfigurationError("nsqd refuses empty messages (E_BAD_MESSAGE)"))
             return refused
-        size = sum(map(len, payload)) if kind == _PLAIN else 0
         with self._lock:
             target = self._targets.get(key)
             if target is None:

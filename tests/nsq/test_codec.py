@@ -241,3 +241,41 @@ def test_random_multi_bodies_split_or_raise_protocol_error(data, traced):
     except ProtocolError:
         return
     assert messages
+
+
+@settings(max_examples=100)
+@given(frames=st.lists(st.tuples(st.sampled_from([codec.FRAME_RESPONSE, codec.FRAME_ERROR, codec.FRAME_MESSAGE]),
+                                 st.binary(max_size=60)), max_size=30),
+       cuts=st.lists(st.integers(1, 80), max_size=40))
+def test_message_runs_keep_the_stream_order_of_frames(frames, cuts):
+    # Whatever pieces the stream arrives in, the run splitter yields the frames in order, consecutive messages
+    # joined into runs (never across another frame).
+    stream = b"".join(struct.pack(">II", len(data) + 4, kind) + data for kind, data in frames)
+    splitter = codec.MessageRunSplitter()
+    got = []
+    position = 0
+    for size in cuts + [len(stream)]:
+        splitter.feed(stream[position:position + size])
+        position += size
+        while (frame := splitter.next_frame()) is not None:
+            got.append(frame)
+    assert [frame for kind, run in got for frame in ([(codec.FRAME_MESSAGE, d) for d in run]
+                                                     if kind == codec.FRAME_MESSAGES else [(kind, run)])] == frames
+    assert all(run for kind, run in got if kind == codec.FRAME_MESSAGES)
+    if not cuts:        # all bytes at once: every run is as long as it can be
+        assert not any(a[0] == b[0] == codec.FRAME_MESSAGES for a, b in zip(got, got[1:]))
+
+def test_answers_are_written_as_one_buffer():
+    message_id = b"0123456789abcdef"
+    assert codec.encode_answers([message_id, codec.touch(message_id), b"\n" * 16]) == (
+        b"FIN " + message_id + b"\n" + b"TOUCH " + message_id + b"\n" + b"FIN " + b"\n" * 16 + b"\n")
+    assert codec.encode_answers([]) == b""
+    with pytest.raises(TypeError):
+        codec.encode_answers(["FIN x"])
+
+
+@given(messages=st.lists(st.binary(max_size=50), max_size=20))
+def test_bodies_size_counts_bytes_or_flags_an_empty_body(messages):
+    expected = -1 if not all(messages) else sum(map(len, messages))
+    assert codec.bodies_size(messages) == expected
+    assert codec.bodies_size([bytearray(m) for m in messages]) == expected

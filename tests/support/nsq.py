@@ -236,3 +236,35 @@ def receive(consumer: Any, count: int, *, finish: bool = True, timeout: float = 
 
     wait_for(more, timeout=timeout, interval=0, message=lambda: f"{count} messages, got {len(got)}")
     return got
+
+
+NSQJS_VERSION = "0.13.0"
+
+
+def nsqjs_modules() -> Path:
+    """The node_modules directory holding nsqjs (installed once with npm, pinned, into the server cache); NODE_PATH
+    for the JS peer programs in tests/."""
+    directory = cache_root() / f"nsqjs-{NSQJS_VERSION}"
+    modules = directory / "node_modules"
+    if (modules / "nsqjs" / "package.json").is_file():
+        return modules
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        raise ServerUnavailable(f"nsqjs {NSQJS_VERSION} needs Node.js and npm on PATH (apt-get install nodejs npm), "
+                                f"then `npm install nsqjs@{NSQJS_VERSION}` into {directory}")
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory.parent / f"{directory.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (modules / "nsqjs" / "package.json").is_file():
+            (directory / "package.json").write_text(json.dumps(
+                {"name": "fastmq-nsqjs-peer", "private": True, "dependencies": {"nsqjs": NSQJS_VERSION}}))
+            command = ["npm", "install", "--no-audit", "--no-fund", "--save-exact"]
+            try:
+                done = subprocess.run(command, cwd=directory, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, timeout=FETCH_TIMEOUT_S)
+            except subprocess.TimeoutExpired as exc:
+                raise ServerUnavailable(f"`npm install nsqjs@{NSQJS_VERSION}` took over {FETCH_TIMEOUT_S:g} s in "
+                                        f"{directory}: run it by hand where the npm registry is reachable") from exc
+            if done.returncode != 0:
+                output = done.stdout.decode("utf-8", "replace")[-LOG_TAIL_BYTES:]
+                raise ServerUnavailable(f"`npm install nsqjs@{NSQJS_VERSION}` in {directory} failed:\n{output}")
+    return modules

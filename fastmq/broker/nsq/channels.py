@@ -10,8 +10,13 @@ IDENTIFY'd with extend_support (ext version 4). A DPUB message is stored at once
 holds it in the delay heap until then.
 
 Ordered subscribers (SUB_ORDERED) get one message at a time from their partition, and a requeued message comes
-back before any later one. Loop thread only. Cursors and in-flight state live in memory (not persisted yet: after
-a broker restart a channel starts as a new one would).
+back before any later one. Youzan's dispatch tags and ext filters (fastmq.broker.nsq.filters) choose which
+subscriber gets a PUB_EXT message, and skip the ones a subscriber's filter refuses. Loop thread only.
+
+In-flight state lives in memory; what survives a restart is each partition's position (positions()): the lowest
+queue offset not finished yet, which the front end commits as the channel's consumer offset. A channel that comes
+back starts there: messages that were in flight or read ahead when the broker stopped are delivered again
+(at least once, as nsqd's disk queue does after a crash).
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from fastmq.broker.nsq.filters import Filter, message_tag, parse_header
 from fastmq.nsq._native import codec
 
 DEFER_PROPERTY = "NSQ_DEFER_UNTIL"
@@ -50,6 +56,7 @@ class Pending:
     body: bytes
     timestamp_ns: int
     ext: bytes = b""
+    header: Any = False            # the parsed JSON ext header, once a tag or a filter needed it
     attempts: int = 0
     deadline: float = 0.0
     subscriber: Any = None
@@ -64,6 +71,8 @@ class Subscriber:
     ordered: bool = False
     msg_timeout: float = 60.0
     flags: int = 0
+    tag: str = ""                  # Youzan's desired_tag
+    ext_filter: Filter | None = None
     rdy: int = 0
     in_flight: int = 0
 
@@ -83,6 +92,7 @@ class Channel:
     in_flight: dict[tuple[int, int], Pending] = field(default_factory=dict)
     ready: list[deque] = field(default_factory=list)           # per partition: requeued, then read ahead
     delayed: list[tuple[float, int, int, Pending]] = field(default_factory=list)
+    tags: dict[str, int] = field(default_factory=dict)          # desired tag -> subscribers with it
     _turn: int = 0
 
     def __post_init__(self) -> None:
@@ -100,6 +110,22 @@ class Channel:
             self.ready.append(deque())
             self.cursors.append(0)
             self.partitions += 1
+
+    def subscribe(self, subscriber: Subscriber) -> None:
+        self.subscribers.append(subscriber)
+        if subscriber.tag:
+            self.tags[subscriber.tag] = self.tags.get(subscriber.tag, 0) + 1
+
+    def positions(self) -> list[int]:
+        """Per partition, the lowest queue offset not finished yet: where this channel resumes after a restart."""
+        floors = list(self.cursors)
+        waiting = [pending for queue in self.ready for pending in queue]
+        waiting.extend(self.in_flight.values())
+        waiting.extend(entry[3] for entry in self.delayed)
+        for pending in waiting:
+            if pending.offset < floors[pending.partition]:
+                floors[pending.partition] = pending.offset
+        return floors
 
     # ---- delivery ------------------------------------------------------------------------------------
 
@@ -150,14 +176,32 @@ class Channel:
                         continue
                     if subscriber.ordered and any(p.partition == partition for p in self.in_flight.values()):
                         continue
-                    pending = self._next(partition, now_ms)
-                    if pending is not None:
-                        self._deliver(subscriber, pending, now)
+                    if self._give(subscriber, partition, now, now_ms):
                         given = True
                         break
             self._turn += 1
             if not given:
                 return
+
+    def _give(self, subscriber: Subscriber, partition: int, now: float, now_ms: float) -> bool:
+        """Deliver the partition's next message this subscriber may have; False when there is none."""
+        while True:
+            pending = self._next(partition, now_ms)
+            if pending is None:
+                return False
+            if subscriber.ext_filter is None and not (self.tags and pending.ext):
+                break
+            if pending.header is False:
+                pending.header = parse_header(pending.ext)
+            if subscriber.ext_filter is not None and not subscriber.ext_filter(pending.header):
+                continue                  # refused by the filter: finished for the channel
+            tag = message_tag(pending.header)
+            if tag and tag != subscriber.tag and tag in self.tags:
+                self.ready[partition].appendleft(pending)     # it waits for a subscriber with its tag
+                return False
+            break
+        self._deliver(subscriber, pending, now)
+        return True
 
     def _deliver(self, subscriber: Subscriber, pending: Pending, now: float) -> None:
         pending.attempts += 1
@@ -223,6 +267,10 @@ class Channel:
         """A connection went away: its in-flight messages go back at once."""
         if subscriber in self.subscribers:
             self.subscribers.remove(subscriber)
+            if subscriber.tag:
+                left = self.tags.pop(subscriber.tag) - 1
+                if left:
+                    self.tags[subscriber.tag] = left
         for key, pending in list(self.in_flight.items()):
             if pending.subscriber is subscriber:
                 del self.in_flight[key]

@@ -1,7 +1,8 @@
 """The HTTP side of the broker's NSQ: nsqd's API on `nsq-http` listeners, nsqlookupd's on `nsqlookupd-http` ones.
 
 nsqd: POST /pub?topic=T[&defer=ms][&partition=N] (body: the message), POST /mpub?topic=T[&binary=true] (body:
-messages one per line, or MPUB's binary layout), POST /topic/create, /topic/delete, /channel/create,
+messages one per line, or MPUB's binary layout), POST /topic/create (Youzan's [&partition_num=N]
+[&orderedmulti=true] too), /topic/delete, /channel/create,
 /channel/delete ?topic=&channel=, GET /ping ("OK"), /info, /stats?format=json[&topic=][&channel=].
 nsqlookupd: GET /lookup?topic=T[&access=r|w][&metainfo=true][&partition=N] -> producers (every nsq listener of
 this broker) and, as Youzan's lookupd, "partitions" (partition number -> the same node) and with metainfo "meta";
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from fastmq.broker.frontends import FrontEnd
 from fastmq.broker.nsq.channels import DEFER_PROPERTY
+from fastmq.broker.nsq.frontend import ORDERED
 from fastmq.errors import FastMQError, ProtocolError
 from fastmq.nsq._native import codec
 
@@ -109,7 +111,7 @@ class NSQHTTPFrontEnd(FrontEnd):
             self.on_loop(lambda: nsq.append(topic, int(query.get("partition", "0")), messages))
             return b"OK"
         if path == "/topic/create":
-            self.on_loop(lambda: nsq.topic(topic))
+            self.on_loop(lambda: self._create_topic(topic, query))
             return b""
         if path == "/topic/delete":
             self.on_loop(lambda: self.broker.topics.delete(topic))
@@ -121,9 +123,17 @@ class NSQHTTPFrontEnd(FrontEnd):
             if path == "/channel/create":
                 self.on_loop(lambda: nsq.channel(topic, channel))
             else:
-                self.on_loop(lambda: nsq.channels.get(topic, {}).pop(channel, None))
+                self.on_loop(lambda: nsq.delete_channel(topic, channel))
             return b""
         raise HTTPError(404, "NOT_FOUND")
+
+    def _create_topic(self, name: str, query: dict[str, str]) -> None:
+        # Youzan's creation arguments: partition_num, and orderedmulti=true for an ordered topic.
+        if self.broker.topics.get(name) is not None:
+            return
+        partitions = int(query["partition_num"]) if "partition_num" in query else None
+        ordered = query.get("orderedmulti") in ("true", "1")
+        self.broker.topics.create(name, partitions, {ORDERED: "true"} if ordered else None)
 
     def _info(self) -> dict[str, Any]:
         host, port = self._tcp_address()
@@ -202,7 +212,7 @@ class NSQHTTPFrontEnd(FrontEnd):
                                                      if 0 <= number < topic.partitions}}
             if query.get("metainfo") in ("true", "1"):
                 answer["meta"] = {"partition_num": topic.partitions, "replica": 1, "extend_support": True,
-                                  "ordered": False, "multi_part": topic.partitions > 1,
+                                  "ordered": self.nsq.is_ordered(topic), "multi_part": topic.partitions > 1,
                                   "disable_channel_auto_create": False}
             return answer
         raise HTTPError(404, "NOT_FOUND")

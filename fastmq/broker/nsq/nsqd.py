@@ -6,9 +6,13 @@ AUTH and CLS get one (in order); RDY, FIN, REQ, TOUCH and NOP none, unless they 
 connection after their error frame, as nsqd does. Messages and heartbeats are pushed with send_frame.
 
 Topics are created on first use with the broker's default partition count; PUB without a partition writes
-partition 0 (Youzan's default partition). IDENTIFY answers with feature negotiation: snappy or deflate when asked,
+partition 0 (Youzan's default partition). An ordered topic (topic config nsq.ordered=true, set by nsqd HTTP's
+/topic/create?orderedmulti=true) takes PUB only with a partition (else E_BAD_PARTITION) and SUB_ORDERED only (else
+E_SUB_ORDER_IS_MUST, as Youzan's nsqd). With an auth server (fastmq.broker.nsq.auth) every publish and subscribe
+command is checked against the connection's AUTH answer. IDENTIFY answers with feature negotiation: snappy or deflate when asked,
 TLS when asked and the listener has a certificate, then the upgrades in nsqd's order (TLS, then compression), each
-confirmed by an OK through the upgraded stream; heartbeats are sent every heartbeat_interval.
+confirmed by an OK through the upgraded stream; heartbeats are sent every heartbeat_interval, and a connection that
+sent nothing for two intervals is closed (nsqd's read deadline: a client answers heartbeats with NOP).
 """
 from __future__ import annotations
 
@@ -17,7 +21,9 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from fastmq.broker.nsq.auth import AuthState
 from fastmq.broker.nsq.channels import DEFER_PROPERTY, EXT_PROPERTY, Channel, Subscriber
+from fastmq.broker.nsq.filters import MAX_TAG_LEN, FilterError, build_filter
 from fastmq.errors import ProtocolError
 from fastmq.io import DeflateStream, Listener, Reply, ServerConnection, ServerHandler, SnappyStream
 from fastmq.io.tls import create_server_context
@@ -41,6 +47,10 @@ class NSQError(Exception):
     def __init__(self, code: str, text: str, fatal: bool = True) -> None:
         super().__init__(f"{code} {text}")
         self.code, self.text, self.fatal = code, text, fatal
+
+
+class _AskAuthServer(Exception):
+    """A command needs the auth server's (new) answer first: it runs again once the answer is in."""
 
 
 class CommandSplitter:
@@ -99,10 +109,17 @@ class Session:
         self.heartbeat_ms = DEFAULT_HEARTBEAT_MS
         self.msg_timeout_ms = DEFAULT_MSG_TIMEOUT_MS
         self.heartbeat_timer: Any = None
+        self.last_command = 0.0            # loop time of the last command received
         self.channel: Any = None
         self.subscriber: Subscriber | None = None
         self.closing = False
         self.extend_support = False        # Youzan: ext headers go with the messages
+        self.desired_tag = ""              # Youzan: the dispatch tag this consumer takes
+        self.ext_filter: Any = None        # Youzan: which PUB_EXT messages it takes (filters.build_filter)
+        self.tls = False
+        self.auth_secret: str | None = None
+        self.auth: AuthState | None = None
+        self.auth_answered = False
         self.upgrade: Any = None           # the stream upgrades IDENTIFY agreed to, run once its answer is queued
 
 
@@ -157,8 +174,15 @@ class NSQDListener(ServerHandler):
     def frame_received(self, conn: ServerConnection, frame: Any, reply: Reply) -> None:
         name, params, body = frame
         session: Session = conn.session
+        session.last_command = conn.loop.time()
         try:
             answer = self._command(conn, session, name, params, body)
+        except _AskAuthServer:
+            # Nothing more is read until this command has its answer, so commands keep their order.
+            conn.pause_reading()
+            self.front.ask_auth_server(session.auth_secret or "", conn.peer[0], session.tls,
+                                       lambda state, error: self._auth_answered(conn, frame, reply, state, error))
+            return
         except NSQError as exc:
             reply(codec.encode_frame(codec.FRAME_ERROR, f"{exc.code} {exc.text}".encode()))
             if exc.fatal:
@@ -168,6 +192,29 @@ class NSQDListener(ServerHandler):
         if session.upgrade is not None:
             upgrade, session.upgrade = session.upgrade, None
             upgrade()
+
+    def _auth_answered(self, conn: ServerConnection, frame: Any, reply: Reply, state: AuthState | None,
+                       error: Exception | None) -> None:
+        if conn.closed:
+            return
+        if state is None:
+            # The auth server's trouble is not told to the client (as nsqd).
+            _log.warning("AUTH of %s failed: %s", conn, error)
+            reply(codec.encode_frame(codec.FRAME_ERROR, b"E_AUTH_FAILED AUTH failed"))
+            conn.loop.call_soon(_close_after_error, conn, ProtocolError("E_AUTH_FAILED"))
+            return
+        conn.session.auth = state
+        self.frame_received(conn, frame, reply)
+
+    def _check_auth(self, session: Session, command: str, topic: str, channel: str = "") -> None:
+        if not self.front.auth_address:
+            return
+        if session.auth is None or not session.auth.authorizations:
+            raise NSQError("E_AUTH_FIRST", f"AUTH required before {command}")
+        if session.auth.expired:
+            raise _AskAuthServer()
+        if not session.auth.allows(topic, channel):
+            raise NSQError("E_UNAUTHORIZED", f"AUTH failed for {command} on {topic!r} {channel!r}")
 
     # ---- commands ------------------------------------------------------------------------------------
 
@@ -200,7 +247,15 @@ class NSQDListener(ServerHandler):
             if not 1000 <= msg_timeout <= 900000:
                 raise NSQError("E_BAD_BODY", f"IDENTIFY msg timeout ({msg_timeout}) is invalid")
             session.msg_timeout_ms = msg_timeout
+        tag = settings.get("desired_tag") or ""
+        if not isinstance(tag, str) or len(tag) > MAX_TAG_LEN:
+            raise NSQError("E_BAD_BODY", f"IDENTIFY desired_tag must be a string of at most {MAX_TAG_LEN} chars")
+        try:
+            session.ext_filter = build_filter(settings.get("ext_filter"))
+        except FilterError as exc:
+            raise NSQError("E_BAD_BODY", f"IDENTIFY {exc}") from None
         session.identified = True
+        session.desired_tag = tag
         session.extend_support = bool(settings.get("extend_support"))
         self._schedule_heartbeat(conn, session)
         if not settings.get("feature_negotiation"):
@@ -214,7 +269,8 @@ class NSQDListener(ServerHandler):
         return json.dumps({
             "max_rdy_count": MAX_RDY, "version": "1.3.0", "max_msg_timeout": 900000,
             "msg_timeout": session.msg_timeout_ms, "tls_v1": tls, "deflate": deflate, "deflate_level": level,
-            "max_deflate_level": 6, "snappy": snappy, "sample_rate": 0, "auth_required": False,
+            "max_deflate_level": 6, "snappy": snappy, "sample_rate": 0,
+            "auth_required": bool(self.front.auth_address),
             "output_buffer_size": 16384, "output_buffer_timeout": 250}).encode()
 
     def _upgrade(self, conn: ServerConnection, tls: bool, snappy: bool, deflate: bool, level: int) -> None:
@@ -225,6 +281,7 @@ class NSQDListener(ServerHandler):
                 conn.send_frame(response(codec.OK))
 
         if tls:
+            conn.session.tls = True
             conn.start_tls(self.tls, server_side=True,
                            on_done=lambda: (conn.send_frame(response(codec.OK)), compress()))
         else:
@@ -242,6 +299,10 @@ class NSQDListener(ServerHandler):
         session.heartbeat_timer = None
         if conn.closed:
             return
+        if conn.loop.time() - session.last_command > 2 * session.heartbeat_ms / 1000.0:
+            conn.close(ProtocolError(f"{conn} sent nothing for two heartbeat intervals "
+                                     f"({session.heartbeat_ms} ms each)"))
+            return
         conn.send_frame(response(codec.HEARTBEAT))
         self._schedule_heartbeat(conn, session)
 
@@ -251,8 +312,11 @@ class NSQDListener(ServerHandler):
         return raw.decode()
 
     def _partition(self, topic: str, params: list, index: int) -> int:
-        partitions = self.front.topic(topic).partitions
+        found = self.front.topic(topic)
+        partitions = found.partitions
         if len(params) <= index:
+            if self.front.is_ordered(found):
+                raise NSQError("E_BAD_PARTITION", f"topic {topic} is ordered: publish to a partition")
             return 0
         partition = _int(params[index], "partition")
         if not 0 <= partition < partitions:
@@ -270,30 +334,45 @@ class NSQDListener(ServerHandler):
         if not params:
             raise NSQError("E_INVALID", "PUB insufficient number of parameters")
         topic = self._topic(params[0])
+        self._check_auth(session, "PUB", topic)
         if not body:
             raise NSQError("E_BAD_MESSAGE", "PUB invalid message body size 0")
         self._check_sizes("PUB", [body])
         self.front.append(topic, self._partition(topic, params, 1), [body])
         return codec.OK
 
-    def _mpub(self, conn: ServerConnection, session: Session, params: list, body: bytes) -> bytes:
-        if not params:
-            raise NSQError("E_INVALID", "MPUB insufficient number of parameters")
+    def _mpub(self, conn: ServerConnection, session: Session, params: list, body: bytes, *,
+              traced: bool = False) -> bytes:
+        command = "MPUB_TRACE" if traced else "MPUB"
+        if len(params) < (2 if traced else 1):
+            raise NSQError("E_INVALID", f"{command} insufficient number of parameters")
         topic = self._topic(params[0])
+        self._check_auth(session, command, topic)
+        partition = self._partition(topic, params, 1)
         try:
-            messages = codec.split_multi(body)
+            messages = codec.split_multi(body, traced)
         except ProtocolError as exc:
-            raise NSQError("E_BAD_BODY", f"MPUB {exc}") from None
+            raise NSQError("E_BAD_BODY", f"{command} {exc}") from None
+        if traced:
+            # (trace id, body) pairs: Youzan's reply carries the first message's id and no trace id.
+            messages = [message for _, message in messages]
         if any(not message for message in messages):
-            raise NSQError("E_BAD_MESSAGE", "MPUB invalid message body size 0")
-        self._check_sizes("MPUB", messages)
-        self.front.append(topic, self._partition(topic, params, 1), messages)
-        return codec.OK
+            raise NSQError("E_BAD_MESSAGE", f"{command} invalid message body size 0")
+        self._check_sizes(command, messages)
+        result = self.front.append(topic, partition, messages)
+        if not traced:
+            return codec.OK
+        return codec.encode_trace_reply(result.queue_offset, 0, result.commitlog_offset,
+                                        sum(len(message) for message in messages))
+
+    def _mpub_trace(self, conn: ServerConnection, session: Session, params: list, body: bytes) -> bytes:
+        return self._mpub(conn, session, params, body, traced=True)
 
     def _dpub(self, conn: ServerConnection, session: Session, params: list, body: bytes) -> bytes:
         if len(params) < 2:
             raise NSQError("E_INVALID", "DPUB insufficient number of parameters")
         topic = self._topic(params[0])
+        self._check_auth(session, "DPUB", topic)
         delay = _int(params[1], "defer time")
         if not 0 <= delay <= 3600000:
             raise NSQError("E_INVALID", f"DPUB timeout {delay} out of range 0-3600000")
@@ -306,6 +385,7 @@ class NSQDListener(ServerHandler):
         if len(params) < 2:
             raise NSQError("E_INVALID", "PUB_TRACE insufficient number of parameters")
         topic = self._topic(params[0])
+        self._check_auth(session, "PUB_TRACE", topic)
         partition = self._partition(topic, params, 1)
         if len(body) <= 8:
             raise NSQError("E_BAD_MESSAGE", "PUB_TRACE body needs a trace id and a message")
@@ -317,6 +397,7 @@ class NSQDListener(ServerHandler):
         if len(params) < 2:
             raise NSQError("E_INVALID", "PUB_EXT insufficient number of parameters")
         topic = self._topic(params[0])
+        self._check_auth(session, "PUB_EXT", topic)
         partition = self._partition(topic, params, 1)
         size = int.from_bytes(body[:2], "big") if len(body) >= 2 else -1
         if size < 0 or len(body) < 2 + size:
@@ -364,6 +445,9 @@ class NSQDListener(ServerHandler):
         topic = self._topic(params[0])
         if not codec.is_valid_name(params[1]):
             raise NSQError("E_BAD_CHANNEL", f"channel name {params[1][:70]!r} is not valid")
+        self._check_auth(session, "SUB", topic, params[1].decode())
+        if not ordered and self.front.is_ordered(self.front.topic(topic)):
+            raise NSQError("E_SUB_ORDER_IS_MUST", "this topic is configured only allow ordered sub")
         partition = None
         if len(params) > 2 or ordered:
             if len(params) < 3:
@@ -371,8 +455,9 @@ class NSQDListener(ServerHandler):
             partition = self._partition(topic, params, 2)
         channel = self.front.channel(topic, params[1].decode())
         flags = (codec.WITH_OFFSET if ordered or advanced else 0) | (codec.WITH_EXT if session.extend_support else 0)
-        subscriber = Subscriber(conn.send_frame, partition, ordered, session.msg_timeout_ms / 1000.0, flags)
-        channel.subscribers.append(subscriber)
+        subscriber = Subscriber(conn.send_frame, partition, ordered, session.msg_timeout_ms / 1000.0, flags,
+                                session.desired_tag, session.ext_filter)
+        channel.subscribe(subscriber)
         session.channel, session.subscriber = channel, subscriber
         return codec.OK
 
@@ -423,13 +508,28 @@ class NSQDListener(ServerHandler):
         session.closing = True
         return codec.CLOSE_WAIT
 
-    def _auth(self, conn: ServerConnection, session: Session, params: list, body: Any) -> None:
-        raise NSQError("E_AUTH_DISABLED", "AUTH disabled")
+    def _auth(self, conn: ServerConnection, session: Session, params: list, body: Any) -> bytes:
+        if session.auth_answered:
+            raise NSQError("E_INVALID", "AUTH already set")
+        if session.channel is not None:
+            raise NSQError("E_INVALID", "cannot AUTH in current state")
+        if not body:
+            raise NSQError("E_BAD_BODY", "AUTH invalid body size 0")
+        if not self.front.auth_address:
+            raise NSQError("E_AUTH_DISABLED", "AUTH disabled")
+        if session.auth is None:
+            session.auth_secret = bytes(body).decode("utf-8", "replace")
+            raise _AskAuthServer()
+        session.auth_answered = True
+        if not session.auth.authorizations:
+            raise NSQError("E_UNAUTHORIZED", "AUTH no authorizations found")
+        return session.auth.answer()
 
 
 _COMMANDS = {
     b"IDENTIFY": NSQDListener._identify, b"PUB": NSQDListener._pub, b"MPUB": NSQDListener._mpub,
     b"DPUB": NSQDListener._dpub, b"PUB_TRACE": NSQDListener._pub_trace, b"PUB_EXT": NSQDListener._pub_ext,
+    b"MPUB_TRACE": NSQDListener._mpub_trace,
     b"SUB": NSQDListener._sub, b"SUB_ADVANCED": NSQDListener._sub_advanced,
     b"SUB_ORDERED": NSQDListener._sub_ordered, b"RDY": NSQDListener._rdy, b"FIN": NSQDListener._fin,
     b"REQ": NSQDListener._req, b"TOUCH": NSQDListener._touch, b"NOP": NSQDListener._nop, b"CLS": NSQDListener._cls,

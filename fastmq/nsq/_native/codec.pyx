@@ -29,6 +29,9 @@ response ("OK", "_heartbeat_", "CLOSE_WAIT", JSON), 1 error ("E_CODE description
   [body]
 PUB_TRACE's reply is a 30-byte response: "OK"[message id u64][trace id u64][disk queue offset u64][raw size u32].
 
+MessageRunSplitter cuts nsqd's stream with fastmq._native.frames.NSQFrameSplitter and joins consecutive message
+frames into one (FRAME_MESSAGES, [data, ...]) that decode_messages() turns into Messages in one call: a consumer
+pays the per-frame path of the io engine once per run (up to a receive buffer's worth), not once per message.
 decode_message() builds Message objects straight from a frame's data; a message carries the responder that
 finishes it (the consumer's connection). parse_command() is the server side: it reads one command from a buffer.
 Bad bytes raise fastmq.errors.ProtocolError (TruncatedError for short data); bad arguments to an encoder raise
@@ -39,6 +42,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcpy
 
+from fastmq._native.frames cimport NSQFrameSplitter
 from fastmq._native.buffer cimport (
     ReadCursor, WriteBuffer, cursor_init, cursor_remaining, cursor_take, cursor_u8, cursor_u16, cursor_u32,
     cursor_i64, load_u64be, store_u16be, store_u32be, store_u64be,
@@ -58,6 +62,9 @@ OK = b"OK"
 CLOSE_WAIT = b"CLOSE_WAIT"
 NOP = b"NOP\n"
 CLS = b"CLS\n"
+
+# A run of message frames joined by MessageRunSplitter: (FRAME_MESSAGES, [data, ...]).
+FRAME_MESSAGES = 3
 
 # decode_message flags: what the subscription makes nsqd put between the id and the body.
 WITH_EXT = 1        # IDENTIFY extend_support on a topic with ext headers (Youzan)
@@ -208,29 +215,60 @@ def pub_ext(object topic, object partition, object header, object body) -> bytes
 
 
 cdef bytes _multi(bytes line, list bodies, list trace_ids):
-    # [size][count]([len][trace?][body])*: one WriteBuffer, lengths filled in as the bodies are copied.
-    cdef WriteBuffer out = WriteBuffer()
-    cdef Py_ssize_t start, i, n = len(bodies)
-    cdef const unsigned char[::1] view
+    # [size][count]([len][trace?][body])*: sized first, then written into the one bytes object returned (the
+    # publish hot path: no typed memoryview per body, no intermediate buffer). bodies is the caller's own copy:
+    # bytes-like bodies that are not bytes are replaced by bytes copies in it.
+    cdef Py_ssize_t i, size, n = len(bodies)
     cdef Py_ssize_t extra = 8 if trace_ids is not None else 0
+    cdef Py_ssize_t line_size = PyBytes_GET_SIZE(line)
+    cdef Py_ssize_t total = line_size + 8 + n * (4 + extra)
+    cdef object body
+    cdef bytes out
+    cdef char* p
     if n == 0:
         raise NSQConfigurationError("MPUB needs at least one message")
-    out.put_bytes(line, len(line))
-    start = out.size()
-    out.put_u32(0)
-    out.put_u32(<uint32_t>n)
     for i in range(n):
         body = bodies[i]
-        if isinstance(body, str):
-            raise NSQConfigurationError("a message body is bytes, not str (encode it first)")
-        view = body if isinstance(body, bytes) else memoryview(body).cast("B")
-        out.put_u32(<uint32_t>(view.shape[0] + extra))
+        if type(body) is not bytes:
+            if isinstance(body, str):
+                raise NSQConfigurationError("a message body is bytes, not str (encode it first)")
+            body = bytes(memoryview(body).cast("B"))
+            bodies[i] = body
+        total += PyBytes_GET_SIZE(body)
+    if total - line_size - 4 > 0xFFFFFFFF:
+        raise NSQConfigurationError(f"an MPUB body of {total - line_size - 4} bytes does not fit its u32 size")
+    out = PyBytes_FromStringAndSize(NULL, total)
+    p = PyBytes_AS_STRING(out)
+    memcpy(p, PyBytes_AS_STRING(line), line_size)
+    p += line_size
+    store_u32be(p, <uint32_t>(total - line_size - 4))
+    store_u32be(p + 4, <uint32_t>n)
+    p += 8
+    for i in range(n):
+        body = bodies[i]
+        size = PyBytes_GET_SIZE(body)
+        store_u32be(p, <uint32_t>(size + extra))
+        p += 4
         if extra:
-            store_u64be(out.claim(8), <uint64_t>trace_ids[i])
-        if view.shape[0]:
-            out.put_bytes(<const char*>&view[0], view.shape[0])
-    store_u32be(out.pointer_at(start), <uint32_t>(out.size() - start - 4))
-    return bytes(out.take())
+            store_u64be(p, <uint64_t>trace_ids[i])
+            p += 8
+        memcpy(p, PyBytes_AS_STRING(body), size)
+        p += size
+    return out
+
+
+def bodies_size(list bodies) -> int:
+    """The bytes of a list of message bodies (bytes-like), or -1 when one is empty (nsqd refuses an empty message,
+    and with it the whole MPUB): the producer's check of every publish, in one pass."""
+    cdef Py_ssize_t i, size, total = 0
+    cdef object body
+    for i in range(len(bodies)):
+        body = bodies[i]
+        size = PyBytes_GET_SIZE(body) if type(body) is bytes else len(body)
+        if size == 0:
+            return -1
+        total += size
+    return total
 
 
 def mpub(object topic, object bodies, object partition=None) -> bytes:
@@ -288,6 +326,36 @@ def req(object message_id, object timeout_ms) -> bytes:
 
 def touch(object message_id) -> bytes:
     return b"TOUCH " + _message_id(message_id) + b"\n"
+
+
+def encode_answers(list answers) -> bytes:
+    """A consumer's queued answers as one write: a 16-byte item is a message id to FIN, anything else a command
+    already encoded (REQ, TOUCH: always longer than 16 bytes), copied as it is. The consume hot path: finishing
+    a message costs its caller one list append, and the FIN lines are built here."""
+    cdef Py_ssize_t i, size, total = 0, n = len(answers)
+    cdef object item
+    cdef bytes out
+    cdef char* p
+    for i in range(n):
+        item = answers[i]
+        if type(item) is not bytes:
+            raise TypeError(f"an answer is bytes, not {type(item).__name__}")
+        size = PyBytes_GET_SIZE(item)
+        total += 4 + ID_SIZE + 1 if size == ID_SIZE else size
+    out = PyBytes_FromStringAndSize(NULL, total)
+    p = PyBytes_AS_STRING(out)
+    for i in range(n):
+        item = answers[i]
+        size = PyBytes_GET_SIZE(item)
+        if size == ID_SIZE:
+            memcpy(p, b"FIN ", 4)
+            memcpy(p + 4, PyBytes_AS_STRING(item), ID_SIZE)
+            p[4 + ID_SIZE] = 10
+            p += 4 + ID_SIZE + 1
+        else:
+            memcpy(p, PyBytes_AS_STRING(item), size)
+            p += size
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -563,3 +631,64 @@ def decode_message(bytes data, int flags=0, object responder=None) -> Message:
     msg.body = PyBytes_FromStringAndSize(p, cursor_remaining(&cur))
     msg.responder = responder
     return msg
+
+
+def decode_messages(list datas, int flags=0, object responder=None) -> list:
+    """decode_message() of every data of a FRAME_MESSAGES run."""
+    cdef Py_ssize_t i, n = len(datas)
+    cdef list out = [None] * n
+    for i in range(n):
+        out[i] = decode_message(datas[i], flags, responder)
+    return out
+
+
+@cython.final
+cdef class MessageRunSplitter:
+    """nsqd's frames, as NSQFrameSplitter cuts them, with each run of consecutive message frames returned as one
+    (FRAME_MESSAGES, [data, ...]); responses and errors come alone, in stream order (the frame that ended a run is
+    held for the next call). The FrameSplitter interface of fastmq.io."""
+
+    cdef NSQFrameSplitter _frames
+    cdef object _held                   # a frame read past the end of a run, returned by the next call
+
+    def __init__(self, Py_ssize_t max_frame_size=16 * 1024 * 1024):
+        self._frames = NSQFrameSplitter(max_frame_size)
+        self._held = None
+
+    def feed(self, data) -> None:
+        self._frames.feed(data)
+
+    def writable(self, Py_ssize_t min_size=65536) -> memoryview:
+        return self._frames.writable(min_size)
+
+    def commit(self, Py_ssize_t n) -> None:
+        self._frames.commit(n)
+
+    @property
+    def buffered(self) -> int:
+        # A held frame counts too: bytes received past any upgrade point.
+        return self._frames.buffered + (0 if self._held is None else 1)
+
+    def take_buffered(self) -> bytes:
+        if self._held is not None:
+            raise ValueError("a frame is held after a run of messages: the stream is not at a frame boundary")
+        return self._frames.take_buffered()
+
+    def next_frame(self):
+        cdef object frame = self._held
+        cdef list run
+        self._held = None
+        if frame is None:
+            frame = self._frames._next()
+        if frame is None or (<tuple>frame)[0] != FRAME_MESSAGE:
+            return frame
+        run = [(<tuple>frame)[1]]
+        while True:
+            frame = self._frames._next()
+            if frame is None:
+                break
+            if (<tuple>frame)[0] != FRAME_MESSAGE:
+                self._held = frame
+                break
+            run.append((<tuple>frame)[1])
+        return (FRAME_MESSAGES, run)

@@ -311,3 +311,18 @@ def test_ordered_consumer_keeps_order_through_requeues(broker):
         wait_for(step, timeout=WAIT, interval=0, message=lambda: f"7 deliveries, saw {seen}")
     assert [body for body, _, _ in seen] == [b"o0", b"o1", b"o2", b"o2", b"o3", b"o4", b"o5"]
     assert [offset for _, _, offset in seen] == [0, 1, 2, 2, 3, 4, 5]
+
+
+def test_a_client_silent_for_two_heartbeats_is_closed(broker):
+    with socket.create_connection(("127.0.0.1", broker.addresses[1][1]), timeout=WAIT) as sock:
+        sock.sendall(codec.MAGIC_V2 + codec.identify({"heartbeat_interval": 1000}))
+        assert read_frame(sock) == (codec.FRAME_RESPONSE, codec.OK)
+        # (answered heartbeats keep a connection: the nsqjs peer test runs 1 s heartbeats for about 3 s)
+        sock.settimeout(4.0)
+        data = b""
+        while True:                        # not answered: closed at the heartbeat after two silent intervals
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        assert data.count(codec.HEARTBEAT) <= 2

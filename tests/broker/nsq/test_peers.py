@@ -111,3 +111,35 @@ def gnsq_wait(seconds: float) -> None:
     import gevent
 
     gevent.sleep(seconds)
+
+
+@pytest.mark.parametrize("features", ["plain", "snappy", "deflate", "tls"])
+def test_nsqjs_writer_and_readers(nsqd, pki, features):
+    # nsqjs (npm) in a small Node program: PUB, MPUB, DPUB; two readers on one channel; with "plain" also a requeue,
+    # a message timed out by the broker, and one kept alive past its timeout by TOUCH.
+    import json
+    import os
+    import subprocess
+    from pathlib import Path
+
+    from tests.support.nsq import nsqjs_modules
+
+    options = {"plain": {}, "snappy": {"snappy": True}, "deflate": {"deflate": True},
+               "tls": {"tls": True, "caFile": pki.ca_file}}[features]
+    full = features == "plain"
+    program = Path(__file__).with_name("nsqjs_peer.js")
+    settings = {"nsqd": nsqd, "topic": f"nsqjs_{features}", "count": 20, "full": full, "options": options}
+    done = subprocess.run(["node", str(program), json.dumps(settings)], stdin=subprocess.DEVNULL,
+                          capture_output=True, timeout=40, env=dict(os.environ, NODE_PATH=str(nsqjs_modules())))
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    deliveries = [tuple(entry) for entry in json.loads(done.stdout.decode().splitlines()[-1])["deliveries"]]
+    bodies = {body for body, _, _ in deliveries}
+    assert bodies == {f"m{i}" for i in range(20)} | {"deferred"} | (
+        {"requeue-me", "timeout-me", "touch-me"} if full else set())
+    attempts = sorted((body, tries) for body, tries, _ in deliveries)
+    if full:
+        assert [a for a in attempts if a[0] in ("requeue-me", "timeout-me", "touch-me")] == [
+            ("requeue-me", 1), ("requeue-me", 2), ("timeout-me", 1), ("timeout-me", 2), ("touch-me", 1)]
+        assert {reader for _, _, reader in deliveries} == {0, 1}        # both readers took messages
+    else:
+        assert all(tries == 1 for _, tries in attempts)

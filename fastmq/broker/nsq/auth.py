@@ -1,0 +1,115 @@
+"""nsqd's AUTH against an auth server (nsqd's --auth-http-address; the broker's `--nsqd-auth-http-address`).
+
+With an auth server configured, IDENTIFY answers auth_required=true and a client must send AUTH with a secret
+before PUB / MPUB / DPUB / PUB_TRACE / MPUB_TRACE / PUB_EXT / SUB*. The broker asks the server as nsqd does:
+  GET http://ADDRESS/auth?remote_ip=IP&tls=true|false&secret=SECRET&common_name=CN
+  (or the address itself when it is a URL), answered with
+  {"ttl": seconds > 0, "identity": "...", "identity_url": "...",
+   "authorizations": [{"topic": REGEX, "channels": [REGEX, ...], "permissions": ["subscribe", "publish"]}]}
+An authorization allows publishing to a topic its topic regex matches (and one of its channel regexes matches "",
+as nsqd checks) when it has "publish", subscribing to a channel when it has "subscribe" and a channel regex matches
+the channel. Regexes match anywhere in the name (Go's MatchString: re.search). When the TTL has passed the server
+is asked again before the next command that needs it.
+
+The server is asked on a worker thread (never on the broker's loop); the connection reads nothing meanwhile.
+"""
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+
+PERMISSIONS = ("subscribe", "publish")
+REQUEST_TIMEOUT = 5.0
+MAX_ANSWER = 1 << 20
+
+
+class AuthServerError(Exception):
+    """The auth server could not be asked, or its answer is not a valid one (the client only sees AUTH failed)."""
+
+
+@dataclass(frozen=True)
+class Authorization:
+    topic: re.Pattern
+    channels: tuple[re.Pattern, ...]
+    permissions: frozenset[str]
+
+    def allows(self, topic: str, channel: str) -> bool:
+        if ("subscribe" if channel else "publish") not in self.permissions:
+            return False
+        return bool(self.topic.search(topic)) and any(pattern.search(channel) for pattern in self.channels)
+
+
+@dataclass(frozen=True)
+class AuthState:
+    identity: str
+    identity_url: str
+    authorizations: tuple[Authorization, ...]
+    expires: float                    # time.monotonic()
+
+    @property
+    def expired(self) -> bool:
+        return time.monotonic() >= self.expires
+
+    def allows(self, topic: str, channel: str) -> bool:
+        return any(authorization.allows(topic, channel) for authorization in self.authorizations)
+
+    def answer(self) -> bytes:
+        """AUTH's response body."""
+        return json.dumps({"identity": self.identity, "identity_url": self.identity_url,
+                           "permission_count": len(self.authorizations)}).encode()
+
+
+def _pattern(value: object, what: str) -> re.Pattern:
+    if not isinstance(value, str):
+        raise AuthServerError(f"{what} {value!r} is not a string")
+    try:
+        return re.compile(value)
+    except re.error as exc:
+        raise AuthServerError(f"cannot compile {what} {value!r}: {exc}") from None
+
+
+def parse_state(answer: bytes) -> AuthState:
+    """The auth server's JSON answer, checked as nsqd checks it."""
+    try:
+        document = json.loads(answer)
+    except ValueError as exc:
+        raise AuthServerError(f"the answer is not JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise AuthServerError("the answer is not a JSON object")
+    ttl = document.get("ttl")
+    if not isinstance(ttl, int) or ttl <= 0:
+        raise AuthServerError(f"invalid TTL {ttl!r} (must be > 0)")
+    authorizations = []
+    for entry in document.get("authorizations") or ():
+        if not isinstance(entry, dict):
+            raise AuthServerError(f"authorization {entry!r} is not an object")
+        permissions = entry.get("permissions") or []
+        unknown = [p for p in permissions if p not in PERMISSIONS]
+        if unknown or not isinstance(permissions, list):
+            raise AuthServerError(f"unknown permission {unknown or permissions!r}")
+        authorizations.append(Authorization(
+            _pattern(entry.get("topic", ""), "topic"),
+            tuple(_pattern(channel, "channel") for channel in entry.get("channels") or ()),
+            frozenset(permissions)))
+    return AuthState(str(document.get("identity", "")), str(document.get("identity_url", "")),
+                     tuple(authorizations), time.monotonic() + ttl)
+
+
+def query_auth_server(address: str, secret: str, remote_ip: str, tls: bool, common_name: str = "") -> AuthState:
+    """Ask the auth server about a secret (blocking: call it on a worker thread)."""
+    endpoint = address if "://" in address else f"http://{address}/auth"
+    query = urllib.parse.urlencode({"remote_ip": remote_ip, "tls": "true" if tls else "false", "secret": secret,
+                                    "common_name": common_name})
+    request = urllib.request.Request(f"{endpoint}?{query}", headers={"Accept": "application/vnd.nsq; version=1.0"})
+    try:
+        with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT) as answer:
+            body = answer.read(MAX_ANSWER + 1)
+    except (OSError, ValueError) as exc:
+        raise AuthServerError(f"cannot ask {endpoint}: {exc}") from None
+    if len(body) > MAX_ANSWER:
+        raise AuthServerError(f"the answer of {endpoint} is over {MAX_ANSWER} bytes")
+    return parse_state(body)

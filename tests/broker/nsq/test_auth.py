@@ -1,0 +1,156 @@
+"""nsqd's AUTH on the embedded broker, against an auth server run by the test (nsqd's --auth-http-address)."""
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from fastmq.broker import EmbeddedBroker
+from fastmq.broker.config import ListenerConfig
+from fastmq.broker.nsq.auth import AuthServerError, parse_state
+from fastmq.nsq import Consumer, Producer
+from fastmq.nsq._native import codec
+from tests.broker.nsq.test_nsqd import read_frame
+from tests.support.nsq import receive
+
+WAIT = 20.0
+# secret -> the auth server's answer (None: it fails with a 500)
+ANSWERS = {
+    "publisher": {"ttl": 3600, "identity": "pub", "identity_url": "http://id/pub", "authorizations": [
+        {"topic": "^auth_", "channels": [".*"], "permissions": ["publish"]}]},
+    "reader": {"ttl": 1, "identity": "reader", "authorizations": [
+        {"topic": "^auth_t$", "channels": ["^ok$"], "permissions": ["subscribe"]},
+        {"topic": "^auth_t$", "channels": [".*"], "permissions": ["publish"]}]},
+    "nobody": {"ttl": 60, "authorizations": []},
+    "broken": None,
+}
+
+
+@pytest.fixture(scope="module")
+def auth_server():
+    asked: list[dict[str, str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            url = urllib.parse.urlsplit(self.path)
+            query = {key: values[-1] for key, values in urllib.parse.parse_qs(url.query).items()}
+            asked.append(query)
+            answer = ANSWERS.get(query.get("secret", ""), ANSWERS["nobody"]) if url.path == "/auth" else None
+            data = json.dumps(answer).encode() if answer is not None else b"{}"
+            self.send_response(200 if answer is not None else 500)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address, asked
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+@pytest.fixture(scope="module")
+def broker(auth_server):
+    (host, port), _ = auth_server
+    with EmbeddedBroker(listeners=[ListenerConfig(protocol="nsq")],
+                        front_end_options={"nsq": {"auth_http_address": f"{host}:{port}"}}) as started:
+        yield started
+
+
+def address(broker) -> str:
+    return "%s:%d" % broker.addresses[0]
+
+
+def session(broker, secret: str | None) -> socket.socket:
+    """A raw connection after IDENTIFY (and AUTH with the secret, whose answer the caller reads)."""
+    sock = socket.create_connection(broker.addresses[0], timeout=WAIT)
+    sock.sendall(codec.MAGIC_V2 + codec.identify({"feature_negotiation": True}))
+    frame_type, data = read_frame(sock)
+    assert frame_type == codec.FRAME_RESPONSE and json.loads(data)["auth_required"] is True
+    if secret is not None:
+        sock.sendall(codec.auth(secret))
+    return sock
+
+
+def test_auth_answer_and_publish_permissions(broker, auth_server):
+    _, asked = auth_server
+    with session(broker, "publisher") as sock:
+        # PUB right behind AUTH: it waits for the auth server's answer, in order
+        sock.sendall(codec.pub("auth_x", b"m"))
+        frame_type, data = read_frame(sock)
+        assert json.loads(data) == {"identity": "pub", "identity_url": "http://id/pub", "permission_count": 1}
+        assert read_frame(sock) == (codec.FRAME_RESPONSE, codec.OK)
+        assert asked[-1]["secret"] == "publisher" and asked[-1]["remote_ip"] == "127.0.0.1"
+        assert asked[-1]["tls"] == "false"
+        sock.sendall(codec.sub("auth_x", "c"))             # publish only
+        frame_type, data = read_frame(sock)
+        assert frame_type == codec.FRAME_ERROR and data.startswith(b"E_UNAUTHORIZED AUTH failed for SUB")
+        assert sock.recv(1) == b""                         # fatal
+    with session(broker, "publisher") as sock:
+        read_frame(sock)
+        sock.sendall(codec.pub("other", b"m"))
+        assert read_frame(sock)[1].startswith(b"E_UNAUTHORIZED")
+
+
+@pytest.mark.parametrize("secret, error", [(None, b"E_AUTH_FIRST AUTH required before PUB"),
+                                           ("nobody", b"E_UNAUTHORIZED AUTH no authorizations found"),
+                                           ("broken", b"E_AUTH_FAILED AUTH failed")])
+def test_auth_refusals_are_fatal(broker, secret, error):
+    with session(broker, secret) as sock:
+        if secret is None:
+            sock.sendall(codec.pub("auth_x", b"m"))
+        assert read_frame(sock) == (codec.FRAME_ERROR, error)
+        assert sock.recv(1) == b""
+
+
+def test_subscribe_permission_and_expired_answers_are_asked_again(broker, auth_server):
+    _, asked = auth_server
+    with Producer(address(broker), auth_secret="reader") as producer, \
+            Consumer("auth_t", "ok", nsqd_tcp_addresses=address(broker), auth_secret="reader") as consumer:
+        producer.publish("auth_t", b"first").result(WAIT)
+        assert receive(consumer, 1)[0].body == b"first"
+        before = sum(1 for query in asked if query["secret"] == "reader")
+        # the reader's answer lives 1 s: the next PUB after that asks the auth server again
+        threading.Event().wait(1.1)
+        producer.publish("auth_t", b"second").result(WAIT)
+        assert sum(1 for query in asked if query["secret"] == "reader") == before + 1
+        assert receive(consumer, 1)[0].body == b"second"
+    with session(broker, "reader") as sock:
+        read_frame(sock)
+        sock.sendall(codec.sub("auth_t", "other"))         # not the reader's channel
+        assert read_frame(sock)[1].startswith(b"E_UNAUTHORIZED AUTH failed for SUB on 'auth_t' 'other'")
+
+
+def test_auth_without_an_auth_server_is_disabled():
+    with EmbeddedBroker(listeners=[ListenerConfig(protocol="nsq")]) as broker:
+        with socket.create_connection(broker.addresses[0], timeout=WAIT) as sock:
+            sock.sendall(codec.MAGIC_V2 + codec.auth("secret"))
+            assert read_frame(sock) == (codec.FRAME_ERROR, b"E_AUTH_DISABLED AUTH disabled")
+
+
+@pytest.mark.parametrize("answer", [b"[]", b"not json", b'{"ttl": 0}', b'{"ttl": 5, "authorizations": [1]}',
+                                    b'{"ttl": 5, "authorizations": [{"topic": "(", "permissions": []}]}',
+                                    b'{"ttl": 5, "authorizations": [{"topic": "t", "permissions": ["admin"]}]}'])
+def test_bad_auth_server_answers_are_refused(answer):
+    with pytest.raises(AuthServerError):
+        parse_state(answer)
+
+
+def test_cli_flag_turns_auth_on(tmp_path):
+    from fastmq.cli import build_parser
+    from fastmq.cli.broker import broker_config
+
+    args = build_parser().parse_args(["broker", "--data-dir", str(tmp_path), "--nsqd", "127.0.0.1:0",
+                                      "--nsqd-auth-http-address", "127.0.0.1:4181"])
+    assert broker_config(args).front_end_options == {"nsq": {"auth_http_address": "127.0.0.1:4181"}}
