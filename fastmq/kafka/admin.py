@@ -31,9 +31,10 @@ Errors:
 - An API the broker does not implement raises IncompatibleBrokerVersion (an UnsupportedVersionError) naming
   the API, before anything is sent.
 
-The class is built in three layers: admin_wire.AdminConnection (sending within a deadline, the controller,
-per-item answers), admin_groups.GroupAdmin (consumer groups and their offsets) and Admin here (topics,
-partitions, records, configurations). kafka-python's KafkaAdminClient (fastmq.kafka.compat_admin) is built on
+The class is built in layers: admin_wire.AdminConnection (sending within a deadline, the controller,
+per-item answers), admin_groups.GroupAdmin (consumer groups and their offsets), admin_security.SecurityAdmin
+(ACLs, SCRAM credentials), admin_replicas.ReplicaAdmin (reassignments, log directories, features, transaction
+aborts) and Admin here (topics, partitions, records, configurations). kafka-python's KafkaAdminClient (fastmq.kafka.compat_admin) is built on
 this class: it reads the wire-level answers through the underscore methods and shapes them as kafka-python does.
 """
 from __future__ import annotations
@@ -47,7 +48,13 @@ from typing import Any, Callable, Iterable, Mapping
 
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
-from fastmq.kafka.admin_groups import GroupAdmin, group_offsets  # noqa: F401  (public here since the split)
+from fastmq.kafka.admin_groups import group_offsets  # noqa: F401  (public here since the split)
+from fastmq.kafka.admin_replicas import AbortTransactionSpec, ReplicaAdmin, UpdateFeatureType  # noqa: F401
+from fastmq.kafka.admin_security import ScramCredentials  # noqa: F401
+from fastmq.kafka.admin_security_types import (  # noqa: F401  (the ACL and SCRAM types are imported from here too)
+    ACL, ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourcePattern, ResourcePatternFilter,
+    ResourceType, ScramMechanism, UserScramCredentialDeletion, UserScramCredentialUpsertion,
+)
 from fastmq.kafka.admin_types import (  # noqa: F401  (the admin's public types are imported from here too)
     ConfigResourceType, AlterConfigOp, ConfigSourceType, ConfigType, enum_member, _enum_or_int, NewTopic,
     NewPartitions, ConfigResource, ClusterDescription, ConfigSynonym, ConfigEntry, CreateTopicResult,
@@ -108,7 +115,7 @@ def config_entry(struct: Any, version: int, resource_type: ConfigResourceType | 
 
 # ---- the admin client ---------------------------------------------------------------------------------------
 
-class Admin(GroupAdmin):
+class Admin(ReplicaAdmin):
     """Administration of a Kafka cluster. Thread-safe; every method blocks until its answers arrived.
 
     Admin(bootstrap_servers, **options) takes KafkaClient's settings (ClientConfig: security, timeouts,
