@@ -406,25 +406,17 @@ class Admin(ReplicaAdmin):
             self._check_brokers([leader], deadline)
         T = kp.DeleteRecordsRequest.DeleteRecordsTopic
         P = kp.DeleteRecordsRequest.DeleteRecordsPartition
-        pending = set(offsets)
-        results: dict[TopicPartition, _ItemAnswer] = {}
-        refused: dict[TopicPartition, _ItemAnswer] = {}
-        attempts = 0
-        while pending:
-            attempts += 1
-            try:
-                leaders = {tp: leader for tp in pending} if leader is not None else self._leaders(pending, deadline)
-            except _TIMEOUTS:
-                if not refused:
-                    raise
-                results.update(refused)
-                break
+        leaderless = _ItemAnswer(kerrors.LeaderNotAvailableError.errno, "no leader", None, -1)
+
+        def one_pass(pending: list[TopicPartition], may_retry: bool, is_retry: bool) -> tuple[dict, dict]:
+            may_retry = may_retry and leader is None
+            leaders = {tp: leader for tp in pending} if leader is not None else self._leaders(pending, deadline)
+            final: dict[TopicPartition, _ItemAnswer] = {}
+            retry: dict[TopicPartition, _ItemAnswer] = {}
             by_node: dict[int, list[TopicPartition]] = defaultdict(list)
-            leaderless = _ItemAnswer(kerrors.LeaderNotAvailableError.errno, "no leader", None, -1)
-            retry = {}
             for tp in sorted(pending):
                 if leaders[tp] < 0:
-                    retry[tp] = leaderless
+                    (retry if may_retry else final)[tp] = leaderless
                 else:
                     by_node[leaders[tp]].append(tp)
             requests = []
@@ -435,36 +427,24 @@ class Admin(ReplicaAdmin):
                                                       for i in indexes])
                             for topic, indexes in by_topic.items()],
                     timeout_ms=self._timeout_ms(deadline))))
-            delay = None if leader is not None else self._retry_delay(
-                kerrors.NotLeaderForPartitionError, attempts, deadline)
-            can_retry = delay is not None
             outcomes = self._send_many(requests, deadline)
             timed_out = [o for o in outcomes if isinstance(o, _TIMEOUTS)]
-            if timed_out and refused:
-                results.update(refused)
-                break
+            if timed_out and is_retry:
+                raise timed_out[0]
+            wanted = set(pending)
             for outcome in outcomes:
                 if isinstance(outcome, BaseException):
                     raise outcome
                 for topic in outcome.response.topics:
                     for p in topic.partitions:
                         tp = TopicPartition(topic.name, p.partition_index)
-                        if tp not in pending or tp in results:
+                        if tp not in wanted or tp in final:
                             continue
                         answer = _ItemAnswer(p.error_code, None, p, outcome.version)
-                        if p.error_code in _LEADER_RETRY_CODES and can_retry:
-                            retry[tp] = answer
-                        else:
-                            results[tp] = answer
-            if retry and not can_retry:
-                results.update((tp, answer) for tp, answer in retry.items() if tp not in results)
-                break
-            if not retry:
-                break
-            refused = retry
-            pending = set(retry)
-            time.sleep(delay)
-        return {tp: results.get(tp, _ItemAnswer(0, None, None, -1)) for tp in offsets}
+                        (retry if p.error_code in _LEADER_RETRY_CODES and may_retry else final)[tp] = answer
+            return final, retry
+
+        return self._until_answered(offsets, one_pass, kerrors.NotLeaderForPartitionError, deadline)
 
     def _config_requests(self, resources: Iterable[ConfigResource], deadline: float
                          ) -> dict[Any, list[ConfigResource]]:
