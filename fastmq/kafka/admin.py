@@ -374,23 +374,6 @@ class Admin(ReplicaAdmin):
             lambda batch, ms: kp.CreatePartitionsRequest(topics=batch, timeout_ms=ms, validate_only=validate_only),
             lambda response: ((r.name, r) for r in response.results), deadline)
 
-    def _leaders(self, partitions: Iterable[TopicPartition], deadline: float) -> dict[TopicPartition, int]:
-        """The leader of each partition (-1 while it has none); UnknownTopicOrPartitionError for partitions
-        the cluster does not have."""
-        wanted = set(partitions)
-        response = self._metadata(sorted({tp.topic for tp in wanted}), deadline).response
-        leaders = {}
-        for topic in response.topics:
-            for p in topic.partitions:
-                tp = TopicPartition(topic.name, p.partition_index)
-                if tp in wanted:
-                    leaders[tp] = p.leader_id
-        unknown = wanted - set(leaders)
-        if unknown:
-            raise kerrors.UnknownTopicOrPartitionError(
-                f"the cluster has no partitions {sorted(f'{tp.topic}-{tp.partition}' for tp in unknown)}")
-        return leaders
-
     def _delete_records(self, offsets: Mapping[TopicPartition, int], deadline: float,
                         leader: int | None = None) -> dict[TopicPartition, _ItemAnswer]:
         """DeleteRecords to each partition's leader (or all to `leader`, without retries)."""

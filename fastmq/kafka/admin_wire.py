@@ -256,6 +256,23 @@ class AdminConnection:
             raise kerrors.BrokerNotAvailableError(f"brokers {unknown} are not in the cluster")
         return known
 
+    def _leaders(self, partitions: Iterable[TopicPartition], deadline: float) -> dict[TopicPartition, int]:
+        """The leader of each partition (-1 while it has none); UnknownTopicOrPartitionError for partitions
+        the cluster does not have."""
+        wanted = set(partitions)
+        response = self._metadata(sorted({tp.topic for tp in wanted}), deadline).response
+        leaders = {}
+        for topic in response.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, p.partition_index)
+                if tp in wanted:
+                    leaders[tp] = p.leader_id
+        unknown = wanted - set(leaders)
+        if unknown:
+            raise kerrors.UnknownTopicOrPartitionError(
+                f"the cluster has no partitions {sorted(f'{tp.topic}-{tp.partition}' for tp in unknown)}")
+        return leaders
+
     def _controller(self, deadline: float) -> int:
         attempts = 0
         while self._controller_id is None:
