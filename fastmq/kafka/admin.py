@@ -31,9 +31,10 @@ Errors:
 - An API the broker does not implement raises IncompatibleBrokerVersion (an UnsupportedVersionError) naming
   the API, before anything is sent.
 
-The class is built in three layers: admin_wire.AdminConnection (sending within a deadline, the controller,
-per-item answers), admin_groups.GroupAdmin (consumer groups and their offsets) and Admin here (topics,
-partitions, records, configurations). kafka-python's KafkaAdminClient (fastmq.kafka.compat_admin) is built on
+The class is built in layers: admin_wire.AdminConnection (sending within a deadline, the controller,
+per-item answers), admin_groups.GroupAdmin (consumer groups and their offsets), admin_security.SecurityAdmin
+(ACLs, SCRAM credentials), admin_replicas.ReplicaAdmin (reassignments, log directories, features, transaction
+aborts) and Admin here (topics, partitions, records, configurations). kafka-python's KafkaAdminClient (fastmq.kafka.compat_admin) is built on
 this class: it reads the wire-level answers through the underscore methods and shapes them as kafka-python does.
 """
 from __future__ import annotations
@@ -47,7 +48,13 @@ from typing import Any, Callable, Iterable, Mapping
 
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
-from fastmq.kafka.admin_groups import GroupAdmin, group_offsets  # noqa: F401  (public here since the split)
+from fastmq.kafka.admin_groups import group_offsets  # noqa: F401  (public here since the split)
+from fastmq.kafka.admin_replicas import AbortTransactionSpec, ReplicaAdmin, UpdateFeatureType  # noqa: F401
+from fastmq.kafka.admin_security import ScramCredentials  # noqa: F401
+from fastmq.kafka.admin_security_types import (  # noqa: F401  (the ACL and SCRAM types are imported from here too)
+    ACL, ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourcePattern, ResourcePatternFilter,
+    ResourceType, ScramMechanism, UserScramCredentialDeletion, UserScramCredentialUpsertion,
+)
 from fastmq.kafka.admin_types import (  # noqa: F401  (the admin's public types are imported from here too)
     ConfigResourceType, AlterConfigOp, ConfigSourceType, ConfigType, enum_member, _enum_or_int, NewTopic,
     NewPartitions, ConfigResource, ClusterDescription, ConfigSynonym, ConfigEntry, CreateTopicResult,
@@ -108,7 +115,7 @@ def config_entry(struct: Any, version: int, resource_type: ConfigResourceType | 
 
 # ---- the admin client ---------------------------------------------------------------------------------------
 
-class Admin(GroupAdmin):
+class Admin(ReplicaAdmin):
     """Administration of a Kafka cluster. Thread-safe; every method blocks until its answers arrived.
 
     Admin(bootstrap_servers, **options) takes KafkaClient's settings (ClientConfig: security, timeouts,
@@ -367,23 +374,6 @@ class Admin(GroupAdmin):
             lambda batch, ms: kp.CreatePartitionsRequest(topics=batch, timeout_ms=ms, validate_only=validate_only),
             lambda response: ((r.name, r) for r in response.results), deadline)
 
-    def _leaders(self, partitions: Iterable[TopicPartition], deadline: float) -> dict[TopicPartition, int]:
-        """The leader of each partition (-1 while it has none); UnknownTopicOrPartitionError for partitions
-        the cluster does not have."""
-        wanted = set(partitions)
-        response = self._metadata(sorted({tp.topic for tp in wanted}), deadline).response
-        leaders = {}
-        for topic in response.topics:
-            for p in topic.partitions:
-                tp = TopicPartition(topic.name, p.partition_index)
-                if tp in wanted:
-                    leaders[tp] = p.leader_id
-        unknown = wanted - set(leaders)
-        if unknown:
-            raise kerrors.UnknownTopicOrPartitionError(
-                f"the cluster has no partitions {sorted(f'{tp.topic}-{tp.partition}' for tp in unknown)}")
-        return leaders
-
     def _delete_records(self, offsets: Mapping[TopicPartition, int], deadline: float,
                         leader: int | None = None) -> dict[TopicPartition, _ItemAnswer]:
         """DeleteRecords to each partition's leader (or all to `leader`, without retries)."""
@@ -399,25 +389,17 @@ class Admin(GroupAdmin):
             self._check_brokers([leader], deadline)
         T = kp.DeleteRecordsRequest.DeleteRecordsTopic
         P = kp.DeleteRecordsRequest.DeleteRecordsPartition
-        pending = set(offsets)
-        results: dict[TopicPartition, _ItemAnswer] = {}
-        refused: dict[TopicPartition, _ItemAnswer] = {}
-        attempts = 0
-        while pending:
-            attempts += 1
-            try:
-                leaders = {tp: leader for tp in pending} if leader is not None else self._leaders(pending, deadline)
-            except _TIMEOUTS:
-                if not refused:
-                    raise
-                results.update(refused)
-                break
+        leaderless = _ItemAnswer(kerrors.LeaderNotAvailableError.errno, "no leader", None, -1)
+
+        def one_pass(pending: list[TopicPartition], may_retry: bool, is_retry: bool) -> tuple[dict, dict]:
+            may_retry = may_retry and leader is None
+            leaders = {tp: leader for tp in pending} if leader is not None else self._leaders(pending, deadline)
+            final: dict[TopicPartition, _ItemAnswer] = {}
+            retry: dict[TopicPartition, _ItemAnswer] = {}
             by_node: dict[int, list[TopicPartition]] = defaultdict(list)
-            leaderless = _ItemAnswer(kerrors.LeaderNotAvailableError.errno, "no leader", None, -1)
-            retry = {}
             for tp in sorted(pending):
                 if leaders[tp] < 0:
-                    retry[tp] = leaderless
+                    (retry if may_retry else final)[tp] = leaderless
                 else:
                     by_node[leaders[tp]].append(tp)
             requests = []
@@ -428,36 +410,24 @@ class Admin(GroupAdmin):
                                                       for i in indexes])
                             for topic, indexes in by_topic.items()],
                     timeout_ms=self._timeout_ms(deadline))))
-            delay = None if leader is not None else self._retry_delay(
-                kerrors.NotLeaderForPartitionError, attempts, deadline)
-            can_retry = delay is not None
             outcomes = self._send_many(requests, deadline)
             timed_out = [o for o in outcomes if isinstance(o, _TIMEOUTS)]
-            if timed_out and refused:
-                results.update(refused)
-                break
+            if timed_out and is_retry:
+                raise timed_out[0]
+            wanted = set(pending)
             for outcome in outcomes:
                 if isinstance(outcome, BaseException):
                     raise outcome
                 for topic in outcome.response.topics:
                     for p in topic.partitions:
                         tp = TopicPartition(topic.name, p.partition_index)
-                        if tp not in pending or tp in results:
+                        if tp not in wanted or tp in final:
                             continue
                         answer = _ItemAnswer(p.error_code, None, p, outcome.version)
-                        if p.error_code in _LEADER_RETRY_CODES and can_retry:
-                            retry[tp] = answer
-                        else:
-                            results[tp] = answer
-            if retry and not can_retry:
-                results.update((tp, answer) for tp, answer in retry.items() if tp not in results)
-                break
-            if not retry:
-                break
-            refused = retry
-            pending = set(retry)
-            time.sleep(delay)
-        return {tp: results.get(tp, _ItemAnswer(0, None, None, -1)) for tp in offsets}
+                        (retry if p.error_code in _LEADER_RETRY_CODES and may_retry else final)[tp] = answer
+            return final, retry
+
+        return self._until_answered(offsets, one_pass, kerrors.NotLeaderForPartitionError, deadline)
 
     def _config_requests(self, resources: Iterable[ConfigResource], deadline: float
                          ) -> dict[Any, list[ConfigResource]]:

@@ -256,6 +256,23 @@ class AdminConnection:
             raise kerrors.BrokerNotAvailableError(f"brokers {unknown} are not in the cluster")
         return known
 
+    def _leaders(self, partitions: Iterable[TopicPartition], deadline: float) -> dict[TopicPartition, int]:
+        """The leader of each partition (-1 while it has none); UnknownTopicOrPartitionError for partitions
+        the cluster does not have."""
+        wanted = set(partitions)
+        response = self._metadata(sorted({tp.topic for tp in wanted}), deadline).response
+        leaders = {}
+        for topic in response.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, p.partition_index)
+                if tp in wanted:
+                    leaders[tp] = p.leader_id
+        unknown = wanted - set(leaders)
+        if unknown:
+            raise kerrors.UnknownTopicOrPartitionError(
+                f"the cluster has no partitions {sorted(f'{tp.topic}-{tp.partition}' for tp in unknown)}")
+        return leaders
+
     def _controller(self, deadline: float) -> int:
         attempts = 0
         while self._controller_id is None:
@@ -268,40 +285,69 @@ class AdminConnection:
                 time.sleep(delay)
         return self._controller_id
 
+    def _until_answered(self, keys: Iterable[Any], one_pass: Callable[[list[Any], bool, bool], Any],
+                        retrying: type[BaseException], deadline: float,
+                        before_retry: Callable[[dict[Any, _ItemAnswer]], None] | None = None
+                        ) -> dict[Any, _ItemAnswer]:
+        """Send items in passes until each has its answer. one_pass(pending keys, may_retry, is_retry) sends them
+        and returns (answers, refused): {key: _ItemAnswer} final, and {key: _ItemAnswer} to send again (only when
+        may_retry; a pass that may not retry makes every answer final). Refused keys go again after the
+        RetryPolicy's delay for `retrying`; when the time runs out during a retry, their refusal is their answer.
+        before_retry(refused) runs before each retry. Keys never answered get an empty _ItemAnswer."""
+        keys = list(keys)
+        pending = list(keys)
+        results: dict[Any, _ItemAnswer] = {}
+        refused: dict[Any, _ItemAnswer] = {}
+        attempts = 0
+        while pending:
+            attempts += 1
+            delay = self._retry_delay(retrying, attempts, deadline)
+            try:
+                answers, refused_now = one_pass(pending, delay is not None, bool(refused))
+            except _TIMEOUTS:
+                if not refused:
+                    raise
+                results.update(refused)
+                break
+            results.update((key, answer) for key, answer in answers.items() if key not in results)
+            refused = {key: answer for key, answer in refused_now.items() if key not in results}
+            if not refused:
+                break
+            # The pass took time: the wait before the next one is measured from now.
+            delay = self._retry_delay(retrying, attempts, deadline)
+            if delay is None:
+                results.update(refused)
+                break
+            if before_retry is not None:
+                before_retry(refused)
+            pending = list(refused)
+            time.sleep(delay)
+        return {key: results.get(key, _ItemAnswer(0, None, None, -1)) for key in keys}
+
     def _controller_call(self, items: dict[Any, Any], build: Callable[[list[Any], int], Any],
                          answers: Callable[[Any], Iterable[tuple[Any, Any]]],
                          deadline: float) -> dict[Any, _ItemAnswer]:
         """Send items (key -> request item) to the controller; answers(response) yields (key, struct with
         error_code/error_message). NOT_CONTROLLER items are retried against a fresh controller; when the time
         runs out during a retry, their NOT_CONTROLLER is their answer."""
-        pending = dict(items)
-        results: dict[Any, _ItemAnswer] = {}
-        refused: dict[Any, _ItemAnswer] = {}
-        attempts = 0
-        while pending:
-            attempts += 1
-            try:
-                controller = self._controller(deadline)
-                reply = self._send(controller, build(list(pending.values()), self._timeout_ms(deadline)), deadline)
-            except _TIMEOUTS:
-                if not refused:
-                    raise
-                results.update(refused)
-                break
-            refused = {}
-            delay = self._retry_delay(kerrors.NotControllerError, attempts, deadline)
+        controller: list[int] = []
+
+        def one_pass(pending: list[Any], may_retry: bool, is_retry: bool) -> tuple[dict, dict]:
+            controller[:] = [self._controller(deadline)]
+            reply = self._send(controller[0], build([items[key] for key in pending], self._timeout_ms(deadline)),
+                               deadline)
+            final: dict[Any, _ItemAnswer] = {}
+            refused: dict[Any, _ItemAnswer] = {}
+            wanted = set(pending)
             for key, struct in answers(reply.response):
-                if key not in pending or key in results or key in refused:
+                if key not in wanted or key in final or key in refused:
                     continue
                 answer = _ItemAnswer(struct.error_code, struct.error_message, struct, reply.version)
-                if struct.error_code == _NOT_CONTROLLER and delay is not None:
-                    refused[key] = answer
-                else:
-                    results[key] = answer
-            if not refused:
-                break
-            _log.debug("%d items went to node %s, which is not the controller; retrying", len(refused), controller)
+                (refused if struct.error_code == _NOT_CONTROLLER and may_retry else final)[key] = answer
+            return final, refused
+
+        def forget_controller(refused: dict[Any, _ItemAnswer]) -> None:
+            _log.debug("%d items went to node %s, which is not the controller; retrying", len(refused), controller[0])
             self._controller_id = None
-            pending = {key: pending[key] for key in refused}
-            time.sleep(delay)
-        return {key: results.get(key, _ItemAnswer(0, None, None, -1)) for key in items}
+
+        return self._until_answered(items, one_pass, kerrors.NotControllerError, deadline, forget_controller)

@@ -8,13 +8,15 @@ authorized operations as lists of ACL operation names; bytes as text), the proce
 and friends, TopicPartition / OffsetAndMetadata mappings, and the error classes of fastmq.kafka.errors, which
 carry kafka-python's names. Routing, retries and the checks of bad input are Admin's (fastmq.kafka.admin).
 
-Covered: topics (create, delete, list, describe, wait_for_topics), create_partitions, delete_records,
-list_partition_offsets, describe_cluster, api_versions, get_broker_version_data, describe_features,
-describe_log_dirs, describe_metadata_quorum, list_partition_reassignments, elect_leaders, list_config_resources,
+Covered: every public method of kafka-python 3.x's KafkaAdminClient (tests/kafka/test_compat_api.py checks
+the signatures): topics (create, delete, list, describe, describe_topic_partitions, wait_for_topics),
+create_partitions, delete_records, list_partition_offsets, describe_cluster, api_versions,
+get_broker_version_data, describe_features, update_features, describe_log_dirs, alter_replica_log_dirs,
+describe_metadata_quorum, list and alter_partition_reassignments, elect_leaders, list_config_resources,
 configurations (describe, alter, reset), groups (list, describe, delete, remove_group_members) and their offsets
-(list, alter, reset, delete), transactions (list, describe) and producers (describe). Not covered
-(kafka-python has them): ACLs, SCRAM users, abort_transaction, find_hanging_transactions, update_features,
-reassigning, alter_replica_log_dirs, describe_topic_partitions (tests/kafka/test_compat_api.py lists them).
+(list, alter, reset, delete), transactions (list, describe, abort_transaction, find_hanging_transactions),
+producers (describe), ACLs (compat_admin_security: describe, create, delete) and SCRAM credentials (describe,
+alter).
 
 describe_groups decodes members' metadata and assignment as consumer-protocol dicts, as kafka-python does.
 kafka-python's own TopicPartition, ConfigResource, NewTopic and NewPartitions are taken (compat_types).
@@ -43,6 +45,13 @@ from fastmq.kafka.compat_admin_types import (
     BrokerVersionData, MemberToRemove, OffsetTimestamp, PartitionProducerState, ProducerState, TransactionDescription,
     TransactionListing, TransactionState,
 )
+from fastmq.kafka.admin_replicas import AbortTransactionSpec, UpdateFeatureType
+from fastmq.kafka.admin_security_types import (
+    ACL, ACLFilter, ACLOperation, ACLPermissionType, ACLResourcePatternType, ResourcePattern, ResourcePatternFilter,
+    ResourceType, ScramMechanism, UserScramCredentialDeletion, UserScramCredentialUpsertion,
+)
+from fastmq.kafka.compat_admin_replicas import ReplicaMethods
+from fastmq.kafka.compat_admin_security import SecurityMethods
 from fastmq.kafka.compat_config import CONNECTION_DEFAULTS, client_options, resolve
 from fastmq.kafka.consumer_protocol import decode_assignment_message, decode_subscription_message
 from fastmq.kafka.coordinator import TRANSACTION
@@ -51,6 +60,9 @@ from fastmq.kafka.compat_types import topic_partitions as _as_topic_partitions
 from fastmq.kafka.structs import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition
 
 __all__ = [
+    "ACL", "ACLFilter", "ACLOperation", "ACLPermissionType", "ACLResourcePatternType", "AbortTransactionSpec",
+    "ResourcePattern", "ResourcePatternFilter", "ResourceType", "ScramMechanism", "UpdateFeatureType",
+    "UserScramCredentialDeletion", "UserScramCredentialUpsertion",
     "AlterConfigOp", "ConfigFilterType", "ConfigResource", "ConfigResourceType", "ConfigSourceType", "ConfigType",
     "IsolationLevel", "KafkaAdminClient", "MemberToRemove", "NewPartitions", "NewTopic", "OffsetSpec",
     "OffsetTimestamp", "PartitionProducerState", "ProducerState", "TransactionDescription", "TransactionListing",
@@ -241,7 +253,7 @@ def _state_name(value: Any, names: dict[str, str], what: str) -> str:
     return names.get(text.upper().replace("-", "_"), text)
 
 
-class KafkaAdminClient:
+class KafkaAdminClient(SecurityMethods, ReplicaMethods):
     """kafka-python 3.x's admin client (see the module docstring); a context manager."""
 
     DEFAULT_CONFIG = DEFAULT_CONFIG

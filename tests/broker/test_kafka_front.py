@@ -70,12 +70,18 @@ def test_api_versions_lists_exactly_what_the_broker_serves(wire):
     served = {entry.api_key: (entry.min_version, entry.max_version) for entry in response.api_keys}
     assert served == {int(key): versions for key, versions in BROKER_VERSIONS.items()}
     # Every API fastmq's codecs know is served but the cluster-operations ones a single node has nothing to do
-    # with (log dirs, leader elections, reassignments, the KRaft quorum, config resource listing: the admin
-    # client speaks them to Apache Kafka); the batched, broker-to-broker AddPartitionsToTxn v4+ is not served.
-    client_only = {ApiKey.DESCRIBE_LOG_DIRS, ApiKey.ELECT_LEADERS, ApiKey.LIST_PARTITION_REASSIGNMENTS,
-                   ApiKey.DESCRIBE_QUORUM, ApiKey.LIST_CONFIG_RESOURCES}
-    # The admin client's transaction and producer listings, not served by the embedded broker yet.
-    not_served_yet = {ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TRANSACTIONS, ApiKey.LIST_TRANSACTIONS}
+    # with (log dirs, leader elections, reassignments, the KRaft quorum, config resource listing, feature levels,
+    # transaction markers: the admin client speaks them to Apache Kafka); the batched, broker-to-broker
+    # AddPartitionsToTxn v4+ is not served.
+    client_only = {ApiKey.DESCRIBE_LOG_DIRS, ApiKey.ALTER_REPLICA_LOG_DIRS, ApiKey.ELECT_LEADERS,
+                   ApiKey.LIST_PARTITION_REASSIGNMENTS, ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.DESCRIBE_QUORUM,
+                   ApiKey.LIST_CONFIG_RESOURCES, ApiKey.UPDATE_FEATURES, ApiKey.WRITE_TXN_MARKERS}
+    # The admin client's transaction and producer listings, ACLs, SCRAM credentials and paged partition
+    # descriptions, not served by the embedded broker yet.
+    not_served_yet = {ApiKey.DESCRIBE_PRODUCERS, ApiKey.DESCRIBE_TRANSACTIONS, ApiKey.LIST_TRANSACTIONS,
+                      ApiKey.DESCRIBE_ACLS, ApiKey.CREATE_ACLS, ApiKey.DELETE_ACLS,
+                      ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+                      ApiKey.DESCRIBE_TOPIC_PARTITIONS}
     assert set(served) == set(ApiKey) - client_only - not_served_yet
     assert served[ApiKey.ADD_PARTITIONS_TO_TXN] == (0, 3)
 

@@ -11,7 +11,6 @@ import socket
 import uuid
 
 import kafka.admin
-import kafka.errors
 import pytest
 from kafka import KafkaConsumer as PeerConsumer
 from kafka import OffsetAndMetadata as PeerOffsetAndMetadata
@@ -26,6 +25,7 @@ from fastmq.kafka.compat_admin import (
 )
 from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition
 from tests.support.brokers import create_served_topic, on_all_brokers, on_brokers
+from tests.support.kafka_python_oracle import same_error, same_outcome
 from tests.support.waiting import wait_for
 
 TIMEOUT_MS = 10000
@@ -52,38 +52,6 @@ def theirs(kafka_broker):
     client = kafka.admin.KafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap_servers, request_timeout_ms=TIMEOUT_MS)
     yield client
     client.close()
-
-
-def same_error(ours_call, theirs_call) -> type:
-    """Both calls raise; fastmq's error class carries kafka-python's name (and its kafka-python-shaped
-    ancestry); returns fastmq's class."""
-    with pytest.raises(Exception) as mine:
-        ours_call()
-    with pytest.raises(Exception) as peer:
-        theirs_call()
-    assert type(mine.value).__name__ == type(peer.value).__name__
-    if isinstance(peer.value, kafka.errors.BrokerResponseError):
-        assert mine.value.errno == peer.value.errno
-    return type(mine.value)
-
-
-def same_outcome(ours_call, theirs_call) -> tuple | None:
-    """Both calls raise the same error (as same_error; returns None), or neither does (returns both results):
-    for what one broker lacks (Tansu) and another has (Apache Kafka)."""
-    outcomes = []
-    for call in (ours_call, theirs_call):
-        try:
-            outcomes.append((call(), None))
-        except Exception as exc:
-            outcomes.append((None, exc))
-    (mine, my_error), (peer, peer_error) = outcomes
-    assert (my_error is None) == (peer_error is None), (my_error, peer_error)
-    if my_error is None:
-        return mine, peer
-    assert type(my_error).__name__ == type(peer_error).__name__
-    if isinstance(peer_error, kafka.errors.BrokerResponseError):
-        assert my_error.errno == peer_error.errno
-    return None
 
 
 # ---- the surface --------------------------------------------------------------------------------------------

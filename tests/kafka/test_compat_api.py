@@ -11,15 +11,6 @@ import pytest
 from fastmq.kafka import compat
 
 CLASSES = ("KafkaProducer", "KafkaConsumer", "KafkaAdminClient")
-# kafka-python admin calls fastmq has not implemented yet (each an expected failure, so that the test says
-# when one arrives). Most need request types fastmq's protocol layer lacks.
-NOT_YET = {
-    ("KafkaAdminClient", name) for name in (
-        "abort_transaction", "alter_partition_reassignments", "alter_replica_log_dirs",
-        "alter_user_scram_credentials", "create_acls", "delete_acls", "describe_acls",
-        "describe_topic_partitions", "describe_user_scram_credentials", "find_hanging_transactions",
-        "update_features")
-}
 SPECIAL = ("__init__", "__iter__", "__next__", "__enter__", "__exit__")
 
 
@@ -72,9 +63,7 @@ def compatible(theirs: inspect.Signature, ours: inspect.Signature) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("cls, method", [
-    pytest.param(cls, method, marks=[pytest.mark.xfail(strict=True, reason="not implemented yet")]
-                 if (cls, method) in NOT_YET else []) for cls, method in CASES])
+@pytest.mark.parametrize("cls, method", CASES)
 def test_method_exists_with_a_compatible_signature(cls, method):
     theirs, ours = getattr(kafka, cls), getattr(compat, cls)
     assert hasattr(ours, method), f"{cls}.{method} is missing"

@@ -80,12 +80,15 @@ class KafkaNode:
 
 class KafkaCluster:
     """`size` nodes; each is a broker, and the first min(size, 3) are also the controller quorum's voters.
-    With size 1 this is the single combined node. Use as a context manager or call start() and stop()."""
+    With size 1 this is the single combined node. `properties` are added to (or replace) every node's
+server.properties (an authorizer, say); `log_dirs` is the number of log directories per node. Use as a context
+manager or call start() and stop()."""
 
     def __init__(self, directory: Path, size: int = 1, *, security: Security | None = None,
                  proxy_port: int | None = None, properties: Mapping[str, object] | None = None,
-                 heap: str = "512m") -> None:
+                 heap: str = "512m", log_dirs: int = 1) -> None:
         self.directory = Path(directory)
+        self.log_dirs = log_dirs
         self.security = security
         self.proxy_port = proxy_port
         self.heap = heap
@@ -160,12 +163,18 @@ class KafkaCluster:
                                   if name != "CONTROLLER" or is_voter),
             "advertised.listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in advertised.items()),
             "listener.security.protocol.map": ",".join(f"{name}:{protocols[name]}" for name in names),
-            "log.dirs": str(node.directory / "data"),
+            "log.dirs": ",".join(str(path) for path in self.data_dirs(node)),
             **self.properties,
         }
         if self.security is not None:
             properties.update(self._security_properties())
         return properties
+
+    def data_dirs(self, node: KafkaNode) -> list[Path]:
+        """The node's log directories (log_dirs of them: JBOD, for moving replicas between directories)."""
+        if self.log_dirs == 1:
+            return [node.directory / "data"]
+        return [node.directory / f"data-{index}" for index in range(self.log_dirs)]
 
     def _security_properties(self) -> dict[str, object]:
         assert self.security is not None

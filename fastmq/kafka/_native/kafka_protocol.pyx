@@ -457,6 +457,12 @@ cdef int encode_value(int kind, bint nullable, PyObject* sub, object value, Writ
             out.put_i16(<int16_t>size)
         out.put_bytes(text, size)
     elif kind == K_STRUCT:
+        if nullable:
+            # A nullable struct is preceded by a presence byte: -1 for null, 1 for a struct.
+            if value is None:
+                out.put_i8(-1)
+                return 0
+            out.put_i8(1)
         encode_struct(<StructCodec>sub, value, out)
     elif kind == K_RECORDS or kind == K_BYTES:
         encode_bytes_like(value, nullable, out, compact)
@@ -625,6 +631,8 @@ cdef object decode_value(int kind, bint nullable, PyObject* sub, ReadCursor* cur
     if kind == K_INT64:
         return cursor_i64(cur)
     if kind == K_STRUCT:
+        if nullable and cursor_i8(cur) < 0:
+            return None
         return decode_struct(<StructCodec>sub, cur, ctx)
     if kind == K_STRING or kind == K_BYTES or kind == K_RECORDS:
         length = read_length(cur, compact, kind != K_STRING)

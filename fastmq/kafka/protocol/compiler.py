@@ -55,6 +55,8 @@ class _Compiler:
     def field(self, fs: FieldSchema) -> tuple[tuple, int]:
         sub = self.struct(fs.struct) if fs.struct is not None else None
         value_size = _min_size(fs.type, sub, self.flexible)
+        if fs.type == "struct" and not fs.is_array and fs.nullable_in(self.version):
+            value_size = 1      # a null struct is its presence byte alone
         if fs.is_array:
             kind, elem_kind, elem_min_size = KINDS["array"], KINDS[fs.type], value_size
             size = 1 if self.flexible else 4

@@ -9,7 +9,7 @@ from enum import IntEnum
 
 from fastmq.kafka._native.kafka_protocol import StructCodec
 from fastmq.kafka.errors import UnsupportedVersionError
-from fastmq.kafka.protocol import schemas_admin, schemas_client, schemas_group, schemas_txn
+from fastmq.kafka.protocol import schemas_admin, schemas_client, schemas_group, schemas_security, schemas_txn
 from fastmq.kafka.protocol.compiler import compile_message
 from fastmq.kafka.protocol.schema import ApiSchema, parse_apis
 from fastmq.kafka.protocol.structs import make_message_classes
@@ -41,28 +41,38 @@ class ApiKey(IntEnum):
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
+    WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
     DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_QUORUM = 55
+    UPDATE_FEATURES = 57
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     LIST_CONFIG_RESOURCES = 74
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 def _load() -> dict[int, ApiSchema]:
     apis: dict[int, ApiSchema] = {}
-    for module in (schemas_client, schemas_group, schemas_txn, schemas_admin):
+    for module in (schemas_client, schemas_group, schemas_txn, schemas_admin, schemas_security):
         for api in parse_apis(module.SCHEMAS):
             if api.key in apis:
                 raise ValueError(f"API key {api.key} is defined twice")
@@ -188,6 +198,26 @@ AlterConfigsRequest = _message_class(ApiKey.ALTER_CONFIGS, "request")
 AlterConfigsResponse = _message_class(ApiKey.ALTER_CONFIGS, "response")
 IncrementalAlterConfigsRequest = _message_class(ApiKey.INCREMENTAL_ALTER_CONFIGS, "request")
 IncrementalAlterConfigsResponse = _message_class(ApiKey.INCREMENTAL_ALTER_CONFIGS, "response")
+WriteTxnMarkersRequest = _message_class(ApiKey.WRITE_TXN_MARKERS, "request")
+WriteTxnMarkersResponse = _message_class(ApiKey.WRITE_TXN_MARKERS, "response")
+DescribeAclsRequest = _message_class(ApiKey.DESCRIBE_ACLS, "request")
+DescribeAclsResponse = _message_class(ApiKey.DESCRIBE_ACLS, "response")
+CreateAclsRequest = _message_class(ApiKey.CREATE_ACLS, "request")
+CreateAclsResponse = _message_class(ApiKey.CREATE_ACLS, "response")
+DeleteAclsRequest = _message_class(ApiKey.DELETE_ACLS, "request")
+DeleteAclsResponse = _message_class(ApiKey.DELETE_ACLS, "response")
+DescribeUserScramCredentialsRequest = _message_class(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "request")
+DescribeUserScramCredentialsResponse = _message_class(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "response")
+AlterUserScramCredentialsRequest = _message_class(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "request")
+AlterUserScramCredentialsResponse = _message_class(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "response")
+AlterReplicaLogDirsRequest = _message_class(ApiKey.ALTER_REPLICA_LOG_DIRS, "request")
+AlterReplicaLogDirsResponse = _message_class(ApiKey.ALTER_REPLICA_LOG_DIRS, "response")
+AlterPartitionReassignmentsRequest = _message_class(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "request")
+AlterPartitionReassignmentsResponse = _message_class(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "response")
+UpdateFeaturesRequest = _message_class(ApiKey.UPDATE_FEATURES, "request")
+UpdateFeaturesResponse = _message_class(ApiKey.UPDATE_FEATURES, "response")
+DescribeTopicPartitionsRequest = _message_class(ApiKey.DESCRIBE_TOPIC_PARTITIONS, "request")
+DescribeTopicPartitionsResponse = _message_class(ApiKey.DESCRIBE_TOPIC_PARTITIONS, "response")
 
 __all__ = ["APIS", "ApiKey", "api_schema", "body_codec", "is_flexible"] + sorted(
     name for name, value in list(globals().items())

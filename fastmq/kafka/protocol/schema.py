@@ -20,7 +20,8 @@ message specifications (clients/src/main/resources/common/message/*.json); the n
   from its default);
 - types: bool int8 int16 uint16 int32 uint32 int64 float64 uuid string bytes records, `[]T` for arrays of
   them, `Name` / `[]Name` for a struct / an array of structs whose fields follow one level deeper;
-  `struct Name` at message level declares a struct that several fields refer to by `[]Name` alone;
+  `struct Name` at message level declares a struct that several fields refer to by `[]Name` alone; a
+  nullable struct is written after a presence byte (-1 null, 1 present);
 - defaults: null, true, false or an integer; without one, numbers are 0, strings "", bytes b"", records null,
   uuids the zero UUID, arrays empty and structs a struct of defaults (Kafka's rules);
 - blank lines separate APIs; lines starting with `#` are comments.
@@ -319,5 +320,3 @@ def _check(message: MessageSchema) -> None:
         for fs in struct.fields:
             if fs.tag is not None and (not api.flexible or fs.versions.lo < api.flexible.lo):
                 raise SchemaSyntaxError(f"{struct.name}.{fs.name}: tagged fields need flexible versions")
-            if fs.type == "struct" and not fs.is_array and fs.nullable:
-                raise SchemaSyntaxError(f"{struct.name}.{fs.name}: nullable structs are not supported")

@@ -301,4 +301,88 @@ response
     log_end_offset: int64 0+
     last_fetch_timestamp: int64 1+ =-1
     last_caught_up_timestamp: int64 1+ =-1
+
+AlterReplicaLogDirs 34 versions=0-2 flexible=2+
+request
+  dirs: []AlterReplicaLogDir 0+
+    path: string 0+
+    topics: []AlterReplicaLogDirTopic 0+
+      name: string 0+
+      partitions: []int32 0+
+response
+  throttle_time_ms: int32 0+
+  results: []AlterReplicaLogDirTopicResult 0+
+    topic_name: string 0+
+    partitions: []AlterReplicaLogDirPartitionResult 0+
+      partition_index: int32 0+
+      error_code: int16 0+
+
+AlterPartitionReassignments 45 versions=0-1 flexible=0+
+request
+  timeout_ms: int32 0+ =60000
+  allow_replication_factor_change: bool 1+ =true
+  topics: []ReassignableTopic 0+
+    name: string 0+
+    partitions: []ReassignablePartition 0+
+      partition_index: int32 0+
+      replicas: []int32 0+ nullable=0+ =null
+response
+  throttle_time_ms: int32 0+
+  allow_replication_factor_change: bool 1+ =true
+  error_code: int16 0+
+  error_message: string 0+ nullable=0+
+  responses: []ReassignableTopicResponse 0+
+    name: string 0+
+    partitions: []ReassignablePartitionResponse 0+
+      partition_index: int32 0+
+      error_code: int16 0+
+      error_message: string 0+ nullable=0+
+
+UpdateFeatures 57 versions=0-2 flexible=0+
+request
+  timeout_ms: int32 0+ =60000
+  feature_updates: []FeatureUpdateKey 0+
+    feature: string 0+
+    max_version_level: int16 0+
+    allow_downgrade: bool 0
+    upgrade_type: int8 1+ =1
+  validate_only: bool 1+
+response
+  throttle_time_ms: int32 0+
+  error_code: int16 0+
+  error_message: string 0+ nullable=0+
+  results: []UpdatableFeatureResult 0-1
+    feature: string 0+
+    error_code: int16 0+
+    error_message: string 0+ nullable=0+
+
+DescribeTopicPartitions 75 versions=0 flexible=0+
+request
+  topics: []TopicRequest 0+
+    name: string 0+
+  response_partition_limit: int32 0+ =2000
+  cursor: Cursor 0+ nullable=0+ =null
+    topic_name: string 0+
+    partition_index: int32 0+
+response
+  throttle_time_ms: int32 0+
+  topics: []DescribeTopicPartitionsResponseTopic 0+
+    error_code: int16 0+
+    name: string 0+ nullable=0+
+    topic_id: uuid 0+
+    is_internal: bool 0+
+    partitions: []DescribeTopicPartitionsResponsePartition 0+
+      error_code: int16 0+
+      partition_index: int32 0+
+      leader_id: int32 0+
+      leader_epoch: int32 0+ =-1
+      replica_nodes: []int32 0+
+      isr_nodes: []int32 0+
+      eligible_leader_replicas: []int32 0+ nullable=0+ =null
+      last_known_elr: []int32 0+ nullable=0+ =null
+      offline_replicas: []int32 0+
+    topic_authorized_operations: int32 0+ =-2147483648
+  next_cursor: Cursor 0+ nullable=0+ =null
+    topic_name: string 0+
+    partition_index: int32 0+
 """
