@@ -79,14 +79,53 @@ def java_peer_classpath() -> str:
     return f"{library}:{classes}"
 
 
+class JavaPeer:
+    """TubeMQPeer running with args beside the test (its output in temporary files, not pipes that could fill
+    while nobody reads them); finish() waits for it and returns its output lines."""
+
+    def __init__(self, *args: str) -> None:
+        self.args = args
+        self.stdout = tempfile.TemporaryFile()
+        self.stderr = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(java_command(java_peer_classpath(), "TubeMQPeer", *args, heap="256m"),
+                                        stdin=subprocess.DEVNULL, stdout=self.stdout, stderr=self.stderr)
+
+    def output(self) -> str:
+        self.stdout.seek(0)
+        return self.stdout.read().decode("utf-8", "replace")
+
+    def finish(self, timeout: float = 150.0) -> list[str]:
+        """Its output lines once it ended (AssertionError with its output when it failed)."""
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        out = self.output()
+        if self.process.returncode != 0 or not out.rstrip().splitlines()[-1:][0].startswith("DONE"):
+            self.stderr.seek(0)
+            raise AssertionError(f"TubeMQPeer {' '.join(self.args)} failed (exit {self.process.returncode}):\n"
+                                 f"{out[-3000:]}\n{self.stderr.read().decode('utf-8', 'replace')[-6000:]}")
+        return out.splitlines()
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.stdout.close()
+        self.stderr.close()
+
+    def __enter__(self) -> JavaPeer:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
 def run_java_peer(*args: str, timeout: float = 150.0) -> list[str]:
-    """Run TubeMQPeer with args; its output lines (ServerUnavailable with the output when it fails)."""
-    command = java_command(java_peer_classpath(), "TubeMQPeer", *args, heap="256m")
-    done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
-    if done.returncode != 0 or not done.stdout.rstrip().splitlines()[-1:][0].startswith("DONE"):
-        raise AssertionError(f"TubeMQPeer {' '.join(args)} failed (exit {done.returncode}):\n"
-                             f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
-    return done.stdout.splitlines()
+    """Run TubeMQPeer with args to its end; its output lines."""
+    with JavaPeer(*args) as peer:
+        return peer.finish(timeout)
 
 
 class RealTubeMQ:

@@ -1,7 +1,8 @@
 // The Apache InLong TubeMQ Java client (org.apache.inlong:tubemq-client 1.13.0) as a peer of fastmq's tests and
 // benchmarks. Compiled and run by tests/support/tubemq.py.
 //   produce MASTER TOPIC COUNT SIZE MODE   MODE sync or async; bodies are "<index>" padded with '.' to SIZE bytes
-//   consume MASTER TOPIC GROUP COUNT QUIET QUIET 1 prints no bodies
+//   consume MASTER TOPIC GROUP COUNT QUIET [IDLE_MS]   QUIET 1 prints no bodies; with IDLE_MS > 0 it also ends
+//       when nothing came for IDLE_MS after its first message (a member of a group reads only its share)
 // Output: one "BODY <text>" line per message consumed (unless QUIET), then "DONE <count> <milliseconds>".
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
@@ -29,7 +30,8 @@ public final class TubeMQPeer {
         if (args[0].equals("produce")) {
             produce(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]), args[5].equals("async"));
         } else {
-            consume(args[1], args[2], args[3], Integer.parseInt(args[4]), args[5].equals("1"));
+            consume(args[1], args[2], args[3], Integer.parseInt(args[4]), args[5].equals("1"),
+                    args.length > 6 ? Long.parseLong(args[6]) : 0);
         }
         System.exit(0);
     }
@@ -88,7 +90,8 @@ public final class TubeMQPeer {
         factory.shutdown();
     }
 
-    private static void consume(String master, String topic, String group, int count, boolean quiet) throws Throwable {
+    private static void consume(String master, String topic, String group, int count, boolean quiet, long idleMs)
+            throws Throwable {
         ConsumerConfig config = new ConsumerConfig(master, group);
         config.setConsumePosition(ConsumePosition.CONSUMER_FROM_FIRST_OFFSET);
         config.setHeartbeatPeriodMs(500);
@@ -99,9 +102,13 @@ public final class TubeMQPeer {
         consumer.completeSubscribe();
         long deadline = System.currentTimeMillis() + DEADLINE_MS;
         long started = 0;
+        long lastMessage = 0;
         int received = 0;
         StringBuilder out = new StringBuilder();
-        while (received < count && System.currentTimeMillis() < deadline) {
+        System.out.println("SUBSCRIBED " + consumer.getConsumerId());
+        System.out.flush();
+        while (received < count && System.currentTimeMillis() < deadline
+                && !(idleMs > 0 && lastMessage > 0 && System.currentTimeMillis() - lastMessage > idleMs)) {
             ConsumerResult result = consumer.getMessage();
             if (!result.isSuccess()) {
                 Thread.sleep(5);
@@ -110,6 +117,7 @@ public final class TubeMQPeer {
             if (started == 0) {
                 started = System.nanoTime();
             }
+            lastMessage = System.currentTimeMillis();
             for (Message message : result.getMessageList()) {
                 received++;
                 if (!quiet) {

@@ -8,8 +8,10 @@ is a hash of the broker list: a client sending the current one is not sent broke
 Balancing (balancer.py) runs every `balance_interval` seconds on groups that are settled: no consumer still has
 an event it has not reported back. Events go out in heartbeat responses (status PROCESSING) and come back in
 heartbeat requests (DONE or FAILED); a CONNECT report lists the partitions the consumer registered at the broker,
-and those it could not (PARTITION_OCCUPIED) become unheld again. A consumer or producer silent for
-`client_timeout` seconds is dropped, as is a consumer on close; the broker then frees its partitions.
+and those it could not (PARTITION_OCCUPIED) become unheld again. A heartbeat that reports the consumer's
+subscriptions (reportSubscribeInfo; the Java client's every few beats) corrects what the master believes it
+holds. A consumer or producer silent for `client_timeout` seconds is dropped, as is a consumer on close; the
+broker then frees its partitions.
 
 Authentication, when the broker has users (BrokerConfig.users, name -> password): every request carries a
 signature of a user's password or an authorized token this master handed out, else it gets CERTIFICATE_FAILURE;
@@ -239,6 +241,8 @@ class TubeMQMasterFrontEnd(FrontEnd):
                 and request.event.rebalanceId == state.sent.rebalanceId \
                 and request.event.status in (EventStatus.DONE, EventStatus.FAILED):
             self._apply_report(group, state, request.event)
+        if request.reportSubscribeInfo and state.sent is None and not state.queued:
+            self._book_holdings(group, state, request.subscribeInfo)
         response = master_pb2.HeartResponseM2C(success=True, errCode=ErrorCode.SUCCESS, errMsg="OK!",
                                                notAllocated=False, defFlowCheckId=-2, groupFlowCheckId=-2,
                                                qryPriorityId=-2, requireAuth=False)
@@ -264,6 +268,21 @@ class TubeMQMasterFrontEnd(FrontEnd):
             key = (partition.topic, partition.partition_id)
             if key not in done and group.owner.get(key) == state.client_id:
                 del group.owner[key]
+
+    def _book_holdings(self, group: GroupState, state: ConsumerState, infos) -> None:
+        """A settled consumer listed what it holds: that is the truth. The Java client reports an event DONE
+        with every partition it was given, even those the broker refused (PARTITION_OCCUPIED), and lists what
+        it really holds every few heartbeats: what it was given but does not hold is unheld again (the next
+        round hands it out anew), and what it holds that nobody owns is its own."""
+        held = set()
+        for info in infos:
+            _, _, partition = parse_subscribe_info(info)
+            held.add((partition.topic, partition.partition_id))
+        for key, holder in list(group.owner.items()):
+            if holder == state.client_id and key not in held:
+                del group.owner[key]
+        for key in held:
+            group.owner.setdefault(key, state.client_id)
 
     def close_consumer(self, request: Any, conn: Any) -> Any:
         group = self.groups.get(request.groupName)
