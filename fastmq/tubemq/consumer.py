@@ -7,7 +7,8 @@ CONNECT / ONLY_CONNECT: each partition is registered at its broker (opType 31, w
 filters, and the exact start offset asked for, once per session key); one the broker answers PARTITION_OCCUPIED
 is dropped from the attempt, and the event's report lists only those registered. DISCONNECT / ONLY_DISCONNECT:
 partitions are unregistered (opType 32) once they are not in use. REPORT: the next heartbeat lists what the
-consumer holds. STOPREBALANCE: nothing to do. Reports go back with the next heartbeat, which is made at once.
+consumer holds (as every event report and every sixth heartbeat do). STOPREBALANCE: nothing to do. Reports go
+back with the next heartbeat, which is made at once.
 A master that forgot the consumer (HB_NO_NODE) or fails is registered with again (the next master of the list),
 naming the partitions still held.
 
@@ -59,6 +60,10 @@ FROM_FIRST_OFFSET = -1
 FROM_MAX_OFFSET_ALWAYS = 1
 _FIRST_READ_STATUS = {FROM_FIRST_OFFSET: READ_NORMAL, FROM_LATEST_OFFSET: READ_FROM_MAX,
                       FROM_MAX_OFFSET_ALWAYS: READ_FROM_MAX_ALWAYS}
+# A heartbeat lists what the consumer holds with every event report and at least every this many beats, as the
+# Java client's (maxSubInfoReportIntvlTimes): a real master balances by these lists, and re-sends CONNECT events
+# for partitions it does not see held.
+SUBSCRIPTION_REPORT_BEATS = 6
 
 
 @dataclass
@@ -128,6 +133,7 @@ class PullConsumer:
         self._turns: deque[str] = deque()           # partition keys in pulling order
         self._reports: deque[_Pending] = deque()
         self._report_subscriptions = False
+        self._beats_since_report = 0
         self._closed = False
         self._heartbeat = Heartbeat("fastmq-tubemq-consumer", heartbeat_interval, self._beat)
         self._register()
@@ -137,8 +143,10 @@ class PullConsumer:
     # ---- master --------------------------------------------------------------------------------------------
 
     def _subscribe_infos(self) -> list[str]:
+        """What this consumer holds, as the master reads it (partitions on their way out left out)."""
         with self._lock:
-            return [encode_subscribe_info(self.client_id, self.group, held.partition) for held in self._held.values()]
+            return [encode_subscribe_info(self.client_id, self.group, held.partition)
+                    for held in self._held.values() if not held.release]
 
     def _register(self) -> None:
         conditions = [f"{topic}#{','.join(types)}" for topic, types in self.filters.items() if types]
@@ -158,7 +166,11 @@ class PullConsumer:
             return
         with self._lock:
             report = self._reports.popleft() if self._reports else None
-            report_subscriptions, self._report_subscriptions = self._report_subscriptions, False
+            self._beats_since_report += 1
+            report_subscriptions = (self._report_subscriptions or report is not None
+                                    or self._beats_since_report >= SUBSCRIPTION_REPORT_BEATS)
+            if report_subscriptions:
+                self._report_subscriptions, self._beats_since_report = False, 0
         request = master_pb2.HeartRequestC2M(clientId=self.client_id, groupName=self.group,
                                              reportSubscribeInfo=report_subscriptions,
                                              authInfo=self.session.certificate())

@@ -1,22 +1,36 @@
 """fastmq's TubeMQ client against Apache InLong TubeMQ 2.4.0 (master + broker from Maven Central, no ZooKeeper,
-one pair per session: tests/tubemq/conftest.py): produce with attributes, consume everything back."""
+one pair per session: tests/tubemq/conftest.py): produce with attributes and consume everything back; a fastmq
+consumer and the Java client's in one group, balanced by the real master."""
 from __future__ import annotations
 
+import contextlib
+
 from fastmq.tubemq import Message, Producer, PullConsumer
+from tests.support.tubemq import JavaPeer
 from tests.support.waiting import wait_for
 from tests.tubemq.test_client import FAST, drain
 
 
-def test_produce_and_consume_on_a_real_tubemq(real_tubemq):
+@contextlib.contextmanager
+def publishing(real_tubemq, topic: str):
+    """(a producer, the partition of the message b"probe" it sent) once the real broker takes messages of
+    `topic`."""
     with Producer(real_tubemq.master_address, heartbeat_interval=0.5) as producer:
+        probe = []
+
         def published() -> bool:
             try:
-                producer.publish("real_topic", timeout=5)
-                producer.send(Message("real_topic", b"probe"), timeout=5)
+                producer.publish(topic, timeout=5)
+                probe.append(producer.send(Message(topic, b"probe"), timeout=5).partition.partition_id)
                 return True
             except Exception:
                 return False
-        wait_for(published, timeout=30, interval=0.5, message="the real broker takes messages")
+        wait_for(published, timeout=30, interval=0.5, message=f"the real broker takes messages of {topic}")
+        yield producer, probe[0]
+
+
+def test_produce_and_consume_on_a_real_tubemq(real_tubemq):
+    with publishing(real_tubemq, "real_topic") as (producer, _):
         futures = [producer.send_async(Message("real_topic", b"r%d" % i, attributes={"k": "v"},
                                                msg_type="t1" if i % 2 else "t2")) for i in range(200)]
         for future in futures:
@@ -26,3 +40,22 @@ def test_produce_and_consume_on_a_real_tubemq(real_tubemq):
     bodies = sorted(m.body for m in received)
     assert bodies == sorted([b"probe"] + [b"r%d" % i for i in range(200)])
     assert all(m.attributes == {"k": "v"} for m in received if m.body != b"probe")
+
+
+def test_java_and_fastmq_consumers_share_a_group_on_the_real_master(real_tubemq):
+    topic, group = "real_shared", "real_mixed"
+    with publishing(real_tubemq, topic) as (producer, probe_partition), \
+            PullConsumer(real_tubemq.master_address, group, [topic], **FAST) as ours, \
+            JavaPeer("consume", real_tubemq.master_address, topic, group, "400", "0", "3000") as java:
+        wait_for(lambda: len(ours.partitions) == 2 and "SUBSCRIBED" in java.output(), timeout=40, interval=0.2,
+                 message=lambda: f"the real master gave fastmq two of four partitions: {ours.partitions}")
+        mine = {p.partition_id for p in ours.partitions}
+        sent = [future.result(10) for future in [producer.send_async(Message(topic, b"m-%d" % i))
+                                                  for i in range(400)]]
+        ours_expected = sum(result.partition.partition_id in mine for result in sent) + (probe_partition in mine)
+        received = drain(ours, ours_expected, timeout=30)
+        lines = java.finish(timeout=60)
+    java_bodies = [line[5:] for line in lines if line.startswith("BODY ")]
+    ours_bodies = [m.body.decode() for m in received]
+    assert 0 < ours_expected < 400 and all(m.partition in mine for m in received)
+    assert sorted(java_bodies + ours_bodies) == sorted([f"m-{i}" for i in range(400)] + ["probe"])
