@@ -4,9 +4,9 @@ balanced by the master.
 Registration: the consumer registers its group and topics with the master (filters per topic ride along as
 topicCondition) and waits: the master assigns partitions through events in heartbeat responses (seed 5.6).
 CONNECT / ONLY_CONNECT: each partition is registered at its broker (opType 31, with the topic's message-type
-filters, and the exact start offset asked for, once per session key); one the broker answers PARTITION_OCCUPIED
-is dropped from the attempt, and the event's report lists only those registered. DISCONNECT / ONLY_DISCONNECT:
-partitions are unregistered (opType 32) once they are not in use. REPORT: the next heartbeat lists what the
+filters, and the exact start offset asked for while the bound session is not allocated); one the broker answers
+PARTITION_OCCUPIED is dropped from the attempt, and the event's report lists only those registered.
+DISCONNECT / ONLY_DISCONNECT: partitions are unregistered (opType 32) once they are not in use. REPORT: the next heartbeat lists what the
 consumer holds (as every event report and every sixth heartbeat do). STOPREBALANCE: nothing to do. Reports go
 back with the next heartbeat, which is made at once.
 A master that forgot the consumer (HB_NO_NODE) or fails is registered with again (the next master of the list),
@@ -47,7 +47,12 @@ from fastmq.tubemq.constants import (
 )
 from fastmq.tubemq.errors import GET_MESSAGE_BACKOFF, GET_MESSAGE_DROPS_PARTITION, ErrorCode, TubeMQError
 from fastmq.tubemq.message import Message, checksum, decode_payload
-from fastmq.tubemq.metadata import Partition, encode_subscribe_info, parse_subscribe_info
+from fastmq.tubemq.metadata import (
+    Partition,
+    encode_required_partitions,
+    encode_subscribe_info,
+    parse_subscribe_info,
+)
 from fastmq.tubemq.rpc_client import RpcClient
 from fastmq.tubemq.session import Heartbeat, MasterSession, local_address, make_client_id
 
@@ -102,6 +107,7 @@ class PullConsumer:
                  rpc_client: RpcClient | None = None, consume_position: int = FROM_FIRST_OFFSET,
                  heartbeat_interval: float = 13.0, empty_backoff: float = 0.4, request_timeout_ms: int = 10_000,
                  offsets: Mapping[str, int] | None = None, session_key: str | None = None,
+                 bound_consumers: int = 1, select_big: bool = True,
                  max_messages_per_second: float | None = None, min_pull_interval: float = 0.0,
                  user: str | None = None, password: str | None = None, ssl_context: Any = None,
                  kind: str = "Pull") -> None:
@@ -121,9 +127,14 @@ class PullConsumer:
         self.consume_position = consume_position
         self.empty_backoff = empty_backoff
         self.min_pull_interval = min_pull_interval
-        # Bound consumption: {partition key "brokerId:topic:partitionId": offset}, applied once per session key.
+        # Bound consumption: {partition key "brokerId:topic:partitionId": offset}; the group's session (its key,
+        # how many consumers it waits for, bigger or smaller offset when two name one partition). The offsets are
+        # applied only while the master says the session is not allocated yet, once per partition.
         self.offsets = dict(offsets or {})
         self.session_key = session_key or f"{self.client_id}"
+        self.bound_consumers = bound_consumers
+        self.select_big = select_big
+        self._not_allocated = bool(self.offsets)
         self._offsets_applied: set[str] = set()
         self._registered_once: set[str] = set()
         self.rate_limit = RateLimiter(max_messages_per_second) if max_messages_per_second else None
@@ -153,13 +164,20 @@ class PullConsumer:
         response = self.session.call(rpc.CONSUMER_REGISTER, master_pb2.RegisterRequestC2M(
             clientId=self.client_id, groupName=self.group, hostName=self.host, topicList=list(self.filters),
             subscribeInfo=self._subscribe_infos(), topicCondition=conditions, requireBound=bool(self.offsets),
-            sessionTime=int(time.time() * 1000), sessionKey=self.session_key,
-            requiredPartition=",".join(f"{key}={offset}" for key, offset in self.offsets.items()) or None,
+            sessionTime=int(time.time() * 1000), sessionKey=self.session_key, totalCount=self.bound_consumers,
+            selectBig=self.select_big, notAllocated=self._not_allocated,
+            requiredPartition=encode_required_partitions(self.offsets) or None,
             defFlowCheckId=-2, groupFlowCheckId=-2, qryPriorityId=-2, authInfo=self.session.certificate(),
             jdkVersion="python"), master_pb2.RegisterResponseM2C)
         if not response.success:
             raise TubeMQError(response.errCode, f"consumer registration: {response.errMsg}")
         self.session.note_authorization(response)
+        self._note_allocation(response)
+
+    def _note_allocation(self, response: Any) -> None:
+        """A master that says the bound session is allocated ends the offset resets for good (as Java's)."""
+        if response.HasField("notAllocated") and not response.notAllocated:
+            self._not_allocated = False
 
     def _beat(self) -> None:
         if self._closed:
@@ -197,6 +215,7 @@ class PullConsumer:
             log.warning("TubeMQ consumer heartbeat refused: %s", TubeMQError(response.errCode, response.errMsg))
             return
         self.session.note_authorization(response)
+        self._note_allocation(response)
         self._beat_brokers()
         if response.HasField("event"):
             self._handle(response.event)
@@ -239,7 +258,7 @@ class PullConsumer:
             authInfo=self.session.broker_auth())
         with self._lock:
             bound = self.offsets.get(partition.key)
-            if bound is not None and partition.key not in self._offsets_applied:
+            if bound is not None and self._not_allocated and partition.key not in self._offsets_applied:
                 request.currOffset = bound
         try:
             response = self._broker_call(partition, rpc.CONSUMER_REGISTER_TO_BROKER, request,

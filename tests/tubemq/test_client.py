@@ -20,6 +20,7 @@ from fastmq.tubemq import (
     RpcClient,
 )
 from fastmq.tubemq.consumer import ConsumeResult
+from fastmq.tubemq.errors import TubeMQError
 from tests.support.waiting import wait_for
 
 FAST = {"heartbeat_interval": 0.3, "empty_backoff": 0.05}
@@ -254,3 +255,33 @@ def test_a_running_producer_moves_to_the_next_master_when_its_master_dies():
     finally:
         first.embedded.close()
         second.embedded.close()
+
+
+def test_bound_consumption_waits_for_its_members_and_resets_offsets_once(tubemq, producer):
+    """Bound consumption: two members of session "s1" name their partitions and start offsets; nothing is
+    assigned before both are there; partition 3, named by both, goes to the bigger offset; a member that comes
+    back after the first allocation starts from the committed offset, not from the offset it names."""
+    topic, group = "cl-bound", "g-bound"
+    producer.publish(topic)
+    keys = {p.partition_id: p.key for p in producer.partitions(topic)}
+    for partition_id in range(4):
+        key = _key_for(producer, topic, partition_id)
+        for index in range(5):
+            producer.send(Message(topic, b"%d-%d" % (partition_id, index)), key=key)
+    bound = {"session_key": "s1", "bound_consumers": 2, **FAST}
+    master = tubemq.front_end("master")
+    with PullConsumer(tubemq.master, group, [topic], offsets={keys[0]: 3, keys[3]: 1}, **bound) as first:
+        wait_for(lambda: group in master.groups, timeout=5, message="the first member registered")
+        with pytest.raises(TubeMQError, match="another session"):
+            PullConsumer(tubemq.master, group, [topic], offsets={keys[1]: 0}, session_key="s2", bound_consumers=2)
+        threading.Event().wait(1.0)     # five balancing rounds: a bound group of one member of two gets nothing
+        assert first.partitions == [] and master.groups[group].owner == {}
+        with PullConsumer(tubemq.master, group, [topic], offsets={keys[1]: 4, keys[3]: 2}, **bound) as second:
+            mine = sorted(m.body for m in drain(first, 2))
+            theirs = sorted(m.body for m in drain(second, 4))
+            assert (mine, theirs) == ([b"0-3", b"0-4"], [b"1-4", b"3-2", b"3-3", b"3-4"])
+            assert sorted(p.partition_id for p in first.partitions) == [0]
+            wait_for(lambda: master.groups[group].allocated, timeout=5, message="the first allocation reported")
+        producer.send(Message(topic, b"3-5"), key=_key_for(producer, topic, 3))
+        with PullConsumer(tubemq.master, group, [topic], offsets={keys[3]: 2}, **bound) as again:
+            assert [m.body for m in drain(again, 1)] == [b"3-5"]      # the committed offset, not 2

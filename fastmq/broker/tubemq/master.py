@@ -17,6 +17,12 @@ Authentication, when the broker has users (BrokerConfig.users, name -> password)
 signature of a user's password or an authorized token this master handed out, else it gets CERTIFICATE_FAILURE;
 the broker then accepts only requests carrying the master's visit token (anti-bypass).
 
+Bound consumption (requireBound): the members of a group name one session (sessionKey, totalCount, selectBig)
+and the partitions each wants with its start offset (requiredPartition). Nothing is assigned until totalCount
+members registered; then each gets the partitions it named (bound_balance). Until that first allocation was
+reported back the members are told notAllocated=True, and only then do they register their partitions at the
+broker with the offsets they named: a member joining later, or again, starts from the committed offsets.
+
 `standby = True` makes this master answer every request with StandbyException, as a standby TubeMQ master does.
 """
 from __future__ import annotations
@@ -31,14 +37,21 @@ from typing import TYPE_CHECKING, Any
 
 from fastmq.broker.config import ListenerConfig
 from fastmq.broker.frontends import FrontEnd
-from fastmq.broker.tubemq.balancer import balance
+from fastmq.broker.tubemq.balancer import balance, bound_balance
 from fastmq.broker.tubemq.data import TubeMQBrokerFrontEnd
 from fastmq.broker.tubemq.service import RpcService
+from fastmq.errors import ProtocolError
 from fastmq.tubemq import rpc
 from fastmq.tubemq._proto import master_pb2
 from fastmq.tubemq.constants import CONNECT_EVENTS, EventStatus, EventType
 from fastmq.tubemq.errors import ErrorCode
-from fastmq.tubemq.metadata import Partition, encode_subscribe_info, encode_topic_info, parse_subscribe_info
+from fastmq.tubemq.metadata import (
+    Partition,
+    encode_subscribe_info,
+    encode_topic_info,
+    parse_required_partitions,
+    parse_subscribe_info,
+)
 from fastmq.tubemq.session import signature
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,6 +70,7 @@ class ConsumerState:
     last_seen: float
     queued: list[Any] = dataclasses.field(default_factory=list)   # EventProto not sent yet
     sent: Any = None                                               # the EventProto awaiting its report
+    required: dict[tuple[str, int], int] = dataclasses.field(default_factory=dict)   # bound: partition -> offset
 
 
 @dataclasses.dataclass
@@ -64,6 +78,15 @@ class GroupState:
     consumers: dict[str, ConsumerState] = dataclasses.field(default_factory=dict)
     owner: dict[tuple[str, int], str] = dataclasses.field(default_factory=dict)   # (topic, partition) -> client
     rebalance_id: int = 0
+    # Bound consumption: the session every member names, how many members it waits for, and whether its first
+    # allocation is done (from then on members are told notAllocated=False: they reset no offsets).
+    session: tuple[str, int, bool] | None = None     # (sessionKey, totalCount, selectBig)
+    allocating: bool = False
+    allocated: bool = False
+
+    @property
+    def not_allocated(self) -> bool:
+        return self.session is not None and not self.allocated
 
 
 class TubeMQMasterFrontEnd(FrontEnd):
@@ -208,12 +231,19 @@ class TubeMQMasterFrontEnd(FrontEnd):
         if not request.topicList:
             return master_pb2.RegisterResponseM2C(success=False, errCode=ErrorCode.BAD_REQUEST,
                                                   errMsg="a consumer subscribes to at least one topic")
+        group = self.groups.get(request.groupName) or GroupState()
+        try:
+            session, required = self._bound_session(group, request)
+        except ValueError as refusal:
+            return master_pb2.RegisterResponseM2C(success=False, errCode=ErrorCode.BAD_REQUEST, errMsg=str(refusal))
         self._create_topics(request.topicList)
-        group = self.groups.setdefault(request.groupName, GroupState())
+        self.groups[request.groupName] = group
+        group.session = session
         state = group.consumers.get(request.clientId)
         if state is None:
             group.consumers[request.clientId] = ConsumerState(request.clientId, request.groupName,
-                                                              list(request.topicList), self.broker.loop.time())
+                                                              list(request.topicList), self.broker.loop.time(),
+                                                              required=required)
             # A re-registering consumer names the partitions it still holds: those the broker agrees it holds
             # stay its own.
             data = self._data_broker()
@@ -223,12 +253,32 @@ class TubeMQMasterFrontEnd(FrontEnd):
                                                    request.clientId):
                     group.owner.setdefault((partition.topic, partition.partition_id), request.clientId)
         else:
-            state.topics = list(request.topicList)
+            state.topics, state.required = list(request.topicList), required
             state.last_seen = self.broker.loop.time()
         return master_pb2.RegisterResponseM2C(
             success=True, errCode=ErrorCode.SUCCESS, errMsg="OK!", topicInfo=self._topic_infos(request.topicList),
-            notAllocated=False, defFlowCheckId=-2, groupFlowCheckId=-2, qryPriorityId=-2,
+            notAllocated=group.not_allocated, defFlowCheckId=-2, groupFlowCheckId=-2, qryPriorityId=-2,
             authorizedInfo=self._authorized())
+
+    def _bound_session(self, group: GroupState, request: Any) -> tuple[tuple[str, int, bool] | None, dict]:
+        """(the group's bound session, the partitions this consumer names {(topic, partition): offset}) for a
+        registering consumer; ValueError when it does not fit the group: every member of a bound group names the
+        same session key, consumer count and offset choice, and bound and unbound consumers do not mix."""
+        others = [client for client in group.consumers if client != request.clientId]
+        if not request.requireBound:
+            if others and group.session is not None:
+                raise ValueError(f"group {request.groupName} consumes bound (session {group.session[0]})")
+            return None, {}
+        session = (request.sessionKey, request.totalCount, not request.HasField("selectBig") or request.selectBig)
+        if not request.sessionKey or request.totalCount < 1:
+            raise ValueError("bound consumption needs a sessionKey and a totalCount of at least 1")
+        if others and group.session != session:
+            raise ValueError(f"group {request.groupName} runs another session than {session}: {group.session}")
+        try:
+            required = parse_required_partitions(request.requiredPartition)
+        except ProtocolError as exc:
+            raise ValueError(str(exc)) from None
+        return session, {(topic, partition): offset for (_, topic, partition), offset in required.items()}
 
     def consumer_heartbeat(self, request: Any, conn: Any) -> Any:
         group = self.groups.get(request.groupName)
@@ -244,7 +294,7 @@ class TubeMQMasterFrontEnd(FrontEnd):
         if request.reportSubscribeInfo and state.sent is None and not state.queued:
             self._book_holdings(group, state, request.subscribeInfo)
         response = master_pb2.HeartResponseM2C(success=True, errCode=ErrorCode.SUCCESS, errMsg="OK!",
-                                               notAllocated=False, defFlowCheckId=-2, groupFlowCheckId=-2,
+                                               notAllocated=group.not_allocated, defFlowCheckId=-2, groupFlowCheckId=-2,
                                                qryPriorityId=-2, requireAuth=False)
         if state.sent is None and state.queued:
             event = state.queued.pop(0)
@@ -331,9 +381,20 @@ class TubeMQMasterFrontEnd(FrontEnd):
         data = self._data_broker()
         if data is None:
             return
-        topics = sorted({topic for state in group.consumers.values() for topic in state.topics})
-        partitions = [(topic, index) for topic in topics for index in range(data.partitions(topic))]
-        releases, assignments = balance(partitions, group.consumers, group.owner)
+        if group.session is not None:
+            if group.allocating:                     # the first allocation was reported back: it is done
+                group.allocating, group.allocated = False, True
+            if len(group.consumers) < group.session[1]:
+                return                               # a bound group waits for all its members
+            claims = {client: {key: offset for key, offset in state.required.items()
+                               if 0 <= key[1] < data.partitions(key[0])}
+                      for client, state in group.consumers.items()}
+            releases, assignments = bound_balance(claims, group.owner, select_big=group.session[2])
+            group.allocating = not group.allocated and bool(assignments)
+        else:
+            topics = sorted({topic for state in group.consumers.values() for topic in state.topics})
+            partitions = [(topic, index) for topic in topics for index in range(data.partitions(topic))]
+            releases, assignments = balance(partitions, group.consumers, group.owner)
         info = data.info
         for events, op_type in ((releases, EventType.ONLY_DISCONNECT), (assignments, EventType.ONLY_CONNECT)):
             for client_id, keys in events.items():
