@@ -285,3 +285,36 @@ def test_bound_consumption_waits_for_its_members_and_resets_offsets_once(tubemq,
         producer.send(Message(topic, b"3-5"), key=_key_for(producer, topic, 3))
         with PullConsumer(tubemq.master, group, [topic], offsets={keys[3]: 2}, **bound) as again:
             assert [m.body for m in drain(again, 1)] == [b"3-5"]      # the committed offset, not 2
+
+
+def test_standby_masters_share_state_through_a_failover():
+    """Two master nodes on one state: node 0 active, node 1 standby. After fail_over(1) node 0 answers
+    StandbyException; producer and consumer move to node 1 under their old ids, the consumer keeps its
+    partitions (no rebalancing) and messages keep flowing."""
+    cluster = EmbeddedBroker(listeners=[ListenerConfig(protocol="tubemq-master"),
+                                        ListenerConfig(protocol="tubemq-master"),
+                                        ListenerConfig(protocol="tubemq-broker")], num_partitions=4).start()
+    try:
+        master = cluster.broker.front_end("tubemq-master")
+        nodes = [f"{host}:{port}" for host, port in master.addresses]
+        with Producer(",".join(nodes), heartbeat_interval=0.2) as producer, \
+                PullConsumer(",".join(nodes), "g-failover", ["cl-failover2"], **FAST) as consumer:
+            producer.publish("cl-failover2")
+            producer.send(Message("cl-failover2", b"before"))
+            assert [m.body for m in drain(consumer, 1)] == [b"before"]
+            wait_for(lambda: len(consumer.partitions) == 4, timeout=10, message="all four partitions registered")
+            rebalance_id = master.groups["g-failover"].rebalance_id
+            master.fail_over(1)
+            wait_for(lambda: producer.session.current == tuple(master.addresses[1])
+                     and consumer.session.current == tuple(master.addresses[1]), timeout=10,
+                     message="producer and consumer moved to the new active master node")
+            producer.send(Message("cl-failover2", b"after"))
+            assert [m.body for m in drain(consumer, 1)] == [b"after"]
+            assert sorted(p.partition_id for p in consumer.partitions) == [0, 1, 2, 3]
+            assert master.groups["g-failover"].rebalance_id == rebalance_id
+            assert list(master.groups["g-failover"].consumers) == [consumer.client_id]
+            assert producer.client_id in master.producers
+        with pytest.raises(ValueError):
+            master.fail_over(2)
+    finally:
+        cluster.close()

@@ -23,7 +23,12 @@ members registered; then each gets the partitions it named (bound_balance). Unti
 reported back the members are told notAllocated=True, and only then do they register their partitions at the
 broker with the offsets they named: a member joining later, or again, starts from the committed offsets.
 
-`standby = True` makes this master answer every request with StandbyException, as a standby TubeMQ master does.
+Master nodes: each tubemq-master listener is one node of a TubeMQ master group. One node is active; the others
+answer every request with StandbyException, as standby TubeMQ masters do, and a client moves on to the next
+master of its list. The nodes share one state (registered producers and consumers, groups, who owns which
+partition, tokens) as TubeMQ's masters share theirs through their replicated store, so fail_over(node) loses
+nothing: clients re-register at the new active node under their old ids and keep their partitions and tokens.
+`standby = True` makes every node a standby.
 """
 from __future__ import annotations
 
@@ -39,7 +44,7 @@ from fastmq.broker.config import ListenerConfig
 from fastmq.broker.frontends import FrontEnd
 from fastmq.broker.tubemq.balancer import balance, bound_balance
 from fastmq.broker.tubemq.data import TubeMQBrokerFrontEnd
-from fastmq.broker.tubemq.service import RpcService
+from fastmq.broker.tubemq.service import Refusal, RpcService
 from fastmq.errors import ProtocolError
 from fastmq.tubemq import rpc
 from fastmq.tubemq._proto import master_pb2
@@ -97,6 +102,7 @@ class TubeMQMasterFrontEnd(FrontEnd):
         super().__init__(broker, listeners)
         self.services: list[RpcService] = []
         self.standby = False
+        self.active = 0                                # the master node (listener) that serves; the rest stand by
         self.producers: dict[str, float] = {}
         self.groups: dict[str, GroupState] = {}
         self.visit_token = random.getrandbits(62)     # the anti-bypass token brokers check (with users)
@@ -119,17 +125,23 @@ class TubeMQMasterFrontEnd(FrontEnd):
                      rpc.CONSUMER_REGISTER: master_pb2.RegisterResponseM2C,
                      rpc.CONSUMER_HEARTBEAT: master_pb2.HeartResponseM2C,
                      rpc.CONSUMER_CLOSE: master_pb2.CloseResponseM2C}
-        methods = {method: (request_class, self._unless_standby(handler, responses[method]))
-                   for method, (request_class, handler) in methods.items()}
-        for listener in self.listeners:
-            self.services.append(RpcService(self.broker.loop, listener, methods))
+        for node, listener in enumerate(self.listeners):
+            served = {method: (request_class, self._unless_standby(node, handler, responses[method]))
+                      for method, (request_class, handler) in methods.items()}
+            self.services.append(RpcService(self.broker.loop, listener, served))
             self.addresses.append(self.services[-1].address)
         self.broker.loop.call_soon_threadsafe(self._schedule_balance)
 
-    def _unless_standby(self, handler, response_class: type):
+    def fail_over(self, node: int) -> None:
+        """Make master node `node` (the index of its listener) the active one; the others turn standby."""
+        if not 0 <= node < len(self.services):
+            raise ValueError(f"there is no master node {node} (this master has {len(self.services)})")
+        self.active = node
+
+    def _unless_standby(self, node: int, handler, response_class: type):
         def serve(request: Any, conn: Any) -> Any:
-            if self.standby:
-                raise StandbyException("this master is a standby")
+            if self.standby or node != self.active:
+                raise StandbyException(f"master node {node} is a standby (node {self.active} is active)")
             refused = self._authenticate(request, response_class)
             return refused if refused is not None else handler(request, conn)
         return serve
@@ -422,5 +434,5 @@ class TubeMQMasterFrontEnd(FrontEnd):
             service.close()
 
 
-class StandbyException(Exception):
+class StandbyException(Refusal):
     """Raised by every handler of a standby master: the client gets an exception response naming it."""
