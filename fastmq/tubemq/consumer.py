@@ -19,7 +19,9 @@ was processed this is effectively-once). The Java client's reactions to getMessa
 message) rests the partition `empty_backoff` s, FORBIDDEN / SERVICE_UNAVAILABLE / MOVED their pauses,
 HB_NO_NODE / CERTIFICATE_FAILURE / DUPLICATE_PARTITION drop it, SERVER_CONSUME_SPEED_LIMIT waits minLimitTime.
 `max_messages_per_second` limits consumption (a token bucket, fastmq.client.RateLimiter) and
-`min_pull_interval` how often one partition is pulled.
+`min_pull_interval` how often one partition is pulled; the master's flow-control rules (fastmq.tubemq.flow,
+received with register and heartbeat responses) add their rests after empty pulls, between pulls and past a
+data limit.
 """
 from __future__ import annotations
 
@@ -31,7 +33,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from fastmq.client import RateLimiter
-from fastmq.errors import ConfigurationError, CorruptDataError, FastMQError, IllegalStateError, OperationTimeoutError
+from fastmq.errors import (
+    ConfigurationError,
+    CorruptDataError,
+    FastMQError,
+    IllegalStateError,
+    OperationTimeoutError,
+    ProtocolError,
+)
 from fastmq.tubemq import rpc
 from fastmq.tubemq._proto import broker_pb2, master_pb2
 from fastmq.tubemq.constants import (
@@ -46,6 +55,7 @@ from fastmq.tubemq.constants import (
     EventType,
 )
 from fastmq.tubemq.errors import GET_MESSAGE_BACKOFF, GET_MESSAGE_DROPS_PARTITION, ErrorCode, TubeMQError
+from fastmq.tubemq.flow import FlowRules
 from fastmq.tubemq.message import Message, checksum, decode_payload
 from fastmq.tubemq.metadata import (
     Partition,
@@ -69,6 +79,7 @@ _FIRST_READ_STATUS = {FROM_FIRST_OFFSET: READ_NORMAL, FROM_LATEST_OFFSET: READ_F
 # Java client's (maxSubInfoReportIntvlTimes): a real master balances by these lists, and re-sends CONNECT events
 # for partitions it does not see held.
 SUBSCRIPTION_REPORT_BEATS = 6
+NO_RULES = -2           # the flow-control check id of a consumer that has no rules yet
 
 
 @dataclass
@@ -88,6 +99,8 @@ class _Held:
     rest_until: float = 0.0
     release: bool = False          # the master took it back while in use: unregister at confirm
     last_pull: float = 0.0
+    empty_in_a_row: int = 0        # empty pulls in a row (flow-control rules of type 1)
+    rest_after: float = 0.0        # the rest the flow-control rules set after the batch in use
     booked_at: int = 0
 
 
@@ -138,6 +151,11 @@ class PullConsumer:
         self._offsets_applied: set[str] = set()
         self._registered_once: set[str] = set()
         self.rate_limit = RateLimiter(max_messages_per_second) if max_messages_per_second else None
+        # Flow-control rules from the master (fastmq.tubemq.flow): the default's and the group's, by check id.
+        self._flow_ids = (NO_RULES, NO_RULES)
+        self._flow_rules = (FlowRules(), FlowRules())
+        self.flow = FlowRules()
+        self._minute_read = (0, 0)                  # (minute, bytes read in it) for data-limit rules
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._held: dict[str, _Held] = {}           # partition key -> state
@@ -167,12 +185,31 @@ class PullConsumer:
             sessionTime=int(time.time() * 1000), sessionKey=self.session_key, totalCount=self.bound_consumers,
             selectBig=self.select_big, notAllocated=self._not_allocated,
             requiredPartition=encode_required_partitions(self.offsets) or None,
-            defFlowCheckId=-2, groupFlowCheckId=-2, qryPriorityId=-2, authInfo=self.session.certificate(),
+            defFlowCheckId=self._flow_ids[0], groupFlowCheckId=self._flow_ids[1], qryPriorityId=-2,
+            authInfo=self.session.certificate(),
             jdkVersion="python"), master_pb2.RegisterResponseM2C)
         if not response.success:
             raise TubeMQError(response.errCode, f"consumer registration: {response.errMsg}")
         self.session.note_authorization(response)
         self._note_allocation(response)
+        self._note_flow_rules(response)
+
+    def _note_flow_rules(self, response: Any) -> None:
+        """Rules the master sends when the check ids this consumer named are not the current ones."""
+        texts = (response.defFlowControlInfo, response.groupFlowControlInfo)
+        ids = (response.defFlowCheckId if response.HasField("defFlowCheckId") else self._flow_ids[0],
+               response.groupFlowCheckId if response.HasField("groupFlowCheckId") else self._flow_ids[1])
+        rules = list(self._flow_rules)
+        for index in range(2):
+            if ids[index] != self._flow_ids[index]:
+                try:
+                    rules[index] = FlowRules.parse(texts[index])
+                except ProtocolError as exc:
+                    log.warning("TubeMQ flow-control rules from the master ignored: %s", exc)
+                    return
+        with self._lock:
+            self._flow_ids, self._flow_rules = ids, tuple(rules)
+            self.flow = rules[1].over(rules[0])
 
     def _note_allocation(self, response: Any) -> None:
         """A master that says the bound session is allocated ends the offset resets for good (as Java's)."""
@@ -191,6 +228,7 @@ class PullConsumer:
                 self._report_subscriptions, self._beats_since_report = False, 0
         request = master_pb2.HeartRequestC2M(clientId=self.client_id, groupName=self.group,
                                              reportSubscribeInfo=report_subscriptions,
+                                             defFlowCheckId=self._flow_ids[0], groupFlowCheckId=self._flow_ids[1],
                                              authInfo=self.session.certificate())
         if report_subscriptions:
             request.subscribeInfo.extend(self._subscribe_infos())
@@ -216,6 +254,7 @@ class PullConsumer:
             return
         self.session.note_authorization(response)
         self._note_allocation(response)
+        self._note_flow_rules(response)
         self._beat_brokers()
         if response.HasField("event"):
             self._handle(response.event)
@@ -400,6 +439,8 @@ class PullConsumer:
             if self.rate_limit is not None:
                 with self._lock:
                     self.rate_limit.take(len(messages))
+            held.empty_in_a_row = 0
+            held.rest_after = self._rest_after_data(partition.topic, response)
             held.booked_at = int(time.time() * 1000)
             return ConsumeResult(partition, messages, response.currOffset, f"{partition.key}:{held.booked_at}")
         code = response.errCode
@@ -410,11 +451,30 @@ class PullConsumer:
         if code == ErrorCode.SERVER_CONSUME_SPEED_LIMIT:
             rest = response.minLimitTime / 1000.0
         elif code == ErrorCode.NOT_FOUND:
-            rest = self.empty_backoff
+            held.empty_in_a_row += 1
+            rule_rest = self.flow.empty_rest(held.empty_in_a_row)
+            rest = max(self.empty_backoff if rule_rest is None else rule_rest,
+                       self.flow.pull_interval(bool(self.filters.get(partition.topic)), found_nothing=True))
         else:
             rest = GET_MESSAGE_BACKOFF.get(code, self.empty_backoff)
         self._release(held, rest=rest)
         return None
+
+    def _rest_after_data(self, topic: str, response: Any) -> float:
+        """The rest the flow-control rules set after a batch: the pull frequency, and the data limit once this
+        minute's reading passed it while the partition lags far enough."""
+        rest = self.flow.pull_interval(bool(self.filters.get(topic)), found_nothing=False)
+        now = time.localtime()
+        minute = now.tm_hour * 60 + now.tm_min
+        read = sum(len(message.payLoadData) for message in response.messages)
+        with self._lock:
+            stamp = int(time.time() // 60)
+            seen_minute, seen = self._minute_read
+            self._minute_read = (stamp, read + (seen if seen_minute == stamp else 0))
+            limit = self.flow.data_limit(minute, response.currDataDlt)
+            if limit is not None and self._minute_read[1] >= limit.bytes_per_minute:
+                rest = max(rest, limit.rest)
+        return rest
 
     def _release(self, held: _Held, rest: float = 0.0) -> None:
         release = False
@@ -440,7 +500,7 @@ class PullConsumer:
                 clientId=self.client_id, topicName=partition.topic, partitionId=partition.partition_id,
                 groupName=self.group, lastPackConsumed=consumed), broker_pb2.CommitOffsetResponseB2C)
         finally:
-            self._release(held)
+            self._release(held, rest=held.rest_after)
         if not response.success:
             raise TubeMQError(response.errCode, f"commit on {partition.key}: {response.errMsg}")
 

@@ -192,8 +192,12 @@ class TubeMQBrokerFrontEnd(FrontEnd):
                                                  payLoadData=stored.body, flag=stored.flag, partitionId=partition)
                     for stored in result.messages]
         held.booked = result.next_begin_offset
+        # How far the consumer lags, in bytes (flow-control rules of type 0 act on it): the messages left,
+        # at this batch's average size.
+        lag = (result.max_offset - result.next_begin_offset) * sum(len(m.payLoadData) for m in messages) \
+            // len(messages)
         return response(success=True, errCode=ErrorCode.SUCCESS, errMsg="OK", messages=messages,
-                        currOffset=held.offset, maxOffset=result.max_offset, escFlowCtrl=False, currDataDlt=0,
+                        currOffset=held.offset, maxOffset=result.max_offset, escFlowCtrl=False, currDataDlt=lag,
                         requireSlow=False, minLimitTime=0)
 
     def commit_offset(self, request: Any, conn: Any) -> Any:

@@ -23,6 +23,9 @@ members registered; then each gets the partitions it named (bound_balance). Unti
 reported back the members are told notAllocated=True, and only then do they register their partitions at the
 broker with the offsets they named: a member joining later, or again, starts from the committed offsets.
 
+Flow control: set_flow_rules() sets the rules of a group or the default ones (fastmq.tubemq.flow); each has a
+check id, and a consumer naming an older id in its register or heartbeat request is sent the rules.
+
 Master nodes: each tubemq-master listener is one node of a TubeMQ master group. One node is active; the others
 answer every request with StandbyException, as standby TubeMQ masters do, and a client moves on to the next
 master of its list. The nodes share one state (registered producers and consumers, groups, who owns which
@@ -50,6 +53,7 @@ from fastmq.tubemq import rpc
 from fastmq.tubemq._proto import master_pb2
 from fastmq.tubemq.constants import CONNECT_EVENTS, EventStatus, EventType
 from fastmq.tubemq.errors import ErrorCode
+from fastmq.tubemq.flow import FlowRules
 from fastmq.tubemq.metadata import (
     Partition,
     encode_subscribe_info,
@@ -65,6 +69,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 CLIENT_CONFIG_ID = 1
+NO_RULES = -2           # the flow-control check id while no rules are set
 
 
 @dataclasses.dataclass
@@ -103,6 +108,8 @@ class TubeMQMasterFrontEnd(FrontEnd):
         self.services: list[RpcService] = []
         self.standby = False
         self.active = 0                                # the master node (listener) that serves; the rest stand by
+        self.flow_rules: dict[str | None, tuple[int, str]] = {}     # group (None: default) -> (check id, JSON)
+        self._flow_check_id = NO_RULES + 1
         self.producers: dict[str, float] = {}
         self.groups: dict[str, GroupState] = {}
         self.visit_token = random.getrandbits(62)     # the anti-bypass token brokers check (with users)
@@ -269,7 +276,7 @@ class TubeMQMasterFrontEnd(FrontEnd):
             state.last_seen = self.broker.loop.time()
         return master_pb2.RegisterResponseM2C(
             success=True, errCode=ErrorCode.SUCCESS, errMsg="OK!", topicInfo=self._topic_infos(request.topicList),
-            notAllocated=group.not_allocated, defFlowCheckId=-2, groupFlowCheckId=-2, qryPriorityId=-2,
+            notAllocated=group.not_allocated, qryPriorityId=-2, **self._flow_fields(request),
             authorizedInfo=self._authorized())
 
     def _bound_session(self, group: GroupState, request: Any) -> tuple[tuple[str, int, bool] | None, dict]:
@@ -292,6 +299,23 @@ class TubeMQMasterFrontEnd(FrontEnd):
             raise ValueError(str(exc)) from None
         return session, {(topic, partition): offset for (_, topic, partition), offset in required.items()}
 
+    def set_flow_rules(self, rules: str, group: str | None = None) -> None:
+        """Set the flow-control rules (fastmq.tubemq.flow's JSON; "" clears them) of `group`, or the default
+        ones of every group; consumers get them with their next heartbeat. ProtocolError when malformed."""
+        FlowRules.parse(rules)
+        self._flow_check_id += 1
+        self.flow_rules[group] = (self._flow_check_id, rules)
+
+    def _flow_fields(self, request: Any) -> dict[str, Any]:
+        """The flow-control check ids, and the rules a consumer naming other ids does not have."""
+        fields = {}
+        for scope, prefix in ((None, "def"), (request.groupName, "group")):
+            check_id, rules = self.flow_rules.get(scope, (NO_RULES, ""))
+            fields[f"{prefix}FlowCheckId"] = check_id
+            if getattr(request, f"{prefix}FlowCheckId") != check_id:
+                fields[f"{prefix}FlowControlInfo"] = rules
+        return fields
+
     def consumer_heartbeat(self, request: Any, conn: Any) -> Any:
         group = self.groups.get(request.groupName)
         state = group.consumers.get(request.clientId) if group is not None else None
@@ -306,8 +330,8 @@ class TubeMQMasterFrontEnd(FrontEnd):
         if request.reportSubscribeInfo and state.sent is None and not state.queued:
             self._book_holdings(group, state, request.subscribeInfo)
         response = master_pb2.HeartResponseM2C(success=True, errCode=ErrorCode.SUCCESS, errMsg="OK!",
-                                               notAllocated=group.not_allocated, defFlowCheckId=-2, groupFlowCheckId=-2,
-                                               qryPriorityId=-2, requireAuth=False)
+                                               notAllocated=group.not_allocated, qryPriorityId=-2,
+                                               requireAuth=False, **self._flow_fields(request))
         if state.sent is None and state.queued:
             event = state.queued.pop(0)
             event.status = EventStatus.PROCESSING
