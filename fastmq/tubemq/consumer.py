@@ -165,7 +165,12 @@ class PullConsumer:
         self._beats_since_report = 0
         self._closed = False
         self._heartbeat = Heartbeat("fastmq-tubemq-consumer", heartbeat_interval, self._beat)
-        self._register()
+        try:
+            self._register()
+        except BaseException:
+            if self._own_rpc:                # a refused consumer leaves no connection or loop behind
+                self.rpc.close()
+            raise
         self._heartbeat.start()
         self._heartbeat.beat_now()
 

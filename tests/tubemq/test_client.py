@@ -177,8 +177,8 @@ def test_master_failover_past_a_standby_and_a_dead_master(tubemq):
             producer.publish("cl-failover")
             assert producer.session.current == tuple(tubemq.embedded.addresses[0])
             assert producer.send(Message("cl-failover", b"x")).message_id >= 0
-        with pytest.raises(NoMasterError, match="StandbyException"):
-            Producer(f"{host}:{port}").publish("cl-failover")
+        with pytest.raises(NoMasterError, match="StandbyException"), Producer(f"{host}:{port}") as refused:
+            refused.publish("cl-failover")
     finally:
         standby.close()
 
