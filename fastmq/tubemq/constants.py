@@ -40,3 +40,7 @@ OP_UNREGISTER = 32
 READ_NORMAL = 0
 READ_FROM_MAX = 1
 READ_FROM_MAX_ALWAYS = 2
+
+# A TubeMQ offset counts bytes of the broker's index file, one 28-byte entry per message: message n of a partition
+# is at offset 28 * n (what currOffset, maxOffset, appendOffset and bound consumption's offsets are in).
+INDEX_ENTRY_BYTES = 28

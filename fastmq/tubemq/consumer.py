@@ -46,6 +46,7 @@ from fastmq.tubemq._proto import broker_pb2, master_pb2
 from fastmq.tubemq.constants import (
     CONNECT_EVENTS,
     DISCONNECT_EVENTS,
+    INDEX_ENTRY_BYTES,
     OP_REGISTER,
     OP_UNREGISTER,
     READ_FROM_MAX,
@@ -428,7 +429,10 @@ class PullConsumer:
             return None
         if response.success and response.messages:
             messages = []
-            for transferred in response.messages:
+            # A message's offset: the batch's, plus one index entry per message before it; a filter skips
+            # messages the batch does not show, so a filtered topic's messages have none (-1).
+            filtered = bool(self.filters.get(partition.topic))
+            for index, transferred in enumerate(response.messages):
                 if transferred.checkSum != checksum(transferred.payLoadData):
                     log.warning("TubeMQ message %d of %s dropped: its checksum does not match",
                                 transferred.messageId, partition.key)
@@ -439,7 +443,7 @@ class PullConsumer:
                     log.warning("TubeMQ message %d of %s dropped: %s", transferred.messageId, partition.key, exc)
                     continue
                 message.partition, message.message_id = partition.partition_id, transferred.messageId
-                message.offset = response.currOffset + len(messages)
+                message.offset = -1 if filtered else response.currOffset + index * INDEX_ENTRY_BYTES
                 messages.append(message)
             if self.rate_limit is not None:
                 with self._lock:

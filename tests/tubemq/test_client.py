@@ -19,6 +19,7 @@ from fastmq.tubemq import (
     PushConsumer,
     RpcClient,
 )
+from fastmq.tubemq.constants import INDEX_ENTRY_BYTES
 from fastmq.tubemq.consumer import ConsumeResult
 from fastmq.tubemq.errors import TubeMQError
 from tests.support.waiting import wait_for
@@ -126,9 +127,10 @@ def test_exact_offsets_and_consume_position(tubemq, producer):
     partition = producer.partitions("cl-offsets")[2]
     for index in range(6):
         producer.send(Message("cl-offsets", b"o%d" % index), key=_key_for(producer, "cl-offsets", 2))
-    with PullConsumer(tubemq.master, "g-offsets", ["cl-offsets"], offsets={partition.key: 4}, **FAST) as consumer:
+    with PullConsumer(tubemq.master, "g-offsets", ["cl-offsets"], offsets={partition.key: 4 * INDEX_ENTRY_BYTES},
+                      **FAST) as consumer:
         received = drain(consumer, 2)
-    assert [m.body for m in received] == [b"o4", b"o5"]
+    assert [(m.body, m.offset) for m in received] == [(b"o4", 4 * INDEX_ENTRY_BYTES), (b"o5", 5 * INDEX_ENTRY_BYTES)]
     with PullConsumer(tubemq.master, "g-latest", ["cl-offsets"], consume_position=FROM_LATEST_OFFSET,
                       **FAST) as consumer:
         wait_for(lambda: len(consumer.partitions) == 4, timeout=15, message="partitions assigned")
@@ -269,21 +271,24 @@ def test_bound_consumption_waits_for_its_members_and_resets_offsets_once(tubemq,
         for index in range(5):
             producer.send(Message(topic, b"%d-%d" % (partition_id, index)), key=key)
     bound = {"session_key": "s1", "bound_consumers": 2, **FAST}
+    at = INDEX_ENTRY_BYTES              # offsets count 28 bytes a message
     master = tubemq.front_end("master")
-    with PullConsumer(tubemq.master, group, [topic], offsets={keys[0]: 3, keys[3]: 1}, **bound) as first:
+    with PullConsumer(tubemq.master, group, [topic], offsets={keys[0]: 3 * at, keys[3]: 1 * at},
+                      **bound) as first:
         wait_for(lambda: group in master.groups, timeout=5, message="the first member registered")
         with pytest.raises(TubeMQError, match="another session"):
             PullConsumer(tubemq.master, group, [topic], offsets={keys[1]: 0}, session_key="s2", bound_consumers=2)
         threading.Event().wait(1.0)     # five balancing rounds: a bound group of one member of two gets nothing
         assert first.partitions == [] and master.groups[group].owner == {}
-        with PullConsumer(tubemq.master, group, [topic], offsets={keys[1]: 4, keys[3]: 2}, **bound) as second:
+        with PullConsumer(tubemq.master, group, [topic], offsets={keys[1]: 4 * at, keys[3]: 2 * at},
+                          **bound) as second:
             mine = sorted(m.body for m in drain(first, 2))
             theirs = sorted(m.body for m in drain(second, 4))
             assert (mine, theirs) == ([b"0-3", b"0-4"], [b"1-4", b"3-2", b"3-3", b"3-4"])
             assert sorted(p.partition_id for p in first.partitions) == [0]
             wait_for(lambda: master.groups[group].allocated, timeout=5, message="the first allocation reported")
         producer.send(Message(topic, b"3-5"), key=_key_for(producer, topic, 3))
-        with PullConsumer(tubemq.master, group, [topic], offsets={keys[3]: 2}, **bound) as again:
+        with PullConsumer(tubemq.master, group, [topic], offsets={keys[3]: 2 * at}, **bound) as again:
             assert [m.body for m in drain(again, 1)] == [b"3-5"]      # the committed offset, not 2
 
 
