@@ -3,7 +3,9 @@
 //   produce MASTER TOPIC COUNT SIZE MODE   MODE sync or async; bodies are "<index>" padded with '.' to SIZE bytes
 //   consume MASTER TOPIC GROUP COUNT QUIET [IDLE_MS]   QUIET 1 prints no bodies; with IDLE_MS > 0 it also ends
 //       when nothing came for IDLE_MS after its first message (a member of a group reads only its share)
-// Output: one "BODY <text>" line per message consumed (unless QUIET), then "DONE <count> <milliseconds>".
+// Output: one "BODY <text>" line per message consumed (unless QUIET), then "DONE <count> <milliseconds> <cpu
+// microseconds>": the time and the JVM's CPU time of the timed part (from the first send, or the first message).
+import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.concurrent.Semaphore;
@@ -36,6 +38,11 @@ public final class TubeMQPeer {
         System.exit(0);
     }
 
+    private static long cpuNanos() {
+        return ((com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean())
+                .getProcessCpuTime();
+    }
+
     private static byte[] body(int index, int size) {
         byte[] text = Integer.toString(index).getBytes(StandardCharsets.UTF_8);
         byte[] out = new byte[Math.max(size, text.length)];
@@ -50,6 +57,7 @@ public final class TubeMQPeer {
         MessageProducer producer = factory.createProducer();
         producer.publish(topic);
         long started = System.nanoTime();
+        long cpuStarted = cpuNanos();
         if (async) {
             Semaphore window = new Semaphore(2000);      // messages in flight at once
             AtomicLong failed = new AtomicLong();
@@ -84,7 +92,7 @@ public final class TubeMQPeer {
             }
         }
         long elapsed = (System.nanoTime() - started) / 1_000_000;
-        System.out.println("DONE " + count + " " + elapsed);
+        System.out.println("DONE " + count + " " + elapsed + " " + (cpuNanos() - cpuStarted) / 1000);
         System.out.flush();
         producer.shutdown();
         factory.shutdown();
@@ -102,6 +110,7 @@ public final class TubeMQPeer {
         consumer.completeSubscribe();
         long deadline = System.currentTimeMillis() + DEADLINE_MS;
         long started = 0;
+        long cpuStarted = 0;
         long lastMessage = 0;
         int received = 0;
         StringBuilder out = new StringBuilder();
@@ -116,6 +125,7 @@ public final class TubeMQPeer {
             }
             if (started == 0) {
                 started = System.nanoTime();
+                cpuStarted = cpuNanos();
             }
             lastMessage = System.currentTimeMillis();
             for (Message message : result.getMessageList()) {
@@ -127,8 +137,9 @@ public final class TubeMQPeer {
             consumer.confirmConsume(result.getConfirmContext(), true);
         }
         long elapsed = started == 0 ? 0 : (System.nanoTime() - started) / 1_000_000;
+        long cpu = started == 0 ? 0 : (cpuNanos() - cpuStarted) / 1000;
         System.out.print(out);
-        System.out.println("DONE " + received + " " + elapsed);
+        System.out.println("DONE " + received + " " + elapsed + " " + cpu);
         System.out.flush();
         consumer.shutdown();
         factory.shutdown();
