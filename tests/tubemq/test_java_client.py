@@ -62,3 +62,17 @@ def test_java_and_fastmq_consumers_share_one_group(tubemq):
     assert len(java_bodies) == 400 - ours_expected and 0 < ours_expected < 400
     assert all(m.partition not in java_partitions for m in received)
     assert sorted(java_bodies + ours_bodies) == sorted(f"m-{i}" for i in range(400))
+
+
+def test_java_bound_consumer_starts_at_the_offset_it_names(tubemq):
+    """The Java client's bound consumption (completeSubscribe(sessionKey, 1, true, {partition: offset})) on the
+    embedded master: it gets the partition it named, and reads from the offset given while the master says the
+    session is not allocated yet."""
+    topic = "java-bound"
+    with Producer(tubemq.master, heartbeat_interval=0.5) as producer:
+        producer.publish(topic)
+        sent = [producer.send(Message(topic, b"jb-%d" % i), key=b"one") for i in range(6)]
+    partition = sent[0].partition
+    start = sent[2].append_offset
+    lines = run_java_peer("bound", tubemq.master, topic, "g-java-bound", "4", "s-java", f"{partition.key}={start}")
+    assert [line[5:] for line in lines if line.startswith("BODY ")] == [f"jb-{i}" for i in range(2, 6)]

@@ -3,11 +3,15 @@
 //   produce MASTER TOPIC COUNT SIZE MODE   MODE sync or async; bodies are "<index>" padded with '.' to SIZE bytes
 //   consume MASTER TOPIC GROUP COUNT QUIET [IDLE_MS]   QUIET 1 prints no bodies; with IDLE_MS > 0 it also ends
 //       when nothing came for IDLE_MS after its first message (a member of a group reads only its share)
+//   bound MASTER TOPIC GROUP COUNT SESSION PARTKEY=OFFSET[,...]   a consumer of a bound session of one member:
+//       completeSubscribe(SESSION, 1, true, {PARTKEY: OFFSET}); ends at COUNT or after 3 s without a message
 // Output: one "BODY <text>" line per message consumed (unless QUIET), then "DONE <count> <milliseconds> <cpu
 // microseconds>": the time and the JVM's CPU time of the timed part (from the first send, or the first message).
 import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
+import java.util.HashMap;
+import java.util.Map;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
@@ -31,9 +35,16 @@ public final class TubeMQPeer {
     public static void main(String[] args) throws Throwable {
         if (args[0].equals("produce")) {
             produce(args[1], args[2], Integer.parseInt(args[3]), Integer.parseInt(args[4]), args[5].equals("async"));
+        } else if (args[0].equals("bound")) {
+            Map<String, Long> offsets = new HashMap<>();
+            for (String entry : args[6].split(",")) {
+                int eq = entry.lastIndexOf('=');
+                offsets.put(entry.substring(0, eq), Long.parseLong(entry.substring(eq + 1)));
+            }
+            consume(args[1], args[2], args[3], Integer.parseInt(args[4]), false, 3000, args[5], offsets);
         } else {
             consume(args[1], args[2], args[3], Integer.parseInt(args[4]), args[5].equals("1"),
-                    args.length > 6 ? Long.parseLong(args[6]) : 0);
+                    args.length > 6 ? Long.parseLong(args[6]) : 0, null, null);
         }
         System.exit(0);
     }
@@ -98,8 +109,8 @@ public final class TubeMQPeer {
         factory.shutdown();
     }
 
-    private static void consume(String master, String topic, String group, int count, boolean quiet, long idleMs)
-            throws Throwable {
+    private static void consume(String master, String topic, String group, int count, boolean quiet, long idleMs,
+                                String sessionKey, Map<String, Long> offsets) throws Throwable {
         ConsumerConfig config = new ConsumerConfig(master, group);
         config.setConsumePosition(ConsumePosition.CONSUMER_FROM_FIRST_OFFSET);
         config.setHeartbeatPeriodMs(500);
@@ -107,7 +118,11 @@ public final class TubeMQPeer {
         MessageSessionFactory factory = new TubeSingleSessionFactory(config);
         PullMessageConsumer consumer = factory.createPullConsumer(config);
         consumer.subscribe(topic, null);
-        consumer.completeSubscribe();
+        if (sessionKey == null) {
+            consumer.completeSubscribe();
+        } else {
+            consumer.completeSubscribe(sessionKey, 1, true, offsets);
+        }
         long deadline = System.currentTimeMillis() + DEADLINE_MS;
         long started = 0;
         long cpuStarted = 0;
