@@ -46,7 +46,6 @@ from fastmq.tubemq._proto import broker_pb2, master_pb2
 from fastmq.tubemq.constants import (
     CONNECT_EVENTS,
     DISCONNECT_EVENTS,
-    INDEX_ENTRY_BYTES,
     OP_REGISTER,
     OP_UNREGISTER,
     READ_FROM_MAX,
@@ -89,7 +88,10 @@ class ConsumeResult:
 
     partition: Partition
     messages: list[Message]
-    offset: int                   # the partition's offset the batch starts at
+    # Where the batch's read started. TubeMQ tells no message's own offset: a topic store's partitions share
+    # one index, so a partition's messages are not one entry apart (Message.offset stays -1); where a message
+    # went is its SendResult.append_offset, the offset bound consumption starts a partition at.
+    offset: int
     confirm_context: str          # "partitionKey:bookedTimestamp", as the Java client's
 
 
@@ -429,10 +431,7 @@ class PullConsumer:
             return None
         if response.success and response.messages:
             messages = []
-            # A message's offset: the batch's, plus one index entry per message before it; a filter skips
-            # messages the batch does not show, so a filtered topic's messages have none (-1).
-            filtered = bool(self.filters.get(partition.topic))
-            for index, transferred in enumerate(response.messages):
+            for transferred in response.messages:
                 if transferred.checkSum != checksum(transferred.payLoadData):
                     log.warning("TubeMQ message %d of %s dropped: its checksum does not match",
                                 transferred.messageId, partition.key)
@@ -443,7 +442,6 @@ class PullConsumer:
                     log.warning("TubeMQ message %d of %s dropped: %s", transferred.messageId, partition.key, exc)
                     continue
                 message.partition, message.message_id = partition.partition_id, transferred.messageId
-                message.offset = -1 if filtered else response.currOffset + index * INDEX_ENTRY_BYTES
                 messages.append(message)
             if self.rate_limit is not None:
                 with self._lock:

@@ -17,6 +17,6 @@ def tubemq() -> TubeMQCluster:
 def real_tubemq() -> RealTubeMQ:
     """One Apache InLong TubeMQ 2.4.0 master + broker for the session (started in about 10 s); TubeMQ creates no
     topics on use, so every topic a test uses is declared here."""
-    real = RealTubeMQ(("real_topic", "real_shared")).start()
+    real = RealTubeMQ(("real_topic", "real_shared", "real_bound")).start()
     yield real
     real.stop()

@@ -1,6 +1,7 @@
 """fastmq's TubeMQ client against Apache InLong TubeMQ 2.4.0 (master + broker from Maven Central, no ZooKeeper,
 one pair per session: tests/tubemq/conftest.py): produce with attributes and consume everything back; a fastmq
-consumer and the Java client's in one group, balanced by the real master."""
+consumer and the Java client's in one group, balanced by the real master; bound consumption from an append
+offset."""
 from __future__ import annotations
 
 import contextlib
@@ -59,3 +60,17 @@ def test_java_and_fastmq_consumers_share_a_group_on_the_real_master(real_tubemq)
     ours_bodies = [m.body.decode() for m in received]
     assert 0 < ours_expected < 400 and all(m.partition in mine for m in received)
     assert sorted(java_bodies + ours_bodies) == sorted([f"m-{i}" for i in range(400)] + ["probe"])
+
+
+def test_bound_consumption_on_the_real_master_starts_where_a_message_went(real_tubemq):
+    """A bound consumer (one member, one partition named) starts at a message's append offset."""
+    topic = "real_bound"
+    with publishing(real_tubemq, topic) as (producer, _):
+        sent = [producer.send(Message(topic, b"b%d" % i), key=b"one") for i in range(8)]
+    partition = sent[0].partition
+    with PullConsumer(real_tubemq.master_address, "real_bound_one", [topic],
+                      offsets={partition.key: sent[3].append_offset},
+                      session_key="real-session", **FAST) as bound:
+        tail = drain(bound, 5, timeout=30)
+        assert [p.partition_id for p in bound.partitions] == [partition.partition_id]
+    assert [m.body for m in tail] == [b"b%d" % i for i in range(3, 8)]
