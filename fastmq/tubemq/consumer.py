@@ -89,7 +89,7 @@ class ConsumeResult:
     partition: Partition
     messages: list[Message]
     # Where the batch's read started. TubeMQ tells no message's own offset: a topic store's partitions share
-    # one index, so a partition's messages are not one entry apart (Message.offset stays -1); where a message
+    # one index, so a partition's messages are not one entry apart (a Message has no offset); where a message
     # went is its SendResult.append_offset, the offset bound consumption starts a partition at.
     offset: int
     confirm_context: str          # "partitionKey:bookedTimestamp", as the Java client's
