@@ -5,7 +5,8 @@ own process (`fastmq broker --tubemq-master --tubemq-broker`, topics of 4 partit
 Produce: MESSAGES x 100 B, asynchronous sends (the Java peer keeps 2000 in flight; fastmq sends them all and
 waits for the last), after registration and one warm-up send. Consume: the same count from the first offset with a
 pull consumer confirming each batch, timed from the first batch. Each side times itself (the JVM's start and the
-registrations are not counted); the best of ROUNDS rounds is compared.
+registrations are not counted); the best of ROUNDS rounds is compared, with each client's CPU time per message
+in that round (fastmq: this process's CPU time, its client threads only; Java: the JVM's, which it reports).
 
 Run: pytest benches/bench_tubemq.py -s  (BENCH_TUBEMQ_MESSAGES=20000 for a short run)
 """
@@ -38,40 +39,46 @@ def master():
         process.close()
 
 
-def fastmq_produce(master: str, topic: str) -> float:
+def fastmq_produce(master: str, topic: str) -> tuple[float, float]:
+    """(seconds, CPU seconds)"""
     with Producer(master) as producer:
         producer.publish(topic)
         producer.send(Message(topic, BODY))
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         futures = [producer.send_async(Message(topic, BODY)) for _ in range(MESSAGES)]
         for future in futures:
             future.result(120)
-        return time.perf_counter() - started
+        return time.perf_counter() - started, time.process_time() - cpu
 
 
-def fastmq_consume(master: str, topic: str) -> float:
+def fastmq_consume(master: str, topic: str) -> tuple[float, float]:
     with PullConsumer(master, f"g-{uuid.uuid4().hex[:8]}", [topic], heartbeat_interval=0.5,
                       empty_backoff=0.02) as consumer:
-        received, started = 0, None
+        received, started, cpu = 0, None, 0.0
         deadline = time.monotonic() + 300
         while received < MESSAGES and time.monotonic() < deadline:
             result = consumer.get_message(timeout=30)
-            started = started or time.perf_counter()
+            if started is None:
+                started, cpu = time.perf_counter(), time.process_time()
             received += len(result.messages)
             consumer.confirm(result)
         assert received >= MESSAGES, f"consumed {received} of {MESSAGES}"
-        return time.perf_counter() - started
+        return time.perf_counter() - started, time.process_time() - cpu
 
 
-def java_time(*args: str) -> float:
+def java_time(*args: str) -> tuple[float, float]:
+    """(seconds, CPU seconds) the Java peer reports"""
     done = run_java_peer(*args, timeout=600)[-1].split()
     assert int(done[1]) >= MESSAGES, done
-    return int(done[2]) / 1000
+    return int(done[2]) / 1000, int(done[3]) / 1e6
 
 
-def report(what: str, fastmq_s: float, java_s: float) -> None:
-    print(f"\nbench tubemq {what} {MESSAGES} x 100 B: fastmq {MESSAGES / fastmq_s:,.0f} msg/s, "
-          f"java {MESSAGES / java_s:,.0f} msg/s, fastmq x{java_s / fastmq_s:.2f}")
+def report(what: str, fastmq: tuple[float, float], java: tuple[float, float]) -> None:
+    """Each side's best round (fastest), with that round's CPU time per message."""
+    print(f"\nbench tubemq {what} {MESSAGES} x 100 B: fastmq {MESSAGES / fastmq[0]:,.0f} msg/s "
+          f"({fastmq[1] / MESSAGES * 1e6:.1f} us CPU/msg), java {MESSAGES / java[0]:,.0f} msg/s "
+          f"({java[1] / MESSAGES * 1e6:.1f} us CPU/msg), fastmq x{java[0] / fastmq[0]:.2f} "
+          f"(CPU x{java[1] / fastmq[1]:.2f})")
 
 
 def test_produce_and_consume(master):

@@ -40,3 +40,8 @@ OP_UNREGISTER = 32
 READ_NORMAL = 0
 READ_FROM_MAX = 1
 READ_FROM_MAX_ALWAYS = 2
+
+# A TubeMQ offset counts bytes of a topic store's index file, one 28-byte entry per message (currOffset, maxOffset,
+# appendOffset and bound consumption's offsets). A store's partitions share the index, so the offsets of one
+# partition's messages are 28 apart only while the store's other partitions receive nothing.
+INDEX_ENTRY_BYTES = 28

@@ -4,10 +4,11 @@ balanced by the master.
 Registration: the consumer registers its group and topics with the master (filters per topic ride along as
 topicCondition) and waits: the master assigns partitions through events in heartbeat responses (seed 5.6).
 CONNECT / ONLY_CONNECT: each partition is registered at its broker (opType 31, with the topic's message-type
-filters, and the exact start offset asked for, once per session key); one the broker answers PARTITION_OCCUPIED
-is dropped from the attempt, and the event's report lists only those registered. DISCONNECT / ONLY_DISCONNECT:
-partitions are unregistered (opType 32) once they are not in use. REPORT: the next heartbeat lists what the
-consumer holds. STOPREBALANCE: nothing to do. Reports go back with the next heartbeat, which is made at once.
+filters, and the exact start offset asked for while the bound session is not allocated); one the broker answers
+PARTITION_OCCUPIED is dropped from the attempt, and the event's report lists only those registered.
+DISCONNECT / ONLY_DISCONNECT: partitions are unregistered (opType 32) once they are not in use. REPORT: the next heartbeat lists what the
+consumer holds (as every event report and every sixth heartbeat do). STOPREBALANCE: nothing to do. Reports go
+back with the next heartbeat, which is made at once.
 A master that forgot the consumer (HB_NO_NODE) or fails is registered with again (the next master of the list),
 naming the partitions still held.
 
@@ -18,7 +19,9 @@ was processed this is effectively-once). The Java client's reactions to getMessa
 message) rests the partition `empty_backoff` s, FORBIDDEN / SERVICE_UNAVAILABLE / MOVED their pauses,
 HB_NO_NODE / CERTIFICATE_FAILURE / DUPLICATE_PARTITION drop it, SERVER_CONSUME_SPEED_LIMIT waits minLimitTime.
 `max_messages_per_second` limits consumption (a token bucket, fastmq.client.RateLimiter) and
-`min_pull_interval` how often one partition is pulled.
+`min_pull_interval` how often one partition is pulled; the master's flow-control rules (fastmq.tubemq.flow,
+received with register and heartbeat responses) add their rests after empty pulls, between pulls and past a
+data limit.
 """
 from __future__ import annotations
 
@@ -30,7 +33,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from fastmq.client import RateLimiter
-from fastmq.errors import ConfigurationError, CorruptDataError, FastMQError, IllegalStateError, OperationTimeoutError
+from fastmq.errors import (
+    ConfigurationError,
+    CorruptDataError,
+    FastMQError,
+    IllegalStateError,
+    OperationTimeoutError,
+    ProtocolError,
+)
 from fastmq.tubemq import rpc
 from fastmq.tubemq._proto import broker_pb2, master_pb2
 from fastmq.tubemq.constants import (
@@ -45,8 +55,14 @@ from fastmq.tubemq.constants import (
     EventType,
 )
 from fastmq.tubemq.errors import GET_MESSAGE_BACKOFF, GET_MESSAGE_DROPS_PARTITION, ErrorCode, TubeMQError
+from fastmq.tubemq.flow import FlowRules
 from fastmq.tubemq.message import Message, checksum, decode_payload
-from fastmq.tubemq.metadata import Partition, encode_subscribe_info, parse_subscribe_info
+from fastmq.tubemq.metadata import (
+    Partition,
+    encode_required_partitions,
+    encode_subscribe_info,
+    parse_subscribe_info,
+)
 from fastmq.tubemq.rpc_client import RpcClient
 from fastmq.tubemq.session import Heartbeat, MasterSession, local_address, make_client_id
 
@@ -59,6 +75,11 @@ FROM_FIRST_OFFSET = -1
 FROM_MAX_OFFSET_ALWAYS = 1
 _FIRST_READ_STATUS = {FROM_FIRST_OFFSET: READ_NORMAL, FROM_LATEST_OFFSET: READ_FROM_MAX,
                       FROM_MAX_OFFSET_ALWAYS: READ_FROM_MAX_ALWAYS}
+# A heartbeat lists what the consumer holds with every event report and at least every this many beats, as the
+# Java client's (maxSubInfoReportIntvlTimes): a real master balances by these lists, and re-sends CONNECT events
+# for partitions it does not see held.
+SUBSCRIPTION_REPORT_BEATS = 6
+NO_RULES = -2           # the flow-control check id of a consumer that has no rules yet
 
 
 @dataclass
@@ -67,7 +88,10 @@ class ConsumeResult:
 
     partition: Partition
     messages: list[Message]
-    offset: int                   # the partition's offset the batch starts at
+    # Where the batch's read started. TubeMQ tells no message's own offset: a topic store's partitions share
+    # one index, so a partition's messages are not one entry apart (a Message has no offset); where a message
+    # went is its SendResult.append_offset, the offset bound consumption starts a partition at.
+    offset: int
     confirm_context: str          # "partitionKey:bookedTimestamp", as the Java client's
 
 
@@ -78,6 +102,8 @@ class _Held:
     rest_until: float = 0.0
     release: bool = False          # the master took it back while in use: unregister at confirm
     last_pull: float = 0.0
+    empty_in_a_row: int = 0        # empty pulls in a row (flow-control rules of type 1)
+    rest_after: float = 0.0        # the rest the flow-control rules set after the batch in use
     booked_at: int = 0
 
 
@@ -97,6 +123,7 @@ class PullConsumer:
                  rpc_client: RpcClient | None = None, consume_position: int = FROM_FIRST_OFFSET,
                  heartbeat_interval: float = 13.0, empty_backoff: float = 0.4, request_timeout_ms: int = 10_000,
                  offsets: Mapping[str, int] | None = None, session_key: str | None = None,
+                 bound_consumers: int = 1, select_big: bool = True,
                  max_messages_per_second: float | None = None, min_pull_interval: float = 0.0,
                  user: str | None = None, password: str | None = None, ssl_context: Any = None,
                  kind: str = "Pull") -> None:
@@ -116,51 +143,100 @@ class PullConsumer:
         self.consume_position = consume_position
         self.empty_backoff = empty_backoff
         self.min_pull_interval = min_pull_interval
-        # Bound consumption: {partition key "brokerId:topic:partitionId": offset}, applied once per session key.
+        # Bound consumption: {partition key "brokerId:topic:partitionId": offset}; the group's session (its key,
+        # how many consumers it waits for, bigger or smaller offset when two name one partition). The offsets are
+        # applied only while the master says the session is not allocated yet, once per partition.
         self.offsets = dict(offsets or {})
         self.session_key = session_key or f"{self.client_id}"
+        self.bound_consumers = bound_consumers
+        self.select_big = select_big
+        self._not_allocated = bool(self.offsets)
         self._offsets_applied: set[str] = set()
         self._registered_once: set[str] = set()
         self.rate_limit = RateLimiter(max_messages_per_second) if max_messages_per_second else None
+        # Flow-control rules from the master (fastmq.tubemq.flow): the default's and the group's, by check id.
+        self._flow_ids = (NO_RULES, NO_RULES)
+        self._flow_rules = (FlowRules(), FlowRules())
+        self.flow = FlowRules()
+        self._minute_read = (0, 0)                  # (minute, bytes read in it) for data-limit rules
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._held: dict[str, _Held] = {}           # partition key -> state
         self._turns: deque[str] = deque()           # partition keys in pulling order
         self._reports: deque[_Pending] = deque()
         self._report_subscriptions = False
+        self._beats_since_report = 0
         self._closed = False
         self._heartbeat = Heartbeat("fastmq-tubemq-consumer", heartbeat_interval, self._beat)
-        self._register()
+        try:
+            self._register()
+        except BaseException:
+            if self._own_rpc:                # a refused consumer leaves no connection or loop behind
+                self.rpc.close()
+            raise
         self._heartbeat.start()
         self._heartbeat.beat_now()
 
     # ---- master --------------------------------------------------------------------------------------------
 
     def _subscribe_infos(self) -> list[str]:
+        """What this consumer holds, as the master reads it (partitions on their way out left out)."""
         with self._lock:
-            return [encode_subscribe_info(self.client_id, self.group, held.partition) for held in self._held.values()]
+            return [encode_subscribe_info(self.client_id, self.group, held.partition)
+                    for held in self._held.values() if not held.release]
 
     def _register(self) -> None:
         conditions = [f"{topic}#{','.join(types)}" for topic, types in self.filters.items() if types]
         response = self.session.call(rpc.CONSUMER_REGISTER, master_pb2.RegisterRequestC2M(
             clientId=self.client_id, groupName=self.group, hostName=self.host, topicList=list(self.filters),
             subscribeInfo=self._subscribe_infos(), topicCondition=conditions, requireBound=bool(self.offsets),
-            sessionTime=int(time.time() * 1000), sessionKey=self.session_key,
-            requiredPartition=",".join(f"{key}={offset}" for key, offset in self.offsets.items()) or None,
-            defFlowCheckId=-2, groupFlowCheckId=-2, qryPriorityId=-2, authInfo=self.session.certificate(),
+            sessionTime=int(time.time() * 1000), sessionKey=self.session_key, totalCount=self.bound_consumers,
+            selectBig=self.select_big, notAllocated=self._not_allocated,
+            requiredPartition=encode_required_partitions(self.offsets) or None,
+            defFlowCheckId=self._flow_ids[0], groupFlowCheckId=self._flow_ids[1], qryPriorityId=-2,
+            authInfo=self.session.certificate(),
             jdkVersion="python"), master_pb2.RegisterResponseM2C)
         if not response.success:
             raise TubeMQError(response.errCode, f"consumer registration: {response.errMsg}")
         self.session.note_authorization(response)
+        self._note_allocation(response)
+        self._note_flow_rules(response)
+
+    def _note_flow_rules(self, response: Any) -> None:
+        """Rules the master sends when the check ids this consumer named are not the current ones."""
+        texts = (response.defFlowControlInfo, response.groupFlowControlInfo)
+        ids = (response.defFlowCheckId if response.HasField("defFlowCheckId") else self._flow_ids[0],
+               response.groupFlowCheckId if response.HasField("groupFlowCheckId") else self._flow_ids[1])
+        rules = list(self._flow_rules)
+        for index in range(2):
+            if ids[index] != self._flow_ids[index]:
+                try:
+                    rules[index] = FlowRules.parse(texts[index])
+                except ProtocolError as exc:
+                    log.warning("TubeMQ flow-control rules from the master ignored: %s", exc)
+                    return
+        with self._lock:
+            self._flow_ids, self._flow_rules = ids, tuple(rules)
+            self.flow = rules[1].over(rules[0])
+
+    def _note_allocation(self, response: Any) -> None:
+        """A master that says the bound session is allocated ends the offset resets for good (as Java's)."""
+        if response.HasField("notAllocated") and not response.notAllocated:
+            self._not_allocated = False
 
     def _beat(self) -> None:
         if self._closed:
             return
         with self._lock:
             report = self._reports.popleft() if self._reports else None
-            report_subscriptions, self._report_subscriptions = self._report_subscriptions, False
+            self._beats_since_report += 1
+            report_subscriptions = (self._report_subscriptions or report is not None
+                                    or self._beats_since_report >= SUBSCRIPTION_REPORT_BEATS)
+            if report_subscriptions:
+                self._report_subscriptions, self._beats_since_report = False, 0
         request = master_pb2.HeartRequestC2M(clientId=self.client_id, groupName=self.group,
                                              reportSubscribeInfo=report_subscriptions,
+                                             defFlowCheckId=self._flow_ids[0], groupFlowCheckId=self._flow_ids[1],
                                              authInfo=self.session.certificate())
         if report_subscriptions:
             request.subscribeInfo.extend(self._subscribe_infos())
@@ -185,6 +261,8 @@ class PullConsumer:
             log.warning("TubeMQ consumer heartbeat refused: %s", TubeMQError(response.errCode, response.errMsg))
             return
         self.session.note_authorization(response)
+        self._note_allocation(response)
+        self._note_flow_rules(response)
         self._beat_brokers()
         if response.HasField("event"):
             self._handle(response.event)
@@ -227,7 +305,7 @@ class PullConsumer:
             authInfo=self.session.broker_auth())
         with self._lock:
             bound = self.offsets.get(partition.key)
-            if bound is not None and partition.key not in self._offsets_applied:
+            if bound is not None and self._not_allocated and partition.key not in self._offsets_applied:
                 request.currOffset = bound
         try:
             response = self._broker_call(partition, rpc.CONSUMER_REGISTER_TO_BROKER, request,
@@ -364,11 +442,12 @@ class PullConsumer:
                     log.warning("TubeMQ message %d of %s dropped: %s", transferred.messageId, partition.key, exc)
                     continue
                 message.partition, message.message_id = partition.partition_id, transferred.messageId
-                message.offset = response.currOffset + len(messages)
                 messages.append(message)
             if self.rate_limit is not None:
                 with self._lock:
                     self.rate_limit.take(len(messages))
+            held.empty_in_a_row = 0
+            held.rest_after = self._rest_after_data(partition.topic, response)
             held.booked_at = int(time.time() * 1000)
             return ConsumeResult(partition, messages, response.currOffset, f"{partition.key}:{held.booked_at}")
         code = response.errCode
@@ -379,11 +458,30 @@ class PullConsumer:
         if code == ErrorCode.SERVER_CONSUME_SPEED_LIMIT:
             rest = response.minLimitTime / 1000.0
         elif code == ErrorCode.NOT_FOUND:
-            rest = self.empty_backoff
+            held.empty_in_a_row += 1
+            rule_rest = self.flow.empty_rest(held.empty_in_a_row)
+            rest = max(self.empty_backoff if rule_rest is None else rule_rest,
+                       self.flow.pull_interval(bool(self.filters.get(partition.topic)), found_nothing=True))
         else:
             rest = GET_MESSAGE_BACKOFF.get(code, self.empty_backoff)
         self._release(held, rest=rest)
         return None
+
+    def _rest_after_data(self, topic: str, response: Any) -> float:
+        """The rest the flow-control rules set after a batch: the pull frequency, and the data limit once this
+        minute's reading passed it while the partition lags far enough."""
+        rest = self.flow.pull_interval(bool(self.filters.get(topic)), found_nothing=False)
+        now = time.localtime()
+        minute = now.tm_hour * 60 + now.tm_min
+        read = sum(len(message.payLoadData) for message in response.messages)
+        with self._lock:
+            stamp = int(time.time() // 60)
+            seen_minute, seen = self._minute_read
+            self._minute_read = (stamp, read + (seen if seen_minute == stamp else 0))
+            limit = self.flow.data_limit(minute, response.currDataDlt)
+            if limit is not None and self._minute_read[1] >= limit.bytes_per_minute:
+                rest = max(rest, limit.rest)
+        return rest
 
     def _release(self, held: _Held, rest: float = 0.0) -> None:
         release = False
@@ -409,7 +507,7 @@ class PullConsumer:
                 clientId=self.client_id, topicName=partition.topic, partitionId=partition.partition_id,
                 groupName=self.group, lastPackConsumed=consumed), broker_pb2.CommitOffsetResponseB2C)
         finally:
-            self._release(held)
+            self._release(held, rest=held.rest_after)
         if not response.success:
             raise TubeMQError(response.errCode, f"commit on {partition.key}: {response.errMsg}")
 

@@ -62,7 +62,6 @@ class Message:
     msg_time: str | None = None
     # Set on received messages:
     partition: int = -1
-    offset: int = -1
     message_id: int = -1
 
     def attribute_text(self) -> str:

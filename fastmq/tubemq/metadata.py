@@ -3,6 +3,7 @@
     brokerInfo    "brokerId:host:port"              (a blank port: 8123)
     topicInfo     "topic#brokerId:partNum:storeNum,...#maxMsgSizeInB"
     subscribeInfo "consumerId@group#brokerId:host:port#topic:partitionId"
+    requiredPartition "brokerId:topic:partitionId=offset,..."   (bound consumption: where each partition starts)
 A store holds partNum partitions; partition ids are storeId * 10000 + index.
 """
 from __future__ import annotations
@@ -96,3 +97,21 @@ def parse_subscribe_info(text: str) -> tuple[str, str, Partition]:
     if not at or not colon:
         raise ProtocolError(f"TubeMQ subscribeInfo {text!r} is not consumer@group#broker#topic:partition")
     return consumer, group, Partition(parse_broker_info(segments[1]), topic, _int(partition_id, "partition id"))
+
+
+def encode_required_partitions(offsets: dict[str, int]) -> str:
+    return ",".join(f"{key}={offset}" for key, offset in offsets.items())
+
+
+def parse_required_partitions(text: str) -> dict[tuple[int, str, int], int]:
+    """{(brokerId, topic, partitionId): offset} of a requiredPartition string."""
+    required = {}
+    for entry in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, offset = entry.rpartition("=")
+        broker_id, _, rest = key.partition(":")
+        topic, _, partition_id = rest.rpartition(":")
+        if not sep or not topic:
+            raise ProtocolError(f"TubeMQ requiredPartition entry {entry!r} is not brokerId:topic:partitionId=offset")
+        required[(_int(broker_id, "broker id"), topic, _int(partition_id, "partition id"))] = \
+            _int(offset, "offset")
+    return required

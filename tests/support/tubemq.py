@@ -21,6 +21,10 @@ from tests.support.servers import (
     free_port,
     java_command,
 )
+from tests.support.waiting import wait_for
+
+# The master's steps for a broker (StepStatus of TubeMQ 2.4.0): its configuration was pushed in either.
+STEP_WAIT_SUBSCRIBE, STEP_WAIT_PUBLISH = 4, 5
 
 
 @dataclass
@@ -75,21 +79,67 @@ def java_peer_classpath() -> str:
     return f"{library}:{classes}"
 
 
+class JavaPeer:
+    """TubeMQPeer running with args beside the test (its output in temporary files, not pipes that could fill
+    while nobody reads them); finish() waits for it and returns its output lines."""
+
+    def __init__(self, *args: str) -> None:
+        self.args = args
+        self.stdout = tempfile.TemporaryFile()
+        self.stderr = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(java_command(java_peer_classpath(), "TubeMQPeer", *args, heap="256m"),
+                                        stdin=subprocess.DEVNULL, stdout=self.stdout, stderr=self.stderr)
+
+    def output(self) -> str:
+        self.stdout.seek(0)
+        return self.stdout.read().decode("utf-8", "replace")
+
+    def finish(self, timeout: float = 150.0) -> list[str]:
+        """Its output lines once it ended (AssertionError with its output when it failed)."""
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        out = self.output()
+        if self.process.returncode != 0 or not out.rstrip().splitlines()[-1:][0].startswith("DONE"):
+            self.stderr.seek(0)
+            raise AssertionError(f"TubeMQPeer {' '.join(self.args)} failed (exit {self.process.returncode}):\n"
+                                 f"{out[-3000:]}\n{self.stderr.read().decode('utf-8', 'replace')[-6000:]}")
+        return out.splitlines()
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.stdout.close()
+        self.stderr.close()
+
+    def __enter__(self) -> JavaPeer:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
 def run_java_peer(*args: str, timeout: float = 150.0) -> list[str]:
-    """Run TubeMQPeer with args; its output lines (ServerUnavailable with the output when it fails)."""
-    command = java_command(java_peer_classpath(), "TubeMQPeer", *args, heap="256m")
-    done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
-    if done.returncode != 0 or not done.stdout.rstrip().splitlines()[-1:][0].startswith("DONE"):
-        raise AssertionError(f"TubeMQPeer {' '.join(args)} failed (exit {done.returncode}):\n"
-                             f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
-    return done.stdout.splitlines()
+    """Run TubeMQPeer with args to its end; its output lines."""
+    with JavaPeer(*args) as peer:
+        return peer.finish(timeout)
 
 
 class RealTubeMQ:
     """Apache InLong TubeMQ 2.4.0: one master (BDB metadata, no ZooKeeper) and one broker on 127.0.0.1, started
     from the cached jars with their ini files in a temporary directory; `topics` declared through the master's
-    web API before the broker starts. The master holds a new broker back for about 35 s: wait_ready() waits for
-    the topics to take publishing (a producer learns their partitions)."""
+    web API before the broker starts.
+
+    Admission in seconds, not 35: a broker that registers without topic configuration (a new one) is held by the
+    master in step wait_sub for a hard-coded 30 s, then wait_pub 5 s (StepStatus), and no master.ini key changes
+    that. But a broker that registers carrying the configuration it already holds takes the master's fast path:
+    its topics go into the publish and subscribe views at registration, and wait_sub ends at once. A running
+    broker registers again, with its configuration, when its master restarts. So start() waits until the master
+    has pushed the broker its configuration (step wait_sub), restarts the master (same BDB metadata), and the
+    broker is admitted a few seconds later."""
 
     TOKEN = "fastmq"
 
@@ -151,9 +201,19 @@ class RealTubeMQ:
             self.web("admin_add_new_topic_record", topicName=topic, brokerId=1, numPartitions=self.partitions,
                      createUser="fastmq")
         self.broker.start()
+        wait_for(lambda: self._broker_step() in (STEP_WAIT_SUBSCRIBE, STEP_WAIT_PUBLISH), timeout=30, interval=0.2,
+                 message=lambda: f"the master pushing the broker its configuration; broker log:\n"
+                                 f"{self.broker.log_tail()}")
+        self.master.kill()          # no need for a clean shutdown: BDB recovers its log at start
+        self.master.start()
         return self
 
+    def _broker_step(self) -> int | None:
+        """The broker's step in the master's state machine (stepOp; absent when idle)."""
+        status = self.web("admin_query_broker_run_status", kind="op_query", brokerId=1)["data"]
+        return status[0].get("stepOp") if status else None
+
     def stop(self) -> None:
-        self.broker.stop()
-        self.master.stop()
+        self.broker.kill()          # their files are deleted next: a clean shutdown would only cost seconds
+        self.master.kill()
         shutil.rmtree(self.work, ignore_errors=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fastmq.broker.tubemq.balancer import balance
+from fastmq.broker.tubemq.balancer import balance, bound_balance
 
 
 def settle(partitions, consumers, owner):
@@ -56,3 +56,13 @@ def test_one_round_settles_the_group(count, consumers, owner):
             assert sum(1 for c in owner.values() if c == consumer) > min(shares)
     again, releases = settle(partitions, consumers, settled)
     assert again == settled and releases == {}
+
+
+def test_a_bound_group_gets_what_each_member_named():
+    claims = {"a": {0: 5, 1: 2}, "b": {1: 7, 2: 0}}
+    releases, assignments = bound_balance(claims, {1: "a", 3: "a"})
+    assert releases == {"a": [1, 3]}                            # 1 goes to the bigger offset, 3 was named by nobody
+    assert assignments == {"a": [0], "b": [1, 2]}
+    assert bound_balance(claims, {}, select_big=False)[1] == {"a": [0, 1], "b": [2]}
+    assert bound_balance({"b": {0: 1}, "a": {0: 1}}, {})[1] == {"a": [0]}      # a tie: the first consumer id
+    assert bound_balance(claims, {0: "a", 1: "b", 2: "b"}) == ({}, {})      # settled: nothing moves

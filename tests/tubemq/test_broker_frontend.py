@@ -7,6 +7,7 @@ import pytest
 
 from fastmq.tubemq import rpc
 from fastmq.tubemq._proto import broker_pb2, master_pb2
+from fastmq.tubemq.constants import INDEX_ENTRY_BYTES
 from fastmq.tubemq.errors import ErrorCode, StandbyError
 from fastmq.tubemq.message import Message, checksum
 from fastmq.tubemq.rpc_client import RpcClient
@@ -97,11 +98,11 @@ def test_partition_occupied_booking_and_filters(client, tubemq):
     again = get(client, tubemq, "c1", "g-book", "fe-book", 1, consumed=False)     # rolled back: redelivered
     assert len(again.messages) == 3
     done = get(client, tubemq, "c1", "g-book", "fe-book", 1, consumed=True)
-    assert done.errCode == ErrorCode.NOT_FOUND and done.currOffset == 3
+    assert done.errCode == ErrorCode.NOT_FOUND and done.currOffset == 3 * INDEX_ENTRY_BYTES     # TubeMQ's unit
     assert register(client, tubemq, "c1", "g-book", "fe-book", 1, op_type=32).success
     assert get(client, tubemq, "c1", "g-book", "fe-book", 1).errCode == ErrorCode.HB_NO_NODE
     # c2 takes over at the committed offset; a filtered group sees only its type.
-    assert register(client, tubemq, "c2", "g-book", "fe-book", 1).currOffset == 3
+    assert register(client, tubemq, "c2", "g-book", "fe-book", 1).currOffset == 3 * INDEX_ENTRY_BYTES
     assert register(client, tubemq, "c3", "g-filter", "fe-book", 1, filters=["even"]).success
     filtered = get(client, tubemq, "c3", "g-filter", "fe-book", 1)
     assert [m.payLoadData[-2:] for m in filtered.messages] == [b"m0", b"m2"]

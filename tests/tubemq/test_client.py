@@ -19,7 +19,9 @@ from fastmq.tubemq import (
     PushConsumer,
     RpcClient,
 )
+from fastmq.tubemq.constants import INDEX_ENTRY_BYTES
 from fastmq.tubemq.consumer import ConsumeResult
+from fastmq.tubemq.errors import TubeMQError
 from tests.support.waiting import wait_for
 
 FAST = {"heartbeat_interval": 0.3, "empty_backoff": 0.05}
@@ -123,9 +125,11 @@ def _one(consumer: PullConsumer) -> ConsumeResult | None:
 def test_exact_offsets_and_consume_position(tubemq, producer):
     producer.publish("cl-offsets")
     partition = producer.partitions("cl-offsets")[2]
-    for index in range(6):
-        producer.send(Message("cl-offsets", b"o%d" % index), key=_key_for(producer, "cl-offsets", 2))
-    with PullConsumer(tubemq.master, "g-offsets", ["cl-offsets"], offsets={partition.key: 4}, **FAST) as consumer:
+    sent = [producer.send(Message("cl-offsets", b"o%d" % index), key=_key_for(producer, "cl-offsets", 2))
+            for index in range(6)]
+    assert [result.append_offset for result in sent] == [index * INDEX_ENTRY_BYTES for index in range(6)]
+    with PullConsumer(tubemq.master, "g-offsets", ["cl-offsets"], offsets={partition.key: sent[4].append_offset},
+                      **FAST) as consumer:
         received = drain(consumer, 2)
     assert [m.body for m in received] == [b"o4", b"o5"]
     with PullConsumer(tubemq.master, "g-latest", ["cl-offsets"], consume_position=FROM_LATEST_OFFSET,
@@ -176,8 +180,8 @@ def test_master_failover_past_a_standby_and_a_dead_master(tubemq):
             producer.publish("cl-failover")
             assert producer.session.current == tuple(tubemq.embedded.addresses[0])
             assert producer.send(Message("cl-failover", b"x")).message_id >= 0
-        with pytest.raises(NoMasterError, match="StandbyException"):
-            Producer(f"{host}:{port}").publish("cl-failover")
+        with pytest.raises(NoMasterError, match="StandbyException"), Producer(f"{host}:{port}") as refused:
+            refused.publish("cl-failover")
     finally:
         standby.close()
 
@@ -254,3 +258,69 @@ def test_a_running_producer_moves_to_the_next_master_when_its_master_dies():
     finally:
         first.embedded.close()
         second.embedded.close()
+
+
+def test_bound_consumption_waits_for_its_members_and_resets_offsets_once(tubemq, producer):
+    """Bound consumption: two members of session "s1" name their partitions and start offsets; nothing is
+    assigned before both are there; partition 3, named by both, goes to the bigger offset; a member that comes
+    back after the first allocation starts from the committed offset, not from the offset it names."""
+    topic, group = "cl-bound", "g-bound"
+    producer.publish(topic)
+    keys = {p.partition_id: p.key for p in producer.partitions(topic)}
+    for partition_id in range(4):
+        key = _key_for(producer, topic, partition_id)
+        for index in range(5):
+            producer.send(Message(topic, b"%d-%d" % (partition_id, index)), key=key)
+    bound = {"session_key": "s1", "bound_consumers": 2, **FAST}
+    at = INDEX_ENTRY_BYTES              # offsets count 28 bytes a message
+    master = tubemq.front_end("master")
+    with PullConsumer(tubemq.master, group, [topic], offsets={keys[0]: 3 * at, keys[3]: 1 * at},
+                      **bound) as first:
+        wait_for(lambda: group in master.groups, timeout=5, message="the first member registered")
+        with pytest.raises(TubeMQError, match="another session"):
+            PullConsumer(tubemq.master, group, [topic], offsets={keys[1]: 0}, session_key="s2", bound_consumers=2)
+        threading.Event().wait(1.0)     # five balancing rounds: a bound group of one member of two gets nothing
+        assert first.partitions == [] and master.groups[group].owner == {}
+        with PullConsumer(tubemq.master, group, [topic], offsets={keys[1]: 4 * at, keys[3]: 2 * at},
+                          **bound) as second:
+            mine = sorted(m.body for m in drain(first, 2))
+            theirs = sorted(m.body for m in drain(second, 4))
+            assert (mine, theirs) == ([b"0-3", b"0-4"], [b"1-4", b"3-2", b"3-3", b"3-4"])
+            assert sorted(p.partition_id for p in first.partitions) == [0]
+            wait_for(lambda: master.groups[group].allocated, timeout=5, message="the first allocation reported")
+        producer.send(Message(topic, b"3-5"), key=_key_for(producer, topic, 3))
+        with PullConsumer(tubemq.master, group, [topic], offsets={keys[3]: 2 * at}, **bound) as again:
+            assert [m.body for m in drain(again, 1)] == [b"3-5"]      # the committed offset, not 2
+
+
+def test_standby_masters_share_state_through_a_failover():
+    """Two master nodes on one state: node 0 active, node 1 standby. After fail_over(1) node 0 answers
+    StandbyException; producer and consumer move to node 1 under their old ids, the consumer keeps its
+    partitions (no rebalancing) and messages keep flowing."""
+    cluster = EmbeddedBroker(listeners=[ListenerConfig(protocol="tubemq-master"),
+                                        ListenerConfig(protocol="tubemq-master"),
+                                        ListenerConfig(protocol="tubemq-broker")], num_partitions=4).start()
+    try:
+        master = cluster.broker.front_end("tubemq-master")
+        nodes = [f"{host}:{port}" for host, port in master.addresses]
+        with Producer(",".join(nodes), heartbeat_interval=0.2) as producer, \
+                PullConsumer(",".join(nodes), "g-failover", ["cl-failover2"], **FAST) as consumer:
+            producer.publish("cl-failover2")
+            producer.send(Message("cl-failover2", b"before"))
+            assert [m.body for m in drain(consumer, 1)] == [b"before"]
+            wait_for(lambda: len(consumer.partitions) == 4, timeout=10, message="all four partitions registered")
+            rebalance_id = master.groups["g-failover"].rebalance_id
+            master.fail_over(1)
+            wait_for(lambda: producer.session.current == tuple(master.addresses[1])
+                     and consumer.session.current == tuple(master.addresses[1]), timeout=10,
+                     message="producer and consumer moved to the new active master node")
+            producer.send(Message("cl-failover2", b"after"))
+            assert [m.body for m in drain(consumer, 1)] == [b"after"]
+            assert sorted(p.partition_id for p in consumer.partitions) == [0, 1, 2, 3]
+            assert master.groups["g-failover"].rebalance_id == rebalance_id
+            assert list(master.groups["g-failover"].consumers) == [consumer.client_id]
+            assert producer.client_id in master.producers
+        with pytest.raises(ValueError):
+            master.fail_over(2)
+    finally:
+        cluster.close()

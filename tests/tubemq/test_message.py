@@ -13,9 +13,11 @@ from fastmq.tubemq.message import Message, checksum, decode_payload, java_string
 from fastmq.tubemq.metadata import (
     BrokerInfo,
     Partition,
+    encode_required_partitions,
     encode_subscribe_info,
     encode_topic_info,
     parse_broker_info,
+    parse_required_partitions,
     parse_subscribe_info,
     parse_topic_info,
 )
@@ -68,12 +70,19 @@ def test_metadata_strings():
     assert parse_subscribe_info(text) == ("c1", "g", Partition(BrokerInfo(1, "10.0.0.2", 8123), "demo", 3))
     with pytest.raises(ProtocolError):
         parse_broker_info("1:host")
+    required = {"1:demo:3": 12, "1:a:b:0": -1}          # a topic name may hold colons: the last one splits
+    assert parse_required_partitions(encode_required_partitions(required)) == {(1, "demo", 3): 12,
+                                                                              (1, "a:b", 0): -1}
+    for bad in ("1:demo:3", "1:demo=4", "x:demo:3=1", "1:demo:3=one"):
+        with pytest.raises(ProtocolError):
+            parse_required_partitions(bad)
 
 
 @settings(max_examples=100, deadline=None)
 @given(st.text(max_size=40))
 def test_metadata_parsers_reject_garbage_cleanly(text):
-    for parse in (parse_broker_info, parse_subscribe_info, lambda t: parse_topic_info(t, {})):
+    for parse in (parse_broker_info, parse_subscribe_info, parse_required_partitions,
+                  lambda t: parse_topic_info(t, {})):
         try:
             parse(text)
         except ProtocolError:

@@ -1,47 +1,76 @@
-"""fastmq's TubeMQ client against Apache InLong TubeMQ 2.4.0 (master + broker from Maven Central, no ZooKeeper):
-produce with attributes, consume everything back with a filter-free pull consumer.
-
-The real master holds a new broker back for about 35 s before it takes messages, which alone is more than this
-package's test-time budget: the test runs when FASTMQ_TUBEMQ_SERVER=1 (fetch first with
-`python -m tests.support.servers fetch tubemq-server`)."""
+"""fastmq's TubeMQ client against Apache InLong TubeMQ 2.4.0 (master + broker from Maven Central, no ZooKeeper,
+one pair per session: tests/tubemq/conftest.py): produce with attributes and consume everything back; a fastmq
+consumer and the Java client's in one group, balanced by the real master; bound consumption from an append
+offset."""
 from __future__ import annotations
 
-import os
-
-import pytest
+import contextlib
 
 from fastmq.tubemq import Message, Producer, PullConsumer
-from tests.support.tubemq import RealTubeMQ
+from tests.support.tubemq import JavaPeer
 from tests.support.waiting import wait_for
 from tests.tubemq.test_client import FAST, drain
 
-pytestmark = pytest.mark.skipif(os.environ.get("FASTMQ_TUBEMQ_SERVER") != "1",
-                                reason="the real TubeMQ server needs ~60 s: set FASTMQ_TUBEMQ_SERVER=1 to run it")
 
+@contextlib.contextmanager
+def publishing(real_tubemq, topic: str):
+    """(a producer, the partition of the message b"probe" it sent) once the real broker takes messages of
+    `topic`."""
+    with Producer(real_tubemq.master_address, heartbeat_interval=0.5) as producer:
+        probe = []
 
-@pytest.fixture(scope="module")
-def server():
-    real = RealTubeMQ(("real_topic",)).start()
-    yield real
-    real.stop()
-
-
-def test_produce_and_consume_on_a_real_tubemq(server):
-    with Producer(server.master_address, heartbeat_interval=2) as producer:
         def published() -> bool:
             try:
-                producer.publish("real_topic", timeout=5)
-                producer.send(Message("real_topic", b"probe"))
+                producer.publish(topic, timeout=5)
+                probe.append(producer.send(Message(topic, b"probe"), timeout=5).partition.partition_id)
                 return True
             except Exception:
                 return False
-        wait_for(published, timeout=120, interval=1, message="the real broker takes messages (about 35 s)")
+        wait_for(published, timeout=30, interval=0.5, message=f"the real broker takes messages of {topic}")
+        yield producer, probe[0]
+
+
+def test_produce_and_consume_on_a_real_tubemq(real_tubemq):
+    with publishing(real_tubemq, "real_topic") as (producer, _):
         futures = [producer.send_async(Message("real_topic", b"r%d" % i, attributes={"k": "v"},
                                                msg_type="t1" if i % 2 else "t2")) for i in range(200)]
         for future in futures:
             future.result(30)                                    # raises what failed
-    with PullConsumer(server.master_address, "real_group", ["real_topic"], **FAST) as consumer:
-        received = drain(consumer, 201, timeout=90)
+    with PullConsumer(real_tubemq.master_address, "real_group", ["real_topic"], **FAST) as consumer:
+        received = drain(consumer, 201, timeout=60)
     bodies = sorted(m.body for m in received)
     assert bodies == sorted([b"probe"] + [b"r%d" % i for i in range(200)])
     assert all(m.attributes == {"k": "v"} for m in received if m.body != b"probe")
+
+
+def test_java_and_fastmq_consumers_share_a_group_on_the_real_master(real_tubemq):
+    topic, group = "real_shared", "real_mixed"
+    with publishing(real_tubemq, topic) as (producer, probe_partition), \
+            PullConsumer(real_tubemq.master_address, group, [topic], **FAST) as ours, \
+            JavaPeer("consume", real_tubemq.master_address, topic, group, "400", "0", "3000") as java:
+        wait_for(lambda: len(ours.partitions) == 2 and "SUBSCRIBED" in java.output(), timeout=40, interval=0.2,
+                 message=lambda: f"the real master gave fastmq two of four partitions: {ours.partitions}")
+        mine = {p.partition_id for p in ours.partitions}
+        sent = [future.result(10) for future in [producer.send_async(Message(topic, b"m-%d" % i))
+                                                  for i in range(400)]]
+        ours_expected = sum(result.partition.partition_id in mine for result in sent) + (probe_partition in mine)
+        received = drain(ours, ours_expected, timeout=30)
+        lines = java.finish(timeout=60)
+    java_bodies = [line[5:] for line in lines if line.startswith("BODY ")]
+    ours_bodies = [m.body.decode() for m in received]
+    assert 0 < ours_expected < 400 and all(m.partition in mine for m in received)
+    assert sorted(java_bodies + ours_bodies) == sorted([f"m-{i}" for i in range(400)] + ["probe"])
+
+
+def test_bound_consumption_on_the_real_master_starts_where_a_message_went(real_tubemq):
+    """A bound consumer (one member, one partition named) starts at a message's append offset."""
+    topic = "real_bound"
+    with publishing(real_tubemq, topic) as (producer, _):
+        sent = [producer.send(Message(topic, b"b%d" % i), key=b"one") for i in range(8)]
+    partition = sent[0].partition
+    with PullConsumer(real_tubemq.master_address, "real_bound_one", [topic],
+                      offsets={partition.key: sent[3].append_offset},
+                      session_key="real-session", **FAST) as bound:
+        tail = drain(bound, 5, timeout=30)
+        assert [p.partition_id for p in bound.partitions] == [partition.partition_id]
+    assert [m.body for m in tail] == [b"b%d" % i for i in range(3, 8)]

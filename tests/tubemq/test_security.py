@@ -42,8 +42,9 @@ def test_tls_and_authentication(secured, pki):
     with PullConsumer(master, "sec-group", ["sec-topic"], ssl_context=context, user="alice", password="secret",
                       **FAST) as consumer:
         assert [m.body for m in drain(consumer, 1)] == [b"secret message"]
-    with pytest.raises(TubeMQError) as refused:
-        Producer(master, ssl_context=context, user="alice", password="wrong").publish("sec-topic")
+    with pytest.raises(TubeMQError) as refused, \
+            Producer(master, ssl_context=context, user="alice", password="wrong") as intruder:
+        intruder.publish("sec-topic")
     assert refused.value.code is ErrorCode.CERTIFICATE_FAILURE
 
 

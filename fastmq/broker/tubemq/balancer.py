@@ -6,6 +6,10 @@ is told to release the rest (a DISCONNECT event); partitions nobody holds go to 
 (a CONNECT event), lowest first. A partition released in this round may be handed out in the same round: its new
 holder then meets PARTITION_OCCUPIED at the broker until the old holder unregistered, drops it, reports that,
 and gets it again in a later round.
+
+A bound group (bound consumption) is not divided: each partition goes to the member that named it in its
+requiredPartition (named by several: the one with the biggest offset, or the smallest when the group selects
+small; equal offsets: the first consumer id), and a partition nobody named goes to nobody.
 """
 from __future__ import annotations
 
@@ -42,4 +46,23 @@ def balance(partitions: Iterable[Hashable], consumers: Iterable[str], owner: dic
         room = share[consumer] - len(held[consumer])
         if room > 0 and unheld:
             assignments[consumer], unheld = unheld[:room], unheld[room:]
+    return releases, assignments
+
+
+def bound_balance(claims: dict[str, dict], owner: dict, select_big: bool = True) -> tuple[dict, dict]:
+    """(releases, assignments) as balance() returns them, given claims {consumer: {partition: offset}}."""
+    chosen: dict = {}
+    for consumer in sorted(claims):
+        for partition, offset in claims[consumer].items():
+            best = chosen.get(partition)
+            if best is None or (offset > best[1] if select_big else offset < best[1]):
+                chosen[partition] = (consumer, offset)
+    releases: dict[str, list] = {}
+    for partition, holder in sorted(owner.items()):
+        if holder in claims and chosen.get(partition, (None,))[0] != holder:
+            releases.setdefault(holder, []).append(partition)
+    assignments: dict[str, list] = {}
+    for partition, (consumer, _) in sorted(chosen.items()):
+        if owner.get(partition) != consumer:
+            assignments.setdefault(consumer, []).append(partition)
     return releases, assignments

@@ -2,8 +2,8 @@
 
 A TubeMQ partition is the store's queue of the same number (a topic's partitions come from the core's topics);
 a message is stored with its payload as the body, its flag, and its message type as the store's tag (so that
-server-side filters are the store's tag filter). Offsets are the store's queue offsets; a group's committed
-offsets are the core's (OffsetStore).
+server-side filters are the store's tag filter). Offsets are the store's queue offsets, shown to clients in
+TubeMQ's unit (INDEX_ENTRY_BYTES per message); a group's committed offsets are the core's (OffsetStore).
 
 Consumption follows TubeMQ's booking: a consumer registers a partition (opType 31; PARTITION_OCCUPIED while
 another consumer of its group holds it), then each getMessage delivers a batch from the partition's offset and
@@ -23,7 +23,13 @@ from fastmq.broker.tubemq.service import RpcService
 from fastmq.store.results import GetMessageStatus
 from fastmq.tubemq import rpc
 from fastmq.tubemq._proto import broker_pb2
-from fastmq.tubemq.constants import OP_REGISTER, OP_UNREGISTER, READ_FROM_MAX, READ_FROM_MAX_ALWAYS
+from fastmq.tubemq.constants import (
+    INDEX_ENTRY_BYTES,
+    OP_REGISTER,
+    OP_UNREGISTER,
+    READ_FROM_MAX,
+    READ_FROM_MAX_ALWAYS,
+)
 from fastmq.tubemq.errors import ErrorCode
 from fastmq.tubemq.message import NO_CHECKSUM, checksum
 from fastmq.tubemq.metadata import BrokerInfo
@@ -106,7 +112,7 @@ class TubeMQBrokerFrontEnd(FrontEnd):
                                                tags=request.msgType or None, flag=request.flag)
         return response(success=True, errCode=ErrorCode.SUCCESS, errMsg=str(stored.commitlog_offset),
                         messageId=stored.commitlog_offset, appendTime=stored.store_timestamp,
-                        appendOffset=stored.queue_offset)
+                        appendOffset=stored.queue_offset * INDEX_ENTRY_BYTES)
 
     # ---- consuming -----------------------------------------------------------------------------------------
 
@@ -134,7 +140,8 @@ class TubeMQBrokerFrontEnd(FrontEnd):
         topic, partition = request.topicName, request.partitionId
         max_offset = store.get_max_offset(topic, partition)
         if request.HasField("currOffset") and request.currOffset >= 0:
-            offset = min(max(request.currOffset, store.get_min_offset(topic, partition)), max_offset)
+            offset = min(max(request.currOffset // INDEX_ENTRY_BYTES, store.get_min_offset(topic, partition)),
+                         max_offset)
         else:
             committed = self.broker.offsets.fetch(request.groupName, topic, partition)
             if request.readStatus == READ_FROM_MAX_ALWAYS:
@@ -146,8 +153,8 @@ class TubeMQBrokerFrontEnd(FrontEnd):
             else:
                 offset = store.get_min_offset(topic, partition)
         self.registrations[key] = Registration(request.clientId, offset, None, list(request.filterCondStr) or None)
-        return response(success=True, errCode=ErrorCode.SUCCESS, errMsg="OK", currOffset=offset,
-                        maxOffset=max_offset)
+        return response(success=True, errCode=ErrorCode.SUCCESS, errMsg="OK", currOffset=offset * INDEX_ENTRY_BYTES,
+                        maxOffset=max_offset * INDEX_ENTRY_BYTES)
 
     def heartbeat(self, request: Any, conn: Any) -> Any:
         failures = []
@@ -187,13 +194,19 @@ class TubeMQBrokerFrontEnd(FrontEnd):
             if result.status in (GetMessageStatus.NO_MATCHED_MESSAGE, GetMessageStatus.OFFSET_TOO_SMALL):
                 held.offset = result.next_begin_offset     # nothing there for this consumer: skip past it
             return response(success=False, errCode=ErrorCode.NOT_FOUND, errMsg="The request offset reached maxOffset!",
-                            currOffset=held.offset, maxOffset=result.max_offset)
+                            currOffset=held.offset * INDEX_ENTRY_BYTES,
+                            maxOffset=result.max_offset * INDEX_ENTRY_BYTES)
         messages = [broker_pb2.TransferedMessage(messageId=stored.commitlog_offset, checkSum=checksum(stored.body),
                                                  payLoadData=stored.body, flag=stored.flag, partitionId=partition)
                     for stored in result.messages]
         held.booked = result.next_begin_offset
+        # How far the consumer lags, in bytes (flow-control rules of type 0 act on it): the messages left,
+        # at this batch's average size.
+        lag = (result.max_offset - result.next_begin_offset) * sum(len(m.payLoadData) for m in messages) \
+            // len(messages)
         return response(success=True, errCode=ErrorCode.SUCCESS, errMsg="OK", messages=messages,
-                        currOffset=held.offset, maxOffset=result.max_offset, escFlowCtrl=False, currDataDlt=0,
+                        currOffset=held.offset * INDEX_ENTRY_BYTES, maxOffset=result.max_offset * INDEX_ENTRY_BYTES,
+                        escFlowCtrl=False, currDataDlt=lag,
                         requireSlow=False, minLimitTime=0)
 
     def commit_offset(self, request: Any, conn: Any) -> Any:
@@ -202,8 +215,9 @@ class TubeMQBrokerFrontEnd(FrontEnd):
         if held is None:
             return _not_registered(response)
         self._settle(request, held, request.lastPackConsumed)
-        return response(success=True, errCode=ErrorCode.SUCCESS, errMsg="OK", currOffset=held.offset,
-                        maxOffset=self.broker.store.get_max_offset(request.topicName, request.partitionId))
+        max_offset = self.broker.store.get_max_offset(request.topicName, request.partitionId)
+        return response(success=True, errCode=ErrorCode.SUCCESS, errMsg="OK", currOffset=held.offset * INDEX_ENTRY_BYTES,
+                        maxOffset=max_offset * INDEX_ENTRY_BYTES)
 
     def holds(self, group: str, topic: str, partition: int, client_id: str) -> bool:
         held = self.registrations.get((group, topic, partition))

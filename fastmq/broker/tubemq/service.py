@@ -20,6 +20,10 @@ log = logging.getLogger(__name__)
 Handler = Callable[[Any, ServerConnection], Any]
 
 
+class Refusal(Exception):
+    """An exception response a handler means to give (a standby master's): answered, not logged as a failure."""
+
+
 class RpcService(ServerHandler):
     """Serves `methods` ({method id: (request class, handler)}) on one listening socket."""
 
@@ -56,7 +60,10 @@ class RpcService(ServerHandler):
         except ProtocolError:
             raise
         except Exception as exc:
-            log.exception("TubeMQ method %d failed", request.method)
+            if isinstance(exc, Refusal):
+                log.debug("TubeMQ method %d refused: %s", request.method, exc)
+            else:
+                log.exception("TubeMQ method %d failed", request.method)
             reply(rpc.encode_exception(serial_no, f"org.apache.inlong.tubemq.{type(exc).__name__}", str(exc)))
             return
         reply(rpc.encode_response(serial_no, request.method, response.SerializeToString()))
