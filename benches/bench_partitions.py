@@ -41,7 +41,9 @@ def produce_fastmq(servers: str, targets: list[tuple[str, int]], count: int, rea
 
     with Producer(servers, linger_ms=10, batch_size=BATCH, acks=1, enable_idempotence=False,
                   buffer_memory=MEMORY) as producer:
-        for topic in {topic for topic, _ in targets}:
+        topics = {topic for topic, _ in targets}
+        producer.client.add_topics(topics)              # one metadata request for them all, not one a topic
+        for topic in topics:
             producer.partitions_for(topic)              # metadata before the clock starts
         ready()
         send, n = producer.send, len(targets)
