@@ -84,7 +84,7 @@ def test_a_damaged_line_before_the_last_is_a_clear_error(tmp_path):
 ops = st.lists(st.tuples(st.sampled_from("abcdef"), st.one_of(st.none(), st.integers(1, 9))), max_size=40)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(changes=ops, min_lines=st.integers(1, 6), cut=st.integers(0, 10_000))
 def test_a_journal_cut_anywhere_loads_a_prefix_of_the_changes(tmp_path_factory, changes, min_lines, cut):
     directory = tmp_path_factory.mktemp("journal")
@@ -112,7 +112,7 @@ def test_a_journal_cut_anywhere_loads_a_prefix_of_the_changes(tmp_path_factory, 
     assert table in acceptable
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(content=st.one_of(st.binary(max_size=200), st.lists(st.text(max_size=30)).map("\n".join).map(str.encode)))
 def test_any_journal_content_loads_or_raises_clearly(tmp_path_factory, content):
     directory = tmp_path_factory.mktemp("journal")
