@@ -1,5 +1,6 @@
 """The partition sweep: produce and consume 1M x 100 B spread over P partitions (record i to partition i % P),
-P in {1, 64, 1024, 4096}, fastmq vs confluent-kafka in one run against the embedded broker; plus a producer over
+P in {1, 64, 1024, 4096}, fastmq vs confluent-kafka in one run, against the embedded broker and against Apache
+Kafka 4.1.1 (one KRaft node from the test server kit, started by the bench on 127.0.0.1); plus a producer over
 1000 topics x 4 partitions. acks=1, linger 10 ms, 256 KiB batches, 256 MiB of buffer memory for both clients.
 
 Each client runs in a process of its own, so that its CPU per record (process time of all its threads: the
@@ -7,10 +8,11 @@ user thread, fastmq's I/O thread, librdkafka's threads) is measured apart from t
 benchmark's process. The table prints msgs/s and cpu_per_record (ns).
 
 Run: pytest benches/bench_partitions.py --benchmark-only -s
-     FASTMQ_BENCH_PARTITIONS=1,1024 FASTMQ_BENCH_RECORDS=200000 to run a part of it.
+     FASTMQ_BENCH_PARTITIONS=1,1024 FASTMQ_BENCH_RECORDS=200000 FASTMQ_BENCH_BROKERS=embedded to run a part of it.
 """
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import time
@@ -19,10 +21,12 @@ import uuid
 import pytest
 
 from fastmq.broker import EmbeddedBroker
+from tests.support.apache_kafka import KafkaCluster
 
 PROTOCOL = "kafka"
 RECORDS = int(os.environ.get("FASTMQ_BENCH_RECORDS", 1_000_000))
 PARTITIONS = [int(p) for p in os.environ.get("FASTMQ_BENCH_PARTITIONS", "1,64,1024,4096").split(",")]
+BROKERS = os.environ.get("FASTMQ_BENCH_BROKERS", "embedded,apache").split(",")
 VALUE = b"x" * 100
 MANY_TOPICS = 1000
 BATCH = 262144
@@ -37,7 +41,9 @@ def produce_fastmq(servers: str, targets: list[tuple[str, int]], count: int, rea
 
     with Producer(servers, linger_ms=10, batch_size=BATCH, acks=1, enable_idempotence=False,
                   buffer_memory=MEMORY) as producer:
-        for topic in {topic for topic, _ in targets}:
+        topics = {topic for topic, _ in targets}
+        producer.client.add_topics(topics)              # one metadata request for them all, not one a topic
+        for topic in topics:
             producer.partitions_for(topic)              # metadata before the clock starts
         ready()
         send, n = producer.send, len(targets)
@@ -148,10 +154,22 @@ class ClientRun:
 
 # ---- the benchmarks ----------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def broker():
-    with EmbeddedBroker() as embedded:
-        yield embedded
+@dataclasses.dataclass(frozen=True)
+class Target:
+    name: str
+    bootstrap_servers: str
+
+
+@pytest.fixture(scope="module", params=BROKERS)
+def broker(request, tmp_path_factory):
+    """The broker under the clients: the embedded one, or one Apache Kafka node (segments of 16 MiB, as the
+    kit's; a heap large enough for 4096 partitions)."""
+    if request.param == "embedded":
+        with EmbeddedBroker() as embedded:
+            yield Target("embedded broker", embedded.bootstrap_servers)
+    else:
+        with KafkaCluster(tmp_path_factory.mktemp("apache-kafka"), 1, heap="1g") as cluster:
+            yield Target("Apache Kafka 4.1.1", cluster.bootstrap_servers)
 
 
 def create_topics(servers: str, names: list[str], partitions: int) -> None:
@@ -202,7 +220,7 @@ def filled_topics(broker):
 def test_produce_partition_sweep(compare, broker, client, partitions):
     name = f"sweep-{client}-{partitions}-{uuid.uuid4().hex[:6]}"
     create_topics(broker.bootstrap_servers, [name], partitions)
-    measure(compare, f"produce 100 B over {partitions} partitions", "produce", client, broker.bootstrap_servers,
+    measure(compare, f"produce 100 B over {partitions} partitions, {broker.name}", "produce", client, broker.bootstrap_servers,
             [(name, p) for p in range(partitions)], RECORDS)
 
 
@@ -210,7 +228,7 @@ def test_produce_partition_sweep(compare, broker, client, partitions):
 @pytest.mark.parametrize("client", ["fastmq", "confluent-kafka"])
 def test_consume_partition_sweep(compare, broker, filled_topics, client, partitions):
     name = filled_topics(partitions)
-    measure(compare, f"consume 100 B over {partitions} partitions", "consume", client, broker.bootstrap_servers,
+    measure(compare, f"consume 100 B over {partitions} partitions, {broker.name}", "consume", client, broker.bootstrap_servers,
             [(name, p) for p in range(partitions)], RECORDS)
 
 
@@ -220,5 +238,5 @@ def test_produce_many_topics(compare, broker, client):
     create_topics(broker.bootstrap_servers, names, 4)
     # Record i goes to topic i % 1000 and, per round over the topics, to the next partition.
     targets = [(names[i % MANY_TOPICS], (i // MANY_TOPICS) % 4) for i in range(MANY_TOPICS * 4)]
-    measure(compare, f"produce 100 B over {MANY_TOPICS} topics x 4 partitions", "produce", client,
+    measure(compare, f"produce 100 B over {MANY_TOPICS} topics x 4 partitions, {broker.name}", "produce", client,
             broker.bootstrap_servers, targets, RECORDS)

@@ -499,7 +499,14 @@ cdef class RecordAccumulator:
     cdef int _release(self, Py_ssize_t amount) except -1:
         # Gives back memory reserved for nothing (lock held).
         self.used_memory -= amount
-        self.memory_freed.notify_all()
+        self._wake_memory_waiters()
+        return 0
+
+    cdef inline int _wake_memory_waiters(self) except -1:
+        # Lock held. Condition.notify_all is Python code: every finished batch would pay for it, so it runs only
+        # when a send waits (a waiter is counted, under the lock, before it waits).
+        if self.waiting_for_memory:
+            self.memory_freed.notify_all()
         return 0
 
     # -- the ready set (lock held) ------------------------------------------------------------------------
@@ -758,7 +765,7 @@ cdef class RecordAccumulator:
                 self.pool.release(storage)
             storage = None
             batch.reserved = 0
-            self.memory_freed.notify_all()
+            self._wake_memory_waiters()
         batch.resolve()
 
     def retry(self, ProducerBatch batch, double now):

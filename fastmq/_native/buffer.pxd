@@ -172,6 +172,8 @@ cdef class WriteBuffer:
     cdef int put_bytes_like(self, object owner, const char* data, Py_ssize_t n) except -1
     cdef int rewind(self, Py_ssize_t length, Py_ssize_t splice_count) except -1
     cdef int _refuse_spliced(self, str action) except -1
+    cdef bytearray detach(self)
+    cdef bytearray _hand_over(self, Py_ssize_t next_capacity)
 
     cdef inline Py_ssize_t total_size(self) noexcept:
         # Bytes written, referenced parts included.

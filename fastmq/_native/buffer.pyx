@@ -103,13 +103,22 @@ cdef class WriteBuffer:
         # Hands over the storage (trimmed to what was written) and starts a fresh one of the same capacity.
         # (Allocating it now rather than at the next write matters: freeing a large unused block is what
         # lets glibc serve the next ones from its heap, whose pages are mapped, instead of fresh mmaps.)
+        return self._hand_over(self._capacity)
+
+    cdef bytearray detach(self):
+        # take() for a buffer that is done (a built record batch): the fresh storage is minimal, not another
+        # buffer's worth allocated only to be freed unused.
+        return self._hand_over(16)
+
+    cdef bytearray _hand_over(self, Py_ssize_t next_capacity):
         cdef bytearray out = self._storage
         if self._exports:
             raise BufferError("WriteBuffer cannot be detached while a memoryview of it is alive")
         self._refuse_spliced("be detached")
         PyByteArray_Resize(out, self._length)
-        self._storage = _unfilled_bytearray(self._capacity)
+        self._storage = _unfilled_bytearray(next_capacity)
         self._data = PyByteArray_AS_STRING(self._storage)
+        self._capacity = next_capacity
         self._length = 0
         return out
 

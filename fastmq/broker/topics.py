@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping
 
 from fastmq.broker.errors import CoreError, TopicError
 from fastmq.store import MessageStore, TopicConfig
-from fastmq.store.config import ConfigManager, _require_dict
+from fastmq.store.config import JournaledConfigManager, _require_dict
 from fastmq.store.store import MAX_TOPIC_BYTES, TOPIC_PATTERN
 
 log = logging.getLogger(__name__)
@@ -83,14 +83,25 @@ class Topic:
         return self.configs.get(name, self.known[name].default)
 
 
-class TopicExtrasFile(ConfigManager):
-    """config/kafkaTopics.json: {"topics": {name: {"topicId": "...", "configs": {...}}}}."""
+class TopicExtrasFile(JournaledConfigManager):
+    """config/kafkaTopics.json: {"topics": {name: {"topicId": "...", "configs": {...}}}}, changes journaled."""
 
     file_name = "kafkaTopics.json"
 
     def __init__(self, config_dir: Path) -> None:
         super().__init__(config_dir)
         self.entries: dict[str, dict[str, Any]] = {}
+
+    def table(self) -> dict[str, dict[str, Any]]:
+        return self.entries
+
+    def decode_entry(self, key: str, value: Any) -> dict[str, Any]:
+        return _require_dict(value, key)
+
+    def set_entry(self, name: str, entry: dict[str, Any] | None) -> None:
+        """Set (None: remove) a topic's entry, durably."""
+        self.apply_change(name, entry)
+        self.record_change(name, entry)
 
     def encode(self) -> dict:
         return {"topics": self.entries}
@@ -200,8 +211,7 @@ class TopicManager:
             topic = Topic(name, partitions, uuid.uuid4(), configs, self.known_configs)
             if validate_only:
                 return topic
-            self._file.entries[name] = {"topicId": str(topic.topic_id), "configs": configs}
-            self._file.persist()
+            self._file.set_entry(name, {"topicId": str(topic.topic_id), "configs": configs})
             self.store.topic_config_manager.update_topic_config(
                 TopicConfig(name, partitions, partitions, PERM_READ_WRITE))
             self._topics[name] = topic
@@ -227,8 +237,7 @@ class TopicManager:
                 raise TopicError(CoreError.UNKNOWN_PARTITION, f"topic {name!r} does not exist")
             self._by_id.pop(topic.topic_id, None)
             self.store.topic_config_manager.delete_topic_config(name)
-            self._file.entries.pop(name, None)
-            self._file.persist()
+            self._file.set_entry(name, None)
             self.store.delete_topic(name)
         for listener in self.deletion_listeners:
             listener(name)
@@ -274,5 +283,4 @@ class TopicManager:
             if validate_only:
                 return
             topic.configs = configs
-            self._file.entries[name] = {"topicId": str(topic.topic_id), "configs": configs}
-            self._file.persist()
+            self._file.set_entry(name, {"topicId": str(topic.topic_id), "configs": configs})

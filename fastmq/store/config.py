@@ -8,6 +8,12 @@ A file is replaced atomically: the new content goes to {name}.tmp and is fsynced
 {name}.bak, then the temporary file is renamed over it. Loading falls back to the .bak when the file is missing or
 unreadable. RocketMQ's fastjson writes integer map keys unquoted ({0:12}); such files are read too, as are the
 variants the seed shows (a doubled "topicConfigTable", "offsets" keyed group@topic).
+
+A table changed one entry at a time (topics.json, the broker's kafkaTopics.json) journals its changes instead
+(JournaledConfigManager): a change appends one fsynced JSON line {"key": k, "value": v or null} to {name}.log, so
+creating the 1000th topic costs what the first did, not a rewrite of 999 others. The file is rewritten and the
+journal emptied once the journal holds as many lines as the table has entries (O(1) amortised), at load when a
+journal was left, and when the store closes, so that a closed store's topics.json is whole for RocketMQ's tools.
 """
 from __future__ import annotations
 
@@ -77,10 +83,9 @@ def loads_lenient(text: str) -> Any:
         return json.loads(quote_bare_keys(text))
 
 
-def write_atomically(path: Path, text: str) -> None:
-    data = text.encode("utf-8")
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def write_durably(path: Path, data: bytes, flags: int) -> None:
+    """Write all of data to path opened with flags (O_TRUNC or O_APPEND) and fsync it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | flags, 0o644)
     try:
         view = memoryview(data)
         while view:
@@ -88,6 +93,11 @@ def write_atomically(path: Path, text: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    write_durably(tmp, text.encode("utf-8"), os.O_TRUNC)
     if path.exists():
         shutil.copyfile(path, path.with_name(path.name + ".bak"))
     os.replace(tmp, path)
@@ -143,18 +153,110 @@ class ConfigManager:
                                     "fix or remove the file")
 
     def persist(self) -> None:
-        if self.read_only:
-            raise ReadOnlyStoreError(f"{self.path} belongs to a store opened read-only")
+        self._check_writable()
         with self.lock:
             text = json.dumps(self.encode(), indent=4, sort_keys=True)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(self.path, text)
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise ReadOnlyStoreError(f"{self.path} belongs to a store opened read-only")
 
     def encode(self) -> dict:
         raise NotImplementedError
 
     def decode(self, obj: Any) -> None:
         raise NotImplementedError
+
+
+class JournaledConfigManager(ConfigManager):
+    """A keyed table whose changes go to the journal {file_name}.log (see the module's doc). Replaying a line the
+    file already holds changes nothing (a line sets or removes one key), so a crash between rewriting the file
+    and emptying the journal loses nothing; a torn last line is a change that never returned, and is dropped."""
+
+    # The journal is compacted once it holds this many lines, or as many as the file had entries when written.
+    min_compaction_lines = 64
+
+    def __init__(self, config_dir: Path, read_only: bool = False) -> None:
+        super().__init__(config_dir, read_only)
+        self.journal_path = config_dir / (self.file_name + ".log")
+        self.journal_lines = 0
+        self.file_entries = 0
+
+    def table(self) -> dict[str, Any]:
+        """The journaled table: name -> entry."""
+        raise NotImplementedError
+
+    def decode_entry(self, key: str, value: Any) -> Any:
+        """One entry of the table from its JSON object."""
+        raise NotImplementedError
+
+    def table_size(self) -> int:
+        return len(self.table())
+
+    def apply_change(self, key: str, value: Any) -> None:
+        """Set key to value (a JSON object) in the table, or remove it when value is None."""
+        if value is None:
+            self.table().pop(key, None)
+        else:
+            self.table()[key] = self.decode_entry(key, value)
+
+    def record_change(self, key: str, value: Any) -> None:
+        """Make one change (already applied to the table) durable."""
+        self._check_writable()
+        line = json.dumps({"key": key, "value": value}, separators=(",", ":")) + "\n"
+        with self.lock:
+            created = not self.journal_path.exists()
+            if created:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            write_durably(self.journal_path, line.encode("utf-8"), os.O_APPEND)
+            if created:
+                fsync_directory(self.journal_path.parent)
+            self.journal_lines += 1
+            if self.journal_lines >= max(self.min_compaction_lines, self.file_entries):
+                self.persist()
+
+    def load(self) -> None:
+        super().load()
+        self.file_entries = self.table_size()
+        data = self.journal_path.read_bytes() if self.journal_path.exists() else b""
+        if not data:
+            return
+        lines = data.split(b"\n")
+        for number, raw in enumerate(lines, 1):
+            if not raw.strip():
+                continue
+            try:
+                change = _require_dict(json.loads(raw), "a journal line")
+                key = change["key"]
+                if not isinstance(key, str):
+                    raise TypeError(f"a journal key is a string, not {type(key).__name__}")
+                with self.lock:
+                    self.apply_change(key, change["value"])
+            except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
+                if number == len(lines):        # no newline after it: torn by a crash while appending
+                    log.warning("%s: dropped a torn last line (a change that was never acknowledged)",
+                                self.journal_path)
+                    break
+                raise CorruptStoreError(f"{self.journal_path} line {number}: {exc}; fix or remove the line") from exc
+            self.journal_lines += 1
+        if not self.read_only:
+            self.persist()          # the file whole again, and no torn line for the next append to follow
+
+    def persist(self) -> None:
+        """Rewrite the file from the table and empty the journal (under the lock: no change slips between)."""
+        with self.lock:
+            super().persist()
+            if self.journal_lines or self.journal_path.exists():
+                write_durably(self.journal_path, b"", os.O_TRUNC)
+            self.journal_lines = 0
+            self.file_entries = self.table_size()
+
+    def close(self) -> None:
+        """Leave the file whole (RocketMQ's own tools read it, not the journal)."""
+        if self.journal_lines and not self.read_only:
+            self.persist()
 
 
 def _require_dict(obj: Any, what: str) -> dict:
@@ -189,7 +291,7 @@ class TopicConfig:
                    str(filter_type), int(obj.get("topicSysFlag", 0)), bool(obj.get("order", False)))
 
 
-class TopicConfigManager(ConfigManager):
+class TopicConfigManager(JournaledConfigManager):
     file_name = "topics.json"
 
     def __init__(self, config_dir: Path, read_only: bool = False) -> None:
@@ -202,16 +304,25 @@ class TopicConfigManager(ConfigManager):
 
     def update_topic_config(self, topic_config: TopicConfig) -> None:
         with self.lock:
-            self.topic_config_table[topic_config.topic_name] = topic_config
-            self.data_version.next_version()
-        self.persist()
+            self.apply_change(topic_config.topic_name, topic_config.to_json())
+            self.record_change(topic_config.topic_name, topic_config.to_json())
 
     def delete_topic_config(self, topic: str) -> None:
         with self.lock:
-            if self.topic_config_table.pop(topic, None) is None:
+            if topic not in self.topic_config_table:
                 return
-            self.data_version.next_version()
-        self.persist()
+            self.apply_change(topic, None)
+            self.record_change(topic, None)
+
+    def table(self) -> dict[str, TopicConfig]:
+        return self.topic_config_table
+
+    def decode_entry(self, key: str, value: Any) -> TopicConfig:
+        return TopicConfig.from_json(key, value)
+
+    def apply_change(self, key: str, value: Any) -> None:
+        super().apply_change(key, value)
+        self.data_version.next_version()
 
     def encode(self) -> dict:
         return {"dataVersion": self.data_version.to_json(),

@@ -207,6 +207,7 @@ class MessageStore:
                                                                last.store_timestamp)
                 self.flush_consume_queue_service.flush(thorough=True)
                 self.consumer_offset_manager.persist()
+                self.topic_config_manager.close()
             (self.root / "abort").unlink(missing_ok=True)
             fsync_directory(self.root)
         self._release_files()

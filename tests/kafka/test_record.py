@@ -438,3 +438,21 @@ def test_decompression_is_bounded():
     with pytest.raises(CorruptRecordError, match="more than"):
         list(RecordBatch(data, max_decompressed_size=1024 * 1024))
     assert len(next(iter(RecordBatch(data))).value) == 4 * 1024 * 1024
+
+
+def test_building_a_batch_allocates_no_second_buffer_of_its_capacity():
+    # A producer builds one batch per partition and request: at thousands of partitions, a fresh buffer of the
+    # batch's capacity per build (allocated only to be freed with the builder) was a cost of its own.
+    import tracemalloc
+
+    from fastmq.kafka._native.records import RecordBatchBuilder
+    builder = RecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
+    builder.append(0, 1, None, b"v" * 100, [])
+    tracemalloc.start()
+    try:
+        built = builder.build()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(built) < 200
+    assert peak < 64 << 10, f"building a 1 MiB-capacity batch of one record allocated {peak} bytes"

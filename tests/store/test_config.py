@@ -17,6 +17,7 @@ from fastmq.store.config import quote_bare_keys
 def test_topics_round_trip_in_rocketmq_format(tmp_path):
     manager = TopicConfigManager(tmp_path)
     manager.update_topic_config(TopicConfig("TopicTest", read_queue_nums=4, write_queue_nums=4))
+    manager.close()         # the journal goes into the file
     obj = json.loads((tmp_path / "topics.json").read_text())
     assert obj["topicConfigTable"]["TopicTest"] == {
         "topicName": "TopicTest", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6,
@@ -74,7 +75,9 @@ def test_subscription_groups(tmp_path):
 def test_atomic_replacement_keeps_a_backup(tmp_path):
     manager = TopicConfigManager(tmp_path)
     manager.update_topic_config(TopicConfig("A"))
+    manager.persist()
     manager.update_topic_config(TopicConfig("B"))
+    manager.persist()
     assert not (tmp_path / "topics.json.tmp").exists()
     backup = json.loads((tmp_path / "topics.json.bak").read_text())
     assert set(backup["topicConfigTable"]) == {"A"}

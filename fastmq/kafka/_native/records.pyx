@@ -280,6 +280,8 @@ cdef class RecordBatchBuilder(DefaultRecordBase):
         # readable) and returns, for reuse, what the records were encoded into when build() compressed them
         # (None when the batch it returned is that memory, or it was not built).
         cdef WriteBuffer buffer = self._buffer
+        if self._built and not self._compressed:
+            return None             # finish() handed the records' memory over with the batch
         self._buffer = WriteBuffer(16)
         return buffer._storage if self._compressed else None
 
@@ -484,7 +486,7 @@ cdef class RecordBatchBuilder(DefaultRecordBase):
                 self._compressed = True
         self._write_header(chosen, codec)
         self._built = True
-        return chosen.take()
+        return chosen.detach()
 
     def build(self):
         """Finish the batch and return it (a bytearray)."""

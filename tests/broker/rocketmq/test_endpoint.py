@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from fastmq.store import decode_messages
+from fastmq.store import TopicConfigManager, decode_messages
 from tests.support.waiting import wait_for
 
 from .conftest import Remoting, broker_address
@@ -200,8 +200,10 @@ def test_statistics_and_files(rmq, client):
     assert stats["topics"]["ep-stats"]["put"]["messages"] == 1
     assert stats["topics"]["ep-stats"]["get"]["messages"] == 1
     assert any("ep-stats" in c["produced"] and c["software"].startswith("PYTHON") for c in stats["clients"]["clients"])
-    topics = json.loads((rmq.data_dir / "config" / "topics.json").read_text())["topicConfigTable"]
-    assert topics["ep-stats"]["writeQueueNums"] == 4
+    # On disk: topics.json and its journal (folded into the file when the store closes).
+    on_disk = TopicConfigManager(rmq.data_dir / "config", read_only=True)
+    on_disk.load()
+    assert on_disk.select_topic_config("ep-stats").write_queue_nums == 4
 
 
 def test_a_connection_holds_a_bounded_number_of_pulls(rmq, client, monkeypatch):
