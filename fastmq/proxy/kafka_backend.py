@@ -44,7 +44,7 @@ class KafkaBackend(Backend):
                                      value_deserializer=None)
         # topic -> (monotonic time learnt, {partition: [low, high]}); refreshed by one task per topic at a time.
         self._bounds: dict[str, tuple[float, dict[int, list[int]]]] = {}
-        self._refreshing: dict[str, asyncio.Future] = {}
+        self._refreshing: dict[str, asyncio.Future[Any]] = {}
         # topic -> the list queues() answers, the same object until the bounds change (ConsumerState encodes a
         # list's script arguments once).
         self._answers: dict[str, list[QueueBounds]] = {}
