@@ -1,6 +1,7 @@
 """The docs site (mkdocs.yml, docs/): it builds with warnings as errors, and every Python sample in it runs against
-one embedded broker that speaks all four protocols (the documented addresses are replaced by its own); the shell
-samples are the install and broker-start commands, whose broker flags must exist."""
+one embedded broker that speaks all four protocols (the documented addresses are replaced by its own; the samples
+that start Spark run in tests/spark/test_doc_samples.py); the shell samples are the install and broker-start
+commands, whose broker flags must exist."""
 from __future__ import annotations
 
 import re
@@ -12,10 +13,17 @@ import pytest
 
 from fastmq.broker import EmbeddedBroker
 from fastmq.broker.config import ListenerConfig
-from tests.support.code_blocks import fastmq_command_dir, fenced_blocks, run_block
+from tests.support.code_blocks import (
+    DOCS,
+    doc_pages,
+    doc_samples,
+    fastmq_command_dir,
+    fenced_blocks,
+    run_block,
+    uses_spark,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ROOT / "docs"
 # The addresses the pages use, by the protocol of the listener that replaces them.
 DOCUMENTED = {"kafka": "127.0.0.1:9092", "namesrv": "127.0.0.1:9876", "rocketmq": "127.0.0.1:10911",
               "tubemq-master": "127.0.0.1:8715", "tubemq-broker": "127.0.0.1:8123", "nsq": "127.0.0.1:4150",
@@ -23,16 +31,8 @@ DOCUMENTED = {"kafka": "127.0.0.1:9092", "namesrv": "127.0.0.1:9876", "rocketmq"
 SHELL_LINE = re.compile(r"^(pip install \S+|fastmq broker --data-dir DIR( --[a-z-]+ 127\.0\.0\.1:\d+)+)$")
 
 
-def pages() -> list[Path]:
-    found = sorted(DOCS.rglob("*.md"))
-    assert found, "docs/ has no pages"
-    return found
-
-
 def samples(language: str) -> list[pytest.param]:
-    return [pytest.param(code, id=f"{page.relative_to(DOCS).with_suffix('')}-{index}")
-            for page in pages() for index, (lang, code) in enumerate(fenced_blocks(page.read_text()))
-            if lang == language]
+    return [pytest.param(code, id=name) for name, code in doc_samples(language) if not uses_spark(code)]
 
 
 def test_site_builds_with_warnings_as_errors(tmp_path):
@@ -44,7 +44,7 @@ def test_site_builds_with_warnings_as_errors(tmp_path):
 
 
 def test_every_block_is_python_or_a_setup_command():
-    languages = {lang for page in pages() for lang, _ in fenced_blocks(page.read_text())}
+    languages = {lang for page in doc_pages() for lang, _ in fenced_blocks(page.read_text())}
     assert languages <= {"python", "sh"}, languages
     assert samples("python")
 

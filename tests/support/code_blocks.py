@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
 LIMIT = 120         # seconds a block may take: far above what each needs, so that one that never ends fails
 
@@ -17,6 +18,24 @@ LIMIT = 120         # seconds a block may take: far above what each needs, so th
 def fenced_blocks(text: str) -> list[tuple[str, str]]:
     """(language, code) of every fenced block with a language."""
     return [(language, code) for language, code in BLOCK.findall(text)]
+
+
+def doc_pages() -> list[Path]:
+    found = sorted(DOCS.rglob("*.md"))
+    assert found, "docs/ has no pages"
+    return found
+
+
+def doc_samples(language: str) -> list[tuple[str, str]]:
+    """(id, code) of every block of a language in the docs site's pages; the id names the page and the block."""
+    return [(f"{page.relative_to(DOCS).with_suffix('')}-{index}", code) for page in doc_pages()
+            for index, (lang, code) in enumerate(fenced_blocks(page.read_text())) if lang == language]
+
+
+def uses_spark(code: str) -> bool:
+    """A sample that starts Spark: it runs on the Spark tests' session (tests/spark/test_doc_samples.py), not in a
+    fresh interpreter of its own (a JVM start per sample is more than the suite can pay)."""
+    return "pyspark" in code
 
 
 def fastmq_command_dir(directory: Path) -> Path:
