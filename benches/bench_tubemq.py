@@ -5,13 +5,15 @@ own process (`fastmq broker --tubemq-master --tubemq-broker`, topics of 4 partit
 Produce: MESSAGES x 100 B, asynchronous sends (the Java peer keeps 2000 in flight; fastmq sends them all and
 waits for the last), after registration and one warm-up send. Consume: the same count from the first offset with a
 pull consumer confirming each batch, timed from the first batch. Each side times itself (the JVM's start and the
-registrations are not counted); the best of ROUNDS rounds is compared.
+registrations are not counted); the best of ROUNDS rounds is printed, and the median of them goes to the
+side-by-side tables (benches/conftest.py's self_timed).
 
 Run: pytest benches/bench_tubemq.py -s  (BENCH_TUBEMQ_MESSAGES=20000 for a short run)
 """
 from __future__ import annotations
 
 import os
+import statistics
 import time
 import uuid
 
@@ -74,7 +76,7 @@ def report(what: str, fastmq_s: float, java_s: float) -> None:
           f"java {MESSAGES / java_s:,.0f} msg/s, fastmq x{java_s / fastmq_s:.2f}")
 
 
-def test_produce_and_consume(master):
+def test_produce_and_consume(master, self_timed):
     produced, consumed = {"fastmq": [], "java": []}, {"fastmq": [], "java": []}
     for _ in range(ROUNDS):
         ours, theirs = f"b-py-{uuid.uuid4().hex[:6]}", f"b-java-{uuid.uuid4().hex[:6]}"
@@ -84,3 +86,7 @@ def test_produce_and_consume(master):
         consumed["java"].append(java_time("consume", master, ours, f"g-{uuid.uuid4().hex[:8]}", str(MESSAGES), "1"))
     report("produce", min(produced["fastmq"]), min(produced["java"]))
     report("consume", min(consumed["fastmq"]), min(consumed["java"]))
+    for what, times in (("produce, async", produced), ("consume", consumed)):
+        for impl, seconds in times.items():
+            self_timed(f"tubemq {what} 100 B", impl, statistics.median(seconds), items=MESSAGES,
+                       nbytes=MESSAGES * len(BODY))
