@@ -13,6 +13,7 @@ Run: pytest benches/bench_tubemq.py -s  (BENCH_TUBEMQ_MESSAGES=20000 for a short
 from __future__ import annotations
 
 import os
+import statistics
 import time
 import uuid
 
@@ -81,7 +82,7 @@ def report(what: str, fastmq: tuple[float, float], java: tuple[float, float]) ->
           f"(CPU x{java[1] / fastmq[1]:.2f})")
 
 
-def test_produce_and_consume(master):
+def test_produce_and_consume(master, self_timed):
     produced, consumed = {"fastmq": [], "java": []}, {"fastmq": [], "java": []}
     for _ in range(ROUNDS):
         ours, theirs = f"b-py-{uuid.uuid4().hex[:6]}", f"b-java-{uuid.uuid4().hex[:6]}"
@@ -91,3 +92,8 @@ def test_produce_and_consume(master):
         consumed["java"].append(java_time("consume", master, ours, f"g-{uuid.uuid4().hex[:8]}", str(MESSAGES), "1"))
     report("produce", min(produced["fastmq"]), min(produced["java"]))
     report("consume", min(consumed["fastmq"]), min(consumed["java"]))
+    for what, times in (("produce, async", produced), ("consume", consumed)):
+        for impl, rounds in times.items():
+            self_timed(f"tubemq {what} 100 B", impl, statistics.median(wall for wall, _cpu in rounds), items=MESSAGES,
+                       nbytes=MESSAGES * len(BODY),
+                       cpu_per_record_ns=statistics.median(cpu for _wall, cpu in rounds) / MESSAGES * 1e9)

@@ -8,6 +8,8 @@ table per group prints each implementation's median time (robust against the pau
 and fastmq's speed ratio against every other entry. `--side-by-side-json PATH` also saves them as the JSON that
 `fastmq bench report` reads (fastmq/cli/bench_report.py describes it); each entry's protocol is its module's
 PROTOCOL, else the protocol its file is named after (bench_nsq.py: "nsq"), else the file's name after "bench_".
+A bench that times itself (a peer in another process reports its own time) records its median through the
+`self_timed` fixture instead, and joins the same tables and JSON.
 """
 from __future__ import annotations
 
@@ -44,11 +46,14 @@ def side_by_side_results(session) -> list[dict]:
     return results
 
 
+SELF_TIMED = pytest.StashKey[list]()
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     session = getattr(config, "_benchmarksession", None)
-    if session is None or not session.benchmarks:
+    results = (side_by_side_results(session) if session is not None else []) + config.stash.get(SELF_TIMED, [])
+    if not results:
         return
-    results = side_by_side_results(session)
     path = config.getoption("--side-by-side-json")
     if path:
         Path(path).write_text(json.dumps({"machine": describe_machine(), "results": results}, indent=1))
@@ -81,6 +86,17 @@ def module_protocol(module) -> str:
         return declared
     stem = Path(module.__file__).stem.removeprefix("bench_")
     return next((protocol for protocol in PROTOCOLS if protocol in stem), stem)
+
+
+@pytest.fixture
+def self_timed(request):
+    """record(group, impl, median_s, items=..., nbytes=..., **extra) for a bench that measures its own rounds."""
+    def record(group: str, impl: str, median_s: float, items: int | None = None, nbytes: int | None = None,
+               **extra: float) -> None:
+        request.config.stash.setdefault(SELF_TIMED, []).append({
+            "protocol": module_protocol(request.module), "group": group, "impl": impl, "median_s": median_s,
+            "items": items, "bytes": nbytes, "extra": extra})
+    return record
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from fastmq.cli import main
-from fastmq.cli.bench_report import comparisons
+from fastmq.cli.bench_report import comparisons, summary
 
 MACHINE = {"cpu": "Test CPU 9000", "cores": 2, "python": "3.11.7", "kernel": "6.1.0", "system": "Linux"}
 RESULTS = [
@@ -49,13 +49,32 @@ def test_report_writes_a_table_and_a_chart(saved, tmp_path):
     assert "Test CPU 9000, 2 cores, Python 3.11.7, Linux 6.1.0" in table
     assert table.index("## kafka") < table.index("## nsq") < table.index("## io")
     assert "| read 1000 x 100 B | kafka-python | 1 ms | 1.00M | 100.00MB | 10.00 |" in table
-    assert "| read 1000 x 100 B | aiokafka | 50 µs | 20.00M | 2.00GB | 0.50 |" in table
+    assert "| read 1000 x 100 B | aiokafka | 50 µs | 20.00M | 2.00GB | 0.50 |  |" in table
+    assert "| publish | fastmq | 1 s | 4.00k |  |  | p50_ms 1.5 |" in table
     assert "| publish | pynsq | 500 ms | 2.00k |  | 2.00 |" in table
 
     import matplotlib.image
     image = matplotlib.image.imread(output / "report.png")
     height, width = image.shape[:2]
     assert width > 800 and height > 300
+
+
+def test_summary_is_the_geometric_mean_per_protocol_and_peer():
+    rows = [("kafka", "a", "kafka-python", 8.0), ("kafka", "b", "kafka-python", 0.5), ("nsq", "c", "pynsq", 3.0)]
+    assert [(protocol, count, peer, round(mean, 6)) for protocol, count, peer, mean in summary(rows)] == [
+        ("kafka", "2 comparisons", "kafka-python", 2.0), ("nsq", "1 comparison", "pynsq", 3.0)]
+
+
+def test_saved_runs_of_the_output_directory_are_reported_together(tmp_path):
+    # The protocols come in their fixed order whatever the files' order; differing machine fields name both.
+    nsq, kafka = [result for result in RESULTS if result["protocol"] == "nsq"], RESULTS[:4]
+    (tmp_path / "results-a.json").write_text(json.dumps({"machine": {**MACHINE, "kernel": "6.2"}, "results": nsq}))
+    (tmp_path / "results.json").write_text(json.dumps({"machine": MACHINE, "results": kafka}))
+    assert main(["bench", "report", "--output", str(tmp_path)]) == 0
+    table = (tmp_path / "report.md").read_text()
+    assert "Linux 6.2 / 6.1.0" in table
+    assert table.index("## kafka") < table.index("## nsq")
+    assert "| publish | pynsq | 500 ms | 2.00k |  | 2.00 |" in table
 
 
 def test_report_without_results_says_what_to_do(tmp_path, capsys):

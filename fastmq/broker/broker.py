@@ -48,7 +48,7 @@ class BrokerIdentityFile(ConfigManager):
         super().__init__(config_dir)
         self.cluster_id = ""
 
-    def encode(self) -> dict:
+    def encode(self) -> dict[Any, Any]:
         return {"clusterId": self.cluster_id}
 
     def decode(self, obj: Any) -> None:
@@ -66,7 +66,7 @@ class StatsFile:
         write_atomically(self.path, json.dumps(self.snapshot, indent=2, sort_keys=True))
 
 
-def read_stats(data_dir: str | os.PathLike) -> dict[str, Any]:
+def read_stats(data_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """The statistics a broker running on data_dir last wrote."""
     return json.loads((Path(data_dir) / STATS_FILE).read_text("utf-8"))
 
@@ -257,9 +257,9 @@ class EmbeddedBroker:
     unless data_dir is given, one kafka listener on a free port of 127.0.0.1 unless host and port, or listeners
     (ListenerConfigs, each naming its protocol), are given. Other BrokerConfig options pass through as keywords."""
 
-    def __init__(self, data_dir: str | os.PathLike | None = None, *, host: str = "127.0.0.1", port: int = 0,
+    def __init__(self, data_dir: str | os.PathLike[str] | None = None, *, host: str = "127.0.0.1", port: int = 0,
                  config: BrokerConfig | None = None, **options: Any) -> None:
-        self._temporary: tempfile.TemporaryDirectory | None = None
+        self._temporary: tempfile.TemporaryDirectory[str] | None = None
         if config is None:
             if data_dir is None:
                 self._temporary = tempfile.TemporaryDirectory(prefix="fastmq-broker-")

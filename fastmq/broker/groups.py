@@ -218,7 +218,7 @@ class GroupManager:
         else:
             self._join_known(group, member_id, instance_id, args, callback)
 
-    def _join_unknown(self, group: Group, instance_id: str | None, require_known_member_id: bool, args: tuple,
+    def _join_unknown(self, group: Group, instance_id: str | None, require_known_member_id: bool, args: tuple[Any, ...],
                       callback: JoinCallback) -> None:
         client_id = args[0]
         new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
@@ -235,7 +235,7 @@ class GroupManager:
             return
         self._add_member(group, Member(new_id, instance_id, *args), callback)
 
-    def _replace_static_member(self, group: Group, old: Member, new_id: str, args: tuple,
+    def _replace_static_member(self, group: Group, old: Member, new_id: str, args: tuple[Any, ...],
                                callback: JoinCallback) -> None:
         unchanged = old.protocols == args[5] and old.protocol_type == args[4]
         was_leader = group.leader_id == old.member_id
@@ -260,7 +260,7 @@ class GroupManager:
         else:
             self._prepare_rebalance(group, f"static member {old.instance_id} rejoined")
 
-    def _join_known(self, group: Group, member_id: str, instance_id: str | None, args: tuple,
+    def _join_known(self, group: Group, member_id: str, instance_id: str | None, args: tuple[Any, ...],
                     callback: JoinCallback) -> None:
         if group.fenced(member_id, instance_id):
             callback(JoinResult(CoreError.FENCED_INSTANCE, member_id))

@@ -68,7 +68,7 @@ class ProducerStateFile(ConfigManager):
         self.loaded: dict[str, Any] = {}
         self.snapshot: dict[str, Any] = {}    # taken where appends happen, written by the config writer
 
-    def encode(self) -> dict:
+    def encode(self) -> dict[Any, Any]:
         return self.snapshot
 
     def decode(self, obj: Any) -> None:
@@ -156,7 +156,7 @@ class ProducerStateManager:
 
     # -- persistence ------------------------------------------------------------------------------------------
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[Any, Any]:
         """The state as JSON, with the queue offset each partition is covered up to; expired producers go.
         Take it in the thread that appends (and records), so that offsets and state agree."""
         now = self._clock()
@@ -185,7 +185,7 @@ class ProducerStateManager:
         else:
             self._writer.write(self._file)
 
-    def _restore(self, obj: dict) -> None:
+    def _restore(self, obj: dict[Any, Any]) -> None:
         self._reserved_until = int(obj.get("reservedUntil", 0))
         # Ids up to the reservation may have been handed out before a crash.
         self._next_id = max(int(obj.get("nextProducerId", 0)), self._reserved_until)

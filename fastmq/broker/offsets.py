@@ -40,7 +40,7 @@ class OffsetExtrasFile(ConfigManager):
         super().__init__(config_dir)
         self.table: dict[str, dict[int, tuple[Any, ...]]] = {}
 
-    def encode(self) -> dict:
+    def encode(self) -> dict[Any, Any]:
         return {"metadata": {key: {str(queue): list(value) for queue, value in queues.items()}
                              for key, queues in self.table.items() if queues}}
 

@@ -38,7 +38,7 @@ def fastmq_command(*args: str) -> tuple[list[str], dict[str, str], Path]:
 
 
 class BrokerProcess:
-    def __init__(self, data_dir: str | os.PathLike | None = None, *, port: int = 0, args: Sequence[str] = (),
+    def __init__(self, data_dir: str | os.PathLike[str] | None = None, *, port: int = 0, args: Sequence[str] = (),
                  start_timeout: float = 60.0) -> None:
         self._temporary = None
         if data_dir is None:
@@ -48,7 +48,7 @@ class BrokerProcess:
         self.port = port
         self.args = list(args)
         self.start_timeout = start_timeout
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}-broker.log"
 
     @property

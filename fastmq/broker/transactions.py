@@ -122,7 +122,7 @@ class TransactionStateFile(ConfigManager):
         self.partitions: dict[str, Any] = {}     # PartitionTransactions.snapshot() as read
         self.snapshot: dict[str, Any] = {}       # taken on the I/O thread, written by the config writer
 
-    def encode(self) -> dict:
+    def encode(self) -> dict[Any, Any]:
         return self.snapshot
 
     def decode(self, obj: Any) -> None:

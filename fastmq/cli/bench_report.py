@@ -8,14 +8,17 @@ document:
                   "median_s": 0.0001, "items": 1000, "bytes": 100000, "extra": {"p50_ms": 1.2}}, ...]}
 
 A group is one comparison (the same work done by each implementation); an implementation whose name starts with
-"fastmq" is ours, every other is a peer. The report reads that document (or runs the benches to make it) and
-writes report.md and report.png into the output directory. The chart is one panel per protocol: one bar per
-(comparison, peer), how many times as fast as the peer fastmq is, on a log scale around 1x.
+"fastmq" is ours, every other is a peer. The report reads such documents (every results*.json of the output
+directory, or the files given: benches that need their own servers are run apart and saved apart), or runs the
+benches to make one, and writes report.md and report.png into the output directory. The chart opens with a summary,
+one bar per protocol and peer (the geometric mean of fastmq's ratios over their comparisons), then one panel per
+protocol: one bar per (comparison, peer), how many times as fast as the peer fastmq is, on a log scale around 1x.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import subprocess
@@ -27,6 +30,7 @@ from fastmq.cli.failure import CommandError
 from fastmq.cli.progress import format_rate
 
 Result = dict   # one entry of "results" (see the module docstring)
+PROTOCOL_ORDER = {name: index for index, name in enumerate(("kafka", "rocketmq", "tubemq", "nsq"))}
 
 
 def describe_machine() -> dict:
@@ -62,9 +66,10 @@ def speed_ratio(ours: Result, theirs: Result) -> float:
 
 
 def by_protocol(results: Sequence[Result]) -> dict[str, dict[str, list[Result]]]:
-    """protocol -> group -> results, in the order the benches ran."""
+    """protocol -> group -> results: the four protocols first (others after them, as they came), whatever order
+    the saved runs had; groups in the order the benches ran."""
     grouped: dict[str, dict[str, list[Result]]] = {}
-    for result in results:
+    for result in sorted(results, key=lambda result: PROTOCOL_ORDER.get(result["protocol"], len(PROTOCOL_ORDER))):
         grouped.setdefault(result["protocol"], {}).setdefault(result["group"], []).append(result)
     return grouped
 
@@ -80,6 +85,17 @@ def comparisons(results: Sequence[Result]) -> list[tuple[str, str, str, float]]:
             best = max(ours, key=speed)
             rows += [(protocol, group, peer["impl"], speed_ratio(best, peer)) for peer in entries if not is_ours(peer)]
     return rows
+
+
+def summary(rows: Sequence[tuple[str, str, str, float]]) -> list[tuple[str, str, str, float]]:
+    """(protocol, "N comparisons", peer, geometric mean of the ratios) per protocol and peer: the mean that treats
+    2x faster and 2x slower as cancelling out."""
+    ratios: dict[tuple[str, str], list[float]] = {}
+    for protocol, _, peer, ratio in rows:
+        ratios.setdefault((protocol, peer), []).append(ratio)
+    return [(protocol, f"{len(values)} comparison{'s' if len(values) > 1 else ''}", peer,
+             math.exp(sum(math.log(value) for value in values) / len(values)))
+            for (protocol, peer), values in ratios.items()]
 
 
 def duration(seconds: float) -> str:
@@ -98,10 +114,12 @@ def markdown(document: dict) -> str:
     """One table per protocol: every entry's median and rates, and for each peer how many times as fast fastmq is."""
     lines = ["# fastmq side by side", "", f"Machine: {machine_line(document['machine'])}.", "",
              "Medians of pytest-benchmark rounds. \"fastmq ×\": how many times as fast as that row fastmq's best "
-             "entry in the same comparison is (above 1: fastmq is faster).", ""]
+             "entry in the same comparison is (above 1: fastmq is faster). \"also measured\": what a bench "
+             "recorded besides (cpu_ns, cpu_per_record_ns: the client process's CPU time per record; p50_ms: "
+             "latency).", ""]
     for protocol, groups in by_protocol(document["results"]).items():
-        lines += [f"## {protocol}", "", "| comparison | implementation | median | items/s | bytes/s | fastmq × |",
-                  "|---|---|---:|---:|---:|---:|"]
+        lines += [f"## {protocol}", "", "| comparison | implementation | median | items/s | bytes/s | fastmq × "
+                  "| also measured |", "|---|---|---:|---:|---:|---:|---|"]
         for group, entries in groups.items():
             ours = [entry for entry in entries if is_ours(entry)]
             best = max(ours, key=speed) if ours else None
@@ -109,8 +127,9 @@ def markdown(document: dict) -> str:
                 items = format_rate(entry["items"] / entry["median_s"]) if entry.get("items") else ""
                 nbytes = f"{format_rate(entry['bytes'] / entry['median_s'])}B" if entry.get("bytes") else ""
                 ratio = f"{speed_ratio(best, entry):.2f}" if best is not None and not is_ours(entry) else ""
+                measured = ", ".join(f"{key} {value:g}" for key, value in entry.get("extra", {}).items())
                 lines.append(f"| {group} | {entry['impl']} | {duration(entry['median_s'])} | {items} | "
-                             f"{nbytes} | {ratio} |")
+                             f"{nbytes} | {ratio} | {measured} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -127,22 +146,27 @@ def chart(document: dict, path: Path) -> None:
     rows = comparisons(document["results"])
     if not rows:
         raise CommandError("no comparison to draw: the results have no group with both fastmq and a peer")
-    panels: dict[str, list[tuple[str, str, str, float]]] = {}
+    panels: dict[str, list[tuple[str, str, str, float]]] = {"all protocols (geometric mean per peer)": [
+        (protocol, f"{protocol}: {peer}", count, ratio) for protocol, count, peer, ratio in summary(rows)]}
     for row in rows:
         panels.setdefault(row[0], []).append(row)
     heights = [len(panel) + 1.0 for panel in panels.values()]
-    figure, axes = plt.subplots(len(panels), 1, figsize=(11, 1.2 + 0.36 * sum(heights)), squeeze=False,
+    height = 1.2 + 0.36 * sum(heights)
+    figure, axes = plt.subplots(len(panels), 1, figsize=(11, height), squeeze=False,
                                 gridspec_kw={"height_ratios": heights})
     low = min(min(row[3] for row in rows), 0.5)
     high = max(max(row[3] for row in rows), 2.0)
-    for axis, (protocol, panel) in zip(axes[:, 0], panels.items()):
+    for index, (axis, (protocol, panel)) in enumerate(zip(axes[:, 0], panels.items())):
+        first = index == 0
         panel = panel[::-1]                 # matplotlib draws the first bar at the bottom
         ratios = [row[3] for row in panel]
-        colors = ["#2e7d32" if ratio >= 1 else "#c62828" for ratio in ratios]
+        colors = [("#1b5e20" if first else "#2e7d32") if ratio >= 1 else ("#8e0000" if first else "#c62828")
+                  for ratio in ratios]
         positions = range(len(panel))
         # Bars grow from 1x: right where fastmq is faster, left where it is slower.
         axis.barh(positions, [ratio - 1 for ratio in ratios], left=1, color=colors, height=0.7)
-        axis.set_yticks(list(positions), [f"{row[1]}  vs {row[2]}" for row in panel], fontsize=8)
+        labels = [f"{row[1]}  ({row[2]})" if first else f"{row[1]}  vs {row[2]}" for row in panel]
+        axis.set_yticks(list(positions), labels, fontsize=9 if first else 8)
         axis.set_ylim(-0.6, len(panel) - 0.4)
         axis.set_xscale("log")
         axis.set_xlim(low / 2.2, high * 2.2)
@@ -156,7 +180,7 @@ def chart(document: dict, path: Path) -> None:
         axis.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}×"))
     axes[-1, 0].set_xlabel("how many times as fast as the peer fastmq is (log scale; right of 1×: fastmq faster)")
     figure.suptitle(f"fastmq against each peer\n{machine_line(document['machine'])}", fontsize=11)
-    figure.tight_layout()
+    figure.tight_layout(rect=(0, 0, 1, 1 - 0.55 / height))        # leaves the two title lines their room
     figure.savefig(path, dpi=110)
     plt.close(figure)
 
@@ -185,15 +209,32 @@ def load(path: Path) -> dict:
     return document
 
 
+def merge(paths: Sequence[Path]) -> dict:
+    """One document of several saved runs; where their machines differ (a kernel, a CPU), each field names every
+    value, so that the chart says what it compares."""
+    documents = [load(path) for path in paths]
+    machine: dict = {}
+    for document in documents:
+        for key, value in document["machine"].items():
+            values = machine.setdefault(key, [])
+            if value not in values:
+                values.append(value)
+    return {"machine": {key: " / ".join(map(str, values)) for key, values in machine.items()},
+            "results": [result for document in documents for result in document["results"]]}
+
+
 def report(args: argparse.Namespace) -> int:
     output = Path(args.output)
     output.mkdir(parents=True, exist_ok=True)
-    results = Path(args.results) if args.results else output / "results.json"
     if args.run:
-        run_benches(Path(args.benches), results, args.bench_files)
-    elif not results.is_file():
-        raise CommandError(f"no saved results at {results}: pass --run to run the benches, or --results FILE")
-    document = load(results)
+        target = Path(args.results[0]) if args.results else output / "results.json"
+        run_benches(Path(args.benches), target, args.bench_files)
+    paths = [Path(path) for path in args.results] if args.results else sorted(output.glob("results*.json"))
+    missing = [path for path in paths if not path.is_file()]
+    if not paths or missing:
+        raise CommandError(f"no saved results at {missing[0] if missing else output / 'results*.json'}: pass --run "
+                           "to run the benches, or --results FILE")
+    document = merge(paths)
     (output / "report.md").write_text(markdown(document))
     chart(document, output / "report.png")
     print(f"wrote {output / 'report.md'} and {output / 'report.png'}")
@@ -203,7 +244,8 @@ def report(args: argparse.Namespace) -> int:
 def register(commands: argparse._SubParsersAction, bench_targets: argparse._SubParsersAction) -> None:
     parser = bench_targets.add_parser("report", help="Markdown table and PNG chart of the side-by-side benches")
     parser.add_argument("--run", action="store_true", help="run the benches first (else read saved results)")
-    parser.add_argument("--results", help="the benches' JSON (default: OUTPUT/results.json; written with --run)")
+    parser.add_argument("--results", action="append", help="a saved run of the benches (JSON; repeat for several; "
+                        "default: every OUTPUT/results*.json; --run writes the first, default OUTPUT/results.json)")
     parser.add_argument("--output", default="docs/bench", help="directory for report.md and report.png")
     parser.add_argument("--benches", default="benches", help="the benches directory of a source checkout")
     parser.add_argument("bench_files", nargs="*", help="with --run: only these files of the benches directory")

@@ -72,7 +72,7 @@ class ClientConfig:
     sasl_mechanism: str | None = None
     sasl_plain_username: str | None = None
     sasl_plain_password: str | None = None
-    socket_options: list = field(default_factory=lambda: list(DEFAULT_SOCKET_OPTIONS))
+    socket_options: list[Any] = field(default_factory=lambda: list(DEFAULT_SOCKET_OPTIONS))
     send_buffer_bytes: int | None = None
     receive_buffer_bytes: int | None = None
 
@@ -272,9 +272,9 @@ class KafkaClient:
 
     # ---- sending from any thread ---------------------------------------------------------------------------
 
-    def call(self, node_id: Any, request: Any, timeout: float | None = None) -> Future:
+    def call(self, node_id: Any, request: Any, timeout: float | None = None) -> Future[Any]:
         """Any thread: a Future of the response, connecting first if needed (None: least loaded node)."""
-        future: Future = Future()
+        future: Future[Any] = Future()
         deadline = time.monotonic() + (self.config.request_timeout_ms / 1000.0 if timeout is None else timeout)
         self.loop.call_soon_threadsafe(self._start_call, PendingCall(node_id, request, future, deadline))
         return future

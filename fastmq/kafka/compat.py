@@ -14,12 +14,13 @@ from typing import Any
 
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka.compat_config import CONNECTION_DEFAULTS, Unset, client_options, resolve
-from fastmq.kafka.compat_consumer import KafkaConsumer  # noqa: F401
+from fastmq.kafka.compat_consumer import KafkaConsumer as KafkaConsumer  # noqa: F401  (re-exported)
 from fastmq.kafka.compat_admin import (  # noqa: F401  (kafka-python's admin names)
     AlterConfigOp, ConfigFilterType, ConfigResource, ConfigResourceType, ConfigSourceType, ConfigType,
     IsolationLevel, KafkaAdminClient, NewPartitions, NewTopic, OffsetSpec,
 )
 from fastmq.kafka.partitioner import ClusterView, DefaultPartitioner, Partitioner
+from fastmq.kafka._native.accumulator import FutureRecordMetadata
 from fastmq.kafka.producer import CODECS, Producer
 from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition  # noqa: F401  (kafka-python exports them)
 
@@ -124,7 +125,8 @@ class KafkaProducer(Producer):
             super().close(0)
             raise
 
-    def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
+    def send(self, topic: str, value: Any = None, key: Any = None, headers: Any = None, partition: int | None = None,
+             timestamp_ms: int | None = None) -> FutureRecordMetadata:
         """Publish a record; returns a FutureRecordMetadata (kafka-python's semantics and errors).
 
         Only what the accumulator does not check itself is checked here (each Python step costs as much as
@@ -180,7 +182,8 @@ class KafkaProducer(Producer):
             return 2
         return 1 if api_version >= (0, 10, 0) else 0
 
-    def send_offsets_to_transaction(self, offsets, group_metadata, timeout=None):
+    def send_offsets_to_transaction(self, offsets: dict[Any, Any], group_metadata: Any,
+                                    timeout: float | None = None) -> None:
         """Commit consumer offsets in the transaction; group_metadata is a group id or a consumer's
         group_metadata() (kafka-python's argument name)."""
         super().send_offsets_to_transaction(offsets, group_metadata, timeout)
@@ -189,17 +192,17 @@ class KafkaProducer(Producer):
         """True once metadata came from a bootstrap server."""
         return self.client.cluster.version > 0
 
-    def close(self, timeout=None, null_logger=False):
+    def close(self, timeout: float | None = None, null_logger: bool = False) -> None:
         """Flush what was sent and close (timeout in seconds; 0 aborts what is unsent)."""
         if timeout is not None and timeout < 0:
             raise ValueError(f"Invalid timeout: {timeout}")
         super().close(timeout)
 
-    def metrics(self, raw=False):
+    def metrics(self, raw: bool = False) -> dict[str, dict[str, float]] | None:  # type: ignore[override]
         """Producer metrics as kafka-python groups them ({group: {name: value}})."""
         return super().metrics() if self.config["metrics_enabled"] else None
 
-    def __del__(self):
+    def __del__(self) -> None:
         if not getattr(self, "_closed", True):
             try:
                 super().close(0)

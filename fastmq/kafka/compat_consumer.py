@@ -172,7 +172,7 @@ class KafkaConsumer:
     def unsubscribe(self) -> None:
         self._consumer.unsubscribe()
 
-    def poll(self, timeout_ms: float = 0, max_records: int | None = None, update_offsets: bool = True) -> dict:
+    def poll(self, timeout_ms: float = 0, max_records: int | None = None, update_offsets: bool = True) -> dict[Any, Any]:
         if timeout_ms < 0:
             raise ValueError("Timeout must not be negative")
         if max_records is not None:
@@ -217,10 +217,10 @@ class KafkaConsumer:
     def paused(self) -> set[TopicPartition]:
         return self._consumer.paused()
 
-    def commit(self, offsets: dict | None = None, timeout_ms: float | None = None) -> None:
+    def commit(self, offsets: dict[Any, Any] | None = None, timeout_ms: float | None = None) -> None:
         self._consumer.commit(offsets_to_commit(offsets), self._seconds(timeout_ms))
 
-    def commit_async(self, offsets: dict | None = None, callback: Any = None) -> Any:
+    def commit_async(self, offsets: dict[Any, Any] | None = None, callback: Any = None) -> Any:
         return self._consumer.commit_async(offsets_to_commit(offsets), callback)
 
     def committed(self, partition: TopicPartition, metadata: bool = False, timeout_ms: float | None = None) -> Any:
@@ -229,13 +229,13 @@ class KafkaConsumer:
     def group_metadata(self) -> Any:
         return self._consumer.group_metadata()
 
-    def offsets_for_times(self, timestamps: dict, timeout_ms: float | None = None) -> dict:
+    def offsets_for_times(self, timestamps: dict[Any, Any], timeout_ms: float | None = None) -> dict[Any, Any]:
         return self._consumer.offsets_for_times(by_topic_partition(timestamps), self._seconds(timeout_ms))
 
-    def beginning_offsets(self, partitions: list, timeout_ms: float | None = None) -> dict:
+    def beginning_offsets(self, partitions: list[Any], timeout_ms: float | None = None) -> dict[Any, Any]:
         return self._consumer.beginning_offsets(topic_partitions(partitions), self._seconds(timeout_ms))
 
-    def end_offsets(self, partitions: list, timeout_ms: float | None = None) -> dict:
+    def end_offsets(self, partitions: list[Any], timeout_ms: float | None = None) -> dict[Any, Any]:
         return self._consumer.end_offsets(topic_partitions(partitions), self._seconds(timeout_ms))
 
     def partitions_for_topic(self, topic: str) -> set[int]:
@@ -244,7 +244,7 @@ class KafkaConsumer:
     def topics(self) -> set[str]:
         return self._consumer.topics()
 
-    def metrics(self, raw: bool = False) -> dict | None:
+    def metrics(self, raw: bool = False) -> dict[Any, Any] | None:
         if not self.config["metrics_enabled"]:
             return None
         return self._consumer.metrics()

@@ -184,7 +184,7 @@ class Consumer:
         self._record_limiter = RateLimiter(config.max_records_per_second) if config.max_records_per_second else None
         self._byte_limiter = RateLimiter(config.max_bytes_per_second) if config.max_bytes_per_second else None
         self._metadata_version = -1
-        self._committed_request: tuple[frozenset, Future] | None = None
+        self._committed_request: tuple[frozenset[Any], Future[Any]] | None = None
         self._iteration: list[Any] = []        # [tp, records, index, epoch, final position] of the iterator
         self._consumer_timeout_at = float("inf")
         if topics:
@@ -192,7 +192,7 @@ class Consumer:
 
     # ---- subscriptions ---------------------------------------------------------------------------------------
 
-    def subscribe(self, topics: Iterable[str] = (), pattern: str | re.Pattern | None = None,
+    def subscribe(self, topics: Iterable[str] = (), pattern: str | re.Pattern[str] | None = None,
                   listener: Any = None) -> None:
         """Join the group for these topics (or every topic matching pattern); replaces the subscription.
         Without a group_id (as kafka-python) every partition of the topics is consumed, without commits."""
@@ -552,7 +552,7 @@ class Consumer:
         coordinator.commit(offsets, self._request_timeout if timeout is None else timeout)
 
     def commit_async(self, offsets: dict[TopicPartition, OffsetAndMetadata] | None = None,
-                     callback: Callable[[Any, Any], Any] | None = None) -> Future:
+                     callback: Callable[[Any, Any], Any] | None = None) -> Future[Any]:
         """Commit without waiting; callback(offsets, result or exception) runs in a later poll(), commit() or
         close() on this thread. Returns a concurrent.futures.Future."""
         coordinator = self._need_group()

@@ -105,11 +105,11 @@ class EncodeError(KafkaError, ValueError, TypeError):
 
     Raised before anything is sent: fix the value (or choose an API version that has the field)."""
 
-    def __init__(self, reason: str, path: list | None = None) -> None:
+    def __init__(self, reason: str, path: list[Any] | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         # Segments are appended innermost first while the error travels up the struct tree.
-        self.path_segments: list = path if path is not None else []
+        self.path_segments: list[Any] = path if path is not None else []
 
     @property
     def path(self) -> str:
@@ -159,7 +159,7 @@ class LogTruncationError(KafkaError):
     None when the broker knows no safe point.
     """
 
-    def __init__(self, divergent_offsets: dict, *args: Any) -> None:
+    def __init__(self, divergent_offsets: dict[Any, Any], *args: Any) -> None:
         self.divergent_offsets = divergent_offsets
         super().__init__(*(args or (f"Detected truncated partitions: {divergent_offsets}",)))
 

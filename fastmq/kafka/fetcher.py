@@ -83,7 +83,7 @@ class CompletedFetch:
     state: PartitionState
     epoch: int                  # the partition's epoch when the fetch was sent
     position: int               # where the user's position must be for the next record to be handed out
-    records: list
+    records: list[Any]
     next_offset: int            # position once every record is handed out (control batches count)
     error: BaseException | None
     bytes_per_record: float = 0.0
@@ -528,7 +528,7 @@ class Fetcher:
     def has_buffered(self) -> bool:
         return self._current is not None or bool(self.completed) or bool(self.errors)
 
-    def drain(self, max_records: int, result: dict[TopicPartition, list],
+    def drain(self, max_records: int, result: dict[TopicPartition, list[Any]],
               max_bytes: float = float("inf")) -> tuple[int, float]:
         """Move up to max_records buffered records (and about max_bytes of them) into result, appending per
         partition; returns (records, estimated bytes). Raises the error of a failed partition fetch when it is
@@ -595,12 +595,12 @@ class Fetcher:
 
     # ---- offset lookups (user's thread) ------------------------------------------------------------------
 
-    def list_offsets(self, timestamps: dict[TopicPartition, int], timeout: float) -> dict[TopicPartition, tuple]:
+    def list_offsets(self, timestamps: dict[TopicPartition, int], timeout: float) -> dict[TopicPartition, tuple[Any, ...]]:
         """tp -> (offset, timestamp, leader_epoch) for ListOffsets timestamps (EARLIEST, LATEST or a time in
         ms); offset -1 when the partition has no record at or after that time. Retries while within timeout."""
         deadline = time.monotonic() + timeout
         remaining = dict(timestamps)
-        results: dict[TopicPartition, tuple] = {}
+        results: dict[TopicPartition, tuple[Any, ...]] = {}
         last_error: BaseException | None = None
         attempts = 0
 

@@ -204,7 +204,7 @@ class Producer:
     def begin_transaction(self) -> None:
         self._transactions().begin_transaction()
 
-    def send_offsets_to_transaction(self, offsets: dict, group: Any, timeout: float | None = None) -> None:
+    def send_offsets_to_transaction(self, offsets: dict[Any, Any], group: Any, timeout: float | None = None) -> None:
         """Commit consumer offsets as part of the transaction. group: a group id, or a consumer's
         ConsumerGroupMetadata (group_id, generation_id, member_id, group_instance_id)."""
         txn = self._transactions()
@@ -298,11 +298,11 @@ class Producer:
 class BulkSendResult:
     """The outcome of Producer.send_many(): complete when every batch holding its records is."""
 
-    def __init__(self, batches: list, count: int) -> None:
+    def __init__(self, batches: list[Any], count: int) -> None:
         self._batches = batches
         self.count = count
 
-    def _leaves(self) -> list:
+    def _leaves(self) -> list[Any]:
         return [leaf for batch in self._batches for leaf in batch.leaves()]
 
     @property
@@ -325,7 +325,7 @@ class BulkSendResult:
         return self.count
 
 
-def wait_for_batches(batches: list, timeout: float | None) -> list:
+def wait_for_batches(batches: list[Any], timeout: float | None) -> list[Any]:
     """Wait until these batches are done (following batches split after a too-large refusal to the smaller
     ones that took their records); returns the done batches. KafkaTimeoutError when time runs out."""
     deadline = None if timeout is None else time.monotonic() + timeout

@@ -171,8 +171,8 @@ class Sender:
 
     # ---- produce requests ---------------------------------------------------------------------------------
 
-    def _send_produce(self, node_id: int, batches: list, now: float) -> None:
-        by_topic: dict[str, list] = {}
+    def _send_produce(self, node_id: int, batches: list[Any], now: float) -> None:
+        by_topic: dict[str, list[Any]] = {}
         for batch in batches:
             by_topic.setdefault(batch.topic_partition.topic, []).append(batch)
         cluster = self.client.cluster
@@ -203,7 +203,7 @@ class Sender:
         except Exception as exc:
             self._on_produce_response(node_id, batches, None, exc, sent_at)
 
-    def _on_produce_response(self, node_id: int, batches: list, response: Any, error: BaseException | None,
+    def _on_produce_response(self, node_id: int, batches: list[Any], response: Any, error: BaseException | None,
                              sent_at: float) -> None:
         now = time.monotonic()
         acc = self.accumulator

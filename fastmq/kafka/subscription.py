@@ -92,7 +92,7 @@ class SubscriptionState:
         self.default_reset = default_reset
         self.type = SubscriptionType.NONE
         self.topics: set[str] = set()               # subscribed topics (for a pattern: the matches)
-        self.pattern: re.Pattern | None = None
+        self.pattern: re.Pattern[str] | None = None
         self.listener: Any = None
         # Replaced whole on every change, so the loop thread can iterate a snapshot without the lock.
         self.assignment: dict[TopicPartition, PartitionState] = {}
@@ -109,7 +109,7 @@ class SubscriptionState:
                 "Subscription to topics, partitions and pattern are mutually exclusive")
         self.type = kind
 
-    def subscribe(self, topics: Iterable[str] = (), pattern: str | re.Pattern | None = None,
+    def subscribe(self, topics: Iterable[str] = (), pattern: str | re.Pattern[str] | None = None,
                   listener: Any = None) -> bool:
         """Returns True when the set of subscribed topics changed."""
         topics = list(topics) if topics else []

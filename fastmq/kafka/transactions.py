@@ -120,7 +120,7 @@ class TransactionManager:
             raise kerrors.IllegalStateError(f"begin_transaction() called in state {self.state.value}")
         self.state = TxnState.IN_TRANSACTION
 
-    def send_offsets_to_transaction(self, offsets: dict, group_id: str, generation_id: int = -1,
+    def send_offsets_to_transaction(self, offsets: dict[Any, Any], group_id: str, generation_id: int = -1,
                                     member_id: str = "", group_instance_id: str | None = None,
                                     timeout: float = 60.0) -> None:
         self.check_can_send()

@@ -185,11 +185,11 @@ class Writer:
         self._reply(self._producer.publish(topic, _bytes(msg), defer_ms=delay_ms), callback)
 
     @staticmethod
-    def _reply(future: Future, callback: Callable[[Any, Any], Any] | None) -> None:
+    def _reply(future: Future[Any], callback: Callable[[Any, Any], Any] | None) -> None:
         if callback is None:
             return
 
-        def done(finished: Future) -> None:
+        def done(finished: Future[Any]) -> None:
             error = finished.exception()
             callback(None, b"OK" if error is None else error)
 

@@ -129,7 +129,7 @@ class IdentifyStep(HandshakeStep):
 
         conn.handshake_request([codec.MAGIC_V2, codec.identify(self.settings.identify_body())], identified)
 
-    def _upgrade(self, conn: AdapterConnection, negotiated: dict, done: Callable[[], None]) -> None:
+    def _upgrade(self, conn: AdapterConnection, negotiated: dict[Any, Any], done: Callable[[], None]) -> None:
         settings = self.settings
         steps: list[Callable[[Callable[[], None]], None]] = []
         if negotiated.get("tls_v1"):

@@ -65,7 +65,7 @@ class TopicLookup:
         return bool(self.meta.get("ordered"))
 
 
-def _peer(peer: dict, partition: int) -> NSQDAddress:
+def _peer(peer: dict[Any, Any], partition: int) -> NSQDAddress:
     keys = {key.lower(): value for key, value in peer.items()}
     host = keys.get("broadcast_address") or keys.get("hostname") or keys.get("remote_address", "").rsplit(":", 1)[0]
     return NSQDAddress(str(host), int(keys["tcp_port"]), partition, int(keys.get("http_port") or 0))

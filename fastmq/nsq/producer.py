@@ -57,9 +57,9 @@ class _Target:
         self.topic = topic
         self.partition = partition
         # [kind, payload, future, bytes]: a plain entry is a chunk of messages (a list) that grows until it leaves
-        self.items: deque[list] = deque()
+        self.items: deque[list[Any]] = deque()
         # The newest future: answers come in order on the one connection, so it is answered last.
-        self.last: Future | None = None
+        self.last: Future[Any] | None = None
 
 
 class Producer:
@@ -94,7 +94,7 @@ class Producer:
     # ---- publishing ----------------------------------------------------------------------------------
 
     def publish(self, topic: str, body: bytes, *, partition: int | None = None, sharding_id: Any = None,
-                defer_ms: int | None = None) -> Future:
+                defer_ms: int | None = None) -> Future[Any]:
         """PUB (DPUB with defer_ms); the future's result is None once nsqd took it."""
         if defer_ms is not None:
             return self._submit(topic, partition, sharding_id, _DEFERRED,
@@ -102,7 +102,7 @@ class Producer:
         return self._submit(topic, partition, sharding_id, _PLAIN, [body])
 
     def publish_many(self, topic: str, bodies: Iterable[bytes], *, partition: int | None = None,
-                     sharding_id: Any = None) -> Future:
+                     sharding_id: Any = None) -> Future[Any]:
         """MPUB of these messages (with others waiting to leave for the same target, up to the batch limits): all
         or none are taken."""
         bodies = list(bodies)
@@ -111,12 +111,12 @@ class Producer:
         return self._submit(topic, partition, sharding_id, _PLAIN, bodies)
 
     def publish_trace(self, topic: str, body: bytes, trace_id: int, *, partition: int | None = None,
-                      sharding_id: Any = None) -> Future:
+                      sharding_id: Any = None) -> Future[Any]:
         """PUB_TRACE (Youzan): the future's result is a TraceReply."""
         return self._submit(topic, partition, sharding_id, _TRACED, (trace_id, body))
 
     def publish_ext(self, topic: str, body: bytes, headers: dict[str, Any] | bytes, *, partition: int | None = None,
-                    sharding_id: Any = None) -> Future:
+                    sharding_id: Any = None) -> Future[Any]:
         """PUB_EXT (Youzan) with a JSON header (a dict, or JSON already encoded); a "##trace_id" header makes the
         result a TraceReply."""
         header = headers if isinstance(headers, bytes) else json.dumps(headers).encode()
@@ -177,7 +177,7 @@ class Producer:
         target = self._targets.get((address.node_id, topic, partition_arg(address)))
         return 0 if target is None else len(target.items)
 
-    def _submit(self, topic: str, partition: int | None, sharding_id: Any, kind: int, payload: Any) -> Future:
+    def _submit(self, topic: str, partition: int | None, sharding_id: Any, kind: int, payload: Any) -> Future[Any]:
         if self._closed:
             raise NSQNoConnectionsError("the producer is closed")
         if not codec.is_valid_name(topic):
@@ -188,7 +188,7 @@ class Producer:
         size = codec.bodies_size(payload) if kind == _PLAIN else 0
         if size < 0:
             # nsqd refuses an empty message (E_BAD_MESSAGE), and with it every message of its MPUB: fail it alone.
-            refused: Future = Future()
+            refused: Future[Any] = Future()
             refused.set_exception(NSQConfigurationError("nsqd refuses empty messages (E_BAD_MESSAGE)"))
             return refused
         with self._lock:
@@ -204,7 +204,7 @@ class Producer:
                     last[1].extend(payload)
                     last[3] += size
                     return last[2]
-            future: Future = Future()
+            future: Future[Any] = Future()
             items.append([kind, payload, future, size])
             target.last = future
             if not self._drain_scheduled:
@@ -255,7 +255,7 @@ class Producer:
         traced = kind == _TRACED or (kind == _EXT and b'"##trace_id"' in payload[0])
         conn.request(data, lambda frame, error: self._answered(target, future, traced, frame, error))
 
-    def _answered(self, target: _Target, future: Future, traced: bool, frame: Any,
+    def _answered(self, target: _Target, future: Future[Any], traced: bool, frame: Any,
                   error: BaseException | None) -> None:
         if error is None:
             error = frame_error(frame)

@@ -65,7 +65,7 @@ class ProxyApp:
 
     # ---- ASGI ----------------------------------------------------------------------------------------------
 
-    async def __call__(self, scope: dict, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: dict[Any, Any], receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
         elif scope["type"] == "http":
@@ -109,7 +109,7 @@ class ProxyApp:
         await self.redis.aclose()
         _log.info("proxy stopped")
 
-    async def _http(self, scope: dict, receive: Receive, send: Send) -> None:
+    async def _http(self, scope: dict[Any, Any], receive: Receive, send: Send) -> None:
         started = time.perf_counter()
         method, path = scope["method"], scope["path"]
         handler = self.routes.get((method, path))

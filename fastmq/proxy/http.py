@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 from urllib.parse import parse_qsl
 
-Send = Callable[[dict], Awaitable[None]]
-Receive = Callable[[], Awaitable[dict]]
+Send = Callable[[dict[Any, Any]], Awaitable[None]]
+Receive = Callable[[], Awaitable[dict[Any, Any]]]
 
 
 class HttpError(Exception):
@@ -48,7 +48,7 @@ class Request:
             raise HttpError(400, "bad_json", "the body must be a JSON object")
         return value
 
-    def param(self, name: str, body: dict | None = None) -> Any:
+    def param(self, name: str, body: dict[Any, Any] | None = None) -> Any:
         """A parameter from the JSON body when given there, else from the query string."""
         if body is not None and name in body:
             return body[name]
@@ -69,7 +69,7 @@ def parse_query(raw: bytes) -> dict[str, str]:
     return query
 
 
-async def read_request(scope: dict, receive: Receive, max_body: int) -> Request:
+async def read_request(scope: dict[Any, Any], receive: Receive, max_body: int) -> Request:
     headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
     declared = headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > max_body):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fastmq.proxy.http import Reply, Request
 
@@ -29,16 +29,16 @@ MESSAGE_OUT = {"type": "object", "required": ["offset", "timestamp", "value"], "
     "binary": {"type": "array", "items": {"type": "string"}, "description": "fields given as base64"}}}
 
 
-def _errors(*statuses: int) -> dict:
+def _errors(*statuses: int) -> dict[Any, Any]:
     return {str(s): {"description": "an error", "content": {"application/json": {"schema": ERROR}}}
             for s in statuses}
 
 
-def _json(schema: dict, description: str = "done") -> dict:
+def _json(schema: dict[Any, Any], description: str = "done") -> dict[Any, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-def _query(name: str, schema: dict, required: bool = False, description: str = "") -> dict:
+def _query(name: str, schema: dict[Any, Any], required: bool = False, description: str = "") -> dict[Any, Any]:
     return {"name": name, "in": "query", "required": required, "schema": schema, "description": description}
 
 

@@ -72,7 +72,7 @@ class Registry:
         return bool(removed)
 
 
-def _entries(raw: dict, build: Any) -> dict[str, Any]:
+def _entries(raw: dict[Any, Any], build: Any) -> dict[str, Any]:
     entries = {}
     for name, value in raw.items():
         name = name.decode() if isinstance(name, bytes) else name

@@ -81,7 +81,7 @@ def serve(config: ProxyConfig, backend: Backend, host: str, port: int, *, log_le
     return server.started
 
 
-def serve_processes(count: int, target: Callable[..., None], args: tuple) -> int:
+def serve_processes(count: int, target: Callable[..., None], args: tuple[Any, ...]) -> int:
     """Run target(*args) in `count` processes (spawned: no threads of this one are inherited) until they end;
     SIGTERM / SIGINT here is passed on to them. Returns the worst exit code."""
     context = multiprocessing.get_context("spawn")

@@ -171,14 +171,14 @@ class ClientInstance:
             self._last_heartbeat = now
         self._timer = self.remoting.loop.call_later(TICK, self._tick)
 
-    def _lookup_async(self, topic: str) -> Future:
-        future: Future = Future()
+    def _lookup_async(self, topic: str) -> Future[Any]:
+        future: Future[Any] = Future()
         address = self.namesrvs[self._namesrv_index % len(self.namesrvs)]
         frame, opaque = self.remoting.encode(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
         self.remoting.invoke_frame(address, frame, opaque, future_callback(future))
         return future
 
-    def _finish_refresh(self, pending: list[tuple[str, Future]]) -> None:
+    def _finish_refresh(self, pending: list[tuple[str, Future[Any]]]) -> None:
         failed = None
         for topic, future in pending:
             try:

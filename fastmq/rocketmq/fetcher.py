@@ -13,7 +13,7 @@ refuses is paused until resume(). Everything here runs on the client's loop thre
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from typing import Any, Callable
 
 from fastmq.io.errors import NetworkError
 from fastmq.rocketmq._native.messages import MessageExt, decode_messages
@@ -30,7 +30,7 @@ Deliver = Callable[[MessageQueue, int, list[MessageExt], int], None]     # queue
 
 
 def pull_fields(group: str, queue: MessageQueue, offset: int, max_messages: int, expression: str,
-                sub_version: int, suspend_ms: int) -> dict:
+                sub_version: int, suspend_ms: int) -> dict[Any, Any]:
     """PullMessageRequestHeader; suspend_ms > 0 asks the broker to hold the pull while it has nothing."""
     return {"consumerGroup": group, "topic": queue.topic, "queueId": queue.queue_id, "queueOffset": offset,
             "maxMsgNums": max_messages,

@@ -12,6 +12,7 @@ import os
 import tempfile
 from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 from fastmq.rocketmq.client import ClientInstance, check_success
 from fastmq.rocketmq.errors import RocketMQError
@@ -37,7 +38,7 @@ class RemoteOffsetStore:
         return int(response.ext_fields["offset"])
 
     def commit(self, offsets: dict[MessageQueue, int], wait: bool = True) -> None:
-        futures: list[Future] = []
+        futures: list[Future[Any]] = []
         for queue, offset in offsets.items():
             address = self.instance.master_address(queue.broker_name)
             fields = {"consumerGroup": self.group, "topic": queue.topic, "queueId": queue.queue_id,
@@ -61,7 +62,7 @@ def queue_key(queue: MessageQueue) -> str:
 
 
 class LocalOffsetStore:
-    def __init__(self, directory: str | os.PathLike, client_id: str, group: str) -> None:
+    def __init__(self, directory: str | os.PathLike[str], client_id: str, group: str) -> None:
         self.path = Path(directory) / client_id.replace(":", "_") / group / "offsets.json"
         self._table: dict[str, int] = {}
         if self.path.exists():

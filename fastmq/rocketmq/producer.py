@@ -62,7 +62,7 @@ class _Send:
         self.deadline = deadline
         self.attempts = 0
         self.last_broker: str | None = None
-        self.future: Future = Future()
+        self.future: Future[Any] = Future()
         self.msg_ids: list[str] = []
         self.last_error: BaseException | None = None
 
@@ -106,7 +106,7 @@ class Producer:
         return send.future.result(send.deadline - time.monotonic() + 1.0)
 
     def send_async(self, message: Message, *, queue: MessageQueue | None = None,
-                   selector: QueueSelector | None = None, arg: Any = None, timeout: float | None = None) -> Future:
+                   selector: QueueSelector | None = None, arg: Any = None, timeout: float | None = None) -> Future[Any]:
         """A Future of the SendResult (completed on the client's I/O thread: keep its callbacks short)."""
         return self._start([message], False, queue, selector, arg, timeout).future
 
@@ -132,7 +132,7 @@ class Producer:
             (timeout or self.send_timeout) + 1.0)
 
     def send_batch_async(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
-                         timeout: float | None = None) -> Future:
+                         timeout: float | None = None) -> Future[Any]:
         messages = list(messages)
         if not messages:
             raise ValueError("a batch needs at least one message")

@@ -79,7 +79,7 @@ class RemotingClient:
         self.pool.add_listener(self._node_changed)
         self._opaques = itertools.count(1)
         self._outbox: deque[tuple[str, Any, int, ResponseCallback | None, bool, float]] = deque()
-        self._waiting: dict[str, deque] = {}
+        self._waiting: dict[str, deque[Any]] = {}
         self._closed = False
         self.loop.start()
         self.loop.add_poll_hook(self._drain)
@@ -89,7 +89,7 @@ class RemotingClient:
     def next_opaque(self) -> int:
         return next(self._opaques) & 0x7FFFFFFF
 
-    def encode(self, code: int, ext_fields: dict | None = None, body: Any = None, *, oneway: bool = False,
+    def encode(self, code: int, ext_fields: dict[Any, Any] | None = None, body: Any = None, *, oneway: bool = False,
                opaque: int | None = None) -> tuple[bytes, int]:
         """A request frame and its opaque."""
         opaque = self.next_opaque() if opaque is None else opaque
@@ -106,21 +106,21 @@ class RemotingClient:
                              self.request_timeout if timeout is None else timeout))
         self.loop.wakeup()
 
-    def invoke(self, address: str, code: int, ext_fields: dict | None = None, body: Any = None, *,
-               timeout: float | None = None) -> Future:
+    def invoke(self, address: str, code: int, ext_fields: dict[Any, Any] | None = None, body: Any = None, *,
+               timeout: float | None = None) -> Future[Any]:
         """A Future of the response (a RemotingCommand; any response code)."""
-        future: Future = Future()
+        future: Future[Any] = Future()
         frame, opaque = self.encode(code, ext_fields, body)
         self.invoke_frame(address, frame, opaque, future_callback(future), timeout=timeout)
         return future
 
-    def call(self, address: str, code: int, ext_fields: dict | None = None, body: Any = None, *,
+    def call(self, address: str, code: int, ext_fields: dict[Any, Any] | None = None, body: Any = None, *,
              timeout: float | None = None) -> RemotingCommand:
         """invoke() and wait for the response."""
         timeout = self.request_timeout if timeout is None else timeout
         return self.invoke(address, code, ext_fields, body, timeout=timeout).result(timeout + 1.0)
 
-    def oneway(self, address: str, code: int, ext_fields: dict | None = None, body: Any = None) -> None:
+    def oneway(self, address: str, code: int, ext_fields: dict[Any, Any] | None = None, body: Any = None) -> None:
         frame, opaque = self.encode(code, ext_fields, body, oneway=True)
         self.invoke_frame(address, frame, opaque, None, oneway=True)
 
@@ -142,7 +142,7 @@ class RemotingClient:
             self._submit(conn, item)
         return None
 
-    def _connect(self, address: str, item: tuple) -> None:
+    def _connect(self, address: str, item: tuple[Any, ...]) -> None:
         try:
             host, port = split_address(address)
             self.pool.add_node(address, host, port)
@@ -169,7 +169,7 @@ class RemotingClient:
             else:
                 self._fail(item, error or ConnectionClosedError(f"cannot connect to {address}"))
 
-    def _submit(self, conn: Any, item: tuple) -> None:
+    def _submit(self, conn: Any, item: tuple[Any, ...]) -> None:
         _, frame, opaque, callback, oneway, timeout = item
         try:
             if oneway:
@@ -182,7 +182,7 @@ class RemotingClient:
             self._fail(item, exc)
 
     @staticmethod
-    def _fail(item: tuple, error: BaseException) -> None:
+    def _fail(item: tuple[Any, ...], error: BaseException) -> None:
         callback = item[3]
         if callback is not None:
             try:
@@ -239,7 +239,7 @@ def response_callback(callback: ResponseCallback) -> Callable[[Any, BaseExceptio
     return on_frame
 
 
-def future_callback(future: Future) -> ResponseCallback:
+def future_callback(future: Future[Any]) -> ResponseCallback:
     def done(response: RemotingCommand | None, error: BaseException | None) -> None:
         if future.done():
             return

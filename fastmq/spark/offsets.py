@@ -18,7 +18,7 @@ from fastmq.kafka.consumer import Consumer
 from fastmq.kafka.structs import TopicPartition
 from fastmq.spark.options import EARLIEST, LATEST, KafkaOptions, OptionError
 
-_consumers: dict[tuple, Consumer] = {}
+_consumers: dict[tuple[Any, ...], Consumer] = {}
 _consumers_lock = threading.Lock()
 
 

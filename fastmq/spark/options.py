@@ -85,8 +85,8 @@ class KafkaOptions:
     ending: Any = None
     starting_timestamp: int | None = None
     ending_timestamp: int | None = None
-    starting_by_timestamp: dict | None = field(default=None, hash=False)
-    ending_by_timestamp: dict | None = field(default=None, hash=False)
+    starting_by_timestamp: dict[Any, Any] | None = field(default=None, hash=False)
+    ending_by_timestamp: dict[Any, Any] | None = field(default=None, hash=False)
     timestamp_strategy: str = "error"
     max_offsets_per_trigger: int | None = None
     min_offsets_per_trigger: int | None = None
@@ -150,7 +150,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool = False, writin
     return KafkaOptions(**values)
 
 
-def _kafka_options(opts: dict[str, str]) -> tuple[tuple, tuple, tuple]:
+def _kafka_options(opts: dict[str, str]) -> tuple[tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]:
     client: dict[str, Any] = {"allow_auto_create_topics": False}
     reader: dict[str, Any] = {}
     writer: dict[str, Any] = {}
@@ -263,7 +263,7 @@ def _offsets(opts: dict[str, str], streaming: bool) -> dict[str, Any]:
     return values
 
 
-def _partitions_of(spec: dict) -> set[tuple[str, int]]:
+def _partitions_of(spec: dict[Any, Any]) -> set[tuple[str, int]]:
     return {(topic, int(p)) for topic, parts in spec.items() for p in parts}
 
 
@@ -280,7 +280,7 @@ def _offset_spec(opts: dict[str, str], name: str, default: str) -> Any:
     return {topic: {int(k): v for k, v in parts.items()} for topic, parts in spec.items()}
 
 
-def _timestamps_json(opts: dict[str, str], name: str) -> dict | None:
+def _timestamps_json(opts: dict[str, str], name: str) -> dict[Any, Any] | None:
     if name not in opts:
         return None
     spec = _json(opts, name, "{\"topicA\": {\"0\": 1700000000000}}")

@@ -46,7 +46,7 @@ class ConstantColumns:
     for and sliced (no copy) for each batch."""
 
     def __init__(self) -> None:
-        self._cache: dict[tuple, pa.Array] = {}
+        self._cache: dict[tuple[Any, ...], pa.Array] = {}
 
     def get(self, value: Any, type_: pa.DataType, count: int) -> pa.Array:
         key = (value, str(type_))

@@ -138,7 +138,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.last_trigger = time.monotonic()
         self.latest: dict[str, dict[str, int]] | None = None
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[Any, Any]:
         partitions = kafka_offsets.subscribed_partitions(self.options)
         return to_json(kafka_offsets.resolve(self.options, partitions, ending=False))
 
@@ -151,10 +151,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return ReadMaxRows(self.options.max_offsets_per_trigger)
         return ReadAllAvailable()
 
-    def reportLatestOffset(self) -> dict | None:
+    def reportLatestOffset(self) -> dict[Any, Any] | None:
         return self.latest
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: dict[Any, Any], limit: ReadLimit) -> dict[Any, Any]:
         options = self.options
         begin = from_json(start)
         if self.available_now is not None:
@@ -177,13 +177,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self.last_trigger = time.monotonic()
         return to_json(end)
 
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+    def partitions(self, start: dict[Any, Any], end: dict[Any, Any]) -> Sequence[InputPartition]:
         return _ranges(self.options, from_json(start), from_json(end))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return iter(PartitionReader(self.options, partition.value))
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[Any, Any]) -> None:
         """Progress is recorded in the query's checkpoint: nothing to commit to Kafka."""
 
 

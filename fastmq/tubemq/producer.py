@@ -113,8 +113,8 @@ class Producer:
         self._broker_checksum = -1
         self._partitions: dict[str, list[Partition]] = {}
         self._max_sizes: dict[str, int] = {}
-        self._round_robin: dict[str, itertools.count] = {}
-        self._avoided: set = set()
+        self._round_robin: dict[str, itertools.count[int]] = {}
+        self._avoided: set[Any] = set()
         self._avoided_checked = 0.0
         self._registered = False
         self._closed = False

@@ -14,7 +14,7 @@ request with an exception whose name contains "StandbyException".
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from google.protobuf.message import DecodeError
 
@@ -68,7 +68,7 @@ _ERROR_PREFIX = (b"\x02" + rpc_pb2.RpcConnHeader(flag=1).SerializeToString()
                  .SerializeToString())
 _MAX_VARINT32_BYTES = 5
 # (method, service type, version, timeout) -> the bytes of a request before its body: one per kind of request.
-_request_prefixes: dict[tuple, tuple[bytes, bytes]] = {}
+_request_prefixes: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}
 # RequestHeader bytes -> (serviceType, protocolVer): a peer sends the same few headers over and over.
 _request_headers: dict[bytes, tuple[int | None, int | None]] = {}
 _MAX_CACHED_HEADERS = 64

@@ -50,7 +50,7 @@ class RpcClient:
                                    reconnect_backoff_ms=50, reconnect_backoff_max_ms=1000)
         self.pool.add_listener(self._node_changed)
         self._waiting: dict[Address, deque[tuple[int, bytes, type, ResultCallback]]] = defaultdict(deque)
-        self._outbox: deque = deque()
+        self._outbox: deque[Any] = deque()
         self._outbox_scheduled = False
         self._closed = False
         self._lock = threading.Lock()
@@ -81,7 +81,7 @@ class RpcClient:
     def call(self, address: Address, method: int, message: Any, response_class: type,
              timeout: float | None = None) -> Any:
         """call_async, waiting for the answer; raises what failed. Not on the loop thread."""
-        future: Future = Future()
+        future: Future[Any] = Future()
 
         def done(response: Any, error: BaseException | None) -> None:
             if error is not None:

@@ -218,7 +218,7 @@ class NSQDListener(ServerHandler):
 
     # ---- commands ------------------------------------------------------------------------------------
 
-    def _command(self, conn: ServerConnection, session: Session, name: bytes, params: list, body: Any) -> Any:
+    def _command(self, conn: ServerConnection, session: Session, name: bytes, params: list[Any], body: Any) -> Any:
         if name == b"MAGIC":
             if params[0] != codec.MAGIC_V2:
                 raise NSQError("E_BAD_PROTOCOL", f"unsupported protocol version {params[0]!r}")
@@ -228,7 +228,7 @@ class NSQDListener(ServerHandler):
             raise NSQError("E_INVALID", f"invalid command {name[:30]!r}")
         return handler(self, conn, session, params, body)
 
-    def _identify(self, conn: ServerConnection, session: Session, params: list, body: bytes) -> bytes:
+    def _identify(self, conn: ServerConnection, session: Session, params: list[Any], body: bytes) -> bytes:
         try:
             settings = json.loads(body)
         except ValueError:
@@ -323,14 +323,14 @@ class NSQDListener(ServerHandler):
             raise NSQError("E_BAD_PARTITION", f"topic {topic} has no partition {partition}")
         return partition
 
-    def _check_sizes(self, command: str, messages: list) -> None:
+    def _check_sizes(self, command: str, messages: list[Any]) -> None:
         # nsqd's --max-msg-size is broker-wide: the broker's message size limit plays its part.
         limit = self.front.broker.config.max_message_bytes
         for message in messages:
             if len(message) > limit:
                 raise NSQError("E_BAD_MESSAGE", f"{command} message too big {len(message)} > {limit}")
 
-    def _pub(self, conn: ServerConnection, session: Session, params: list, body: bytes) -> bytes:
+    def _pub(self, conn: ServerConnection, session: Session, params: list[Any], body: bytes) -> bytes:
         if not params:
             raise NSQError("E_INVALID", "PUB insufficient number of parameters")
         topic = self._topic(params[0])
@@ -368,7 +368,7 @@ class NSQDListener(ServerHandler):
     def _mpub_trace(self, conn: ServerConnection, session: Session, params: list, body: bytes) -> bytes:
         return self._mpub(conn, session, params, body, traced=True)
 
-    def _dpub(self, conn: ServerConnection, session: Session, params: list, body: bytes) -> bytes:
+    def _dpub(self, conn: ServerConnection, session: Session, params: list[Any], body: bytes) -> bytes:
         if len(params) < 2:
             raise NSQError("E_INVALID", "DPUB insufficient number of parameters")
         topic = self._topic(params[0])
@@ -381,7 +381,7 @@ class NSQDListener(ServerHandler):
         self.front.append(topic, 0, [body], {DEFER_PROPERTY: str(int(time.time() * 1000) + delay)})
         return codec.OK
 
-    def _pub_trace(self, conn: ServerConnection, session: Session, params: list, body: bytes) -> bytes:
+    def _pub_trace(self, conn: ServerConnection, session: Session, params: list[Any], body: bytes) -> bytes:
         if len(params) < 2:
             raise NSQError("E_INVALID", "PUB_TRACE insufficient number of parameters")
         topic = self._topic(params[0])
@@ -393,7 +393,7 @@ class NSQDListener(ServerHandler):
         result = self.front.append(topic, partition, [body[8:]])
         return codec.encode_trace_reply(result.queue_offset, trace_id, result.commitlog_offset, len(body) - 8)
 
-    def _pub_ext(self, conn: ServerConnection, session: Session, params: list, body: bytes) -> bytes:
+    def _pub_ext(self, conn: ServerConnection, session: Session, params: list[Any], body: bytes) -> bytes:
         if len(params) < 2:
             raise NSQError("E_INVALID", "PUB_EXT insufficient number of parameters")
         topic = self._topic(params[0])
@@ -419,7 +419,7 @@ class NSQDListener(ServerHandler):
             return codec.OK
         return codec.encode_trace_reply(result.queue_offset, trace_id, result.commitlog_offset, len(message))
 
-    def _sub_advanced(self, conn: ServerConnection, session: Session, params: list, body: Any) -> bytes:
+    def _sub_advanced(self, conn: ServerConnection, session: Session, params: list[Any], body: Any) -> bytes:
         if len(params) < 3:
             raise NSQError("E_INVALID", "SUB_ADVANCED needs topic, channel and partition")
         answer = self._sub(conn, session, params[:3], body, advanced=True)
@@ -436,7 +436,7 @@ class NSQDListener(ServerHandler):
             session.channel.seek(partition, offset)
         return answer
 
-    def _sub(self, conn: ServerConnection, session: Session, params: list, body: Any, *,
+    def _sub(self, conn: ServerConnection, session: Session, params: list[Any], body: Any, *,
              ordered: bool = False, advanced: bool = False) -> bytes:
         if session.channel is not None:
             raise NSQError("E_INVALID", "cannot SUB twice")
@@ -461,7 +461,7 @@ class NSQDListener(ServerHandler):
         session.channel, session.subscriber = channel, subscriber
         return codec.OK
 
-    def _sub_ordered(self, conn: ServerConnection, session: Session, params: list, body: Any) -> bytes:
+    def _sub_ordered(self, conn: ServerConnection, session: Session, params: list[Any], body: Any) -> bytes:
         return self._sub(conn, session, params, body, ordered=True)
 
     def _subscription(self, session: Session, what: str) -> tuple[Any, Subscriber]:
@@ -469,7 +469,7 @@ class NSQDListener(ServerHandler):
             raise NSQError("E_INVALID", f"cannot {what} in current state")
         return session.channel, session.subscriber
 
-    def _rdy(self, conn: ServerConnection, session: Session, params: list, body: Any) -> None:
+    def _rdy(self, conn: ServerConnection, session: Session, params: list[Any], body: Any) -> None:
         channel, subscriber = self._subscription(session, "RDY")
         count = _int(params[0], "RDY count") if params else 1
         if not 0 <= count <= MAX_RDY:
@@ -477,7 +477,7 @@ class NSQDListener(ServerHandler):
         subscriber.rdy = count
         channel.dispatch()
 
-    def _answer_message(self, session: Session, what: str, params: list, answer: Callable[..., None],
+    def _answer_message(self, session: Session, what: str, params: list[Any], answer: Callable[..., None],
                         *args: Any) -> None:
         # FIN / REQ / TOUCH: a message id this connection does not hold in flight is a non-fatal failure.
         channel, subscriber = self._subscription(session, what)
@@ -487,22 +487,22 @@ class NSQDListener(ServerHandler):
             raise NSQError(f"E_{what}_FAILED", f"{what} {params[0]!r} failed", fatal=False) from None
         channel.dispatch()
 
-    def _fin(self, conn: ServerConnection, session: Session, params: list, body: Any) -> None:
+    def _fin(self, conn: ServerConnection, session: Session, params: list[Any], body: Any) -> None:
         self._answer_message(session, "FIN", params, Channel.finish)
 
-    def _req(self, conn: ServerConnection, session: Session, params: list, body: Any) -> None:
+    def _req(self, conn: ServerConnection, session: Session, params: list[Any], body: Any) -> None:
         if len(params) < 2:
             raise NSQError("E_INVALID", "REQ insufficient number of parameters")
         delay = _int(params[1], "timeout")
         self._answer_message(session, "REQ", params, Channel.requeue, max(0, min(delay, 3600000)))
 
-    def _touch(self, conn: ServerConnection, session: Session, params: list, body: Any) -> None:
+    def _touch(self, conn: ServerConnection, session: Session, params: list[Any], body: Any) -> None:
         self._answer_message(session, "TOUCH", params, Channel.touch)
 
-    def _nop(self, conn: ServerConnection, session: Session, params: list, body: Any) -> None:
+    def _nop(self, conn: ServerConnection, session: Session, params: list[Any], body: Any) -> None:
         return None
 
-    def _cls(self, conn: ServerConnection, session: Session, params: list, body: Any) -> bytes:
+    def _cls(self, conn: ServerConnection, session: Session, params: list[Any], body: Any) -> bytes:
         if session.subscriber is not None:
             session.subscriber.rdy = 0
         session.closing = True

@@ -43,14 +43,14 @@ def _enum_name(value: Any, names: tuple[str, ...] | dict[int, str], what: str) -
     raise HeartbeatError(f"{what} {value!r} is not one of {list(names.values() if isinstance(names, dict) else names)}")
 
 
-def _text(obj: dict, key: str, what: str, default: str | None = None) -> str:
+def _text(obj: dict[Any, Any], key: str, what: str, default: str | None = None) -> str:
     value = obj.get(key, default)
     if not isinstance(value, str):
         raise HeartbeatError(f"{what}.{key} must be a string, not {value!r}")
     return value
 
 
-def _list(obj: dict, key: str, what: str) -> list:
+def _list(obj: dict[Any, Any], key: str, what: str) -> list[Any]:
     value = obj.get(key) or []
     if not isinstance(value, list):
         raise HeartbeatError(f"{what}.{key} must be a list, not {type(value).__name__}")

@@ -86,7 +86,7 @@ class KVConfigFile(ConfigManager):
         super().__init__(config_dir)
         self.table: dict[str, dict[str, str]] = {}
 
-    def encode(self) -> dict:
+    def encode(self) -> dict[Any, Any]:
         return {"configTable": self.table}
 
     def decode(self, obj: Any) -> None:

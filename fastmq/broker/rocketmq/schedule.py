@@ -55,7 +55,7 @@ class DelayOffsetFile(ConfigManager):
         super().__init__(config_dir)
         self.offsets: dict[int, int] = {}
 
-    def encode(self) -> dict:
+    def encode(self) -> dict[Any, Any]:
         return {"offsetTable": {str(level): offset for level, offset in sorted(self.offsets.items())}}
 
     def decode(self, obj: Any) -> None:

@@ -14,9 +14,10 @@ small; equal offsets: the first consumer id), and a partition nobody named goes 
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
+from typing import Any
 
 
-def balance(partitions: Iterable[Hashable], consumers: Iterable[str], owner: dict) -> tuple[dict, dict]:
+def balance(partitions: Iterable[Hashable], consumers: Iterable[str], owner: dict[Any, Any]) -> tuple[dict[Any, Any], dict[Any, Any]]:
     """(releases, assignments), each {consumer: [partition, ...]}, given owner {partition: consumer}.
     Partitions held by consumers no longer in the group count as unheld."""
     ordered_partitions = sorted(partitions)
@@ -25,7 +26,7 @@ def balance(partitions: Iterable[Hashable], consumers: Iterable[str], owner: dic
         return {}, {}
     base, extra = divmod(len(ordered_partitions), len(ordered_consumers))
     share = {consumer: base + (index < extra) for index, consumer in enumerate(ordered_consumers)}
-    held: dict[str, list] = {consumer: [] for consumer in ordered_consumers}
+    held: dict[str, list[Any]] = {consumer: [] for consumer in ordered_consumers}
     unheld = []
     for partition in ordered_partitions:
         holder = owner.get(partition)
@@ -33,7 +34,7 @@ def balance(partitions: Iterable[Hashable], consumers: Iterable[str], owner: dic
             held[holder].append(partition)
         else:
             unheld.append(partition)
-    releases: dict[str, list] = {}
+    releases: dict[str, list[Any]] = {}
     for consumer, partitions_held in held.items():
         surplus = partitions_held[share[consumer]:]
         if surplus:
@@ -41,7 +42,7 @@ def balance(partitions: Iterable[Hashable], consumers: Iterable[str], owner: dic
             del partitions_held[share[consumer]:]
             unheld.extend(surplus)
     unheld.sort()
-    assignments: dict[str, list] = {}
+    assignments: dict[str, list[Any]] = {}
     for consumer in ordered_consumers:
         room = share[consumer] - len(held[consumer])
         if room > 0 and unheld:

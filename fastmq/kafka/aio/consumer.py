@@ -101,7 +101,7 @@ class AIOKafkaConsumer(Lifetime):
         self._stopping = False                  # stop() began: getmany()/getone() raise ConsumerStoppedError
         # Subscription changes that may block (unsubscribing from a group commits and calls the listener)
         # run on a worker thread; later ones, and every awaiting method, wait for them in order.
-        self._changing: asyncio.Task | None = None
+        self._changing: asyncio.Task[Any] | None = None
 
     # ---- lifetime -----------------------------------------------------------------------------------------
 
@@ -188,7 +188,7 @@ class AIOKafkaConsumer(Lifetime):
         task = self._changing = self._loop.create_task(apply())
         task.add_done_callback(self._change_done)
 
-    def _change_done(self, task: asyncio.Task) -> None:
+    def _change_done(self, task: asyncio.Task[Any]) -> None:
         if self._changing is task:
             self._changing = None
 

@@ -17,7 +17,7 @@ class LoopHandoff:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self._calls: deque[tuple[Callable[..., Any], tuple]] = deque()
+        self._calls: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
         self._scheduled = False
 
     def submit(self, function: Callable[..., Any], *args: Any) -> None:

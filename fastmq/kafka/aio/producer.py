@@ -96,7 +96,7 @@ class AIOKafkaProducer(Lifetime):
     # ---- sending -----------------------------------------------------------------------------------------
 
     async def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
-                   timestamp_ms: int | None = None, headers: Headers = None) -> asyncio.Future:
+                   timestamp_ms: int | None = None, headers: Headers = None) -> asyncio.Future[Any]:
         """Queue a record; returns (once it is in a batch) an asyncio future of its RecordMetadata."""
         producer = self.engine()
         if self._key_serializer is not None:
@@ -115,7 +115,7 @@ class AIOKafkaProducer(Lifetime):
         return self._futures.track(producer.send(topic, value, key, headers, partition, timestamp_ms))
 
     async def _queue_waiting(self, producer: Producer, topic: str, value: Any, key: Any, partition: int | None,
-                             timestamp_ms: int | None, headers: Headers) -> asyncio.Future:
+                             timestamp_ms: int | None, headers: Headers) -> asyncio.Future[Any]:
         """send() when Producer.send() could wait. Metadata and AddPartitionsToTxn are waited for on a worker
         thread; buffer memory on the loop, until acknowledgements free some."""
         if self._transactional or topic not in producer.client.cluster.topics:
@@ -152,7 +152,7 @@ class AIOKafkaProducer(Lifetime):
         """An empty batch of up to max_batch_size bytes, for send_batch()."""
         return BatchBuilder(self._max_batch_size, self._key_serializer, self._value_serializer)
 
-    async def send_batch(self, batch: "BatchBuilder", topic: str, *, partition: int) -> asyncio.Future:
+    async def send_batch(self, batch: "BatchBuilder", topic: str, *, partition: int) -> asyncio.Future[Any]:
         """Send a batch's records to one partition, in order; returns a future of the first record's
         RecordMetadata (the batch's base offset), failing if any record fails."""
         producer = self.engine()
@@ -195,8 +195,8 @@ class _Pending:
     __slots__ = ("records", "futures", "watched")
 
     def __init__(self) -> None:
-        self.records: deque = deque()
-        self.futures: deque = deque()
+        self.records: deque[Any] = deque()
+        self.futures: deque[Any] = deque()
         self.watched = False                # a record of the partition carries the completion callback
 
 
@@ -218,7 +218,7 @@ class RecordFutures:
         self._pending: dict[TopicPartition, _Pending] = {}
         self.progress = asyncio.Event()                         # set whenever records were settled
 
-    def track(self, record: Any) -> asyncio.Future:
+    def track(self, record: Any) -> asyncio.Future[Any]:
         """The asyncio future of a record just sent."""
         future = asyncio.Future(loop=self._loop)
         tp = record.topic_partition
@@ -266,7 +266,7 @@ class RecordFutures:
         self.progress.set()
 
 
-def _unobserved(future: asyncio.Future) -> bool:
+def _unobserved(future: asyncio.Future[Any]) -> bool:
     """Whether nobody but the caller's one reference (a deque slot or a local name) holds the future: then
     nobody can ever look at it. The other two references are this parameter and getrefcount's argument."""
     return getrefcount(future) <= 3
@@ -330,7 +330,7 @@ class BatchBuilder:
         return len(self.records)
 
 
-async def _first_of_all(futures: list[asyncio.Future]) -> RecordMetadata:
+async def _first_of_all(futures: list[asyncio.Future[Any]]) -> RecordMetadata:
     results = await asyncio.gather(*futures)
     return results[0]
 
