@@ -1,7 +1,7 @@
 """Apache RocketMQ, the reference server of the RocketMQ client tests: one namesrv and one master broker
 (NamesrvStartup and BrokerStartup from the pinned Maven artifacts) on free 127.0.0.1 ports, with small heaps,
 64 MiB CommitLog files, auto-created topics and subscription groups, and every delay level at one second (so that
-retries and delayed messages arrive in test time). The broker also listens on its port - 2 (the "VIP" channel)
+retries and delayed messages arrive in test time), as is the check-back of undecided transactions. The broker also listens on its port - 2 (the "VIP" channel)
 and + 1 (HA), so the three are taken free together.
 """
 from __future__ import annotations
@@ -122,6 +122,8 @@ class RocketMQCluster:
             "messageDelayLevel": DELAY_LEVELS, "timerWheelEnable": "false", "enableDLegerCommitLog": "false",
             "diskMaxUsedSpaceRatio": 95, "sendMessageThreadPoolNums": 2, "pullMessageThreadPoolNums": 4,
             "waitTimeMillsInSendQueue": 3000, "defaultTopicQueueNums": 4, "brokerPermission": 6,
+            # undecided half messages are checked back with their producer after one second, every second
+            "transactionTimeOut": 1000, "transactionCheckInterval": 1000,
         }
         self.properties.update(properties or {})
         self._write_broker_conf()
