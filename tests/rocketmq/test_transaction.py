@@ -1,6 +1,7 @@
 """fastmq/rocketmq/transaction.py against Apache RocketMQ (check-back after one second in the test kit): a half
 message is invisible until committed, a rolled-back one never arrives, and an undecided one is checked back with
-the producer, whose check decides it."""
+the producer, whose check decides it. tests/broker/rocketmq/test_transactions.py runs the same tests against the
+embedded broker, with a `server` fixture of its own."""
 from __future__ import annotations
 
 import threading
@@ -41,14 +42,19 @@ def read_all(namesrv: str, topic: str, want: int, timeout: float) -> list:
 
 
 @pytest.fixture
-def transactions(rocketmq_server):
+def server(rocketmq_server):
+    return rocketmq_server
+
+
+@pytest.fixture
+def transactions(server):
     ledger = Ledger()
-    with TransactionProducer(unique("tx-producer"), rocketmq_server.namesrv_addr, listener=ledger,
+    with TransactionProducer(unique("tx-producer"), server.namesrv_addr, listener=ledger,
                              send_timeout=10.0) as producer:
         yield producer, ledger
 
 
-def test_commit_delivers_and_rollback_drops(rocketmq_server, transactions):
+def test_commit_delivers_and_rollback_drops(server, transactions):
     producer, _ledger = transactions
     topic = unique("tx")
     producer.send(Message(topic, b"plain"))          # creates the topic
@@ -56,21 +62,21 @@ def test_commit_delivers_and_rollback_drops(rocketmq_server, transactions):
     rolled_back = producer.send_in_transaction(Message(topic, b"rollback"))
     assert committed.local_state is LocalTransactionState.COMMIT_MESSAGE
     assert rolled_back.local_state is LocalTransactionState.ROLLBACK_MESSAGE
-    messages = read_all(rocketmq_server.namesrv_addr, topic, 2, timeout=20)
+    messages = read_all(server.namesrv_addr, topic, 2, timeout=20)
     assert sorted(m.body for m in messages) == [b"commit", b"plain"]
     delivered = next(m for m in messages if m.body == b"commit")
     assert delivered.msg_id == committed.send_result.msg_id and delivered.tags == "T" and delivered.keys == "k1"
 
 
-def test_undecided_transaction_is_checked_back(rocketmq_server, transactions):
+def test_undecided_transaction_is_checked_back(server, transactions):
     producer, ledger = transactions
     topic = unique("tx-check")
     producer.send(Message(topic, b"plain"))
     result = producer.send_in_transaction(Message(topic, b"undecided"))
     assert result.local_state is LocalTransactionState.UNKNOW
     wait_for(lambda: b"undecided" in ledger.checked, timeout=30, message="the broker never checked back")
-    assert [m.body for m in read_all(rocketmq_server.namesrv_addr, topic, 1, timeout=10)] == [b"plain"]
+    assert [m.body for m in read_all(server.namesrv_addr, topic, 1, timeout=10)] == [b"plain"]
     with ledger.lock:
         ledger.decided[b"undecided"] = LocalTransactionState.COMMIT_MESSAGE      # the next check commits it
-    messages = read_all(rocketmq_server.namesrv_addr, topic, 2, timeout=30)
+    messages = read_all(server.namesrv_addr, topic, 2, timeout=30)
     assert sorted(m.body for m in messages) == [b"plain", b"undecided"]
