@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fastmq.rocketmq import Credentials, Message, Producer, PullConsumer, SendFailedError
+from fastmq.rocketmq import Credentials, Message, Producer, PullConsumer, SendFailedError, compat
 from tests.support.rocketmq import RocketMQCluster, unique
 from tests.support.servers import SERVER_LOGS
 from tests.support.waiting import wait_for
@@ -55,6 +55,20 @@ def test_bad_or_missing_signature_is_refused(acl_server, credentials):
         with pytest.raises(SendFailedError) as refused:
             producer.send(Message(unique("acl"), b"refused"))
     assert refused.value.code == NO_PERMISSION
+
+
+def test_compat_session_credentials(acl_server):
+    topic = unique("acl-compat")
+    producer = compat.Producer(unique("acl-compat"))
+    producer.set_namesrv_addr(acl_server.namesrv_addr)
+    producer.set_session_credentials(USER, PASSWORD, "LOCAL")
+    producer.start()
+    try:
+        message = compat.Message(topic)
+        message.set_body("signed by the compat face")
+        assert producer.send_sync(message).status == compat.SendStatus.OK
+    finally:
+        producer.shutdown()
 
 
 def test_credentials_need_both_keys():
