@@ -1,9 +1,14 @@
 """RocketMQ clients against one Apache RocketMQ namesrv + broker (tests/support/rocketmq.py), in one run: fastmq vs
 Apache RocketMQ's Java client (benches/java/RocketMQBench.java, compiled by this bench against the broker's own
-jars and kept running, so that its JVM start is not measured). Each produces COUNT 100-byte messages sync, async
-(at most 10000 in flight for both), oneway and in batches of 100, and consumes COUNT messages from the first
-offset (fastmq's PullConsumer, Java's DefaultLitePullConsumer). Each row gives the client's CPU time per message
-(all its threads); the broker's is not counted.
+jars and kept running, so that its JVM start is not measured) vs PyPI `rocketmq` 0.4.4 (the C++ client behind
+ctypes, in a child process: benches/rocketmq_pypi_client.py). Each produces COUNT 100-byte messages sync, async
+(at most 10000 in flight for all), oneway and in batches of 100, and consumes COUNT messages from the first
+offset (fastmq's PullConsumer, Java's DefaultLitePullConsumer, PyPI's PullConsumer). Each row gives the client's
+CPU time per message (all its threads); the broker's is not counted.
+
+Then the brokers: fastmq's producer and consumer against the embedded broker (fastmq broker, `fastmq broker` in a
+process of its own) and against Apache RocketMQ's (apache broker), the same work on both; the time is what
+compares them (the CPU per record is the client's).
 
 Run: pytest benches/bench_rocketmq.py --benchmark-only -s    (FASTMQ_BENCH_ROCKETMQ_COUNT=N for fewer messages)
 """
@@ -11,21 +16,24 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from fastmq.broker.process import BrokerProcess
 from fastmq.rocketmq import Message, Producer, PullConsumer
 from tests.support.rocketmq import RocketMQCluster, unique
-from tests.support.servers import APACHE_ROCKETMQ
+from tests.support.servers import APACHE_ROCKETMQ, free_port
 
 BODY = b"x" * 100
 COUNT = int(os.environ.get("FASTMQ_BENCH_ROCKETMQ_COUNT", 1_000_000))
 ASYNC_IN_FLIGHT = 10_000
 BATCH = 100
 JAVA_SOURCE = Path(__file__).parent / "java" / "RocketMQBench.java"
+PYPI_PROGRAM = Path(__file__).with_name("rocketmq_pypi_client.py")
 # Sync sends of a full-size run take far longer than the suite's per-test limit.
 pytestmark = pytest.mark.timeout(4 * 3600)
 
@@ -36,15 +44,12 @@ def cluster(tmp_path_factory):
         yield running
 
 
-class JavaClient:
-    """The Java bench program, started once; run() sends one command and waits for its answer."""
+class PeerClient:
+    """A bench program of another client, started once and kept running; run() sends one command
+    ("mode topic count group") and waits for its "done <cpu ns>" answer."""
 
-    def __init__(self, namesrv: str, directory: Path) -> None:
-        classpath = APACHE_ROCKETMQ.classpath()
-        subprocess.run(["javac", "-d", str(directory), "-cp", classpath, str(JAVA_SOURCE)], check=True)
-        self.process = subprocess.Popen(
-            ["java", "-Xmx1g", "-cp", f"{directory}:{classpath}", "RocketMQBench", namesrv],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    def __init__(self, command: list[str], **options) -> None:
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, **options)
 
     def run(self, mode: str, topic: str, count: int, group: str = "-") -> int:
         self.process.stdin.write(f"{mode} {topic} {count} {group}\n")
@@ -52,27 +57,46 @@ class JavaClient:
         while True:
             line = self.process.stdout.readline()
             if not line:
-                raise RuntimeError(f"the Java bench program ended during {mode}")
+                raise RuntimeError(f"the bench program {self.process.args[:3]} ended during {mode}")
             if line.startswith("done "):
                 return int(line.split()[1])
             if line.startswith("error "):
-                raise RuntimeError(f"the Java client failed {mode}: {line[6:].strip()}")
+                raise RuntimeError(f"the client failed {mode}: {line[6:].strip()}")
 
     def close(self) -> None:
         self.process.stdin.close()
         self.process.wait(30)
+        self.process.stdout.close()
+
+
+def warmed(client: PeerClient) -> PeerClient:
+    for attempt in range(3):          # its first route lookups may time out on a busy machine
+        try:
+            client.run("sync", unique("warm"), 1000)
+            return client
+        except RuntimeError:
+            if attempt == 2:
+                client.close()
+                raise
+    return client
 
 
 @pytest.fixture(scope="module")
 def java(cluster, tmp_path_factory):
-    client = JavaClient(cluster.namesrv_addr, tmp_path_factory.mktemp("java-bench"))
-    for attempt in range(3):          # its first route lookups may time out on a busy machine
-        try:
-            client.run("sync", unique("warm-java"), 1000)
-            break
-        except RuntimeError:
-            if attempt == 2:
-                raise
+    directory = tmp_path_factory.mktemp("java-bench")
+    classpath = APACHE_ROCKETMQ.classpath()
+    subprocess.run(["javac", "-d", str(directory), "-cp", classpath, str(JAVA_SOURCE)], check=True)
+    client = warmed(PeerClient(["java", "-Xmx1g", "-cp", f"{directory}:{classpath}", "RocketMQBench",
+                                cluster.namesrv_addr]))
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def pypi(cluster, tmp_path_factory):
+    home = tmp_path_factory.mktemp("pypi-home")     # the C++ client logs under $HOME/logs
+    client = warmed(PeerClient([sys.executable, str(PYPI_PROGRAM), cluster.namesrv_addr],
+                               env=dict(os.environ, HOME=str(home))))
     yield client
     client.close()
 
@@ -129,14 +153,15 @@ def measured(bench, count: int, work, cpu_of=None) -> None:
 
 
 @pytest.mark.parametrize("mode", ["sync", "async", "oneway", "batch"])
-@pytest.mark.parametrize("impl", ["fastmq", "java"])
-def test_produce_100_bytes(compare, cluster, producer, java, impl, mode):
+@pytest.mark.parametrize("impl", ["fastmq", "java", "pypi"])
+def test_produce_100_bytes(compare, cluster, producer, request, impl, mode):
     topic = unique(f"bench-{mode}-{impl}")
     bench = compare(f"rocketmq produce 100 B, {mode}", impl, items=COUNT, nbytes=COUNT * len(BODY))
-    if impl == "java":
-        measured(bench, COUNT, lambda: java.run(mode, topic, COUNT), cpu_of=True)
-    else:
+    if impl == "fastmq":
         measured(bench, COUNT, lambda: fastmq_produce(producer, mode, topic, COUNT))
+    else:
+        peer = request.getfixturevalue(impl)
+        measured(bench, COUNT, lambda: peer.run(mode, topic, COUNT), cpu_of=True)
 
 
 @pytest.fixture(scope="module")
@@ -146,10 +171,51 @@ def loaded(producer):
     return topic
 
 
-@pytest.mark.parametrize("impl", ["fastmq", "java"])
-def test_consume_100_bytes(compare, cluster, java, loaded, impl):
+@pytest.mark.parametrize("impl", ["fastmq", "java", "pypi"])
+def test_consume_100_bytes(compare, cluster, request, loaded, impl):
     bench = compare("rocketmq consume 100 B", impl, items=COUNT, nbytes=COUNT * len(BODY))
-    if impl == "java":
-        measured(bench, COUNT, lambda: java.run("consume", loaded, COUNT, unique("bench-java")), cpu_of=True)
-    else:
+    if impl == "fastmq":
         measured(bench, COUNT, lambda: fastmq_consume(cluster.namesrv_addr, loaded, COUNT))
+    else:
+        peer = request.getfixturevalue(impl)
+        measured(bench, COUNT, lambda: peer.run("consume", loaded, COUNT, unique(f"bench-{impl}")), cpu_of=True)
+
+
+# ---- the brokers: the same fastmq client against the embedded broker and against Apache RocketMQ's ----------
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory):
+    """The embedded broker in a process of its own (`fastmq broker`), as Apache's runs in its JVM: the bench
+    process holds only the client. Its namesrv address."""
+    namesrv, rocketmq = free_port(), free_port()
+    process = BrokerProcess(tmp_path_factory.mktemp("bench-embedded") / "data", port=free_port(),
+                            args=["--rocketmq", f"127.0.0.1:{rocketmq}", "--namesrv", f"127.0.0.1:{namesrv}"])
+    process.start()
+    try:
+        yield f"127.0.0.1:{namesrv}"
+    finally:
+        process.stop()
+
+
+def namesrv_of(server: str, cluster, embedded) -> str:
+    return cluster.namesrv_addr if server == "apache" else embedded
+
+
+@pytest.mark.parametrize("mode", ["sync", "async", "batch"])
+@pytest.mark.parametrize("server", ["fastmq", "apache"])
+def test_broker_receives_100_bytes(compare, cluster, embedded, server, mode):
+    bench = compare(f"rocketmq broker, produce 100 B, {mode}", f"{server} broker", items=COUNT,
+                    nbytes=COUNT * len(BODY))
+    with Producer(unique("bench-broker"), namesrv_of(server, cluster, embedded), send_timeout=30.0) as producer:
+        producer.send(Message(unique("warm"), BODY))
+        measured(bench, COUNT, lambda: fastmq_produce(producer, mode, unique(f"bench-broker-{mode}"), COUNT))
+
+
+@pytest.mark.parametrize("server", ["fastmq", "apache"])
+def test_broker_serves_100_bytes(compare, cluster, embedded, server):
+    namesrv = namesrv_of(server, cluster, embedded)
+    topic = unique("bench-broker-consume")
+    with Producer(unique("bench-broker"), namesrv, send_timeout=30.0) as producer:
+        fastmq_produce(producer, "batch", topic, COUNT)
+    bench = compare("rocketmq broker, consume 100 B", f"{server} broker", items=COUNT, nbytes=COUNT * len(BODY))
+    measured(bench, COUNT, lambda: fastmq_consume(namesrv, topic, COUNT))

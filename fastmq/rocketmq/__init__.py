@@ -6,6 +6,7 @@ fastmq.rocketmq._native (remoting commands, messages); fastmq.rocketmq.compat ha
 """
 from __future__ import annotations
 
+from fastmq.rocketmq.acl import Credentials
 from fastmq.rocketmq.client import ClientInstance
 from fastmq.rocketmq.consumer import PullConsumer
 from fastmq.rocketmq.errors import BrokerError, RocketMQError, SendFailedError, TopicNotFoundError
@@ -14,9 +15,16 @@ from fastmq.rocketmq.producer import Producer, select_by_hash
 from fastmq.rocketmq.protocol import ConsumeFromWhere, MessageModel
 from fastmq.rocketmq.push_consumer import ConsumeStatus, PushConsumer
 from fastmq.rocketmq.route import MessageQueue, TopicRoute
+from fastmq.rocketmq.transaction import (
+    LocalTransactionState,
+    TransactionListener,
+    TransactionProducer,
+    TransactionSendResult,
+)
 
 __all__ = [
-    "BrokerError", "ClientInstance", "ConsumeFromWhere", "ConsumeStatus", "Message", "MessageExt", "MessageModel", "MessageQueue",
-    "Producer", "PullConsumer", "PushConsumer", "RocketMQError", "SendFailedError", "SendResult", "SendStatus", "TopicNotFoundError", "TopicRoute",
-    "select_by_hash",
+    "BrokerError", "ClientInstance", "ConsumeFromWhere", "ConsumeStatus", "Credentials", "LocalTransactionState",
+    "Message", "MessageExt", "MessageModel", "MessageQueue", "Producer", "PullConsumer", "PushConsumer",
+    "RocketMQError", "SendFailedError", "SendResult", "SendStatus", "TopicNotFoundError", "TopicRoute",
+    "TransactionListener", "TransactionProducer", "TransactionSendResult", "select_by_hash",
 ]

@@ -5,7 +5,8 @@
   backing off while lookups fail).
 - Heartbeats (HEART_BEAT with the producer groups and the consumers' subscriptions) go to every master broker
   of the known routes every 30 s, and at once when a producer or consumer registers; UNREGISTER_CLIENT at close.
-- A broker's NOTIFY_CONSUMER_IDS_CHANGED goes to the consumer of that group (it rebalances).
+- Requests from brokers (NOTIFY_CONSUMER_IDS_CHANGED, GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY,
+  CHECK_TRANSACTION_STATE) go to the member of the group they name (fastmq.rocketmq.server_requests).
 """
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ import os
 import socket
 import threading
 from concurrent.futures import Future
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from fastmq.client import MetadataRefresh, parse_servers
 from fastmq.rocketmq._native.remoting import SERIALIZE_ROCKETMQ, RemotingCommand
+from fastmq.rocketmq import server_requests
+from fastmq.rocketmq.acl import Credentials
 from fastmq.rocketmq.errors import RocketMQError, TopicNotFoundError, broker_error
 from fastmq.rocketmq.protocol import RequestCode, ResponseCode
 from fastmq.rocketmq.remoting import RemotingClient, future_callback
@@ -61,15 +64,16 @@ class ClientInstance:
     """Shared by the producers and consumers of one application (or owned by one of them)."""
 
     def __init__(self, namesrv_addr: str | list[str], *, instance_name: str | None = None,
-                 request_timeout: float = 3.0, serialize_type: int = SERIALIZE_ROCKETMQ) -> None:
+                 request_timeout: float = 3.0, serialize_type: int = SERIALIZE_ROCKETMQ,
+                 credentials: Credentials | None = None) -> None:
         self.namesrvs = [f"{host}:{port}" for host, port in parse_servers(namesrv_addr, NAMESRV_PORT)]
         self.client_id = f"{local_ip()}@{instance_name or f'{os.getpid()}#{next(_instances)}'}"
         self.request_timeout = request_timeout
-        self.remoting = RemotingClient(request_timeout=request_timeout, serialize_type=serialize_type)
+        self.remoting = RemotingClient(request_timeout=request_timeout, serialize_type=serialize_type,
+                                       credentials=credentials)
         self.remoting.on_server_request = self._server_request
         self.routes: dict[str, TopicRoute] = {}
         self.members: dict[str, Member] = {}
-        self.consumer_ids_changed: Callable[[str], None] | None = None
         self._namesrv_index = 0
         self._lock = threading.Lock()
         self._refresh = MetadataRefresh(ROUTE_MAX_AGE, 1.0, 10.0)
@@ -129,6 +133,10 @@ class ClientInstance:
 
     def register(self, member: Member) -> None:
         self.members[f"{type(member).__name__}:{member.group}:{id(member)}"] = member
+
+    def members_of(self, kind: str, group: str) -> list[Member]:
+        """The registered producers ("producer") or consumers ("consumer") of a group."""
+        return [m for m in list(self.members.values()) if m.group == group and m.heartbeat_data()[0] == kind]
 
     def unregister(self, member: Member) -> None:
         for key, value in list(self.members.items()):
@@ -194,10 +202,8 @@ class ClientInstance:
         else:
             self._refresh.succeeded(now)
 
-    def _server_request(self, address: str, request: RemotingCommand) -> RemotingCommand | None:
-        if request.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED and self.consumer_ids_changed is not None:
-            self.consumer_ids_changed(request.ext_fields.get("consumerGroup", ""))
-        return None
+    def _server_request(self, address: str, request: RemotingCommand) -> RemotingCommand | Future | None:
+        return server_requests.answer(self, address, request)
 
     # ---- closing ------------------------------------------------------------------------------------------
 

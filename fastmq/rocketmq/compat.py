@@ -9,7 +9,8 @@ FLUSH_SLAVE_TIMEOUT / SLAVE_NOT_AVAILABLE. PushConsumer(group_id, orderly, messa
 callback, expression), start, shutdown; the callback gets a RecvMessage and an exception (or a returned
 ConsumeStatus.RECONSUME_LATER) consumes it again later. PullConsumer(group_id).pull(topic, expression, max_num)
 yields every message of every queue from its first offset. As in that library, RecvMessage.tags, .keys and
-get_property() are bytes. Aliyun session credentials and namesrv domains are not supported (they raise).
+get_property() are bytes. set_session_credentials(access_key, secret_key, channel) signs requests as RocketMQ's ACL
+wants (the channel, Aliyun's, is not sent); namesrv domains are not supported (they raise).
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import enum
 from collections import namedtuple
 from collections.abc import Callable, Iterator
 from typing import Any
+
+from fastmq.rocketmq.acl import Credentials
 
 from fastmq.rocketmq._native.messages import MessageExt, decode_messages
 from fastmq.rocketmq import message as _message
@@ -149,6 +152,7 @@ class _Configured:
         self._group = _text(group_id)
         self._namesrv: str | None = None
         self._instance_name: str | None = None
+        self._credentials: Credentials | None = None
 
     def set_group(self, group_id: str | bytes) -> None:
         self._group = _text(group_id)
@@ -160,7 +164,7 @@ class _Configured:
         _unsupported("set_namesrv_domain")
 
     def set_session_credentials(self, access_key: Any, access_secret: Any, channel: Any) -> None:
-        _unsupported("set_session_credentials (ACL)")
+        self._credentials = Credentials(_text(access_key), _text(access_secret))
 
     def set_instance_name(self, name: str | bytes) -> None:
         self._instance_name = _text(name)
@@ -199,7 +203,8 @@ class Producer(_Configured):
         if self._producer is None:
             self._producer = _producer.Producer(self._group, self._namesrv_addr(),
                                                 send_timeout=self._timeout_ms / 1000.0,
-                                                max_message_size=self._max_message_size)
+                                                max_message_size=self._max_message_size,
+                                                credentials=self._credentials)
 
     def shutdown(self) -> None:
         if self._producer is not None:
@@ -281,7 +286,8 @@ class PushConsumer(_Configured):
         model = _Model.BROADCASTING if self._model == MessageModel.BROADCASTING else _Model.CLUSTERING
         self._consumer = _push.PushConsumer(self._group, self._namesrv_addr(), listener=listener,
                                             orderly=self._orderly, consume_threads=self._threads,
-                                            consume_batch_size=self._batch, message_model=model)
+                                            consume_batch_size=self._batch, message_model=model,
+                                            credentials=self._credentials)
         for topic, _, expression in self._subscriptions:
             self._consumer.subscribe(topic, expression)
         self._consumer.start()
@@ -299,7 +305,8 @@ class PullConsumer(_Configured):
 
     def start(self) -> None:
         if self._instance is None:
-            self._instance = ClientInstance(self._namesrv_addr(), instance_name=self._instance_name)
+            self._instance = ClientInstance(self._namesrv_addr(), instance_name=self._instance_name,
+                                            credentials=self._credentials)
 
     def shutdown(self) -> None:
         if self._instance is not None:

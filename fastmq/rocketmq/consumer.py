@@ -22,6 +22,7 @@ from collections import deque
 from typing import Any
 
 from fastmq.rocketmq._native.messages import MessageExt
+from fastmq.rocketmq.acl import Credentials
 from fastmq.rocketmq.client import ClientInstance, check_success
 from fastmq.rocketmq.errors import RocketMQError, TopicNotFoundError
 from fastmq.rocketmq.fetcher import Fetcher
@@ -50,7 +51,8 @@ class ConsumerBase:
                  auto_commit: bool = True, allocation: Allocation = allocate_averagely,
                  offset_store_dir: str | None = None, max_cached_messages: int = 1000,
                  max_cached_bytes: int = 100 * 1024 * 1024, instance: ClientInstance | None = None,
-                 request_timeout: float = 3.0, check_crc: bool = True) -> None:
+                 request_timeout: float = 3.0, check_crc: bool = True,
+                 credentials: Credentials | None = None) -> None:
         if instance is None and namesrv_addr is None:
             raise ValueError(f"a {type(self).__name__} needs namesrv_addr (or a ClientInstance)")
         if message_model not in (MessageModel.CLUSTERING, MessageModel.BROADCASTING):
@@ -64,9 +66,10 @@ class ConsumerBase:
         self.max_cached_messages = max_cached_messages
         self.max_cached_bytes = max_cached_bytes
         self._owns_instance = instance is None
-        self.instance = instance if instance is not None else ClientInstance(namesrv_addr,
-                                                                             request_timeout=request_timeout)
+        self.instance = instance if instance is not None else ClientInstance(
+            namesrv_addr, request_timeout=request_timeout, credentials=credentials)
         self.subscriptions: dict[str, Subscription] = {}
+        self._start_ms = int(time.time() * 1000)
         if message_model == MessageModel.BROADCASTING:
             self.offset_store: Any = LocalOffsetStore(offset_store_dir or ".rocketmq_offsets", self.instance.client_id,
                                                       group)
@@ -83,7 +86,6 @@ class ConsumerBase:
         self._closed = False
         self._wake = threading.Event()
         self.instance.register(self)
-        self.instance.consumer_ids_changed = lambda group: self._wake.set()
         self._worker = threading.Thread(target=self._work, name=f"fastmq-rocketmq-consumer-{group}", daemon=True)
         self._worker.start()
 
@@ -94,6 +96,28 @@ class ConsumerBase:
                             "messageModel": self.message_model, "consumeFromWhere": self.consume_from_where,
                             "subscriptionDataSet": [s.heartbeat_data() for s in list(self.subscriptions.values())],
                             "unitMode": False}
+
+    def rebalance_soon(self) -> None:
+        """The group's members changed (the broker said so): share the queues again now."""
+        self._wake.set()
+
+    def running_info(self) -> dict[str, Any]:
+        """ConsumerRunningInfo's parts (what GET_CONSUMER_RUNNING_INFO answers; see fastmq.rocketmq.running_info):
+        properties, subscriptionSet and, per assigned queue, its ProcessQueueInfo."""
+        properties = {"PROP_NAMESERVER_ADDR": ";".join(self.instance.namesrvs), "PROP_CONSUME_TYPE": self.consume_type,
+                      "PROP_CLIENT_VERSION": "fastmq", "PROP_CONSUMER_START_TIMESTAMP": str(self._start_ms),
+                      "consumerGroup": self.group, "messageModel": self.message_model,
+                      "consumeFromWhere": self.consume_from_where}
+        queues = {}
+        with self._lock:
+            for queue in sorted(self._assigned, key=lambda q: (q.topic, q.broker_name, q.queue_id)):
+                count, size = self._cached.get(queue, (0, 0))
+                # the offset the next commit writes (Java's MEMORY_FIRST_THEN_STORE)
+                queues[queue] = {"commitOffset": self._positions.get(queue, self._committed.get(queue, -1)),
+                                 "cachedMsgCount": count, "cachedMsgSizeInMiB": size >> 20, "droped": False}
+        return {"properties": properties,
+                "subscriptionSet": [s.heartbeat_data() for s in list(self.subscriptions.values())],
+                "mqTable": queues}
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
         """Consume the topic's messages whose tags match `expression` ("*", or "TagA || TagB")."""

@@ -28,10 +28,11 @@ from fastmq.rocketmq._native.messages import (
     send_header,
 )
 from fastmq.rocketmq._native.remoting import SERIALIZE_ROCKETMQ, RemotingCommand
+from fastmq.rocketmq.acl import Credentials
 from fastmq.rocketmq.client import ClientInstance
 from fastmq.rocketmq.errors import RocketMQError, SendFailedError, TopicNotFoundError, broker_error
 from fastmq.rocketmq.message import Message, SendResult, SendStatus, UniqueIdGenerator
-from fastmq.rocketmq.protocol import DEFAULT_TOPIC, RequestCode
+from fastmq.rocketmq.protocol import DEFAULT_TOPIC, PROPERTY_TRANSACTION_PREPARED, RequestCode, TransactionType
 from fastmq.rocketmq.route import MessageQueue
 
 _log = logging.getLogger(__name__)
@@ -73,7 +74,8 @@ class Producer:
     def __init__(self, group: str, namesrv_addr: str | list[str] | None = None, *, send_timeout: float = 3.0,
                  retry_times: int = 2, compress_threshold: int = DEFAULT_COMPRESS_THRESHOLD,
                  max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE, default_topic_queue_nums: int = 4,
-                 instance: ClientInstance | None = None, serialize_type: int = SERIALIZE_ROCKETMQ) -> None:
+                 instance: ClientInstance | None = None, serialize_type: int = SERIALIZE_ROCKETMQ,
+                 credentials: Credentials | None = None) -> None:
         if instance is None and namesrv_addr is None:
             raise ValueError("a Producer needs namesrv_addr (or a ClientInstance)")
         if retry_times < 0 or send_timeout <= 0:
@@ -86,7 +88,7 @@ class Producer:
         self.default_topic_queue_nums = default_topic_queue_nums
         self._owns_instance = instance is None
         self.instance = instance if instance is not None else ClientInstance(
-            namesrv_addr, request_timeout=send_timeout, serialize_type=serialize_type)
+            namesrv_addr, request_timeout=send_timeout, serialize_type=serialize_type, credentials=credentials)
         self.remoting = self.instance.remoting
         self._ids = UniqueIdGenerator()
         self._round_robin = itertools.count()
@@ -236,6 +238,8 @@ class Producer:
         message = send.messages[0]
         uniq = self._ids.next_id()
         body, sys_flag = compress_body(message.body, self.compress_threshold)
+        if message.properties and message.properties.get(PROPERTY_TRANSACTION_PREPARED) == "true":
+            sys_flag |= TransactionType.PREPARED      # a half message: stored aside until END_TRANSACTION
         properties = message_properties(message.tags, message.keys, message.properties, message.delay_level,
                                         message.wait_store, uniq)
         fields = send_header(self.group, queue.topic, queue.queue_id, sys_flag, now_ms, message.flag, properties,

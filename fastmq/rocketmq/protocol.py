@@ -17,7 +17,9 @@ class RequestCode(IntEnum):
     HEART_BEAT = 34
     UNREGISTER_CLIENT = 35
     CONSUMER_SEND_MSG_BACK = 36
+    END_TRANSACTION = 37
     GET_CONSUMER_LIST_BY_GROUP = 38
+    CHECK_TRANSACTION_STATE = 39
     NOTIFY_CONSUMER_IDS_CHANGED = 40
     LOCK_BATCH_MQ = 41
     UNLOCK_BATCH_MQ = 42
@@ -74,6 +76,18 @@ class MessageModel:
     BROADCASTING = "BROADCASTING"
 
 
+class TransactionType:
+    """The transaction bits (2-3) of a message's sysFlag, and END_TRANSACTION's commitOrRollback values."""
+
+    NOT_TYPE = 0
+    PREPARED = 0x4
+    COMMIT = 0x8
+    ROLLBACK = 0xC
+    MASK = 0xC
+
+
+PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+PROPERTY_PRODUCER_GROUP = "PGROUP"
 PERM_READ = 4
 PERM_WRITE = 2
 MASTER_ID = 0

@@ -21,7 +21,7 @@ import json
 import logging
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
 from fastmq.rocketmq._native.messages import MessageExt
@@ -184,6 +184,36 @@ class PushConsumer(ConsumerBase):
             self._pool.submit(self._consume_concurrently, queue, pq, messages[i:i + self.consume_batch_size])
 
     # ---- consuming (pool threads) ----------------------------------------------------------------------------
+
+    def running_info(self) -> dict[str, Any]:
+        info = super().running_info()
+        info["properties"].update({"PROP_CONSUMEORDERLY": "true" if self.orderly else "false",
+                                   "PROP_THREADPOOL_CORE_SIZE": str(self._pool._max_workers)})
+        for queue, queue_info in info["mqTable"].items():
+            pq = self._queues.get(queue)
+            if pq is not None:
+                with pq.lock:
+                    offsets = list(pq.messages)
+                queue_info.update(locked=pq.locked, cachedMsgMinOffset=min(offsets, default=0),
+                                  cachedMsgMaxOffset=max(offsets, default=0))
+        return info
+
+    def consume_directly(self, message: MessageExt) -> Future:
+        """Run the listener on one message that an administrator picked (CONSUME_MESSAGE_DIRECTLY): a Future of
+        ConsumeMessageDirectlyResult's fields. The message is not committed or sent back, whatever the answer."""
+        return self._pool.submit(self._consume_directly, message)
+
+    def _consume_directly(self, message: MessageExt) -> dict[str, Any]:
+        started = time.monotonic()
+        remark = None
+        try:
+            status = self.listener([message]) if self.listener is not None else None
+            result = ("CR_RETURN_NULL" if status is None else
+                      "CR_SUCCESS" if ConsumeStatus(status) is ConsumeStatus.CONSUME_SUCCESS else "CR_LATER")
+        except Exception as exc:
+            result, remark = "CR_THROW_EXCEPTION", f"{type(exc).__name__}: {exc}"
+        return {"order": self.orderly, "autoCommit": True, "consumeResult": result, "remark": remark,
+                "spentTimeMills": int((time.monotonic() - started) * 1000)}
 
     def _call_listener(self, messages: list[MessageExt]) -> ConsumeStatus:
         try:

@@ -10,7 +10,8 @@ Requests are encoded with ROCKETMQ binary headers by default (written in compile
 per request in json.dumps); responses are read in whichever encoding the server chose.
 
 Requests the server sends (a broker telling a consumer that its group changed, or asking for its running info)
-go to `on_server_request`; those it does not handle are answered REQUEST_CODE_NOT_SUPPORTED, as Java does.
+go to `on_server_request`, which answers at once or with a Future (answered when it completes, from any thread);
+those it does not handle are answered REQUEST_CODE_NOT_SUPPORTED, as Java does.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from fastmq.rocketmq._native.remoting import (
     encode_frame,
     response_opaque,
 )
+from fastmq.rocketmq.acl import Credentials
 from fastmq.rocketmq.errors import RocketMQError
 from fastmq.rocketmq.protocol import ResponseCode
 
@@ -62,15 +64,24 @@ def split_address(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def _future_reply(done: Future, request: RemotingCommand) -> RemotingCommand:
+    try:
+        return done.result()
+    except Exception as exc:
+        _log.exception("handling server request %r failed", request)
+        return RemotingCommand(ResponseCode.SYSTEM_ERROR, request.opaque, flag=FLAG_RESPONSE, remark=str(exc))
+
+
 class RemotingClient:
     """Requests by address ("host:port") from any thread; one I/O loop thread does the network work."""
 
     def __init__(self, *, connect_timeout: float = 3.0, request_timeout: float = 3.0,
                  serialize_type: int = SERIALIZE_ROCKETMQ, max_frame_size: int = 16 * 1024 * 1024,
-                 name: str = "fastmq-rocketmq") -> None:
+                 name: str = "fastmq-rocketmq", credentials: Credentials | None = None) -> None:
+        self.credentials = credentials
         self.serialize_type = serialize_type
         self.request_timeout = request_timeout
-        self.on_server_request: Callable[[str, RemotingCommand], RemotingCommand | None] | None = None
+        self.on_server_request: Callable[[str, RemotingCommand], RemotingCommand | Future | None] | None = None
         self.loop = IOLoop(name)
         self.pool = ConnectionPool(
             self.loop, lambda: RocketMQAdapter(max_frame_size), connect_timeout_ms=connect_timeout * 1000,
@@ -90,11 +101,13 @@ class RemotingClient:
         return next(self._opaques) & 0x7FFFFFFF
 
     def encode(self, code: int, ext_fields: dict[Any, Any] | None = None, body: Any = None, *, oneway: bool = False,
-               opaque: int | None = None) -> tuple[bytes, int]:
-        """A request frame and its opaque."""
+               opaque: int | None = None, remark: str | None = None) -> tuple[bytes, int]:
+        """A request frame and its opaque (signed when the client has ACL credentials)."""
         opaque = self.next_opaque() if opaque is None else opaque
+        if self.credentials is not None:
+            ext_fields = self.credentials.sign(ext_fields, body)
         return encode_frame(code, opaque, ext_fields, body, FLAG_ONEWAY if oneway else 0,
-                            self.serialize_type), opaque
+                            self.serialize_type, remark=remark), opaque
 
     def invoke_frame(self, address: str, frame: Any, opaque: int, callback: ResponseCallback | None, *,
                      oneway: bool = False, timeout: float | None = None) -> None:
@@ -200,11 +213,22 @@ class RemotingClient:
                 _log.exception("handling server request %r failed", request)
         if request.is_oneway:
             return
+        if isinstance(reply, Future):
+            # answered later by another thread (a listener consuming a message the broker handed over)
+            reply.add_done_callback(lambda done: self.loop.call_soon_threadsafe(
+                self._reply, conn, request, _future_reply(done, request)))
+            return
+        self._reply(conn, request, reply)
+
+    def _reply(self, conn: Any, request: RemotingCommand, reply: RemotingCommand | None) -> None:
         if reply is None:
             reply = RemotingCommand(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, request.opaque, flag=FLAG_RESPONSE,
                                     remark=f"request code {request.code} not supported by fastmq")
-        conn.send_frame(encode_frame(reply.code, request.opaque, reply.ext_fields, reply.body, FLAG_RESPONSE,
-                                     self.serialize_type, remark=reply.remark))
+        try:
+            conn.send_frame(encode_frame(reply.code, request.opaque, reply.ext_fields, reply.body, FLAG_RESPONSE,
+                                         self.serialize_type, remark=reply.remark))
+        except Exception as exc:      # the connection closed while the answer was being made
+            _log.debug("answering server request %d failed: %s", request.code, exc)
 
     # ---- closing -----------------------------------------------------------------------------------------
 

@@ -97,7 +97,7 @@ def test_the_readme_push_consumer_retries_what_the_callback_raises_on(rocketmq_s
 def test_what_is_not_supported_says_so():
     producer = Producer("PID")
     with pytest.raises(RocketMQError, match="set_namesrv_addr"):
-        producer.set_session_credentials("ak", "sk", "ALIYUN")
+        producer.set_namesrv_domain("http://onsaddr.example")
     with pytest.raises(RocketMQError, match="before start"):
         producer.start()
     with pytest.raises(RocketMQError, match="not started"):

@@ -9,6 +9,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from tests.support.rocketmq import peer_results
 from tests.support.servers import ROCKETMQ_JAVA_CLIENT, ServerUnavailable, cache_root, java_command
 
 SOURCE = Path(__file__).with_name("RocketMQPeer.java")
@@ -48,9 +49,4 @@ def run(namesrv: str, work_dir: Path, timeout: float = 240.0) -> tuple[dict[str,
     done = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           timeout=timeout)
     output = done.stdout.decode("utf-8", "replace")
-    results = {}
-    for line in output.splitlines():
-        if line.startswith("RESULT "):
-            _, scenario, *pairs = line.split()
-            results[scenario] = dict(pair.split("=", 1) for pair in pairs)
-    return results, output
+    return peer_results(output), output

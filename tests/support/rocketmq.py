@@ -1,7 +1,7 @@
 """Apache RocketMQ, the reference server of the RocketMQ client tests: one namesrv and one master broker
 (NamesrvStartup and BrokerStartup from the pinned Maven artifacts) on free 127.0.0.1 ports, with small heaps,
 64 MiB CommitLog files, auto-created topics and subscription groups, and every delay level at one second (so that
-retries and delayed messages arrive in test time). The broker also listens on its port - 2 (the "VIP" channel)
+retries and delayed messages arrive in test time), as is the check-back of undecided transactions. The broker also listens on its port - 2 (the "VIP" channel)
 and + 1 (HA), so the three are taken free together.
 """
 from __future__ import annotations
@@ -15,8 +15,9 @@ from pathlib import Path
 from fastmq.rocketmq._native.remoting import decode_command, encode_frame
 
 from tests.support.servers import APACHE_ROCKETMQ, ServerProcess, ServerUnavailable, free_port, java_command
+from tests.support.waiting import wait_for
 
-GET_ROUTEINFO_BY_TOPIC = 105
+UPDATE_AND_CREATE_TOPIC, GET_ROUTEINFO_BY_TOPIC = 17, 105
 DEFAULT_TOPIC = "TBW102"
 # Java 17 closes the JDK internals RocketMQ's mmap code and Netty reach into.
 JAVA17_OPENS = ("--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED", "--add-opens=java.base/java.nio=ALL-UNNAMED",
@@ -49,18 +50,48 @@ def broker_ports(attempts: int = 50) -> int:
     raise ServerUnavailable("no three free ports (p - 2, p, p + 1) for the RocketMQ broker")
 
 
-def route_of(namesrv: str, topic: str, timeout: float = 2.0):
-    """One GET_ROUTEINFO_BY_TOPIC over a plain socket (the readiness check uses no client code under test)."""
-    host, port = namesrv.rsplit(":", 1)
+def peer_results(output: str) -> dict[str, dict[str, str]]:
+    """The "RESULT scenario key=value ..." lines that the peer client programs (tests/rocketmq_java,
+    tests/rocketmq_js) print, as {scenario: {key: value}}."""
+    results = {}
+    for line in output.splitlines():
+        if line.startswith("RESULT "):
+            _, scenario, *pairs = line.split()
+            results[scenario] = dict(pair.split("=", 1) for pair in pairs)
+    return results
+
+
+def call(address: str, code: int, fields: dict[str, object], timeout: float = 5.0):
+    """One request over a plain socket, its answer decoded (readiness checks and test setup use no client code
+    under test)."""
+    host, port = address.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=timeout) as sock:
-        sock.sendall(encode_frame(GET_ROUTEINFO_BY_TOPIC, 1, {"topic": topic}))
+        sock.sendall(encode_frame(code, 1, fields))
         data = b""
         while len(data) < 4 or len(data) < 4 + struct.unpack_from(">i", data)[0]:
             chunk = sock.recv(65536)
             if not chunk:
-                raise ConnectionError("the namesrv closed the connection")
+                raise ConnectionError(f"{address} closed the connection")
             data += chunk
     return decode_command(data, with_total=True)
+
+
+def route_of(namesrv: str, topic: str, timeout: float = 2.0):
+    """One GET_ROUTEINFO_BY_TOPIC."""
+    return call(namesrv, GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, timeout)
+
+
+def create_topics(broker: str, namesrv: str, *topics: str, queues: int = 4) -> None:
+    """Create topics as `mqadmin updateTopic` does (for clients such as ali-ons that, unlike the Java client, do not
+    fall back to the TBW102 template when the namesrv has no route) and wait until the namesrv routes them."""
+    for topic in topics:
+        answer = call(broker, UPDATE_AND_CREATE_TOPIC, {
+            "topic": topic, "defaultTopic": DEFAULT_TOPIC, "readQueueNums": queues, "writeQueueNums": queues,
+            "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": "false"})
+        if answer.code != 0:
+            raise RuntimeError(f"UPDATE_AND_CREATE_TOPIC {topic} answered {answer.code}: {answer.remark}")
+    wait_for(lambda: all(route_of(namesrv, topic).code == 0 for topic in topics), interval=0.05,
+             message=f"the namesrv routes {topics}")
 
 
 class RocketMQCluster:
@@ -91,6 +122,8 @@ class RocketMQCluster:
             "messageDelayLevel": DELAY_LEVELS, "timerWheelEnable": "false", "enableDLegerCommitLog": "false",
             "diskMaxUsedSpaceRatio": 95, "sendMessageThreadPoolNums": 2, "pullMessageThreadPoolNums": 4,
             "waitTimeMillsInSendQueue": 3000, "defaultTopicQueueNums": 4, "brokerPermission": 6,
+            # undecided half messages are checked back with their producer after one second, every second
+            "transactionTimeOut": 1000, "transactionCheckInterval": 1000,
         }
         self.properties.update(properties or {})
         self._write_broker_conf()

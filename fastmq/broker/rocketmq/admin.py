@@ -2,6 +2,12 @@
 DefaultMQAdminExt send), DELETE_TOPIC_IN_BROKER 215, VIEW_MESSAGE_BY_ID 33 (the record at a CommitLog offset,
 as pulled).
 
+Questions for a client, relayed over that client's own connection and answered with its answer, as Apache's
+broker does (`mqadmin consumerStatus`, `mqadmin consumeMessage`): GET_CONSUMER_RUNNING_INFO 307 (consumerGroup,
+clientId, jstackEnable) and CONSUME_MESSAGE_DIRECTLY 309 (consumerGroup, clientId, msgId: an offset msgId of this
+broker, whose record goes to the client as the body). A client that is not connected, or does not answer within
+CLIENT_ANSWER_TIMEOUT_S, makes a SYSTEM_ERROR.
+
 A created or changed topic is registered with the namesrv at once; a deleted one leaves the routes at the next
 registration (the core's deletion listeners trigger it). Queue numbers only grow, as for Kafka partitions: the
 store keeps a queue's messages, so a smaller number would hide them.
@@ -14,11 +20,13 @@ from fastmq.broker.errors import TopicError
 from fastmq.broker.rocketmq.remoting import Request, RequestError
 from fastmq.rocketmq.protocol import ResponseCode
 from fastmq.store import TopicConfig
+from fastmq.store.message import decode_message_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastmq.broker.rocketmq.frontend import RocketMQFrontEnd
 
 VIEW_MESSAGE_BY_ID = 33
+CLIENT_ANSWER_TIMEOUT_S = 10.0
 DELETE_TOPIC_IN_BROKER = 215
 MAX_QUEUES = 1024
 
@@ -61,3 +69,34 @@ def view_message(front: RocketMQFrontEnd, request: Request) -> None:
     if message is None:
         raise RequestError(f"no message at CommitLog offset {offset}", ResponseCode.SYSTEM_ERROR)
     request.respond(body=bytes(front.broker.store.get_data(offset, message.store_size)))
+
+
+def _relay_to_client(front: RocketMQFrontEnd, request: Request, body: bytes | None = None) -> None:
+    group, client_id = request.text("consumerGroup"), request.text("clientId")
+    channel = next((c for c in front.clients.channels(group) if c.client_id == client_id), None)
+    if channel is None:
+        raise RequestError(f"The consumer <{client_id}> of group <{group}> is not online", ResponseCode.SYSTEM_ERROR)
+
+    def answered(answer) -> None:
+        if answer is None:
+            request.respond(ResponseCode.SYSTEM_ERROR, remark=f"the consumer <{client_id}> did not answer")
+        else:
+            request.respond(answer.code, body=answer.body, remark=answer.remark)
+
+    front.remoting_listeners[0].call_client(channel.connection, request.code, dict(request.fields), body, answered,
+                                            CLIENT_ANSWER_TIMEOUT_S)
+
+
+def consumer_running_info(front: RocketMQFrontEnd, request: Request) -> None:
+    _relay_to_client(front, request)
+
+
+def consume_message_directly(front: RocketMQFrontEnd, request: Request) -> None:
+    try:
+        _, offset = decode_message_id(request.text("msgId"))
+    except ValueError as exc:
+        raise RequestError(str(exc), ResponseCode.INVALID_PARAMETER) from None
+    message = front.broker.store.get_message_by_offset(offset)
+    if message is None:
+        raise RequestError(f"no message {request.fields['msgId']} on this broker", ResponseCode.SYSTEM_ERROR)
+    _relay_to_client(front, request, bytes(front.broker.store.get_data(offset, message.store_size)))

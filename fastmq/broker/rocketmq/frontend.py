@@ -10,7 +10,8 @@ in-process at start, every register_interval_ms and whenever a topic is created 
 Topics are created on first send from the default-topic template (TBW102, created at start when
 auto_create_topics is on) with the smaller of the producer's and the template's queue numbers; a consumer
 group's %RETRY% topic when the group first heartbeats or sends a message back; its %DLQ% topic when a message
-runs out of retries. Requests are handled by send.py, pull.py, consumers.py and admin.py.
+runs out of retries. Requests are handled by send.py, pull.py, consumers.py, admin.py and transactions.py (half
+messages, END_TRANSACTION and the check-back).
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ from fastmq.broker.rocketmq.schedule import (
     parse_delay_levels,
 )
 from fastmq.broker.rocketmq.settings import RocketMQSettings
+from fastmq.broker.rocketmq.transactions import Transactions
 from fastmq.broker.rocketmq.system_topics import RETRY_PREFIX, SCHEDULE_TOPIC, dlq_topic, retry_topic
 from fastmq.broker.topics import STORE_RULES
 from fastmq.io import ServerConnection, TimerHandle
@@ -88,6 +90,7 @@ class RocketMQFrontEnd(FrontEnd):
                                         parse_delay_levels(self.settings.message_delay_level), broker.writer.write,
                                         self.deliver_scheduled, broker.clock)
         self.remoting_listeners: list[RemotingListener] = []
+        self.transactions = Transactions(self)
         self._timers: dict[str, TimerHandle] = {}     # periodic work by name -> its next run
         self._registrar: RemotingClient | None = None  # to the namesrvs of namesrv_addr
         self._closed = False
@@ -102,6 +105,7 @@ class RocketMQFrontEnd(FrontEnd):
         if self.broker.config.auto_create_topics:
             self.broker.loop.run_in_loop(self._ensure_default_topic, timeout=30)
         self.broker.loop.run_in_loop(self.schedule.start, timeout=60)
+        self.broker.loop.run_in_loop(self.transactions.start, timeout=60)
         handlers: dict[int, Handler] = handler_table(self)
         for listener in self.listeners:
             self.remoting_listeners.append(RemotingListener(self.broker, listener, handlers, self._connection_lost))
@@ -124,6 +128,8 @@ class RocketMQFrontEnd(FrontEnd):
         self.register()
         self._every("register", self.settings.register_interval_ms / 1000.0, self.register)
         self._every("scan_clients", CLIENT_SCAN_INTERVAL_S, self._scan_clients)
+        self._every("check_transactions", self.settings.transaction_check_interval_ms / 1000.0,
+                    self.transactions.check)
 
     def _every(self, name: str, interval: float, work: Callable[[], None]) -> None:
         def run() -> None:
@@ -226,6 +232,10 @@ class RocketMQFrontEnd(FrontEnd):
     def ensure_retry_topic(self, group: str) -> TopicConfig:
         return self.topic_config(retry_topic(group)) or self.create_topic(retry_topic(group),
                                                                           self.settings.retry_queue_nums)
+
+    def ensure_system_topic(self, topic: str) -> TopicConfig:
+        """A topic of the broker's own (one queue)."""
+        return self.topic_config(topic) or self.create_topic(topic, 1)
 
     def ensure_dlq_topic(self, group: str) -> TopicConfig:
         """One queue, readable and writable as Apache RocketMQ 5 makes it (4.x made it write-only)."""

@@ -27,5 +27,8 @@ def handler_table(front: RocketMQFrontEnd) -> dict[int, Handler]:
         RequestCode.LOCK_BATCH_MQ: consumers.lock_batch, RequestCode.UNLOCK_BATCH_MQ: consumers.unlock_batch,
         RequestCode.UPDATE_AND_CREATE_TOPIC: admin.create_topic, admin.DELETE_TOPIC_IN_BROKER: admin.delete_topic,
         admin.VIEW_MESSAGE_BY_ID: admin.view_message,
+        RequestCode.GET_CONSUMER_RUNNING_INFO: admin.consumer_running_info,
+        RequestCode.CONSUME_MESSAGE_DIRECTLY: admin.consume_message_directly,
+        RequestCode.END_TRANSACTION: lambda front, request: front.transactions.end(request),
     }
     return {code: functools.partial(handler, front) for code, handler in table.items()}

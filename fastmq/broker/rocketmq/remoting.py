@@ -15,6 +15,7 @@ connection and is logged.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -137,6 +138,9 @@ class RemotingListener(ServerHandler):
         self.config = listener
         self.handlers = handlers
         self._connection_lost = connection_lost
+        # requests of ours to clients awaiting their answer: (id(conn), opaque) -> (on_answer, its timeout timer)
+        self._calls: dict[tuple[int, int], tuple[Callable[[Any], None], Any]] = {}
+        self._opaques = itertools.count(1)
         config = broker.config
         context = listener.server_ssl_context()
         self.listener = Listener(broker.loop, lambda: RocketMQFrameSplitter(min(config.max_request_size, 16 << 20)),
@@ -165,6 +169,22 @@ class RemotingListener(ServerHandler):
             except LoopClosedError:
                 pass
 
+    def call_client(self, conn: ServerConnection, code: int, fields: dict[str, Any], body: Any,
+                    on_answer: Callable[[Any], None], timeout: float) -> None:
+        """Send a request to a client (loop thread); on_answer(its response command), or on_answer(None) when it
+        did not answer within timeout seconds or its connection closed first."""
+        opaque = next(self._opaques) & 0x7FFFFFFF
+        key = (id(conn), opaque)
+        timer = self.broker.loop.call_later(timeout, self._call_ended, key, None)
+        self._calls[key] = (on_answer, timer)
+        self._send(conn, encode_frame(code, opaque, fields, body, 0, 0, LANGUAGE_JAVA, SERVER_VERSION))
+
+    def _call_ended(self, key: tuple[int, int], answer: Any) -> None:
+        call = self._calls.pop(key, None)
+        if call is not None:
+            call[1].cancel()
+            call[0](answer)
+
     @staticmethod
     def _send(conn: ServerConnection, frame: bytes) -> None:
         try:
@@ -182,6 +202,8 @@ class RemotingListener(ServerHandler):
 
     def connection_lost(self, conn: ServerConnection, error: BaseException) -> None:
         self.broker.connections.closed(id(conn))
+        for key in [key for key in self._calls if key[0] == id(conn)]:
+            self._call_ended(key, None)
         if self._connection_lost is not None:
             self._connection_lost(conn)
 
@@ -192,7 +214,9 @@ class RemotingListener(ServerHandler):
         except (ValueError, FastMQError) as exc:
             raise ProtocolError(f"{conn}: not a RocketMQ remoting command: {exc}") from None
         if command.flag & FLAG_RESPONSE:
-            return       # a client's answer to a request of ours (NOTIFY_CONSUMER_IDS_CHANGED is oneway)
+            # a client's answer to a request of ours (call_client); oneway ones (NOTIFY_CONSUMER_IDS_CHANGED) get none
+            self._call_ended((id(conn), command.opaque), command)
+            return
         session: Session = conn.session
         if session.info.software is None:
             session.language = LANGUAGE_NAMES.get(command.language, "OTHER")

@@ -7,7 +7,8 @@ names the same header fields a..n. A batch's body holds the messages in MessageD
 offset message id; comma-separated for a batch), queueId and queueOffset. With the store's SYNC_FLUSH the answer
 waits for the fsync (FLUSH_DISK_TIMEOUT if it failed); otherwise it leaves at once. A send to a group's %RETRY%
 topic whose reconsumeTimes reached maxReconsumeTimes goes to the group's %DLQ% topic instead (clients send failed
-messages that way when CONSUMER_SEND_MSG_BACK fails).
+messages that way when CONSUMER_SEND_MSG_BACK fails). A message whose sysFlag says PREPARED is a transaction's half
+message (transactions.py).
 
 CONSUMER_SEND_MSG_BACK: a consumer gives back the message at CommitLog `offset` for a later retry. It is written
 to %RETRY%<group> through the delay level `delayLevel` (0: 3 + the times it was consumed already, RocketMQ's
@@ -21,13 +22,14 @@ from typing import TYPE_CHECKING
 from fastmq._native import store_codec
 from fastmq.broker.rocketmq.remoting import Request, RequestError
 from fastmq.broker.rocketmq.system_topics import RETRY_PREFIX
+from fastmq.broker.rocketmq.transactions import is_prepared
 from fastmq.errors import FastMQError
 from fastmq.rocketmq._native.messages import decode_batch_body
 from fastmq.rocketmq.protocol import RequestCode, ResponseCode
 from fastmq.store import PutMessageResult
 from fastmq.store.config import PERM_WRITE
 from fastmq.store.errors import MessageIllegalError, StoreError
-from fastmq.store.message import pack_host
+from fastmq.store.message import PROPERTY_UNIQ_KEY, pack_host
 from fastmq.store.store_config import FlushDiskType
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,8 +60,10 @@ def _properties(text: str) -> dict[str, str]:
 
 
 def _stored(front: RocketMQFrontEnd, request: Request, topic: str, queue_id: int, result: PutMessageResult,
-            msg_id: str) -> None:
+            msg_id: str, transaction_id: str | None = None) -> None:
     fields = {"msgId": msg_id, "queueId": queue_id, "queueOffset": result.queue_offset}
+    if transaction_id:
+        fields["transactionId"] = transaction_id
     request.session.info.produced.add(topic)
     store = front.broker.store
     if store.config.flush_disk_type is FlushDiskType.SYNC_FLUSH:
@@ -99,6 +103,12 @@ def send(front: RocketMQFrontEnd, request: Request) -> None:
                 raise RequestError("an empty batch", ResponseCode.MESSAGE_ILLEGAL)
             result = front.put(topic, queue_id, items, born, host, sys_flag)
             _stored(front, request, topic, queue_id, result, ",".join(result.msg_ids))
+            return
+        if is_prepared(sys_flag):
+            result = front.transactions.prepare(topic, queue_id, request.body, properties, flag, born, host,
+                                                sys_flag, reconsume_times)
+            _stored(front, request, topic, queue_id, result, result.msg_id,
+                    transaction_id=properties.get(PROPERTY_UNIQ_KEY))
             return
         if topic.startswith(RETRY_PREFIX) and reconsume_times >= request.integer("maxReconsumeTimes", 16):
             group = topic[len(RETRY_PREFIX):]

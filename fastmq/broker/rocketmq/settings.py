@@ -25,6 +25,9 @@ class RocketMQSettings:
     register_interval_ms: int = 30_000        # how often the broker registers with the namesrv (a heartbeat)
     max_reconsume_times: int = 16             # before %DLQ%, when a send-back does not say
     retry_queue_nums: int = 1                 # queues of a group's %RETRY% topic
+    transaction_timeout_ms: int = 6_000       # a half message undecided this long is checked back
+    transaction_check_interval_ms: int = 30_000   # how often undecided half messages are looked at
+    transaction_check_max: int = 15           # checks of one half message before it is dropped
     # Name servers of other processes to register with ("host:port", or RocketMQ's "a:9876;b:9876"); a namesrv
     # listener of this broker is always told, in-process.
     namesrv_addr: tuple[str, ...] = ()
@@ -51,6 +54,9 @@ class RocketMQSettings:
             raise ConfigurationError(f"message_delay_level: {exc}") from None
         if settings.default_topic_queue_nums < 1 or settings.retry_queue_nums < 1:
             raise ConfigurationError("queue numbers must be at least 1")
-        if min(settings.max_pull_hold_ms, settings.register_interval_ms) <= 0:
-            raise ConfigurationError("max_pull_hold_ms and register_interval_ms must be positive")
+        if min(settings.max_pull_hold_ms, settings.register_interval_ms, settings.transaction_check_interval_ms) <= 0:
+            raise ConfigurationError("max_pull_hold_ms, register_interval_ms and transaction_check_interval_ms "
+                                     "must be positive")
+        if settings.transaction_timeout_ms < 0 or settings.transaction_check_max < 0:
+            raise ConfigurationError("transaction_timeout_ms and transaction_check_max cannot be negative")
         return settings

@@ -1,0 +1,100 @@
+"""Requests a broker sends to fastmq.rocketmq's clients, against Apache RocketMQ: an administrator's
+GET_CONSUMER_RUNNING_INFO and CONSUME_MESSAGE_DIRECTLY go to the broker, which hands them to the client over the
+client's own connection and passes its answer back (as `mqadmin consumerStatus` and `mqadmin consumeMessage` do).
+tests/broker/rocketmq/test_server_requests.py runs them against the embedded broker, with `server` and `sender`
+fixtures of its own."""
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from fastmq.rocketmq import ConsumeStatus, Message, PushConsumer
+from fastmq.rocketmq.server_requests import parse_running_info
+from tests.support.rocketmq import call, unique
+from tests.support.waiting import wait_for
+
+GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY = 307, 309
+
+
+@pytest.fixture
+def server(rocketmq_server):
+    return rocketmq_server
+
+
+@pytest.fixture
+def sender(producer):
+    return producer
+
+
+@pytest.fixture
+def consumer_and_seen(server, sender):
+    topic, group = unique("admin"), unique("admin-group")
+    sender.send(Message(topic, b"first"))
+    seen: list = []
+    lock = threading.Lock()
+
+    def listener(messages):
+        with lock:
+            seen.extend(messages)
+        if messages[0].body == b"refused":
+            raise ValueError("refused on purpose")
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(group, server.namesrv_addr, listener=listener,
+                            consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    try:
+        consumer.subscribe(topic, "*")
+        consumer.start()
+        wait_for(lambda: seen, timeout=30, message="the consumer did not consume")
+        yield topic, consumer, seen
+    finally:
+        consumer.close()
+
+
+def test_running_info_through_the_broker(server, consumer_and_seen):
+    topic, consumer, _seen = consumer_and_seen
+
+    def running_info():
+        answer = call(server.broker_addr, GET_CONSUMER_RUNNING_INFO, {
+            "consumerGroup": consumer.group, "clientId": consumer.instance.client_id, "jstackEnable": True},
+            timeout=10)
+        assert answer.code == 0, answer.remark
+        return parse_running_info(answer.body)
+
+    def ours(info):
+        return {queue: queue_info for queue, queue_info in info["mqTable"].items() if queue.topic == topic}
+
+    # the one message consumed moves its queue's offset once the listener has returned
+    info = wait_for(lambda: (lambda i: i if sum(q["commitOffset"] for q in ours(i).values()) == 1 else None)(
+        running_info()), timeout=10, interval=0.1, message="the consumed message's offset never showed")
+    assert info["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
+    assert info["properties"]["PROP_NAMESERVER_ADDR"] == server.namesrv_addr
+    assert {s["topic"] for s in info["subscriptionSet"]} == {topic, f"%RETRY%{consumer.group}"}
+    assert {queue.queue_id for queue in ours(info)} == set(range(len(ours(info)))) and len(ours(info)) >= 1
+    assert "fastmq-rocketmq-consume" in info["jstack"]
+
+
+def test_running_info_of_a_client_not_connected(server, consumer_and_seen):
+    _topic, consumer, _seen = consumer_and_seen
+    answer = call(server.broker_addr, GET_CONSUMER_RUNNING_INFO,
+                  {"consumerGroup": consumer.group, "clientId": "127.0.0.1@nobody", "jstackEnable": False},
+                  timeout=10)
+    assert answer.code != 0
+
+
+@pytest.mark.parametrize(("body", "result"), [(b"again", "CR_SUCCESS"), (b"refused", "CR_THROW_EXCEPTION")])
+def test_consume_message_directly_through_the_broker(server, sender, consumer_and_seen, body, result):
+    topic, consumer, seen = consumer_and_seen
+    sent = sender.send(Message(topic, body))
+    wait_for(lambda: any(m.body == body for m in seen), timeout=30, message="the consumer did not consume")
+    answer = call(server.broker_addr, CONSUME_MESSAGE_DIRECTLY, {
+        "consumerGroup": consumer.group, "clientId": consumer.instance.client_id, "msgId": sent.offset_msg_id,
+        "brokerName": sent.message_queue.broker_name}, timeout=10)
+    assert answer.code == 0, answer.remark
+    outcome = json.loads(answer.body)
+    assert outcome["consumeResult"] == result and outcome["order"] is False
+    assert (outcome["remark"] is not None) == (result == "CR_THROW_EXCEPTION")
+    # once pulled, once handed over (a refused one also comes back through %RETRY%, counted apart)
+    assert [m.body for m in seen if m.topic == topic].count(body) == 2
