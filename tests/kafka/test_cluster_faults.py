@@ -1,6 +1,7 @@
 """Apache Kafka, three brokers: the idempotent producer while the leader of the partitions it writes is killed
-(kill -9) and brought back. Replication factor 3, min.insync.replicas 2, acks=all: no acknowledged record may
-be lost, none may come twice, each partition keeps the order of sending, and every send completes."""
+(kill -9), brought back or lost for good. Replication factor 3, min.insync.replicas 2, acks=all: no acknowledged
+record may be lost, none may come twice, each partition keeps the order of sending, and every send completes
+(with one broker lost two replicas remain, so every send can succeed, and must)."""
 from __future__ import annotations
 
 import threading
@@ -10,14 +11,26 @@ from collections import defaultdict
 import confluent_kafka
 import pytest
 
-from fastmq.kafka import Admin
+from fastmq.kafka import Admin, Consumer
 from fastmq.kafka.admin import NewTopic
 from fastmq.kafka.producer import Producer
+from fastmq.kafka.structs import TopicPartition
 
 RECORDS = 200_000
 PARTITIONS = 6
 KEYS = 64
 WAIT = 60.0
+
+
+def create_replicated_topic(cluster, prefix: str, partitions: int = PARTITIONS) -> tuple[str, int]:
+    """A new topic of replication factor 3 and min.insync.replicas 2; returns it with the node leading most
+    of its partitions (the victim of a kill)."""
+    topic = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    with Admin(cluster.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic(topic, partitions, 3, topic_configs={"min.insync.replicas": "2"})])
+        admin.wait_for_topics([topic], timeout=WAIT)
+        leaders = [p.leader for p in admin.describe_topics([topic])[topic].partitions]
+    return topic, max(set(leaders), key=leaders.count)
 
 
 def read_everything(servers: str, topic: str, expected: int) -> dict[int, list[int]]:
@@ -41,16 +54,13 @@ def read_everything(servers: str, topic: str, expected: int) -> dict[int, list[i
 
 
 @pytest.mark.slow
-def test_killing_the_leader_while_producing_loses_and_duplicates_nothing(apache_kafka_cluster):
+@pytest.mark.parametrize("comes_back", [True, False], ids=["restarted", "lost-for-good"])
+def test_killing_the_leader_while_producing_loses_and_duplicates_nothing(apache_kafka_cluster, comes_back):
     cluster = apache_kafka_cluster
-    topic = f"faults-{uuid.uuid4().hex[:10]}"
-    with Admin(cluster.bootstrap_servers) as admin:
-        admin.create_topics([NewTopic(topic, PARTITIONS, 3, topic_configs={"min.insync.replicas": "2"})])
-        admin.wait_for_topics([topic], timeout=WAIT)
-        leaders = {p.partition: p.leader for p in admin.describe_topics([topic])[topic].partitions}
-    victim = max(set(leaders.values()), key=lambda node: list(leaders.values()).count(node))
+    topic, victim = create_replicated_topic(cluster, "faults")
     producer = Producer(cluster.bootstrap_servers, acks="all", enable_idempotence=True, linger_ms=5,
                         request_timeout_ms=5000, delivery_timeout_ms=120_000)
+    # Restarted while records keep coming, or (lost for good) only once the test is over, for the next test.
     restart = threading.Thread(target=cluster.restart, args=(victim,), name="restart-victim")
     futures = []
     try:
@@ -61,12 +71,14 @@ def test_killing_the_leader_while_producing_loses_and_duplicates_nothing(apache_
                 cluster.node(victim).kill()             # kill -9 of the node leading most partitions
             elif number == RECORDS // 2:
                 futures[-1].get(2 * WAIT)               # the others took over its partitions
-                restart.start()                         # it comes back while records keep coming
+                if comes_back:
+                    restart.start()
         producer.flush(3 * WAIT)
     finally:
         producer.close(WAIT)
-        if restart.is_alive() or restart.ident is not None:
-            restart.join(2 * WAIT)
+        if not restart.is_alive() and restart.ident is None and not cluster.node(victim).running:
+            restart.start()
+        restart.join(2 * WAIT)
     assert all(future.is_done for future in futures), "a send never completed"
     failed = [future.exception for future in futures if future.exception is not None]
     assert not failed, f"{len(failed)} sends failed, the first: {failed[0]!r}"
@@ -82,3 +94,83 @@ def test_killing_the_leader_while_producing_loses_and_duplicates_nothing(apache_
         # What each send was told is where its record is.
         where = [(acknowledged[number].partition, acknowledged[number].offset) for number in log]
         assert where == [(partition, offset) for offset in range(len(log))]
+
+
+TRANSACTIONS = 90
+PER_TRANSACTION = 300
+
+
+class CommittedReader:
+    """A read_committed fastmq consumer of every partition of a topic, reading on its own thread while the
+    cluster is under faults: .seen lists (partition, record number) in the order read."""
+
+    def __init__(self, servers: str, topic: str) -> None:
+        self.consumer = Consumer(bootstrap_servers=servers, isolation_level="read_committed",
+                                 auto_offset_reset="earliest", request_timeout_ms=5000)
+        self.consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
+        self.seen: list[tuple[int, int]] = []
+        self.producing = True
+        self.failure: BaseException | None = None
+        self.thread = threading.Thread(target=self._read, name="committed-reader")
+        self.thread.start()
+
+    def _read(self) -> None:
+        try:
+            # Bounded: after the producer is done, until the end of every partition, or 600 empty polls.
+            idle = 0
+            while idle < 600 and (self.producing or not self.consumer.at_end()):
+                records = self.consumer.consume(5000, 0.1)
+                idle = 0 if records or self.producing else idle + 1
+                self.seen += [(r.partition, int(r.value)) for r in records]
+        except BaseException as exc:
+            self.failure = exc
+
+    def finish(self) -> list[tuple[int, int]]:
+        self.producing = False
+        self.thread.join(3 * WAIT)
+        self.consumer.close()
+        assert not self.thread.is_alive(), "the read_committed consumer never reached the end of the topic"
+        if self.failure is not None:
+            raise self.failure
+        return self.seen
+
+
+@pytest.mark.slow
+def test_transactions_under_a_leader_kill_show_committed_records_once_and_aborted_never(apache_kafka_cluster):
+    cluster = apache_kafka_cluster
+    topic, victim = create_replicated_topic(cluster, "txn-faults")
+    producer = Producer(cluster.bootstrap_servers, transactional_id=f"t-{topic}", enable_idempotence=True,
+                        acks="all", linger_ms=5, request_timeout_ms=5000, delivery_timeout_ms=120_000)
+    reader = CommittedReader(cluster.bootstrap_servers, topic)
+    committed: list[int] = []
+    aborted: list[int] = []
+    try:
+        producer.init_transactions(WAIT)
+        for transaction in range(TRANSACTIONS):
+            if transaction == TRANSACTIONS // 3:
+                cluster.node(victim).kill()             # the leader of most partitions, maybe the coordinator
+            elif transaction == 2 * TRANSACTIONS // 3:
+                cluster.restart(victim)
+            numbers = range(transaction * PER_TRANSACTION, (transaction + 1) * PER_TRANSACTION)
+            producer.begin_transaction()
+            for number in numbers:
+                producer.send(topic, b"%d" % number, key=b"key-%d" % (number % KEYS))
+            if transaction % 3 == 2:
+                producer.abort_transaction(WAIT)
+                aborted += numbers
+            else:
+                producer.commit_transaction(WAIT)
+                committed += numbers
+    finally:
+        producer.close(WAIT)
+        seen = reader.finish()
+        if not cluster.node(victim).running:
+            cluster.restart(victim)
+    numbers = [number for _, number in seen]
+    assert not set(numbers) & set(aborted), f"{len(set(numbers) & set(aborted))} aborted records were read"
+    assert len(numbers) == len(set(numbers)), f"{len(numbers) - len(set(numbers))} records read twice"
+    missing = set(committed) - set(numbers)
+    assert not missing, f"{len(missing)} committed records never read, e.g. {sorted(missing)[:5]}"
+    for partition in range(PARTITIONS):
+        log = [number for p, number in seen if p == partition]
+        assert log == sorted(log), f"partition {partition} is out of send order"
