@@ -182,9 +182,12 @@ class KafkaClient:
         self.retry = RetryPolicy(is_retriable, backoff_ms=self.config.retry_backoff_ms,
                                  backoff_max_ms=self.config.retry_backoff_max_ms)
         self._waiting = CallQueue(CallHooks(
-            self.least_loaded_node, lambda node_id: node_id in self.pool.nodes, self.ready, self._send_pending,
+            self.least_loaded_node, lambda node_id: node_id in self.pool.nodes, self.ready, self.is_failing,
+            self._send_pending,
             lambda node_id: kerrors.BrokerNotAvailableError(f"node {node_id!r} is not a known broker of this cluster"),
-            self._call_timed_out))
+            self._call_timed_out,
+            lambda pending, node_id: kerrors.KafkaConnectionError(
+                f"node {node_id} is unreachable for {type(pending.request).__name__}: {self.pool.last_error(node_id)}")))
         self._closed = False
         self.loop.add_poll_hook(self._maintain)
         if self._own_loop:
@@ -272,18 +275,23 @@ class KafkaClient:
 
     # ---- sending from any thread ---------------------------------------------------------------------------
 
-    def call(self, node_id: Any, request: Any, timeout: float | None = None) -> Future:
-        """Any thread: a Future of the response, connecting first if needed (None: least loaded node)."""
+    def call(self, node_id: Any, request: Any, timeout: float | None = None, *,
+             give_up_when_failing: bool = False) -> Future:
+        """Any thread: a Future of the response, connecting first if needed (None: least loaded node).
+        give_up_when_failing: end with KafkaConnectionError as soon as the node's connection fails, instead of
+        waiting within the timeout for it to come back (for a coordinator, which may have moved)."""
         future: Future = Future()
         deadline = time.monotonic() + (self.config.request_timeout_ms / 1000.0 if timeout is None else timeout)
-        self.loop.call_soon_threadsafe(self._start_call, PendingCall(node_id, request, future, deadline))
+        self.loop.call_soon_threadsafe(
+            self._start_call, PendingCall(node_id, request, future, deadline, give_up_when_failing))
         return future
 
-    def request(self, node_id: Any, request: Any, timeout: float | None = None) -> Any:
+    def request(self, node_id: Any, request: Any, timeout: float | None = None, *,
+                give_up_when_failing: bool = False) -> Any:
         """Any thread (not the loop's): send and wait for the response; raises its error."""
         limit = self.config.request_timeout_ms / 1000.0 if timeout is None else timeout
         try:
-            return self.call(node_id, request, timeout).result(limit + 1.0)
+            return self.call(node_id, request, timeout, give_up_when_failing=give_up_when_failing).result(limit + 1.0)
         except TimeoutError:
             raise kerrors.KafkaTimeoutError(f"no response to {type(request).__name__} within {limit:.1f} s") from None
 
