@@ -5,6 +5,7 @@ record may be lost, none may come twice, each partition keeps the order of sendi
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections import defaultdict
 
@@ -12,9 +13,12 @@ import confluent_kafka
 import pytest
 
 from fastmq.kafka import Admin, Consumer
+from fastmq.kafka import errors as kerrors
 from fastmq.kafka.admin import NewTopic
+from fastmq.kafka.client import KafkaClient
+from fastmq.kafka.coordinator import GROUP, TRANSACTION, coordinator_entries, find_coordinator_request
 from fastmq.kafka.producer import Producer
-from fastmq.kafka.structs import TopicPartition
+from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition
 
 RECORDS = 200_000
 PARTITIONS = 6
@@ -138,17 +142,20 @@ class CommittedReader:
 @pytest.mark.slow
 def test_transactions_under_a_leader_kill_show_committed_records_once_and_aborted_never(apache_kafka_cluster):
     cluster = apache_kafka_cluster
-    topic, victim = create_replicated_topic(cluster, "txn-faults")
+    topic, _ = create_replicated_topic(cluster, "txn-faults")
     producer = Producer(cluster.bootstrap_servers, transactional_id=f"t-{topic}", enable_idempotence=True,
                         acks="all", linger_ms=5, request_timeout_ms=5000, delivery_timeout_ms=120_000)
     reader = CommittedReader(cluster.bootstrap_servers, topic)
     committed: list[int] = []
     aborted: list[int] = []
+    victim = None
     try:
         producer.init_transactions(WAIT)
+        # The transaction coordinator dies too (as a leader, it has partitions of the topic: 6 over 3 nodes).
+        victim = coordinator(cluster.bootstrap_servers, f"t-{topic}", TRANSACTION)
         for transaction in range(TRANSACTIONS):
             if transaction == TRANSACTIONS // 3:
-                cluster.node(victim).kill()             # the leader of most partitions, maybe the coordinator
+                cluster.node(victim).kill()
             elif transaction == 2 * TRANSACTIONS // 3:
                 cluster.restart(victim)
             numbers = range(transaction * PER_TRANSACTION, (transaction + 1) * PER_TRANSACTION)
@@ -164,7 +171,7 @@ def test_transactions_under_a_leader_kill_show_committed_records_once_and_aborte
     finally:
         producer.close(WAIT)
         seen = reader.finish()
-        if not cluster.node(victim).running:
+        if victim is not None and not cluster.node(victim).running:
             cluster.restart(victim)
     numbers = [number for _, number in seen]
     assert not set(numbers) & set(aborted), f"{len(set(numbers) & set(aborted))} aborted records were read"
@@ -174,3 +181,149 @@ def test_transactions_under_a_leader_kill_show_committed_records_once_and_aborte
     for partition in range(PARTITIONS):
         log = [number for p, number in seen if p == partition]
         assert log == sorted(log), f"partition {partition} is out of send order"
+
+
+GROUP_RECORDS = 30_000
+MEMBERS = 3
+SESSION_TIMEOUT_MS = 10_000
+
+
+class GroupJournal:
+    """What the members of a group did, in one order: deliveries (partition, offset, record number) and the
+    offsets whose commit the coordinator acknowledged."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.events: list[tuple] = []
+
+    def delivered(self, records: list) -> None:
+        with self.lock:
+            self.events += [("delivered", r.partition, r.offset, int(r.value)) for r in records]
+
+    def committed(self, offsets: dict) -> None:
+        with self.lock:
+            self.events += [("committed", tp.partition, meta.offset) for tp, meta in offsets.items()]
+
+    def numbers(self) -> set[int]:
+        with self.lock:
+            return {event[3] for event in self.events if event[0] == "delivered"}
+
+    def unexplained_duplicates(self) -> list[tuple[int, int]]:
+        """(partition, offset) delivered again although a commit beyond it had been acknowledged before."""
+        delivered: set[tuple[int, int]] = set()
+        committed: dict[int, int] = {}
+        wrong = []
+        for event in self.events:
+            if event[0] == "committed":
+                committed[event[1]] = max(committed.get(event[1], 0), event[2])
+                continue
+            where = (event[1], event[2])
+            if where in delivered and event[2] < committed.get(event[1], 0):
+                wrong.append(where)
+            delivered.add(where)
+        return wrong
+
+
+class Member:
+    """One member of the group on its own thread and client: consumes, commits what it consumed after each
+    batch (a failed commit is retried with the next one), and notes every member id it had."""
+
+    def __init__(self, servers: str, topic: str, group: str, journal: GroupJournal) -> None:
+        self.consumer = Consumer(topic, bootstrap_servers=servers, group_id=group, auto_offset_reset="earliest",
+                                 enable_auto_commit=False, session_timeout_ms=SESSION_TIMEOUT_MS,
+                                 heartbeat_interval_ms=1000, request_timeout_ms=5000)
+        self.journal = journal
+        self.member_ids: set[str] = set()
+        self.failed_commits = 0
+        self.stop = threading.Event()
+        self.failure: BaseException | None = None
+        self.thread = threading.Thread(target=self._consume, name="group-member")
+        self.thread.start()
+
+    def _consume(self) -> None:
+        uncommitted: dict[TopicPartition, OffsetAndMetadata] = {}
+        try:
+            for _ in range(int(10 * WAIT / 0.1)):             # bounded: 10 WAITs of 0.1 s polls at the most
+                if self.stop.is_set():
+                    return
+                records = self.consumer.consume(500, 0.1)
+                self.journal.delivered(records)
+                member_id = self.consumer.group_metadata().member_id
+                if member_id:
+                    self.member_ids.add(member_id)
+                for record in records:
+                    uncommitted[TopicPartition(record.topic, record.partition)] = OffsetAndMetadata(record.offset + 1)
+                if uncommitted:
+                    try:
+                        self.consumer.commit(uncommitted)
+                    except kerrors.KafkaError:
+                        self.failed_commits += 1              # the coordinator is moving: the next batch retries
+                    else:
+                        self.journal.committed(uncommitted)
+                        uncommitted = {}
+        except BaseException as exc:
+            self.failure = exc
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.thread.join(WAIT)
+        self.consumer.close(autocommit=False)
+        assert not self.thread.is_alive(), "a member's poll never returned"
+        if self.failure is not None:
+            raise self.failure
+
+
+def coordinator(servers: str, key: str, key_type: int) -> int:
+    """The node coordinating a group (GROUP) or a transactional id (TRANSACTION)."""
+    with KafkaClient(bootstrap_servers=servers) as client:
+        client.bootstrap(WAIT)
+        entry = coordinator_entries(client.request(None, find_coordinator_request([key], key_type), WAIT), [key])[0]
+    assert entry.error_code == 0, f"FindCoordinator for {key!r} answered error {entry.error_code}"
+    return entry.node_id
+
+
+def wait_until(condition, timeout: float, what: str) -> None:
+    for _ in range(int(timeout / 0.1)):
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"not within {timeout:.0f} s: {what}")
+
+
+@pytest.mark.slow
+def test_a_group_keeps_consuming_while_its_coordinator_is_killed_and_restarted(apache_kafka_cluster):
+    cluster = apache_kafka_cluster
+    topic, _ = create_replicated_topic(cluster, "group-faults")
+    group = f"g-{topic}"
+    journal = GroupJournal()
+    members: list[Member] = []
+    victim = None
+    thirds = [range(part * GROUP_RECORDS // 3, (part + 1) * GROUP_RECORDS // 3) for part in range(3)]
+    try:
+        with Producer(cluster.bootstrap_servers, acks="all", enable_idempotence=True, linger_ms=5) as producer:
+            def produce(numbers: range) -> None:
+                futures = [producer.send(topic, b"%d" % n, key=b"key-%d" % (n % KEYS)) for n in numbers]
+                producer.flush(2 * WAIT)
+                assert all(future.exception is None for future in futures), "a send failed"
+
+            members = [Member(cluster.bootstrap_servers, topic, group, journal) for _ in range(MEMBERS)]
+            produce(thirds[0])
+            wait_until(lambda: set(thirds[0]) <= journal.numbers(), WAIT, "the first third consumed")
+            victim = coordinator(cluster.bootstrap_servers, group, GROUP)
+            cluster.node(victim).kill()
+            produce(thirds[1])
+            wait_until(lambda: set(thirds[1]) <= journal.numbers(), WAIT, "consumed while the coordinator is away")
+            cluster.restart(victim)
+            produce(thirds[2])
+        wait_until(lambda: set(range(GROUP_RECORDS)) <= journal.numbers(), 2 * WAIT, "every record consumed")
+        # Settled: every partition has exactly one owner (the members keep polling meanwhile).
+        wait_until(lambda: sorted(tp.partition for m in members for tp in m.consumer.assignment())
+                   == list(range(PARTITIONS)), SESSION_TIMEOUT_MS / 1000, "each partition owned by one member")
+    finally:
+        for member in members:
+            member.finish()
+        if victim is not None and not cluster.node(victim).running:
+            cluster.restart(victim)
+    # The coordinator's move cost no member its membership: the group settled within the session timeout.
+    assert all(len(member.member_ids) == 1 for member in members), [m.member_ids for m in members]
+    assert not journal.unexplained_duplicates(), "records delivered again after their commit was acknowledged"
