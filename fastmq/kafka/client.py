@@ -198,6 +198,12 @@ class KafkaClient:
     def _known_nodes(self) -> list[Any]:
         return metadata_candidates(self.pool, list(self.cluster.brokers), self._bootstrap)
 
+    def _metadata_nodes(self) -> list[Any]:
+        # Metadata goes over connections of its own ("metadata-<broker id>"): a broker answers one request of a
+        # connection at a time, and a Produce it holds for acks=all (while a dead follower is still in the ISR)
+        # or a Fetch held for fetch_max_wait_ms would hold back the answer that says where the leaders went.
+        return metadata_candidates(self.pool, [_metadata_node(b) for b in self.cluster.brokers], self._bootstrap)
+
     def least_loaded_node(self) -> Any | None:
         """Loop thread: the node for a node-independent request (metadata, coordinator lookup)."""
         return self.pool.least_loaded_node(self._known_nodes())
@@ -421,11 +427,12 @@ class KafkaClient:
         delay = self.refresh.delay(now)
         if delay is None or delay > 0:
             return _earlier(limit, delay)
-        node_id = self.least_loaded_node()
+        candidates = self._metadata_nodes()
+        node_id = self.pool.least_loaded_node(candidates)
         if node_id is None:
             # Every node is busy (its answers wake the loop) or in a reconnect backoff: come back when the
             # first backoff ends.
-            backoffs = [self.pool.connection_delay(n) for n in self._known_nodes() if self.pool.is_disconnected(n)]
+            backoffs = [self.pool.connection_delay(n) for n in candidates if self.pool.is_disconnected(n)]
             return _earlier(limit, max(min(backoffs), 0.001) if backoffs else None)
         if not self.ready(node_id):
             return limit        # connecting: its state listener wakes the loop
@@ -448,6 +455,7 @@ class KafkaClient:
             return
         for broker in response.brokers:
             self.pool.add_node(broker.node_id, broker.host, broker.port)
+            self.pool.add_node(_metadata_node(broker.node_id), broker.host, broker.port)
         now = time.monotonic()
         self.cluster.update(response, now, all_topics=all_topics)
         self.refresh.succeeded(now, self._unresolved())
@@ -502,6 +510,11 @@ class KafkaClient:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _metadata_node(broker_id: int) -> str:
+    """The pool node of a broker's connection for metadata requests."""
+    return f"metadata-{broker_id}"
 
 
 def _earlier(limit: float | None, delay: float | None) -> float | None:
