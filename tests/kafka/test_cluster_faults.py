@@ -37,6 +37,38 @@ def create_replicated_topic(cluster, prefix: str, partitions: int = PARTITIONS) 
     return topic, max(set(leaders), key=leaders.count)
 
 
+class Outage:
+    """A node's outage within a `with` block: kill() is kill -9, restart_in_background() brings it back while the
+    test goes on; leaving the block restarts it if it is still down and waits for it (the next test of the
+    module finds three nodes)."""
+
+    def __init__(self, cluster) -> None:
+        self.cluster = cluster
+        self.node_id: int | None = None
+        self.restarting = threading.Thread(target=lambda: cluster.restart(self.node_id), name="restart-node")
+
+    def kill(self, node_id: int) -> None:
+        self.node_id = node_id
+        self.cluster.node(node_id).kill()
+
+    def restart_in_background(self) -> None:
+        self.restarting.start()
+
+    def restart(self) -> None:
+        """Restart the node and wait until it answers."""
+        self.restart_in_background()
+        self.restarting.join(2 * WAIT)
+
+    def __enter__(self) -> Outage:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.node_id is not None and self.restarting.ident is None:
+            self.restarting.start()
+        if self.restarting.ident is not None:
+            self.restarting.join(2 * WAIT)
+
+
 def read_everything(servers: str, topic: str, expected: int) -> dict[int, list[int]]:
     """partition -> the record numbers in log order, read by librdkafka up to `expected` records."""
     reader = confluent_kafka.Consumer({"bootstrap.servers": servers, "group.id": f"g-{topic}",
@@ -62,27 +94,21 @@ def read_everything(servers: str, topic: str, expected: int) -> dict[int, list[i
 def test_killing_the_leader_while_producing_loses_and_duplicates_nothing(apache_kafka_cluster, comes_back):
     cluster = apache_kafka_cluster
     topic, victim = create_replicated_topic(cluster, "faults")
-    producer = Producer(cluster.bootstrap_servers, acks="all", enable_idempotence=True, linger_ms=5,
-                        request_timeout_ms=5000, delivery_timeout_ms=120_000)
-    # Restarted while records keep coming, or (lost for good) only once the test is over, for the next test.
-    restart = threading.Thread(target=cluster.restart, args=(victim,), name="restart-victim")
     futures = []
-    try:
+    # Restarted while records keep coming, or (lost for good) only once the test is over, for the next test.
+    with Outage(cluster) as outage, Producer(cluster.bootstrap_servers, acks="all", enable_idempotence=True,
+                                             linger_ms=5, request_timeout_ms=5000,
+                                             delivery_timeout_ms=120_000) as producer:
         for number in range(RECORDS):
             futures.append(producer.send(topic, b"%d" % number, key=b"key-%d" % (number % KEYS)))
             if number == RECORDS // 4:
                 futures[RECORDS // 8].get(WAIT)         # the victim has been taking records
-                cluster.node(victim).kill()             # kill -9 of the node leading most partitions
+                outage.kill(victim)                     # the node leading most partitions
             elif number == RECORDS // 2:
                 futures[-1].get(2 * WAIT)               # the others took over its partitions
                 if comes_back:
-                    restart.start()
+                    outage.restart_in_background()
         producer.flush(3 * WAIT)
-    finally:
-        producer.close(WAIT)
-        if not restart.is_alive() and restart.ident is None and not cluster.node(victim).running:
-            restart.start()
-        restart.join(2 * WAIT)
     assert all(future.is_done for future in futures), "a send never completed"
     failed = [future.exception for future in futures if future.exception is not None]
     assert not failed, f"{len(failed)} sends failed, the first: {failed[0]!r}"
@@ -148,31 +174,29 @@ def test_transactions_under_a_leader_kill_show_committed_records_once_and_aborte
     reader = CommittedReader(cluster.bootstrap_servers, topic)
     committed: list[int] = []
     aborted: list[int] = []
-    victim = None
-    try:
-        producer.init_transactions(WAIT)
-        # The transaction coordinator dies too (as a leader, it has partitions of the topic: 6 over 3 nodes).
-        victim = coordinator(cluster.bootstrap_servers, f"t-{topic}", TRANSACTION)
-        for transaction in range(TRANSACTIONS):
-            if transaction == TRANSACTIONS // 3:
-                cluster.node(victim).kill()
-            elif transaction == 2 * TRANSACTIONS // 3:
-                cluster.restart(victim)
-            numbers = range(transaction * PER_TRANSACTION, (transaction + 1) * PER_TRANSACTION)
-            producer.begin_transaction()
-            for number in numbers:
-                producer.send(topic, b"%d" % number, key=b"key-%d" % (number % KEYS))
-            if transaction % 3 == 2:
-                producer.abort_transaction(WAIT)
-                aborted += numbers
-            else:
-                producer.commit_transaction(WAIT)
-                committed += numbers
-    finally:
-        producer.close(WAIT)
-        seen = reader.finish()
-        if victim is not None and not cluster.node(victim).running:
-            cluster.restart(victim)
+    with Outage(cluster) as outage:
+        try:
+            producer.init_transactions(WAIT)
+            # The transaction coordinator dies too (as a leader, it has partitions of the topic: 6 over 3 nodes).
+            victim = coordinator(cluster.bootstrap_servers, f"t-{topic}", TRANSACTION)
+            for transaction in range(TRANSACTIONS):
+                if transaction == TRANSACTIONS // 3:
+                    outage.kill(victim)
+                elif transaction == 2 * TRANSACTIONS // 3:
+                    outage.restart_in_background()
+                numbers = range(transaction * PER_TRANSACTION, (transaction + 1) * PER_TRANSACTION)
+                producer.begin_transaction()
+                for number in numbers:
+                    producer.send(topic, b"%d" % number, key=b"key-%d" % (number % KEYS))
+                if transaction % 3 == 2:
+                    producer.abort_transaction(WAIT)
+                    aborted += numbers
+                else:
+                    producer.commit_transaction(WAIT)
+                    committed += numbers
+        finally:
+            producer.close(WAIT)
+            seen = reader.finish()
     numbers = [number for _, number in seen]
     assert not set(numbers) & set(aborted), f"{len(set(numbers) & set(aborted))} aborted records were read"
     assert len(numbers) == len(set(numbers)), f"{len(numbers) - len(set(numbers))} records read twice"
@@ -297,10 +321,10 @@ def test_a_group_keeps_consuming_while_its_coordinator_is_killed_and_restarted(a
     group = f"g-{topic}"
     journal = GroupJournal()
     members: list[Member] = []
-    victim = None
     thirds = [range(part * GROUP_RECORDS // 3, (part + 1) * GROUP_RECORDS // 3) for part in range(3)]
     try:
-        with Producer(cluster.bootstrap_servers, acks="all", enable_idempotence=True, linger_ms=5) as producer:
+        with Outage(cluster) as outage, Producer(cluster.bootstrap_servers, acks="all", enable_idempotence=True,
+                                                 linger_ms=5) as producer:
             def produce(numbers: range) -> None:
                 futures = [producer.send(topic, b"%d" % n, key=b"key-%d" % (n % KEYS)) for n in numbers]
                 producer.flush(2 * WAIT)
@@ -309,11 +333,10 @@ def test_a_group_keeps_consuming_while_its_coordinator_is_killed_and_restarted(a
             members = [Member(cluster.bootstrap_servers, topic, group, journal) for _ in range(MEMBERS)]
             produce(thirds[0])
             wait_until(lambda: set(thirds[0]) <= journal.numbers(), WAIT, "the first third consumed")
-            victim = coordinator(cluster.bootstrap_servers, group, GROUP)
-            cluster.node(victim).kill()
+            outage.kill(coordinator(cluster.bootstrap_servers, group, GROUP))
             produce(thirds[1])
             wait_until(lambda: set(thirds[1]) <= journal.numbers(), WAIT, "consumed while the coordinator is away")
-            cluster.restart(victim)
+            outage.restart()
             produce(thirds[2])
         wait_until(lambda: set(range(GROUP_RECORDS)) <= journal.numbers(), 2 * WAIT, "every record consumed")
         # Settled: every partition has exactly one owner (the members keep polling meanwhile).
@@ -322,8 +345,6 @@ def test_a_group_keeps_consuming_while_its_coordinator_is_killed_and_restarted(a
     finally:
         for member in members:
             member.finish()
-        if victim is not None and not cluster.node(victim).running:
-            cluster.restart(victim)
     # The coordinator's move cost no member its membership: the group settled within the session timeout.
     assert all(len(member.member_ids) == 1 for member in members), [m.member_ids for m in members]
     assert not journal.unexplained_duplicates(), "records delivered again after their commit was acknowledged"
