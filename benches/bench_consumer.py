@@ -1,9 +1,10 @@
-"""Consumer throughput against one Tansu broker, in one run: fastmq vs confluent-kafka (with
-fetch.queue.backoff.ms=0, else librdkafka idles between fetches) vs aiokafka (getmany) vs kafka-python (poll),
-reading 1M records of 100 bytes from one partition, preloaded once by confluent-kafka's producer; and the
+"""Consumer throughput against one broker, Tansu and then Apache Kafka (one KRaft node), in one run: fastmq (and
+its kafka-python face, KafkaConsumer) vs confluent-kafka (with fetch.queue.backoff.ms=0, else librdkafka idles
+between fetches) vs aiokafka (getmany) vs kafka-python (poll), reading 1M records of 100 bytes (250k of 1 KiB)
+from one partition, preloaded once by confluent-kafka's producer, with the process's CPU time per record; and the
 end-to-end latency (p50 / p99 from produce() to the consumer handing the record out) at a fixed produce rate.
 
-Run: pytest benches/bench_consumer.py --benchmark-only -s
+Run: pytest benches/bench_consumer.py --benchmark-only -s  (-k apache: Apache Kafka only)
 """
 from __future__ import annotations
 
@@ -16,25 +17,16 @@ import uuid
 
 import pytest
 
-from tests.support.tansu import start_tansu
-
 PROTOCOL = "kafka"
 RECORDS = 1_000_000
-VALUE = b"x" * 100
+SIZES = {100: RECORDS, 1024: RECORDS // 4}        # value size -> records preloaded
 # Records per client: kafka-python reads a prefix (it needs ~5 s per million); rates are per record.
 COUNTS = {"fastmq": RECORDS, "fastmq.compat": RECORDS, "confluent-kafka": RECORDS, "aiokafka": RECORDS, "kafka-python": 300_000}
 LATENCY_RATE = 20_000           # records per second during the latency run
 LATENCY_SECONDS = 3.0
 
 
-@pytest.fixture(scope="module")
-def broker():
-    tansu = start_tansu()
-    yield tansu
-    tansu.stop()
-
-
-def load(servers: str, topic: str, count: int) -> None:
+def load(servers: str, topic: str, count: int, value: bytes = b"x") -> None:
     import confluent_kafka
 
     producer = confluent_kafka.Producer({"bootstrap.servers": servers, "linger.ms": 10, "batch.size": 262144,
@@ -42,18 +34,19 @@ def load(servers: str, topic: str, count: int) -> None:
     for _ in range(count):
         while True:
             try:
-                producer.produce(topic, VALUE, partition=0)
+                producer.produce(topic, value, partition=0)
                 break
             except BufferError:
                 producer.poll(0.001)
     assert producer.flush(300) == 0
 
 
-@pytest.fixture(scope="module")
-def loaded(broker):
+@pytest.fixture(scope="module", params=list(SIZES))
+def loaded(kafka_broker, request):
+    """(topic, value size): a topic preloaded with SIZES[size] records of that size."""
     topic = f"bench-consume-{uuid.uuid4().hex[:6]}"
-    load(broker.bootstrap_servers, topic, RECORDS)
-    return topic
+    load(kafka_broker.bootstrap_servers, topic, SIZES[request.param], b"x" * request.param)
+    return topic, request.param
 
 
 def consume_fastmq(servers: str, topic: str, count: int, compat: bool = False) -> int:
@@ -130,11 +123,12 @@ CLIENTS = {"fastmq": consume_fastmq, "fastmq.compat": functools.partial(consume_
 
 
 @pytest.mark.parametrize("client", list(CLIENTS))
-def test_consume_100_bytes(compare, broker, loaded, client):
-    count = COUNTS[client]
-    bench = compare("consume 100 B, one partition, from the beginning", client, items=count,
-                    nbytes=count * len(VALUE))
-    result = bench.pedantic(CLIENTS[client], args=(broker.bootstrap_servers, loaded, count), rounds=3,
+def test_consume(compare, kafka_broker, loaded, client):
+    topic, size = loaded
+    count = COUNTS[client] * SIZES[size] // RECORDS
+    bench = compare(f"{kafka_broker.name}: consume {size} B, one partition, from the beginning", client, items=count,
+                    nbytes=count * size)
+    result = bench.pedantic(CLIENTS[client], args=(kafka_broker.bootstrap_servers, topic, count), rounds=3,
                             iterations=1)
     assert result >= count
 
@@ -206,11 +200,12 @@ def _latencies(servers: str, client: str) -> list[float]:
 
 
 @pytest.mark.parametrize("client", ["fastmq", "confluent-kafka"])
-def test_end_to_end_latency(compare, broker, client):
+def test_end_to_end_latency(compare, kafka_broker, client):
     results: list[list[float]] = []
-    bench = compare(f"end-to-end at {LATENCY_RATE} msgs/s for {LATENCY_SECONDS:.0f} s (time: the whole run)",
-                    client, items=int(LATENCY_RATE * LATENCY_SECONDS))
-    bench.pedantic(lambda: results.append(_latencies(broker.bootstrap_servers, client)), rounds=1, iterations=1)
+    bench = compare(f"{kafka_broker.name}: end-to-end at {LATENCY_RATE} msgs/s for {LATENCY_SECONDS:.0f} s "
+                    "(time: the whole run)", client, items=int(LATENCY_RATE * LATENCY_SECONDS))
+    bench.pedantic(lambda: results.append(_latencies(kafka_broker.bootstrap_servers, client)), rounds=1,
+                   iterations=1)
     ordered = sorted(results[0])
     p50, p99 = ordered[len(ordered) // 2], ordered[int(len(ordered) * 0.99)]
     bench.extra_info["p50_ms"] = round(p50 * 1000, 2)

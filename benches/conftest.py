@@ -3,7 +3,8 @@
 Every benchmark sets `benchmark.group` (one comparison, e.g. "kafka-batch-build-1000x100B") and
 `benchmark.extra_info["impl"]` (who is measured: "fastmq", "aiokafka", ...); optional extra_info["items"] and
 extra_info["bytes"] (processed per round) turn times into rates; extra_info keys ending in "_ms" (latency
-percentiles) or "_ns" (CPU time per record) are printed beside them with their unit. At the end of the run one
+percentiles) or "_ns" (CPU time per record) are printed beside them with their unit; a benchmark with items run
+through pedantic() gets this process's CPU time per item (cpu_ns) by itself. At the end of the run one
 table per group prints each implementation's median time (robust against the pauses of a shared machine), rates,
 and fastmq's speed ratio against every other entry. `--side-by-side-json PATH` also saves them as the JSON that
 `fastmq bench report` reads (fastmq/cli/bench_report.py describes it); each entry's protocol is its module's
@@ -14,6 +15,7 @@ A bench that times itself (a peer in another process reports its own time) recor
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -88,6 +90,28 @@ def module_protocol(module) -> str:
     return next((protocol for protocol in PROTOCOLS if protocol in stem), stem)
 
 
+class CPUPerItem:
+    """The benchmark fixture, whose pedantic() also records this process's CPU time (every thread's: a client's
+    own I/O threads included) per item over all its rounds, in extra_info["cpu_ns"]."""
+
+    def __init__(self, benchmark, items: int) -> None:
+        self._benchmark = benchmark
+        self._items = items
+
+    def __getattr__(self, name: str):
+        return getattr(self._benchmark, name)
+
+    def pedantic(self, target, *args, rounds: int = 1, iterations: int = 1, warmup_rounds: int = 0, **options):
+        started = time.process_time()
+        try:
+            return self._benchmark.pedantic(target, *args, rounds=rounds, iterations=iterations,
+                                            warmup_rounds=warmup_rounds, **options)
+        finally:
+            runs = (rounds + warmup_rounds) * iterations
+            self._benchmark.extra_info["cpu_ns"] = round(
+                (time.process_time() - started) * 1e9 / (runs * self._items))
+
+
 @pytest.fixture
 def self_timed(request):
     """record(group, impl, median_s, items=..., nbytes=..., **extra) for a bench that measures its own rounds."""
@@ -106,9 +130,28 @@ def compare(benchmark, request):
         benchmark.group = group
         benchmark.extra_info["impl"] = impl
         benchmark.extra_info["protocol"] = module_protocol(request.module)
-        if items:
-            benchmark.extra_info["items"] = items
         if nbytes:
             benchmark.extra_info["bytes"] = nbytes
+        if items:
+            benchmark.extra_info["items"] = items
+            return CPUPerItem(benchmark, items)
         return benchmark
     return label
+
+
+@pytest.fixture(scope="module", params=["tansu", "apache-kafka"])
+def kafka_broker(request, tmp_path_factory):
+    """One Kafka broker for a module's benches, each in turn: Tansu, and Apache Kafka (one KRaft node);
+    .name says which (put it in the benchmark's group: the brokers' figures are not comparable)."""
+    from tests.support.apache_kafka import KafkaCluster
+    from tests.support.tansu import start_tansu
+
+    if request.param == "tansu":
+        broker = start_tansu()
+        broker.name = "Tansu"
+        yield broker
+        broker.stop()
+        return
+    with KafkaCluster(tmp_path_factory.mktemp("bench-apache-kafka"), 1) as cluster:
+        cluster.name = "Apache Kafka"
+        yield cluster

@@ -567,11 +567,13 @@ cdef class RecordAccumulator:
 
     cdef bint _sends_alone(self, PartitionQueue queue, ProducerBatch first):
         # Idempotence: a batch that goes out while another of its partition is in flight may be written before
-        # it. Two cases must not: a retry (it follows an earlier batch whose outcome is not known yet), and any
-        # batch before the partition's first acknowledgement under this producer id (a broker that has no
-        # state for the producer takes whatever sequence comes first: a later batch would leave the first one
-        # an OUT_OF_ORDER_SEQUENCE for good).
-        return self.idempotent and (first.attempts > 0 or not queue.acknowledged)
+        # it. One case must not: any batch before the partition's first acknowledgement under this producer id
+        # (a broker that has no state for the producer takes whatever sequence comes first: a later batch
+        # would leave the first one an OUT_OF_ORDER_SEQUENCE for good). Retries go out pipelined, as first
+        # sends do: a broker takes a connection's requests in order, and one that arrives ahead of an earlier
+        # batch's retry is refused (OUT_OF_ORDER_SEQUENCE, retried after it) without being written; one at a
+        # time, the batches in flight to a leader that died came back a round trip each.
+        return self.idempotent and not queue.acknowledged
 
     cdef int _make_all_due(self) except -1:
         # Flush, close, memory pressure: every queue with an unsent batch goes out now.

@@ -16,21 +16,27 @@ class PendingCall:
     request: Any
     future: Future
     deadline: float                 # time.monotonic() by which it must be sent (and, then, answered)
+    # End the call when its node's connection fails instead of waiting for the node to come back: for callers
+    # that look for another node then (a coordinator that died has a successor elsewhere).
+    give_up_when_failing: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
 class CallHooks:
     """What the protocol's client answers for the queue, each on the loop thread: pick_node() a node for a call
     that names none (None: none can take one now); known(node); ready(node) (connected and able to send now;
-    may start connecting); send(node, call, now) sends and ends call.future when the answer comes;
-    unknown_node(node) and timed_out(call, node) the exceptions to end a call with."""
+    may start connecting); failing(node) (its last connection failed and no new one is coming); send(node, call,
+    now) sends and ends call.future when the answer comes; unknown_node(node), timed_out(call, node) and
+    unreachable(call, node) the exceptions to end a call with."""
 
     pick_node: Callable[[], Hashable | None]
     known: Callable[[Hashable], bool]
     ready: Callable[[Hashable], bool]
+    failing: Callable[[Hashable], bool]
     send: Callable[[Hashable, PendingCall, float], None]
     unknown_node: Callable[[Hashable], BaseException]
     timed_out: Callable[[PendingCall, Hashable | None], BaseException]
+    unreachable: Callable[[PendingCall, Hashable], BaseException]
 
 
 class CallQueue:
@@ -63,6 +69,8 @@ class CallQueue:
                 call.future.set_exception(hooks.unknown_node(node_id))
             elif node_id is not None and hooks.ready(node_id):
                 hooks.send(node_id, call, now)
+            elif call.give_up_when_failing and node_id is not None and hooks.failing(node_id):
+                call.future.set_exception(hooks.unreachable(call, node_id))
             elif now >= call.deadline:
                 call.future.set_exception(hooks.timed_out(call, node_id))
             else:

@@ -182,9 +182,12 @@ class KafkaClient:
         self.retry = RetryPolicy(is_retriable, backoff_ms=self.config.retry_backoff_ms,
                                  backoff_max_ms=self.config.retry_backoff_max_ms)
         self._waiting = CallQueue(CallHooks(
-            self.least_loaded_node, lambda node_id: node_id in self.pool.nodes, self.ready, self._send_pending,
+            self.least_loaded_node, lambda node_id: node_id in self.pool.nodes, self.ready, self.is_failing,
+            self._send_pending,
             lambda node_id: kerrors.BrokerNotAvailableError(f"node {node_id!r} is not a known broker of this cluster"),
-            self._call_timed_out))
+            self._call_timed_out,
+            lambda pending, node_id: kerrors.KafkaConnectionError(
+                f"node {node_id} is unreachable for {type(pending.request).__name__}: {self.pool.last_error(node_id)}")))
         self._closed = False
         self.loop.add_poll_hook(self._maintain)
         if self._own_loop:
@@ -194,6 +197,12 @@ class KafkaClient:
 
     def _known_nodes(self) -> list[Any]:
         return metadata_candidates(self.pool, list(self.cluster.brokers), self._bootstrap)
+
+    def _metadata_nodes(self) -> list[Any]:
+        # Metadata goes over connections of its own ("metadata-<broker id>"): a broker answers one request of a
+        # connection at a time, and a Produce it holds for acks=all (while a dead follower is still in the ISR)
+        # or a Fetch held for fetch_max_wait_ms would hold back the answer that says where the leaders went.
+        return metadata_candidates(self.pool, [_metadata_node(b) for b in self.cluster.brokers], self._bootstrap)
 
     def least_loaded_node(self) -> Any | None:
         """Loop thread: the node for a node-independent request (metadata, coordinator lookup)."""
@@ -272,18 +281,23 @@ class KafkaClient:
 
     # ---- sending from any thread ---------------------------------------------------------------------------
 
-    def call(self, node_id: Any, request: Any, timeout: float | None = None) -> Future[Any]:
-        """Any thread: a Future of the response, connecting first if needed (None: least loaded node)."""
+    def call(self, node_id: Any, request: Any, timeout: float | None = None, *,
+             give_up_when_failing: bool = False) -> Future[Any]:
+        """Any thread: a Future of the response, connecting first if needed (None: least loaded node).
+        give_up_when_failing: end with KafkaConnectionError as soon as the node's connection fails, instead of
+        waiting within the timeout for it to come back (for a coordinator, which may have moved)."""
         future: Future[Any] = Future()
         deadline = time.monotonic() + (self.config.request_timeout_ms / 1000.0 if timeout is None else timeout)
-        self.loop.call_soon_threadsafe(self._start_call, PendingCall(node_id, request, future, deadline))
+        self.loop.call_soon_threadsafe(
+            self._start_call, PendingCall(node_id, request, future, deadline, give_up_when_failing))
         return future
 
-    def request(self, node_id: Any, request: Any, timeout: float | None = None) -> Any:
+    def request(self, node_id: Any, request: Any, timeout: float | None = None, *,
+                give_up_when_failing: bool = False) -> Any:
         """Any thread (not the loop's): send and wait for the response; raises its error."""
         limit = self.config.request_timeout_ms / 1000.0 if timeout is None else timeout
         try:
-            return self.call(node_id, request, timeout).result(limit + 1.0)
+            return self.call(node_id, request, timeout, give_up_when_failing=give_up_when_failing).result(limit + 1.0)
         except TimeoutError:
             raise kerrors.KafkaTimeoutError(f"no response to {type(request).__name__} within {limit:.1f} s") from None
 
@@ -413,11 +427,12 @@ class KafkaClient:
         delay = self.refresh.delay(now)
         if delay is None or delay > 0:
             return _earlier(limit, delay)
-        node_id = self.least_loaded_node()
+        candidates = self._metadata_nodes()
+        node_id = self.pool.least_loaded_node(candidates)
         if node_id is None:
             # Every node is busy (its answers wake the loop) or in a reconnect backoff: come back when the
             # first backoff ends.
-            backoffs = [self.pool.connection_delay(n) for n in self._known_nodes() if self.pool.is_disconnected(n)]
+            backoffs = [self.pool.connection_delay(n) for n in candidates if self.pool.is_disconnected(n)]
             return _earlier(limit, max(min(backoffs), 0.001) if backoffs else None)
         if not self.ready(node_id):
             return limit        # connecting: its state listener wakes the loop
@@ -440,6 +455,7 @@ class KafkaClient:
             return
         for broker in response.brokers:
             self.pool.add_node(broker.node_id, broker.host, broker.port)
+            self.pool.add_node(_metadata_node(broker.node_id), broker.host, broker.port)
         now = time.monotonic()
         self.cluster.update(response, now, all_topics=all_topics)
         self.refresh.succeeded(now, self._unresolved())
@@ -494,6 +510,11 @@ class KafkaClient:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _metadata_node(broker_id: int) -> str:
+    """The pool node of a broker's connection for metadata requests."""
+    return f"metadata-{broker_id}"
 
 
 def _earlier(limit: float | None, delay: float | None) -> float | None:

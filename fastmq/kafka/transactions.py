@@ -223,7 +223,9 @@ class TransactionManager:
                 if key_type == TRANSACTION:
                     self._coordinator = node
             try:
-                response = self.client.request(node, request, max(0.001, deadline - time.monotonic()))
+                # A coordinator that died has a successor: look for it rather than wait for this one to return.
+                response = self.client.request(node, request, max(0.001, deadline - time.monotonic()),
+                                               give_up_when_failing=True)
             except kerrors.KafkaError as exc:
                 if not exc.retriable or time.monotonic() >= deadline:
                     raise

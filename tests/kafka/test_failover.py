@@ -88,6 +88,31 @@ def test_a_failed_connection_triggers_a_refresh(proxied_kafka):
         assert client.wait_for_metadata(version, 30)
 
 
+HELD_MS = 20_000
+
+
+def test_metadata_does_not_wait_behind_a_request_the_broker_holds(apache_kafka):
+    """A broker answers one request of a connection at a time: a metadata refresh queued behind a Fetch it
+    holds for max_wait_ms (or a Produce held for acks=all) would come late; it has a connection of its own."""
+    topic = f"failover-{uuid.uuid4().hex[:8]}"
+    with Producer(apache_kafka.bootstrap_servers) as producer:
+        producer.send(topic, b"x", partition=0).get(30)     # the Fetch below waits for a second record
+    with KafkaClient(bootstrap_servers=apache_kafka.bootstrap_servers, **SLOW) as client:
+        info = client.topic_metadata(topic, 30)
+        leader = info.partitions[0].leader
+        client.request(leader, _metadata_request(), 30)          # the broker's connection is up
+        fetch = kp.FetchRequest(
+            max_wait_ms=HELD_MS, min_bytes=1 << 20, max_bytes=1 << 20, isolation_level=0, session_id=0,
+            session_epoch=-1, topics=[kp.FetchRequest.FetchTopic(
+                topic=topic, topic_id=info.topic_id, partitions=[kp.FetchRequest.FetchPartition(
+                    partition=0, fetch_offset=1, partition_max_bytes=1 << 20)])])
+        held = client.call(leader, fetch, 2 * HELD_MS / 1000)
+        version = client.request_update()
+        assert client.wait_for_metadata(version, HELD_MS / 4000)
+        assert not held.done(), "the broker answered the Fetch before max_wait_ms: nothing was held"
+        # Closing the client ends the held Fetch.
+
+
 def _metadata_request():
     return kp.MetadataRequest(topics=[])
 

@@ -1,0 +1,141 @@
+"""Recovery time of the producers on a three-node Apache Kafka cluster, fastmq vs confluent-kafka in one run.
+
+Each client writes 200k keyed records (6 partitions, replication factor 3, min.insync.replicas 2, acks=all,
+idempotent) at a fixed rate to a topic of its own; at 30% of its records the leader of partition 0 is killed
+with kill -9, at 60% it is restarted. Measured: the longest wait for an outcome (the time from send() to the
+delivery report) of the records of the partitions the killed node led; every send must succeed. The rate is
+fixed so that the kill and the restart fall in the middle of the writing, for both clients alike.
+
+Run: pytest benches/bench_recovery.py --benchmark-only -s
+"""
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+
+from tests.support.apache_kafka import KafkaCluster
+
+PROTOCOL = "kafka"
+RECORDS = 200_000
+RATE = 10_000                       # records per second: 20 s of writing
+PARTITIONS = 6
+KEYS = 64
+WAIT = 60.0
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with KafkaCluster(tmp_path_factory.mktemp("recovery-cluster"), 3) as started:
+        yield started
+
+
+def topic_and_victim(cluster) -> tuple[str, int, set[int]]:
+    """A fresh topic; the leader of its partition 0 and every partition that node leads."""
+    from fastmq.kafka import Admin
+    from fastmq.kafka.admin import NewTopic
+
+    topic = f"recovery-{uuid.uuid4().hex[:8]}"
+    with Admin(cluster.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic(topic, PARTITIONS, 3, topic_configs={"min.insync.replicas": "2"})])
+        admin.wait_for_topics([topic], timeout=WAIT)
+        leaders = {p.partition: p.leader for p in admin.describe_topics([topic])[topic].partitions}
+    return topic, leaders[0], {p for p, leader in leaders.items() if leader == leaders[0]}
+
+
+class Outcomes:
+    """When each record was sent and when its delivery report came (any thread), and when the victim was killed
+    and restarted."""
+
+    def __init__(self) -> None:
+        self.sent = [0.0] * RECORDS
+        self.killed = self.restarted = 0.0
+        self.done: dict[int, tuple[float, int, bool]] = {}      # number -> (when, partition, succeeded)
+
+    def report(self, number: int, partition: int, succeeded: bool) -> None:
+        self.done[number] = (time.monotonic(), partition, succeeded)
+
+    def longest_wait(self, partitions: set[int]) -> tuple[float, int]:
+        """The longest wait on these partitions, and the record that waited it."""
+        return max((when - self.sent[n], n) for n, (when, partition, _) in self.done.items() if partition in partitions)
+
+    def failures(self) -> int:
+        return sum(1 for _, _, succeeded in self.done.values() if not succeeded) + RECORDS - len(self.done)
+
+
+def write_paced(cluster, victim: int, send, outcomes: Outcomes, poll=lambda: None) -> None:
+    """send(number) at RATE records/s; kill -9 of the victim at 30%, restart (on its own thread, as a
+    restarted node takes seconds to answer) at 60%."""
+    def restart() -> None:
+        cluster.restart(victim)
+        outcomes.restarted = time.monotonic()
+
+    restarting = threading.Thread(target=restart, name="restart-victim")
+    start = time.monotonic()
+    try:
+        for number in range(RECORDS):
+            if number == RECORDS * 3 // 10:
+                cluster.node(victim).kill()
+                outcomes.killed = time.monotonic()
+            elif number == RECORDS * 6 // 10:
+                restarting.start()
+            due = start + number / RATE
+            if number % 100 == 0 and due > time.monotonic():
+                time.sleep(due - time.monotonic())
+            outcomes.sent[number] = time.monotonic()
+            send(number)
+            poll()
+    finally:
+        if restarting.ident is None:
+            restarting.start()
+        restarting.join(2 * WAIT)
+
+
+def run_fastmq(cluster, topic: str, victim: int, outcomes: Outcomes) -> None:
+    from fastmq.kafka import Producer
+
+    with Producer(cluster.bootstrap_servers, acks="all", enable_idempotence=True, linger_ms=5,
+                  delivery_timeout_ms=120_000) as producer:
+        def send(number: int) -> None:
+            future = producer.send(topic, b"%d" % number, key=b"key-%d" % (number % KEYS))
+            future.add_callback(lambda metadata: outcomes.report(number, metadata.partition, True))
+            future.add_errback(lambda error: outcomes.report(number, future.topic_partition.partition, False))
+
+        write_paced(cluster, victim, send, outcomes)
+        producer.flush(3 * WAIT)
+
+
+def run_confluent(cluster, topic: str, victim: int, outcomes: Outcomes) -> None:
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                                         "enable.idempotence": True, "linger.ms": 5,
+                                         "delivery.timeout.ms": 120_000, "queue.buffering.max.messages": RECORDS})
+
+    def send(number: int) -> None:
+        producer.produce(topic, b"%d" % number, key=b"key-%d" % (number % KEYS),
+                         on_delivery=lambda error, message: outcomes.report(number, message.partition(),
+                                                                            error is None))
+
+    write_paced(cluster, victim, send, outcomes, lambda: producer.poll(0))
+    assert producer.flush(3 * WAIT) == 0
+
+
+CLIENTS = {"fastmq": run_fastmq, "confluent-kafka": run_confluent}
+
+
+@pytest.mark.parametrize("client", list(CLIENTS))
+def test_recovery_after_a_leader_kill(compare, cluster, client):
+    topic, victim, led = topic_and_victim(cluster)
+    outcomes = Outcomes()
+    bench = compare("leader kill -9 at 30%, restart at 60% (time: the whole run)", client, items=RECORDS)
+    bench.pedantic(CLIENTS[client], args=(cluster, topic, victim, outcomes), rounds=1, iterations=1)
+    longest, number = outcomes.longest_wait(led)
+    bench.extra_info["longest_wait_ms"] = round(longest * 1000)
+    sent = outcomes.sent[number] - outcomes.killed
+    print(f"\n{client}: longest wait for an outcome on partitions {sorted(led)} of the killed node {victim}: "
+          f"{longest:.2f} s (sent {sent:+.2f} s after the kill, answered {sent + longest:+.2f} s; the node answered "
+          f"again {outcomes.restarted - outcomes.killed:+.2f} s); failed sends: {outcomes.failures()}")
+    assert outcomes.failures() == 0
