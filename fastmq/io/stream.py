@@ -315,7 +315,7 @@ class Stream:
             except (BlockingIOError, InterruptedError):
                 return False
             except OSError as exc:
-                self.close(ConnectionClosedError(f"writing to {self} failed: {exc.strerror or exc}"))
+                self._write_failed(exc)
                 return False
             self._written += sent
             self.metrics.bytes_out += sent
@@ -455,12 +455,21 @@ class Stream:
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
-                self.close(ConnectionClosedError(f"writing to {self} failed: {exc.strerror or exc}"))
+                self._write_failed(exc)
                 return
             if sent:
                 self._consume_output(sent)
             if sent < batch_bytes or not out:
                 return
+
+    def _write_failed(self, exc: OSError) -> None:
+        # A peer that refuses a request (a message over its size limit, say) may answer and close before it has
+        # read the rest of it: the write then fails with a reset, but the answer is already in the receive queue,
+        # where the kernel keeps it readable. Read it first, so that the request fails with the peer's own error.
+        if not self._tls and self._reading and (self._state is READY or self._state is HANDSHAKE):
+            self._read()
+        if self._state is not CLOSED:
+            self.close(ConnectionClosedError(f"writing to {self} failed: {exc.strerror or exc}"))
 
     def _write_tls(self) -> None:
         out = self._out

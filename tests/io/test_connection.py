@@ -374,3 +374,28 @@ def test_random_bytes_from_the_peer_never_break_the_loop(loop, connect, chunks):
     error = client.closed.result(WAIT)
     assert isinstance(error, FastMQError)
     assert loop.run_in_loop(lambda: "alive", timeout=WAIT) == "alive"
+
+
+def test_an_answer_sent_before_the_peer_reset_reaches_its_request(loop, connect):
+    """A peer that refuses a request from its header, answers and closes without reading the rest (nsqd with a
+    message over its size limit): the write fails with a reset, and the request still gets the answer."""
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(WAIT)
+
+    def refuse() -> None:
+        conn, _ = server.accept()
+        with conn:
+            _size, correlation_id = struct.unpack(">ii", conn.recv(8, socket.MSG_WAITALL))
+            conn.sendall(struct.pack(">ii", 4 + 7, correlation_id) + b"refused")
+        # Closed with most of the request unread: the kernel answers what comes next with a reset.
+
+    thread = threading.Thread(target=refuse, daemon=True)
+    thread.start()
+    try:
+        client = connect(server.getsockname()[1], socket_options=((socket.SOL_SOCKET, socket.SO_SNDBUF, 4096),))
+        answer = client.send(b"E", b"x" * (8 << 20))
+        assert answer.result(WAIT)[4:] == b"refused"
+        assert isinstance(client.closed.result(WAIT), ConnectionClosedError)
+    finally:
+        thread.join(WAIT)
+        server.close()
