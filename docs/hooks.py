@@ -79,7 +79,8 @@ def openapi(_: str | None) -> str:
     from fastmq.proxy.openapi import spec_json
 
     defaults = ProxyConfig()
-    spec = json.loads(spec_json(defaults.max_messages_per_produce, defaults.max_messages_per_pull, defaults.max_wait_ms))
+    spec = json.loads(spec_json(defaults.max_messages_per_produce, defaults.max_messages_per_pull,
+                                defaults.max_wait_ms))
     out = [spec["info"]["description"], ""]
     for path, operations in spec["paths"].items():
         for method, operation in operations.items():
