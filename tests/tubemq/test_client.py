@@ -46,7 +46,7 @@ def drain(consumer: PullConsumer, count: int, timeout: float = 15.0, consumed: b
         consumer.confirm(result, consumed)
         return len(received) >= count
 
-    wait_for(more, timeout=timeout, message=f"{len(received)} of {count} messages arrived")
+    wait_for(more, timeout=timeout, message=lambda: f"{len(received)} of {count} messages arrived")
     return received
 
 
