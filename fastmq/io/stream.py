@@ -466,8 +466,8 @@ class Stream:
         # A peer that refuses a request (a message over its size limit, say) may answer and close before it has
         # read the rest of it: the write then fails with a reset, but the answer is already in the receive queue,
         # where the kernel keeps it readable. Read it first, so that the request fails with the peer's own error.
-        if not self._tls and self._reading and (self._state is READY or self._state is HANDSHAKE):
-            self._read()
+        if not self._tls:
+            self._read_if_open()
         if self._state is not CLOSED:
             self.close(ConnectionClosedError(f"writing to {self} failed: {exc.strerror or exc}"))
 
