@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import sysconfig
 import tarfile
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import early
+from tests.support.distributions import run
 
 ROOT = Path(__file__).resolve().parent.parent
 # auditwheel gives the wheel the oldest glibc policy its symbols allow (here glibc 2.17, although this machine has
@@ -53,12 +53,6 @@ SMOKE = textwrap.dedent("""
             assert [r.value for r in consumer.consume(10, 10.0)] == [b"hello"]
     print("OK")
 """)
-
-
-def run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
-    result = subprocess.run(command, capture_output=True, text=True, **kwargs)
-    assert result.returncode == 0, f"{command}: {result.stdout[-3000:]}{result.stderr[-3000:]}"
-    return result
 
 
 def build_distributions(directory: Path) -> early.JobCommand:

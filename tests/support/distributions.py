@@ -18,10 +18,15 @@ NOT_SOURCE = shutil.ignore_patterns("*.so", "build", "dist", ".venv", ".git", ".
                                     "*.egg-info", ".pytest_cache", ".benchmarks", ".ruff_cache", ".mypy_cache")
 
 
+class CommandFailed(Exception):
+    pass
+
+
 def run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """The command's outcome; CommandFailed with the tail of its output when it fails."""
     result = subprocess.run(command, capture_output=True, text=True, **kwargs)
     if result.returncode != 0:
-        raise SystemExit(f"{command} failed: {result.stdout[-3000:]}{result.stderr[-3000:]}")
+        raise CommandFailed(f"{command} failed: {result.stdout[-3000:]}{result.stderr[-3000:]}")
     return result
 
 
@@ -36,7 +41,7 @@ def isolated_wheel_build(sdist: Path, work: Path) -> Path:
     command = [str(venv / "bin" / "python"), "-m", "pip", "wheel", "--no-deps", "-w", str(work / "dist"), str(sdist)]
     result = subprocess.run(command, capture_output=True, text=True, env=only_python_and_gcc, cwd=work, timeout=1800)
     if result.returncode != 0:
-        raise SystemExit(f"{command}: the isolated build fetches setuptools, wheel and Cython (pyproject.toml's "
+        raise CommandFailed(f"{command}: the isolated build fetches setuptools, wheel and Cython (pyproject.toml's "
                          f"[build-system]) from the package index or pip's cache; "
                          f"{result.stdout[-3000:]}{result.stderr[-3000:]}")
     wheel, = (work / "dist").glob("fastmq-*.whl")

@@ -12,19 +12,11 @@ import shutil
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 # What a job runs, given a fresh directory of its own: (command, working directory, environment or None).
 JobCommand = tuple[list[str], Path, "dict[str, str] | None"]
-
-
-@dataclass
-class Outcome:
-    returncode: int
-    stdout: str
-    stderr: str
 
 
 class EarlyJob:
@@ -53,7 +45,7 @@ class EarlyJob:
         assert self._directory is not None, f"{self.name} has not started"
         return self._directory
 
-    def outcome(self) -> Outcome:
+    def outcome(self) -> subprocess.CompletedProcess[str]:
         """Wait for the job (until its timeout, counted from its start) and return what it printed."""
         self.start()
         assert self._process is not None and self._directory is not None
@@ -62,8 +54,9 @@ class EarlyJob:
         except subprocess.TimeoutExpired:
             self.stop()
             raise AssertionError(f"{self.name} did not end within {self.timeout:.0f} s") from None
-        return Outcome(self._process.returncode, (self._directory / "stdout").read_text(errors="replace"),
-                       (self._directory / "stderr").read_text(errors="replace"))
+        return subprocess.CompletedProcess(self._process.args, self._process.returncode,
+                                           (self._directory / "stdout").read_text(errors="replace"),
+                                           (self._directory / "stderr").read_text(errors="replace"))
 
     def stop(self) -> None:
         """Kill the job if it still runs and remove its directory."""
