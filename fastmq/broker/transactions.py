@@ -20,6 +20,7 @@ state, which start-up completes; a marker written twice is harmless.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import logging
 import time
 from pathlib import Path
@@ -33,13 +34,29 @@ from fastmq.store.config import ConfigManager, _require_dict
 
 log = logging.getLogger(__name__)
 
-EMPTY = "Empty"
-ONGOING = "Ongoing"
-PREPARE_COMMIT = "PrepareCommit"
-PREPARE_ABORT = "PrepareAbort"
-COMPLETE_COMMIT = "CompleteCommit"
-COMPLETE_ABORT = "CompleteAbort"
-STATES = (EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT)
+
+
+class TxnState(enum.Enum):
+    """Where a transactional id stands (Kafka's transaction states, named here without Kafka's spelling: the state
+    file stores the member's name)."""
+
+    EMPTY = enum.auto()
+    ONGOING = enum.auto()
+    PREPARE_COMMIT = enum.auto()
+    PREPARE_ABORT = enum.auto()
+    COMPLETE_COMMIT = enum.auto()
+    COMPLETE_ABORT = enum.auto()
+
+    @classmethod
+    def stored(cls, name: object) -> TxnState:
+        """The state a state file names: a member's name, or Kafka's spelling of it (as files written before the
+        states had their own names hold: "PrepareCommit")."""
+        if isinstance(name, str):
+            for state in cls:
+                if name.replace("_", "").casefold() == state.name.replace("_", "").casefold():
+                    return state
+        raise ValueError(f"no such transaction state: {name!r}")
+
 
 MAX_EPOCH = 32767
 TopicPartition = tuple[str, int]
@@ -80,7 +97,7 @@ class Transaction:
     producer_id: int
     epoch: int
     timeout_ms: int
-    state: str = EMPTY
+    state: TxnState = TxnState.EMPTY
     partitions: set[TopicPartition] = dataclasses.field(default_factory=set)
     groups: set[str] = dataclasses.field(default_factory=set)
     pending_offsets: dict[str, dict[TopicPartition, CommittedOffset]] = dataclasses.field(default_factory=dict)
@@ -91,7 +108,7 @@ class Transaction:
 
     def encode(self) -> dict[str, Any]:
         return {"producerId": self.producer_id, "epoch": self.epoch, "timeoutMs": self.timeout_ms,
-                "state": self.state, "partitions": sorted([t, p] for t, p in self.partitions),
+                "state": self.state.name, "partitions": sorted([t, p] for t, p in self.partitions),
                 "groups": sorted(self.groups), "started": self.started, "updated": self.updated,
                 "previousEpoch": self.previous_epoch,
                 "pendingOffsets": {group: [[t, p, c.offset, *c.extra] for (t, p), c in offsets.items()]
@@ -99,10 +116,11 @@ class Transaction:
 
     @classmethod
     def decode(cls, transactional_id: str, obj: dict[str, Any]) -> Transaction:
-        if obj.get("state") not in STATES:
-            raise ValueError(f"transaction {transactional_id!r} has no valid state: {obj.get('state')!r}")
-        txn = cls(transactional_id, int(obj["producerId"]), int(obj["epoch"]), int(obj["timeoutMs"]),
-                  str(obj["state"]), {(str(t), int(p)) for t, p in obj.get("partitions", [])},
+        try:
+            state = TxnState.stored(obj.get("state"))
+        except ValueError:
+            raise ValueError(f"transaction {transactional_id!r} has no valid state: {obj.get('state')!r}") from None
+        txn = cls(transactional_id, int(obj["producerId"]), int(obj["epoch"]), int(obj["timeoutMs"]), state, {(str(t), int(p)) for t, p in obj.get("partitions", [])},
                   {str(g) for g in obj.get("groups", [])}, {}, float(obj.get("started", 0)),
                   float(obj.get("updated", 0)), int(obj.get("previousEpoch", -1)))
         for group, entries in _require_dict(obj.get("pendingOffsets", {}), "pendingOffsets").items():
@@ -159,10 +177,10 @@ class TransactionCoordinator:
     def start(self) -> None:
         """Finish what a crash interrupted and start the timeout checks (on the I/O thread)."""
         for txn in list(self.transactions.values()):
-            if txn.state in (PREPARE_COMMIT, PREPARE_ABORT):
-                log.info("transaction %r: completing %s after a restart", txn.transactional_id, txn.state)
+            if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                log.info("transaction %r: completing %s after a restart", txn.transactional_id, txn.state.name)
                 self._seal(txn)
-                self._complete(txn, txn.state == PREPARE_COMMIT, lambda error: None)
+                self._complete(txn, txn.state == TxnState.PREPARE_COMMIT, lambda error: None)
         self._schedule()
 
     # -- InitProducerId ---------------------------------------------------------------------------------------
@@ -187,7 +205,7 @@ class TransactionCoordinator:
             callback(CoreError.TRANSACTION_BUSY, -1, -1)
             return
         if producer_id >= 0 and producer_id == txn.producer_id and epoch == txn.previous_epoch and (
-                txn.state == EMPTY):
+                txn.state == TxnState.EMPTY):
             callback(None, txn.producer_id, txn.epoch)     # the answer to this bump was lost: the same again
             return
         if producer_id >= 0 and (producer_id, epoch) != (txn.producer_id, txn.epoch):
@@ -204,15 +222,15 @@ class TransactionCoordinator:
                 txn.previous_epoch = txn.epoch
                 txn.epoch += 1
             txn.timeout_ms = timeout_ms
-            txn.state = EMPTY
+            txn.state = TxnState.EMPTY
             txn.updated = self.clock()
             self._persist(txn, lambda error: callback(error, txn.producer_id, txn.epoch))
 
-        if txn.state == ONGOING:
+        if txn.state == TxnState.ONGOING:
             # The old producer's transaction is aborted under the new epoch, which fences it on every partition.
             self._fence_and_abort(txn, bump)
-        elif txn.state in (PREPARE_COMMIT, PREPARE_ABORT):
-            self._complete(txn, txn.state == PREPARE_COMMIT, bump)
+        elif txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+            self._complete(txn, txn.state == TxnState.PREPARE_COMMIT, bump)
         else:
             bump()
 
@@ -225,14 +243,14 @@ class TransactionCoordinator:
             return None, CoreError.PRODUCER_ID_MISMATCH
         if epoch != txn.epoch:
             return None, CoreError.PRODUCER_FENCED
-        if txn.busy or txn.state in (PREPARE_COMMIT, PREPARE_ABORT):
+        if txn.busy or txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             return None, CoreError.TRANSACTION_BUSY
         return txn, None
 
     def _begin(self, txn: Transaction) -> None:
         now = self.clock()
-        if txn.state != ONGOING:
-            txn.state = ONGOING
+        if txn.state != TxnState.ONGOING:
+            txn.state = TxnState.ONGOING
             txn.started = now
         txn.updated = now
 
@@ -251,7 +269,7 @@ class TransactionCoordinator:
                       for tp in wanted})
             return
         new = [tp for tp in wanted if tp not in txn.partitions]
-        if not new and txn.state == ONGOING:
+        if not new and txn.state == TxnState.ONGOING:
             callback({tp: None for tp in wanted})
             return
         self._begin(txn)
@@ -266,7 +284,7 @@ class TransactionCoordinator:
         if txn is None:
             callback(error)
             return
-        if group in txn.groups and txn.state == ONGOING:
+        if group in txn.groups and txn.state == TxnState.ONGOING:
             callback(None)
             return
         self._begin(txn)
@@ -280,7 +298,7 @@ class TransactionCoordinator:
         if txn is None:
             callback(error)
             return
-        if txn.state != ONGOING or group not in txn.groups:
+        if txn.state != TxnState.ONGOING or group not in txn.groups:
             callback(CoreError.INVALID_TRANSACTION_STATE)       # AddOffsetsToTxn first
             return
         pending = txn.pending_offsets.setdefault(group, {})
@@ -308,14 +326,14 @@ class TransactionCoordinator:
         if txn.busy:
             callback(CoreError.TRANSACTION_BUSY)
             return
-        decided = PREPARE_COMMIT if commit else PREPARE_ABORT
-        if txn.state == (COMPLETE_COMMIT if commit else COMPLETE_ABORT):
+        decided = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        if txn.state == (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT):
             callback(None)                    # a retry of an EndTxn that completed
             return
         if txn.state == decided:              # a retry after a failure to complete
             self._complete(txn, commit, callback)
             return
-        if txn.state != ONGOING:
+        if txn.state != TxnState.ONGOING:
             callback(CoreError.INVALID_TRANSACTION_STATE)
             return
         txn.state = decided
@@ -364,7 +382,7 @@ class TransactionCoordinator:
                 txn.busy = False
                 callback(CoreError.NOT_AVAILABLE)
                 return
-            txn.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
+            txn.state = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
             txn.partitions, txn.groups, txn.pending_offsets = set(), set(), {}
             txn.updated = self.clock()
             self._persist(txn, callback)
@@ -383,7 +401,7 @@ class TransactionCoordinator:
         if txn.epoch < MAX_EPOCH - 1:
             txn.previous_epoch = txn.epoch
             txn.epoch += 1
-        txn.state = PREPARE_ABORT
+        txn.state = TxnState.PREPARE_ABORT
         txn.updated = self.clock()
         self._seal(txn)
         self._persist(txn, lambda error: then(error) if error else self._complete(txn, False, then))
@@ -408,14 +426,14 @@ class TransactionCoordinator:
         for txn in list(self.transactions.values()):
             if txn.busy:
                 continue
-            if txn.state == ONGOING and now - txn.started > txn.timeout_ms / 1000.0:
+            if txn.state == TxnState.ONGOING and now - txn.started > txn.timeout_ms / 1000.0:
                 log.info("transaction %r (producer %d epoch %d) timed out after %d ms: aborting",
                          txn.transactional_id, txn.producer_id, txn.epoch, txn.timeout_ms)
                 self._fence_and_abort(txn, lambda error: None)
-            elif txn.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            elif txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                 # Its completion failed (a disk error): try again rather than wait for the producer.
-                self._complete(txn, txn.state == PREPARE_COMMIT, lambda error: None)
-            elif (txn.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT)
+                self._complete(txn, txn.state == TxnState.PREPARE_COMMIT, lambda error: None)
+            elif (txn.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
                   and now - txn.updated > self.settings.id_expiration_ms / 1000.0):
                 del self.transactions[txn.transactional_id]
                 self._write()

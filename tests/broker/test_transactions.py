@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fastmq.broker.partition_transactions import PartitionTransactions
-from fastmq.broker.transactions import TransactionStateFile
+from fastmq.broker.transactions import Transaction, TransactionStateFile, TxnState
 from fastmq.store.errors import CorruptStoreError
 
 from fastmq.kafka import errors as kerrors
@@ -404,3 +404,16 @@ def test_the_broker_refuses_to_start_on_a_damaged_state_file(tmp_path):
     (data / "config" / TransactionStateFile.file_name).write_text('{"transactions": {"t": {"state": "Ongoing"}}}')
     with pytest.raises(CorruptStoreError, match="kafkaTransactions.json"):
         small_broker(data).start()
+
+
+@pytest.mark.parametrize("state", list(TxnState))
+def test_a_state_file_keeps_every_state_and_reads_the_older_spelling(state):
+    txn = Transaction("t", 7, 3, 60000, state, {("topic", 1)})
+    stored = txn.encode()
+    assert stored["state"] == state.name
+    assert Transaction.decode("t", stored) == txn
+    # Files written before the states had names of their own hold Kafka's spelling ("PrepareCommit").
+    kafka_spelling = "".join(word.capitalize() for word in state.name.split("_"))
+    assert Transaction.decode("t", {**stored, "state": kafka_spelling}).state is state
+    with pytest.raises(ValueError, match="no valid state"):
+        Transaction.decode("t", {**stored, "state": kafka_spelling + "d"})
