@@ -102,7 +102,7 @@ class ConsumerBase:
         self._wake.set()
 
     def running_info(self) -> dict[str, Any]:
-        """ConsumerRunningInfo's parts (what GET_CONSUMER_RUNNING_INFO answers; see fastmq.rocketmq.running_info):
+        """ConsumerRunningInfo's parts (what GET_CONSUMER_RUNNING_INFO answers; see fastmq.rocketmq.server_requests):
         properties, subscriptionSet and, per assigned queue, its ProcessQueueInfo."""
         properties = {"PROP_NAMESERVER_ADDR": ";".join(self.instance.namesrvs), "PROP_CONSUME_TYPE": self.consume_type,
                       "PROP_CLIENT_VERSION": "fastmq", "PROP_CONSUMER_START_TIMESTAMP": str(self._start_ms),

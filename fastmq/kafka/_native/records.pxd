@@ -123,6 +123,7 @@ cdef class RecordBatchBuilder(DefaultRecordBase):
                                object headers, bint force) except -2
     cdef int _write_header(self, WriteBuffer buf, int codec) except -1
     cdef bytearray finish(self)
+    cdef WriteBuffer _finished(self)
     cdef bytearray take_storage(self)
     cdef int set_producer_fields(self, int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
                                  bint transactional) except -1

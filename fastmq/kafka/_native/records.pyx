@@ -467,6 +467,12 @@ cdef class RecordBatchBuilder(DefaultRecordBase):
         return 0
 
     cdef bytearray finish(self):
+        # The producer's path: the storage goes on to the accumulator's pool once the batch is acknowledged, so the
+        # buffer keeps no storage of its own (another batch_size would only be allocated to be freed unused).
+        return self._finished().detach()
+
+    cdef WriteBuffer _finished(self):
+        # Compresses (where that pays) and writes the header; returns the buffer that holds the whole batch.
         cdef WriteBuffer compressed
         cdef WriteBuffer chosen = self._buffer
         cdef int codec = CODEC_NONE
@@ -486,11 +492,16 @@ cdef class RecordBatchBuilder(DefaultRecordBase):
                 self._compressed = True
         self._write_header(chosen, codec)
         self._built = True
-        return chosen.detach()
+        return chosen
 
     def build(self):
         """Finish the batch and return it (a bytearray)."""
-        return self.finish()
+        # A builder of the kafka-python API lives for one batch and its storage is nobody's to reuse. take() leaves
+        # the builder a fresh, untouched block of its capacity, which is freed with the builder: freeing a large
+        # block raises glibc's mmap threshold, so the next builders' storage comes from the heap, whose pages are
+        # already mapped. detach() would free only the trimmed batch, and every builder would take (and fault in)
+        # fresh mmapped pages: 1000 records of 100 B built in 163 ns each instead of 95.
+        return self._finished().take()
 
     def write_header(self, use_compression_type=True):
         """Write the header (and CRC) for the records appended so far, in place, without compressing."""

@@ -1,0 +1,142 @@
+"""Before/after: the same measurements on two source trees of fastmq, run back to back and interleaved.
+
+A refactor must not cost speed (the core issue's rule: no figure drops by more than 3%). Each measurement runs in a
+fresh child interpreter whose fastmq is the tree's (PYTHONPATH and cwd), in the order A B A B ..., so that a change in
+the machine's load falls on both trees alike; each tree's figure is the median of its rounds. The figures are CPU time
+per record (the child's own process CPU, and the broker's for the broker rows): on a shared machine the one least
+disturbed by other work. Only public names that both trees have are used.
+
+Run (both trees built in place, `setup.py build_ext --inplace`):
+    python benches/compare_trees.py BEFORE_TREE AFTER_TREE [--rounds 5] [--records 1000000]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import textwrap
+
+# One child program per measurement; each prints a JSON object of {figure name: ns per record}.
+RECORDS_PROGRAM = """
+import os, time
+from fastmq.kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+try:
+    from fastmq.kafka._native.columnar import decode_columns
+except ImportError:                       # trees before the Kafka codecs moved out of fastmq._native
+    from fastmq._native.columnar import decode_columns
+
+values = [os.urandom(100) for _ in range(1000)]
+rounds = max(1, RECORDS // 1000)
+
+def build():
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 20)
+    for offset, value in enumerate(values):
+        builder.append(offset, 1700000000000, None, value, [])
+    return bytes(builder.build())
+
+batch = build()
+figures = {}
+start = time.process_time()
+for _ in range(rounds):
+    build()
+figures["records build"] = (time.process_time() - start) / (rounds * 1000) * 1e9
+start = time.process_time()
+for _ in range(rounds):
+    for record in DefaultRecordBatch(batch):
+        record.value
+figures["records read"] = (time.process_time() - start) / (rounds * 1000) * 1e9
+many = batch * 100
+start = time.process_time()
+for _ in range(max(1, rounds // 100)):
+    decode_columns(many)
+figures["columnar decode"] = (time.process_time() - start) / (max(1, rounds // 100) * 100_000) * 1e9
+print(json.dumps(figures))
+"""
+
+CLIENT_PROGRAM = """
+import os, time, uuid
+from fastmq.broker.process import BrokerProcess
+from fastmq.kafka import Consumer, Producer
+from fastmq.kafka.structs import TopicPartition
+
+def broker_cpu(pid):
+    # Nanoseconds on the CPU of each of the broker's threads (schedstat), not /proc/PID/stat's 10 ms ticks.
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except FileNotFoundError:          # a thread that ended meanwhile
+            pass
+    return total / 1e9
+
+value = os.urandom(100)
+topic = "compare-" + uuid.uuid4().hex[:8]
+figures = {}
+with BrokerProcess() as broker:
+    servers = broker.bootstrap_servers
+    pid = broker.process.pid
+    with Producer(servers, linger_ms=10, batch_size=262144, acks=1, enable_idempotence=False,
+                  buffer_memory=256 << 20) as producer:
+        producer.send(topic, value, partition=0).get(60)        # the topic exists before the clock starts
+        broker_start, start = broker_cpu(pid), time.process_time()
+        send = producer.send
+        for _ in range(RECORDS):
+            send(topic, value, partition=0)
+        producer.flush(300)
+        figures["producer"] = (time.process_time() - start) / RECORDS * 1e9
+        figures["broker, produce"] = (broker_cpu(pid) - broker_start) / RECORDS * 1e9
+    with Consumer(bootstrap_servers=servers, auto_offset_reset="earliest", max_poll_records=10000) as consumer:
+        consumer.assign([TopicPartition(topic, 0)])
+        broker_start, start = broker_cpu(pid), time.process_time()
+        seen, deadline = 0, time.monotonic() + 300
+        while seen < RECORDS + 1 and time.monotonic() < deadline:
+            for chunk in consumer.poll(5.0).values():
+                seen += len(chunk)
+        assert seen == RECORDS + 1, f"read {seen} of {RECORDS + 1}"
+        figures["consumer"] = (time.process_time() - start) / RECORDS * 1e9
+        figures["broker, fetch"] = (broker_cpu(pid) - broker_start) / RECORDS * 1e9
+print(json.dumps(figures))
+"""
+
+
+def run_child(tree: str, program: str, records: int) -> dict[str, float]:
+    source = f"import json\nRECORDS = {records}\n" + textwrap.dedent(program)
+    env = {**os.environ, "PYTHONPATH": tree}
+    done = subprocess.run([sys.executable, "-c", source], cwd=tree, env=env, capture_output=True, text=True,
+                          timeout=900)
+    if done.returncode != 0:
+        raise SystemExit(f"the measurement failed on {tree}:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("before")
+    parser.add_argument("after")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    args = parser.parse_args()
+    trees = {"before": os.path.abspath(args.before), "after": os.path.abspath(args.after)}
+    samples: dict[str, dict[str, list[float]]] = {name: {} for name in trees}
+    for round_number in range(args.rounds):
+        for program in (RECORDS_PROGRAM, CLIENT_PROGRAM):
+            for name, tree in trees.items():
+                for figure, value in run_child(tree, program, args.records).items():
+                    samples[name].setdefault(figure, []).append(value)
+        print(f"round {round_number + 1} of {args.rounds} done", file=sys.stderr)
+    print(f"CPU ns per record, median of {args.rounds} interleaved rounds, {args.records:,} records "
+          f"(change: after against before; + is slower)")
+    for figure in samples["before"]:
+        before, after = samples["before"][figure], samples["after"][figure]
+        change = (statistics.median(after) / statistics.median(before) - 1) * 100
+        # The spread of each tree's rounds says how much of the change the machine's noise could be.
+        print(f"{figure:<18} before {statistics.median(before):8.1f} ({min(before):.0f}-{max(before):.0f})  "
+              f"after {statistics.median(after):8.1f} ({min(after):.0f}-{max(after):.0f})  change {change:+6.1f}%")
+
+
+if __name__ == "__main__":
+    main()
