@@ -31,4 +31,7 @@ def handler_table(front: RocketMQFrontEnd) -> dict[int, Handler]:
         RequestCode.CONSUME_MESSAGE_DIRECTLY: admin.consume_message_directly,
         RequestCode.END_TRANSACTION: lambda front, request: front.transactions.end(request),
     }
-    return {code: functools.partial(handler, front) for code, handler in table.items()}
+    handlers = {code: functools.partial(handler, front) for code, handler in table.items()}
+    if front.acl is not None:
+        return {code: front.acl.guard(handler) for code, handler in handlers.items()}
+    return handlers
