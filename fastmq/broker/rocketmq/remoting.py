@@ -179,6 +179,12 @@ class RemotingListener(ServerHandler):
         self._calls[key] = (on_answer, timer)
         self._send(conn, encode_frame(code, opaque, fields, body, 0, 0, LANGUAGE_JAVA, SERVER_VERSION))
 
+    def tell_client(self, conn: ServerConnection, code: int, fields: dict[str, Any], body: Any = None) -> None:
+        """Send a oneway request to a client, from any thread (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE,
+        RESET_CONSUMER_CLIENT_OFFSET): nothing comes back."""
+        self.send(conn, encode_frame(code, next(self._opaques) & 0x7FFFFFFF, fields, body, FLAG_ONEWAY, 0,
+                                     LANGUAGE_JAVA, SERVER_VERSION))
+
     def _call_ended(self, key: tuple[int, int], answer: Any) -> None:
         call = self._calls.pop(key, None)
         if call is not None:
