@@ -53,7 +53,7 @@ def test_arbitrary_bytes_parse_or_raise_corrupt_data(data):
 
 
 @given(st.dictionaries(queues, st.integers(0, 2**63 - 1), max_size=8))
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=40, deadline=None)
 def test_reset_offset_body_reads_back(offsets):
     body = reset_offset_body(offsets)
     assert body.startswith(b'{"offsetTable":{')
