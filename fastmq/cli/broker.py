@@ -76,9 +76,12 @@ def broker_config(args: argparse.Namespace) -> Any:
 
 
 def _front_end_options(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    options: dict[str, dict[str, Any]] = {}
     if args.nsqd_auth_http_address:
-        return {"nsq": {"auth_http_address": args.nsqd_auth_http_address}}
-    return {}
+        options["nsq"] = {"auth_http_address": args.nsqd_auth_http_address}
+    if args.rocketmq_acl:
+        options["rocketmq"] = {"acl_enable": True}
+    return options
 
 
 def run_broker(args: argparse.Namespace) -> int:
@@ -159,6 +162,9 @@ def register(commands: argparse._SubParsersAction, bench_targets: argparse._SubP
     broker.add_argument("--advertise", metavar="HOST:PORT", help="the address Metadata gives clients")
     broker.add_argument("--nsqd-auth-http-address", metavar="HOST:PORT",
                         help="nsqd's --auth-http-address: NSQ clients must AUTH, checked by this auth server")
+    broker.add_argument("--rocketmq-acl", action="store_true",
+                        help="RocketMQ clients must sign their requests (ACL 1.0) as one of the users of "
+                             "--users-file / --user (access key = name, secret key = password)")
     broker.add_argument("--partitions", type=int, default=1, help="partitions of auto-created topics (default 1)")
     broker.add_argument("--no-auto-create", action="store_true",
                         help="do not create topics on first use (as --override auto.create.topics.enable=false)")

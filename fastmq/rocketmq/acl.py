@@ -2,7 +2,8 @@
 
 Every request carries AccessKey (and SecurityToken when there is one) among its extFields, and Signature =
 Base64(HmacSHA1(secretKey, the values of all other extFields in key order, as UTF-8, then the body)). The values
-are signed as they travel: booleans lower case, numbers in decimal (the codec writes them so).
+are signed as they travel: booleans lower case, numbers in decimal (the codec writes them so). A broker checks
+a request by computing the same signature over what arrived (signature(), shared by both sides).
 """
 from __future__ import annotations
 
@@ -44,9 +45,13 @@ class Credentials:
         fields[ACCESS_KEY] = self.access_key
         if self.security_token is not None:
             fields[SECURITY_TOKEN] = self.security_token
-        content = "".join(fields[key] for key in sorted(fields)).encode("utf-8")
-        if body is not None:
-            content += bytes(body)
-        digest = hmac.new(self.secret_key.encode("utf-8"), content, hashlib.sha1).digest()
-        fields[SIGNATURE] = base64.b64encode(digest).decode("ascii")
+        fields[SIGNATURE] = signature(self.secret_key, fields, body)
         return fields
+
+
+def signature(secret_key: str, fields: dict[str, str], body: Any = None) -> str:
+    """Base64(HmacSHA1(secret_key, the values of fields but Signature in key order, then the body))."""
+    content = "".join(fields[key] for key in sorted(fields) if key != SIGNATURE).encode("utf-8")
+    if body is not None:
+        content += bytes(body)
+    return base64.b64encode(hmac.new(secret_key.encode("utf-8"), content, hashlib.sha1).digest()).decode("ascii")

@@ -115,7 +115,12 @@ class ClientInstance:
         self._refresh.request(reason)
 
     def master_address(self, broker_name: str, topic: str | None = None) -> str:
-        for route in ([self.routes[topic]] if topic in self.routes else []) + list(self.routes.values()):
+        route = self.routes.get(topic) if topic is not None else None
+        if route is not None:          # the usual case, once per send: no list of every route
+            address = route.master(broker_name)
+            if address is not None:
+                return address
+        for route in list(self.routes.values()):
             address = route.master(broker_name)
             if address is not None:
                 return address

@@ -29,6 +29,7 @@ from fastmq.rocketmq.fetcher import Fetcher
 from fastmq.rocketmq.offsets import LocalOffsetStore, RemoteOffsetStore
 from fastmq.rocketmq.protocol import RETRY_GROUP_TOPIC_PREFIX, ConsumeFromWhere, MessageModel, RequestCode
 from fastmq.rocketmq.route import MessageQueue
+from fastmq.rocketmq.stats import ConsumeStats
 from fastmq.rocketmq.subscription import Allocation, Subscription, allocate_averagely
 
 _log = logging.getLogger(__name__)
@@ -75,13 +76,15 @@ class ConsumerBase:
                                                       group)
         else:
             self.offset_store = RemoteOffsetStore(self.instance, group)
-        self.fetcher = Fetcher(self.instance, group, self.subscriptions, self._deliver, self._may_pull,
+        self.stats = ConsumeStats()
+        self.fetcher = Fetcher(self.instance, group, self.subscriptions, self._deliver, self._may_pull, self.stats,
                                pull_batch_size=pull_batch_size, suspend_ms=suspend_ms, check_crc=check_crc)
         self._lock = threading.Lock()
         self._assigned: dict[MessageQueue, int] = {}        # queue -> epoch of its current fetch
         self._positions: dict[MessageQueue, int] = {}       # next offset to consume (what commit() writes)
         self._committed: dict[MessageQueue, int] = {}
         self._cached: dict[MessageQueue, list[int]] = {}    # queue -> [messages, bytes] fetched, not consumed
+        self._resets: dict[MessageQueue, int] = {}          # offsets a broker said to go on from (worker applies)
         self._manual = False
         self._closed = False
         self._wake = threading.Event()
@@ -103,7 +106,8 @@ class ConsumerBase:
 
     def running_info(self) -> dict[str, Any]:
         """ConsumerRunningInfo's parts (what GET_CONSUMER_RUNNING_INFO answers; see fastmq.rocketmq.server_requests):
-        properties, subscriptionSet and, per assigned queue, its ProcessQueueInfo."""
+        properties, subscriptionSet, statusTable (fastmq.rocketmq.stats) and, per assigned queue, its
+        ProcessQueueInfo."""
         properties = {"PROP_NAMESERVER_ADDR": ";".join(self.instance.namesrvs), "PROP_CONSUME_TYPE": self.consume_type,
                       "PROP_CLIENT_VERSION": "fastmq", "PROP_CONSUMER_START_TIMESTAMP": str(self._start_ms),
                       "consumerGroup": self.group, "messageModel": self.message_model,
@@ -117,7 +121,7 @@ class ConsumerBase:
                                  "cachedMsgCount": count, "cachedMsgSizeInMiB": size >> 20, "droped": False}
         return {"properties": properties,
                 "subscriptionSet": [s.heartbeat_data() for s in list(self.subscriptions.values())],
-                "mqTable": queues}
+                "mqTable": queues, "statusTable": self.stats.status_table()}
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
         """Consume the topic's messages whose tags match `expression` ("*", or "TagA || TagB")."""
@@ -244,6 +248,26 @@ class ConsumerBase:
                 offsets = {q: self._positions[q] for q in self._assigned if q in self._positions}
         self._commit_offsets(offsets)
 
+    def reset_offsets(self, offsets: dict[MessageQueue, int]) -> None:
+        """Go on from these offsets (a broker's RESET_CONSUMER_CLIENT_OFFSET, any thread): the queues assigned
+        here drop what they fetched and restart there, and the offsets are committed; the others are left to the
+        members they are assigned to."""
+        with self._lock:
+            self._resets.update(offsets)
+        self._wake.set()
+
+    def _apply_resets(self) -> None:
+        with self._lock:
+            resets, self._resets = self._resets, {}
+            mine = {queue: offset for queue, offset in resets.items() if queue in self._assigned}
+        for queue, offset in mine.items():
+            _log.info("group %s goes on from offset %d of %s, as its broker said", self.group, offset, queue)
+            self._start(queue, offset)
+        try:
+            self._commit_offsets(mine)
+        except Exception as exc:
+            _log.warning("committing the reset offsets of group %s failed: %s", self.group, exc)
+
     def _commit_offsets(self, offsets: dict[MessageQueue, int]) -> None:
         changed = {q: o for q, o in offsets.items() if self._committed.get(q) != o}
         if changed:
@@ -275,6 +299,8 @@ class ConsumerBase:
         next_commit = time.monotonic() + AUTO_COMMIT_INTERVAL
         while not self._closed:
             now = time.monotonic()
+            if self._resets:
+                self._apply_resets()
             if self._wake.is_set() or now >= next_rebalance:
                 self._wake.clear()
                 done = True
@@ -287,6 +313,8 @@ class ConsumerBase:
                 except Exception as exc:
                     _log.warning("committing the offsets of group %s failed: %s", self.group, exc)
                 next_commit = now + AUTO_COMMIT_INTERVAL
+            if self._closed:
+                break     # close() set the wake-up this iteration may have cleared: do not wait out the interval
             self._wake.wait(max(0.0, min(next_rebalance, next_commit) - time.monotonic()))
 
     def _commit_positions(self) -> dict[MessageQueue, int]:

@@ -8,7 +8,8 @@ OFFSET_MOVED jumps to the broker's nextBeginOffset. Errors pull again after a se
 Seeking or reassigning a queue starts a new epoch: answers to pulls of an older epoch are dropped.
 
 Flow control: before each pull `may_pull(queue)` (the consumer's cached count and bytes) is asked; a queue it
-refuses is paused until resume(). Everything here runs on the client's loop thread; the public methods hand over.
+refuses is paused until resume(). Every answer's round trip and message count go to the consumer's statistics.
+Everything here runs on the client's loop thread; the public methods hand over.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from fastmq.rocketmq._native.remoting import RemotingCommand
 from fastmq.rocketmq.client import ClientInstance
 from fastmq.rocketmq.protocol import PullSysFlag, RequestCode, ResponseCode
 from fastmq.rocketmq.route import MessageQueue
+from fastmq.rocketmq.stats import ConsumeStats
 from fastmq.rocketmq.subscription import Subscription
 
 _log = logging.getLogger(__name__)
@@ -52,7 +54,8 @@ class _QueueState:
 
 class Fetcher:
     def __init__(self, instance: ClientInstance, group: str, subscriptions: dict[str, Subscription],
-                 deliver: Deliver, may_pull: Callable[[MessageQueue], bool], *, pull_batch_size: int = 32,
+                 deliver: Deliver, may_pull: Callable[[MessageQueue], bool], stats: ConsumeStats, *,
+                 pull_batch_size: int = 32,
                  suspend_ms: int = 15000, check_crc: bool = True) -> None:
         self.instance = instance
         self.loop = instance.remoting.loop
@@ -60,6 +63,7 @@ class Fetcher:
         self.subscriptions = subscriptions
         self.deliver = deliver
         self.may_pull = may_pull
+        self.stats = stats
         self.pull_batch_size = pull_batch_size
         self.suspend_ms = suspend_ms
         self.check_crc = check_crc
@@ -114,18 +118,20 @@ class Fetcher:
         frame, opaque = self.instance.remoting.encode(RequestCode.PULL_MESSAGE, fields)
         state.in_flight = True
         epoch = state.epoch
+        sent = self.loop.time()
         self.instance.remoting.invoke_frame(
-            address, frame, opaque, lambda response, error: self._answered(state, epoch, response, error),
+            address, frame, opaque, lambda response, error: self._answered(state, epoch, sent, response, error),
             timeout=self.suspend_ms / 1000.0 + self.instance.request_timeout + 2.0)
 
-    def _answered(self, state: _QueueState, epoch: int, response: RemotingCommand | None,
+    def _answered(self, state: _QueueState, epoch: int, sent: float, response: RemotingCommand | None,
                   error: BaseException | None) -> None:
         state.in_flight = False
+        rt_ms = (self.loop.time() - sent) * 1000.0
         if self._closed or state.epoch != epoch or self.states.get(state.queue) is not state:
             return
         if error is None:
             try:
-                self._apply(state, response)
+                self.stats.pulled(state.queue.topic, self._apply(state, response), rt_ms)
                 return
             except Exception as exc:   # a malformed answer: like a failed pull, try again later
                 error = exc
@@ -134,8 +140,10 @@ class Fetcher:
         self.instance.request_refresh(f"a pull failed: {error}")
         self.loop.call_later(ERROR_BACKOFF, self._pull, state)
 
-    def _apply(self, state: _QueueState, response: RemotingCommand) -> None:
+    def _apply(self, state: _QueueState, response: RemotingCommand) -> int:
+        """Hand what a pull answered to the consumer and pull again; returns how many messages it brought."""
         code = response.code
+        messages: list[MessageExt] = []
         fields = response.ext_fields
         if code == ResponseCode.SUCCESS:
             next_offset = int(fields["nextBeginOffset"])
@@ -158,3 +166,4 @@ class Fetcher:
         else:
             raise RuntimeError(f"pull answered code {code}: {response.remark}")
         self._pull(state)
+        return len(messages)

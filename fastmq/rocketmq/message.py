@@ -74,6 +74,7 @@ class UniqueIdGenerator:
         start = time.localtime()
         self._month_start_ms = int(time.mktime((start.tm_year, start.tm_mon, 1, 0, 0, 0, 0, 0, -1)) * 1000)
 
-    def next_id(self) -> str:
-        elapsed = (int(time.time() * 1000) - self._month_start_ms) & 0xFFFFFFFF
+    def next_id(self, now_ms: int | None = None) -> str:
+        """The next id; now_ms (milliseconds since the epoch) saves a clock read to a caller that has it."""
+        elapsed = ((int(time.time() * 1000) if now_ms is None else now_ms) - self._month_start_ms) & 0xFFFFFFFF
         return f"{self._prefix}{elapsed:08X}{next(self._counter) & 0xFFFF:04X}"

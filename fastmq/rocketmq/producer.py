@@ -226,7 +226,7 @@ class Producer:
     def _encode(self, send: _Send, queue: MessageQueue, oneway: bool = False) -> tuple[bytes, int, list[str]]:
         now_ms = int(time.time() * 1000)
         if send.batch:
-            ids = [self._ids.next_id() for _ in send.messages]
+            ids = [self._ids.next_id(now_ms) for _ in send.messages]
             body = encode_batch_body([
                 (m.body, message_properties(m.tags, m.keys, m.properties, 0, m.wait_store, uniq), m.flag)
                 for m, uniq in zip(send.messages, ids)])
@@ -236,7 +236,7 @@ class Producer:
             frame, opaque = self.remoting.encode(RequestCode.SEND_BATCH_MESSAGE, fields, body, oneway=oneway)
             return frame, opaque, ids
         message = send.messages[0]
-        uniq = self._ids.next_id()
+        uniq = self._ids.next_id(now_ms)
         body, sys_flag = compress_body(message.body, self.compress_threshold)
         if message.properties and message.properties.get(PROPERTY_TRANSACTION_PREPARED) == "true":
             sys_flag |= TransactionType.PREPARED      # a half message: stored aside until END_TRANSACTION
@@ -272,9 +272,10 @@ class Producer:
             if status is not None:
                 fields = response.ext_fields
                 try:
+                    queue_id = int(fields.get("queueId", queue.queue_id))
                     result = SendResult(status, ",".join(send.msg_ids), fields.get("msgId", ""),
-                                        MessageQueue(queue.topic, queue.broker_name,
-                                                     int(fields.get("queueId", queue.queue_id))),
+                                        queue if queue_id == queue.queue_id else
+                                        MessageQueue(queue.topic, queue.broker_name, queue_id),
                                         int(fields.get("queueOffset", -1)), fields.get("transactionId"))
                 except ValueError as exc:
                     error = RocketMQError(f"the broker's send response is malformed: {exc}")

@@ -215,26 +215,32 @@ class PushConsumer(ConsumerBase):
         return {"order": self.orderly, "autoCommit": True, "consumeResult": result, "remark": remark,
                 "spentTimeMills": int((time.monotonic() - started) * 1000)}
 
-    def _call_listener(self, messages: list[MessageExt]) -> ConsumeStatus:
+    def _call_listener(self, queue: MessageQueue, messages: list[MessageExt]) -> ConsumeStatus:
+        started = time.monotonic()
         try:
-            status = self.listener(messages)
+            answer = self.listener(messages)
+            status = ConsumeStatus.CONSUME_SUCCESS if answer is None else ConsumeStatus(answer)
         except Exception:
             _log.exception("the listener of group %s failed; its messages are consumed again later", self.group)
-            return ConsumeStatus.RECONSUME_LATER
-        return ConsumeStatus.CONSUME_SUCCESS if status is None else ConsumeStatus(status)
+            status = ConsumeStatus.RECONSUME_LATER
+        self.stats.consumed(queue.topic, len(messages), status is ConsumeStatus.CONSUME_SUCCESS,
+                            (time.monotonic() - started) * 1000.0)
+        return status
 
     def _done(self, queue: MessageQueue, pq: _ProcessQueue, messages: list[MessageExt]) -> None:
         with pq.lock:
             for message in messages:
                 pq.messages.pop(message.queue_offset, None)
-            if self._queues.get(queue) is pq:
+            current = self._queues.get(queue) is pq
+            if current:
                 self._positions[queue] = pq.position()
-        self._taken(queue, messages)
+        if current:     # not a queue restarted since (a reset): its cache counts start anew
+            self._taken(queue, messages)
 
     def _consume_concurrently(self, queue: MessageQueue, pq: _ProcessQueue, messages: list[MessageExt]) -> None:
         if self._closed or self._queues.get(queue) is not pq:
             return
-        status = self._call_listener(messages)
+        status = self._call_listener(queue, messages)
         if status is ConsumeStatus.RECONSUME_LATER and self.message_model == MessageModel.CLUSTERING:
             failed = [m for m in messages if not self._send_back(queue, m)]
             if failed:
@@ -271,7 +277,7 @@ class PushConsumer(ConsumerBase):
             return
         with pq.lock:
             batch = [pq.messages[o] for o in sorted(pq.messages)[:self.consume_batch_size]]
-        status = self._call_listener(batch)
+        status = self._call_listener(queue, batch)
         if status is ConsumeStatus.RECONSUME_LATER:
             pq.failures += 1
             if pq.failures <= self.max_reconsume_times or not all(self._send_back(queue, m, -1) for m in batch):

@@ -1,5 +1,6 @@
-"""The bodies of fastmq/rocketmq/server_requests.py: ConsumerRunningInfo written as fastjson writes it (MessageQueue
-objects as map keys) reads back whole, and anything else is refused with CorruptDataError; ACL signatures."""
+"""The bodies of fastmq/rocketmq/server_requests.py: ConsumerRunningInfo and ResetOffsetBody written as fastjson
+writes them (MessageQueue objects as map keys) read back whole, and anything else is refused with
+CorruptDataError; ACL signatures."""
 from __future__ import annotations
 
 import base64
@@ -13,15 +14,20 @@ from hypothesis import strategies as st
 from fastmq.errors import CorruptDataError
 from fastmq.rocketmq import Credentials
 from fastmq.rocketmq.route import MessageQueue
-from fastmq.rocketmq.server_requests import parse_running_info, running_info_json
+from fastmq.rocketmq.server_requests import (
+    parse_reset_offset_body,
+    parse_running_info,
+    reset_offset_body,
+    running_info_json,
+)
 
 names = st.text(min_size=1, max_size=12)
+queues = st.builds(MessageQueue, names, names, st.integers(0, 1023))
 queue_infos = st.fixed_dictionaries({"commitOffset": st.integers(-1, 2**62), "cachedMsgCount": st.integers(0, 1000),
                                      "locked": st.booleans()})
 
 
-@given(st.dictionaries(st.builds(MessageQueue, names, names, st.integers(0, 1023)), queue_infos, max_size=6),
-       st.dictionaries(names, names, max_size=4))
+@given(st.dictionaries(queues, queue_infos, max_size=6), st.dictionaries(names, names, max_size=4))
 @settings(max_examples=100, deadline=None)
 def test_running_info_reads_back(table, properties):
     info = {"properties": properties, "subscriptionSet": [{"topic": "t", "subString": "*"}], "mqTable": table}
@@ -39,10 +45,28 @@ def test_running_info_with_thread_stacks():
 @given(st.binary(max_size=120))
 @settings(max_examples=200, deadline=None)
 def test_arbitrary_bytes_parse_or_raise_corrupt_data(data):
-    try:
-        parse_running_info(data)
-    except CorruptDataError:
-        pass
+    for parse in (parse_running_info, parse_reset_offset_body):
+        try:
+            parse(data)
+        except CorruptDataError:
+            pass
+
+
+@given(st.dictionaries(queues, st.integers(0, 2**63 - 1), max_size=8))
+@settings(max_examples=40, deadline=None)
+def test_reset_offset_body_reads_back(offsets):
+    body = reset_offset_body(offsets)
+    assert body.startswith(b'{"offsetTable":{')
+    assert parse_reset_offset_body(body) == offsets
+
+
+@pytest.mark.parametrize("body", [b'{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"t"}:-1}}',
+                                  b'{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"t"}:"1"}}',
+                                  b'{"offsetTable":{{"brokerName":"b","queueId":0,"topic":"t"}:true}}',
+                                  b'{"offsetTable":{"t":1}}', b'{"offsetTable":[]}', b"{}"])
+def test_malformed_reset_offset_body_is_refused(body):
+    with pytest.raises(CorruptDataError):
+        parse_reset_offset_body(body)
 
 
 @pytest.mark.parametrize("body", [b"[]", b"{", b'{"mqTable": 5}', b'{"x": 1}', b"\xff",

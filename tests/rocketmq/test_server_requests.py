@@ -1,6 +1,8 @@
 """Requests a broker sends to fastmq.rocketmq's clients, against Apache RocketMQ: an administrator's
 GET_CONSUMER_RUNNING_INFO and CONSUME_MESSAGE_DIRECTLY go to the broker, which hands them to the client over the
-client's own connection and passes its answer back (as `mqadmin consumerStatus` and `mqadmin consumeMessage` do).
+client's own connection and passes its answer back (as `mqadmin consumerStatus` and `mqadmin consumeMessage` do);
+an offset reset (INVOKE_BROKER_TO_RESET_OFFSET, `mqadmin resetOffsetByTime`) reaches the client as
+RESET_CONSUMER_CLIENT_OFFSET.
 tests/broker/rocketmq/test_server_requests.py runs them against the embedded broker, with `server` and `sender`
 fixtures of its own."""
 from __future__ import annotations
@@ -11,11 +13,12 @@ import threading
 import pytest
 
 from fastmq.rocketmq import ConsumeStatus, Message, PushConsumer
-from fastmq.rocketmq.server_requests import parse_running_info
+from fastmq.rocketmq.server_requests import parse_reset_offset_body, parse_running_info
 from tests.support.rocketmq import call, unique
 from tests.support.waiting import wait_for
 
-GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY = 307, 309
+GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY, INVOKE_BROKER_TO_RESET_OFFSET = 307, 309, 222
+STATUS_FIELDS = {"pullRT", "pullTPS", "consumeRT", "consumeOKTPS", "consumeFailedTPS", "consumeFailedMsgs"}
 
 
 @pytest.fixture
@@ -53,27 +56,64 @@ def consumer_and_seen(server, sender):
         consumer.close()
 
 
+def running_info(server, consumer, jstack=True):
+    answer = call(server.broker_addr, GET_CONSUMER_RUNNING_INFO, {
+        "consumerGroup": consumer.group, "clientId": consumer.instance.client_id, "jstackEnable": jstack},
+        timeout=10)
+    assert answer.code == 0, answer.remark
+    return parse_running_info(answer.body)
+
+
 def test_running_info_through_the_broker(server, consumer_and_seen):
     topic, consumer, _seen = consumer_and_seen
-
-    def running_info():
-        answer = call(server.broker_addr, GET_CONSUMER_RUNNING_INFO, {
-            "consumerGroup": consumer.group, "clientId": consumer.instance.client_id, "jstackEnable": True},
-            timeout=10)
-        assert answer.code == 0, answer.remark
-        return parse_running_info(answer.body)
 
     def ours(info):
         return {queue: queue_info for queue, queue_info in info["mqTable"].items() if queue.topic == topic}
 
     # the one message consumed moves its queue's offset once the listener has returned
     info = wait_for(lambda: (lambda i: i if sum(q["commitOffset"] for q in ours(i).values()) == 1 else None)(
-        running_info()), timeout=10, interval=0.1, message="the consumed message's offset never showed")
+        running_info(server, consumer)), timeout=10, interval=0.1, message="the consumed message's offset never showed")
     assert info["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
     assert info["properties"]["PROP_NAMESERVER_ADDR"] == server.namesrv_addr
     assert {s["topic"] for s in info["subscriptionSet"]} == {topic, f"%RETRY%{consumer.group}"}
     assert {queue.queue_id for queue in ours(info)} == set(range(len(ours(info)))) and len(ours(info)) >= 1
     assert "fastmq-rocketmq-consume" in info["jstack"]
+    status = info["statusTable"][topic]      # the Java client's ConsumeStatus of the last minute
+    assert set(status) == STATUS_FIELDS
+    assert status["pullTPS"] > 0 and status["consumeOKTPS"] > 0 and status["pullRT"] >= 0
+    assert status["consumeFailedTPS"] == 0 and status["consumeFailedMsgs"] == 0
+
+
+def test_running_info_counts_failed_messages(server, sender, consumer_and_seen):
+    topic, consumer, seen = consumer_and_seen
+    sender.send(Message(topic, b"refused"))
+    wait_for(lambda: any(m.body == b"refused" for m in seen), timeout=30, message="the consumer did not consume")
+    status = wait_for(lambda: (lambda s: s if s.get("consumeFailedMsgs") else None)(
+        running_info(server, consumer, jstack=False)["statusTable"].get(topic, {})),
+        timeout=10, interval=0.1, message="the failed message was not counted")
+    assert status["consumeFailedMsgs"] >= 1 and status["consumeFailedTPS"] > 0
+
+
+def test_offset_reset_through_the_broker(server, sender, consumer_and_seen):
+    topic, consumer, seen = consumer_and_seen
+    sender.send(Message(topic, b"second"))
+    wait_for(lambda: [m.body for m in seen].count(b"second") == 1, timeout=30, message="nothing consumed")
+    consumer.commit()      # the broker resets only a group with an offset for every queue
+    answer = call(server.broker_addr, INVOKE_BROKER_TO_RESET_OFFSET, {
+        "topic": topic, "group": consumer.group, "timestamp": 0, "isForce": True}, timeout=10)
+    assert answer.code == 0, answer.remark
+    offsets = parse_reset_offset_body(answer.body)
+    assert {queue.topic for queue in offsets} == {topic} and set(offsets.values()) == {0}
+    wait_for(lambda: [m.body for m in seen if m.topic == topic].count(b"second") == 2, timeout=30,
+             message="the reset did not bring the messages again")
+    assert [m.body for m in seen if m.topic == topic].count(b"first") == 2
+
+
+def test_offset_reset_of_a_group_without_offsets(server, consumer_and_seen):
+    topic, _consumer, _seen = consumer_and_seen
+    answer = call(server.broker_addr, INVOKE_BROKER_TO_RESET_OFFSET, {
+        "topic": topic, "group": "no-such-group", "timestamp": 0, "isForce": True}, timeout=10)
+    assert answer.code == 1 and "not exist" in answer.remark
 
 
 def test_running_info_of_a_client_not_connected(server, consumer_and_seen):

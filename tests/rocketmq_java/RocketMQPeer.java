@@ -1,5 +1,6 @@
 // Drives Apache RocketMQ's Java client (org.apache.rocketmq:rocketmq-client, pinned in tests/support/servers.py)
-// against a namesrv + broker, scenario by scenario, in one JVM. Usage: RocketMQPeer NAMESRV RUN_ID
+// against a namesrv + broker, scenario by scenario, in one JVM. Usage: RocketMQPeer NAMESRV RUN_ID [SCENARIO
+// [ACCESS_KEY SECRET_KEY]] (the acl scenario runs only when named, against a broker with ACL on).
 // Every scenario prints one line "RESULT <scenario> key=value ..." (or "FAIL <scenario> <reason>") that the
 // Python test reads; each is bounded in time. Topics and groups carry RUN_ID so that runs never share state.
 import java.nio.charset.StandardCharsets;
@@ -7,31 +8,40 @@ import java.util.*;
 import java.util.concurrent.*;
 import java.util.concurrent.atomic.*;
 
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.ClientConfig;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.*;
+import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.producer.*;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.*;
 import org.apache.rocketmq.common.protocol.heartbeat.MessageModel;
+import org.apache.rocketmq.remoting.RPCHook;
 
 public class RocketMQPeer {
     static final long DEADLINE_MS = 60_000;
     static String namesrv;
     static String run;
+    static String accessKey;
+    static String secretKey;
 
     public static void main(String[] args) throws Exception {
         namesrv = args[0];
         run = args[1];
         String only = args.length > 2 ? args[2] : "";
+        accessKey = args.length > 4 ? args[3] : "";
+        secretKey = args.length > 4 ? args[4] : "";
         Map<String, Callable<String>> scenarios = new LinkedHashMap<>();
         scenarios.put("produce_pull", RocketMQPeer::producePull);
         scenarios.put("push_retry_dlq", RocketMQPeer::pushRetryDlq);
         scenarios.put("broadcast", RocketMQPeer::broadcast);
         scenarios.put("orderly", RocketMQPeer::orderly);
+        scenarios.put("acl", RocketMQPeer::acl);
         for (Map.Entry<String, Callable<String>> scenario : scenarios.entrySet()) {
-            if (!only.isEmpty() && !only.equals(scenario.getKey())) continue;
+            if (only.isEmpty() ? scenario.getKey().equals("acl") : !only.equals(scenario.getKey())) continue;
             long started = System.currentTimeMillis();
             try {
                 String result = scenario.getValue().call();
@@ -240,6 +250,59 @@ public class RocketMQPeer {
         } finally {
             producer.shutdown();
             consumer.shutdown();
+        }
+    }
+
+    // ACL 1.0 (rocketmq-acl's AclClientRPCHook signs every request): a signed producer sends and a signed lite
+    // pull consumer reads back; a producer signing with a wrong secret and an unsigned one are refused, with the
+    // response code the broker answered.
+    static String acl() throws Exception {
+        String topic = "java-acl-" + run;
+        RPCHook signed = new AclClientRPCHook(new SessionCredentials(accessKey, secretKey));
+        DefaultMQProducer producer = client(new DefaultMQProducer("aclp-" + run, signed), "aclp-" + run);
+        producer.setSendMsgTimeout(15_000);
+        producer.start();
+        int sent = 0;
+        try {
+            for (int i = 0; i < 5; i++) {
+                if (producer.send(message(topic, "T", null, "acl-" + i)).getSendStatus() == SendStatus.SEND_OK) sent++;
+            }
+        } finally {
+            producer.shutdown();
+        }
+        DefaultLitePullConsumer consumer = client(new DefaultLitePullConsumer("aclc-" + run, signed), "aclc-" + run);
+        consumer.setAutoCommit(false);
+        consumer.start();
+        Set<String> bodies = new TreeSet<>();
+        try {
+            Collection<MessageQueue> queues = consumer.fetchMessageQueues(topic);
+            consumer.assign(queues);
+            for (MessageQueue queue : queues) consumer.seek(queue, 0);
+            long deadline = System.currentTimeMillis() + DEADLINE_MS;
+            while (bodies.size() < sent && System.currentTimeMillis() < deadline)
+                for (MessageExt m : consumer.poll(1000)) bodies.add(new String(m.getBody(), StandardCharsets.UTF_8));
+        } finally {
+            consumer.shutdown();
+        }
+        return "sent=" + sent + " pulled=" + bodies.size()
+            + " wrong_secret=" + refusedCode(topic, new AclClientRPCHook(new SessionCredentials(accessKey, "wrong")))
+            + " unsigned=" + refusedCode(topic, null);
+    }
+
+    // The response code of a refused send (or "sent" when the broker took it).
+    static String refusedCode(String topic, RPCHook hook) throws Exception {
+        String group = "aclx-" + (hook == null ? "unsigned-" : "wrong-") + run;
+        DefaultMQProducer producer = client(new DefaultMQProducer(group, hook), group);
+        producer.setSendMsgTimeout(15_000);
+        producer.setRetryTimesWhenSendFailed(0);
+        producer.start();
+        try {
+            producer.send(message(topic, "T", null, "refused"));
+            return "sent";
+        } catch (MQClientException e) {
+            return String.valueOf(e.getResponseCode());
+        } finally {
+            producer.shutdown();
         }
     }
 }

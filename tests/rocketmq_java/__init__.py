@@ -38,14 +38,17 @@ def compiled_classpath() -> str:
     return f"{classes}:{client}"
 
 
-def run(namesrv: str, work_dir: Path, timeout: float = 240.0) -> tuple[dict[str, dict[str, str]], str]:
-    """Run every scenario; returns ({scenario: {key: value}} of the RESULT lines, the whole output). A scenario
+def run(namesrv: str, work_dir: Path, timeout: float = 240.0, scenario: str = "",
+        credentials: tuple[str, str] | None = None) -> tuple[dict[str, dict[str, str]], str]:
+    """Run every scenario (or the one named; acl signs with credentials, access and secret key); returns ({scenario: {key: value}} of the RESULT lines, the whole output). A scenario
     that failed is absent, its FAIL line and stack trace in the output. The client keeps its logs and the local
     offsets of broadcasting consumers in work_dir (by default they go to the home directory, and would carry
     offsets from one run to the next); topics and groups are named after work_dir's name."""
     options = [f"-Drocketmq.client.localOffsetStoreDir={work_dir / 'offsets'}",
                f"-Drocketmq.client.logRoot={work_dir / 'logs'}"]
-    command = java_command(compiled_classpath(), MAIN_CLASS, namesrv, work_dir.name, heap="256m", options=options)
+    arguments = [scenario, *credentials] if credentials else [scenario] if scenario else []
+    command = java_command(compiled_classpath(), MAIN_CLASS, namesrv, work_dir.name, *arguments, heap="256m",
+                           options=options)
     done = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           timeout=timeout)
     output = done.stdout.decode("utf-8", "replace")

@@ -124,6 +124,9 @@ class RocketMQCluster:
             "waitTimeMillsInSendQueue": 3000, "defaultTopicQueueNums": 4, "brokerPermission": 6,
             # undecided half messages are checked back with their producer after one second, every second
             "transactionTimeOut": 1000, "transactionCheckInterval": 1000,
+            # an administrator's offset reset goes to the consumers as RESET_CONSUMER_CLIENT_OFFSET (as 4.x and
+            # the embedded broker do), not as offsets the broker swaps into their next pulls (5.x's default)
+            "useServerSideResetOffset": "false",
         }
         self.properties.update(properties or {})
         self._write_broker_conf()

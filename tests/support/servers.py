@@ -280,8 +280,10 @@ APACHE_ROCKETMQ = MavenServer(
     "apache-rocketmq", "5.5.0",
     ("org.apache.rocketmq:rocketmq-namesrv:5.5.0", "org.apache.rocketmq:rocketmq-broker:5.5.0"))
 
-# Apache RocketMQ's Java client (remoting), driven by tests/rocketmq_java against the embedded namesrv + broker.
-ROCKETMQ_JAVA_CLIENT = MavenServer("rocketmq-client", "4.9.8", ("org.apache.rocketmq:rocketmq-client:4.9.8",))
+# Apache RocketMQ's Java client (remoting) with its ACL 1.0 request signing, driven by tests/rocketmq_java against
+# the embedded namesrv + broker.
+ROCKETMQ_JAVA_CLIENT = MavenServer("rocketmq-client-acl", "4.9.8", ("org.apache.rocketmq:rocketmq-client:4.9.8",
+                                                                  "org.apache.rocketmq:rocketmq-acl:4.9.8"))
 
 SERVERS: dict[str, MavenServer] = {server.name: server for server in (APACHE_KAFKA, APACHE_ROCKETMQ, ROCKETMQ_JAVA_CLIENT,
                                                                       TUBEMQ_CLIENT, TUBEMQ_SERVER)}

@@ -8,6 +8,14 @@ clientId, jstackEnable) and CONSUME_MESSAGE_DIRECTLY 309 (consumerGroup, clientI
 broker, whose record goes to the client as the body). A client that is not connected, or does not answer within
 CLIENT_ANSWER_TIMEOUT_S, makes a SYSTEM_ERROR.
 
+An administrator's offset reset, INVOKE_BROKER_TO_RESET_OFFSET 222 (topic, group, timestamp: -1 for the end of
+each queue, isForce: also move forward; `mqadmin resetOffsetByTime`), is told to each of the group's connected
+consumers with RESET_CONSUMER_CLIENT_OFFSET 220 (oneway; ResetOffsetBody), who restart there and commit, as in
+Apache's Broker2Client.resetOffset: the answer lists the offsets told, CONSUMER_NOT_ONLINE when no consumer of
+the group is connected (nothing is changed then), SYSTEM_ERROR for a queue the group has no offset of (Apache 5.x
+answers so too with useServerSideResetOffset=false; by default it keeps the reset offsets itself and swaps them
+into the group's next pulls).
+
 A created or changed topic is registered with the namesrv at once; a deleted one leaves the routes at the next
 registration (the core's deletion listeners trigger it). Queue numbers only grow, as for Kafka partitions: the
 store keeps a queue's messages, so a smaller number would hide them.
@@ -18,7 +26,9 @@ from typing import TYPE_CHECKING
 
 from fastmq.broker.errors import TopicError
 from fastmq.broker.rocketmq.remoting import Request, RequestError
-from fastmq.rocketmq.protocol import ResponseCode
+from fastmq.rocketmq.protocol import RequestCode, ResponseCode
+from fastmq.rocketmq.route import MessageQueue
+from fastmq.rocketmq.server_requests import reset_offset_body
 from fastmq.store import TopicConfig
 from fastmq.store.message import decode_message_id
 
@@ -28,6 +38,8 @@ if TYPE_CHECKING:  # pragma: no cover
 VIEW_MESSAGE_BY_ID = 33
 CLIENT_ANSWER_TIMEOUT_S = 10.0
 DELETE_TOPIC_IN_BROKER = 215
+INVOKE_BROKER_TO_RESET_OFFSET = 222
+CONSUMER_NOT_ONLINE = 206
 MAX_QUEUES = 1024
 
 
@@ -100,3 +112,32 @@ def consume_message_directly(front: RocketMQFrontEnd, request: Request) -> None:
     if message is None:
         raise RequestError(f"no message {request.fields['msgId']} on this broker", ResponseCode.SYSTEM_ERROR)
     _relay_to_client(front, request, bytes(front.broker.store.get_data(offset, message.store_size)))
+
+
+def reset_offset(front: RocketMQFrontEnd, request: Request) -> None:
+    topic, group = request.text("topic"), request.text("group")
+    timestamp = request.integer("timestamp")
+    force = request.boolean("isForce", True)
+    config = front.topic_config(topic)
+    if config is None:
+        raise RequestError(f"[reset-offset] reset offset failed, no topic in this broker. topic={topic}")
+    store = front.broker.store
+    offsets = {}
+    for queue_id in range(config.write_queue_nums):
+        committed = front.broker.offsets.fetch(group, topic, queue_id)
+        if committed is None:
+            raise RequestError(f"THe consumer group <{group}> not exist")
+        target = store.get_max_offset(topic, queue_id) if timestamp == -1 else \
+            max(store.get_offset_by_time(topic, queue_id, timestamp), 0)
+        offsets[MessageQueue(topic, front.settings.broker_name, queue_id)] = \
+            target if force or target < committed.offset else committed.offset
+    channels = front.clients.channels(group)
+    if not channels:
+        raise RequestError(f"Consumer not online, so can not reset offset, Group: {group} Topic: {topic} "
+                           f"Timestamp: {timestamp}", CONSUMER_NOT_ONLINE)
+    body = reset_offset_body(offsets)
+    for channel in channels:
+        front.remoting_listeners[0].tell_client(channel.connection, RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+                                                {"topic": topic, "group": group, "timestamp": timestamp,
+                                                 "isForce": force}, body)
+    request.respond(body=body)

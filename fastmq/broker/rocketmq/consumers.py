@@ -15,7 +15,6 @@ others with NOTIFY_CONSUMER_IDS_CHANGED (40, oneway), so that they rebalance at 
 """
 from __future__ import annotations
 
-import itertools
 import json
 from typing import TYPE_CHECKING
 
@@ -23,7 +22,6 @@ from fastmq.broker.offsets import CommittedOffset
 from fastmq.broker.rocketmq.clients import HeartbeatError, parse_heartbeat
 from fastmq.broker.rocketmq.namesrv import json_body, parse_json_body
 from fastmq.broker.rocketmq.remoting import Request, RequestError
-from fastmq.rocketmq._native.remoting import FLAG_ONEWAY, encode_frame
 from fastmq.rocketmq.protocol import RequestCode, ResponseCode
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -31,8 +29,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 GET_EARLIEST_MSG_STORETIME = 32
 MAX_INT = 2 ** 31 - 1
-
-_server_opaques = itertools.count(1)
 
 
 def _queue(request: Request) -> tuple[str, int]:
@@ -119,9 +115,8 @@ def notify_ids_changed(front: RocketMQFrontEnd, group: str, ids: list[str]) -> N
     if config is not None and not config.notify_consumer_ids_changed_enable:
         return
     for channel in front.clients.channels(group):
-        frame = encode_frame(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, next(_server_opaques) & MAX_INT,
-                             {"consumerGroup": group}, None, FLAG_ONEWAY)
-        front.remoting_listeners[0].send(channel.connection, frame)
+        front.remoting_listeners[0].tell_client(channel.connection, RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                                                {"consumerGroup": group})
 
 
 def _lock_body(request: Request) -> tuple[str, str, list[tuple[str, str, int]]]:

@@ -29,6 +29,10 @@ def handler_table(front: RocketMQFrontEnd) -> dict[int, Handler]:
         admin.VIEW_MESSAGE_BY_ID: admin.view_message,
         RequestCode.GET_CONSUMER_RUNNING_INFO: admin.consumer_running_info,
         RequestCode.CONSUME_MESSAGE_DIRECTLY: admin.consume_message_directly,
+        admin.INVOKE_BROKER_TO_RESET_OFFSET: admin.reset_offset,
         RequestCode.END_TRANSACTION: lambda front, request: front.transactions.end(request),
     }
-    return {code: functools.partial(handler, front) for code, handler in table.items()}
+    handlers = {code: functools.partial(handler, front) for code, handler in table.items()}
+    if front.acl is not None:
+        return {code: front.acl.guard(handler) for code, handler in handlers.items()}
+    return handlers

@@ -121,8 +121,10 @@ class Request:
         self._answered = True
         if self.command.flag & FLAG_ONEWAY:
             return
-        frame = encode_frame(code, self.command.opaque, fields, body, FLAG_RESPONSE, 0, LANGUAGE_JAVA,
-                             SERVER_VERSION, remark)
+        # In the request's serialize type: a client that sent the binary ROCKETMQ header reads one, and the
+        # binary header costs both sides less than JSON (Apache answers in its own type, JSON by default).
+        frame = encode_frame(code, self.command.opaque, fields, body, FLAG_RESPONSE, self.command.serialize_type,
+                             LANGUAGE_JAVA, SERVER_VERSION, remark)
         self.listener.send(self.conn, frame)
 
 
@@ -178,6 +180,12 @@ class RemotingListener(ServerHandler):
         timer = self.broker.loop.call_later(timeout, self._call_ended, key, None)
         self._calls[key] = (on_answer, timer)
         self._send(conn, encode_frame(code, opaque, fields, body, 0, 0, LANGUAGE_JAVA, SERVER_VERSION))
+
+    def tell_client(self, conn: ServerConnection, code: int, fields: dict[str, Any], body: Any = None) -> None:
+        """Send a oneway request to a client, from any thread (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE,
+        RESET_CONSUMER_CLIENT_OFFSET): nothing comes back."""
+        self.send(conn, encode_frame(code, next(self._opaques) & 0x7FFFFFFF, fields, body, FLAG_ONEWAY, 0,
+                                     LANGUAGE_JAVA, SERVER_VERSION))
 
     def _call_ended(self, key: tuple[int, int], answer: Any) -> None:
         call = self._calls.pop(key, None)

@@ -19,7 +19,6 @@ about, and scans at most CHECK_BATCH messages per run.
 """
 from __future__ import annotations
 
-import itertools
 import logging
 import random
 import time
@@ -28,7 +27,6 @@ from typing import TYPE_CHECKING
 from fastmq.broker.rocketmq.remoting import Request, RequestError
 from fastmq.broker.rocketmq.schedule import PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC
 from fastmq.broker.rocketmq.system_topics import TRANS_HALF_TOPIC, TRANS_OP_TOPIC
-from fastmq.rocketmq._native.remoting import FLAG_ONEWAY, encode_frame
 from fastmq.rocketmq.protocol import (
     PROPERTY_PRODUCER_GROUP,
     PROPERTY_TRANSACTION_PREPARED,
@@ -46,7 +44,6 @@ log = logging.getLogger(__name__)
 
 CHECK_BATCH = 256
 OP_TAG_DECIDED = "d"
-_opaques = itertools.count(1)
 
 
 def is_prepared(sys_flag: int) -> bool:
@@ -160,7 +157,6 @@ class Transactions:
                   "commitLogOffset": half.commitlog_offset, "msgId": uniq, "transactionId": uniq,
                   "offsetMsgId": half.msg_id, "brokerName": self.front.settings.broker_name}
         record = bytes(self.store.get_data(half.commitlog_offset, half.store_size))
-        frame = encode_frame(RequestCode.CHECK_TRANSACTION_STATE, next(_opaques) & 0x7FFFFFFF, fields, record,
-                             FLAG_ONEWAY)
-        self.front.remoting_listeners[0].send(random.choice(channels).connection, frame)
+        self.front.remoting_listeners[0].tell_client(random.choice(channels).connection,
+                                                     RequestCode.CHECK_TRANSACTION_STATE, fields, record)
         return True

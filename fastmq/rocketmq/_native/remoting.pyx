@@ -182,17 +182,18 @@ cdef class RemotingCommand:
 # Encoding
 # ---------------------------------------------------------------------------------------------------------
 
-cdef int put_text(WriteBuffer out, object value, bint long_length, str what) except -1:
-    # [length i16 or i32][UTF-8]
+cdef int put_text(WriteBuffer out, object value, bint long_length, str what, object key=None) except -1:
+    # [length i16 or i32][UTF-8]; `what` names the value in errors, formatted with key when there is one (only
+    # then: this runs for every extFields entry of every request)
     cdef Py_ssize_t n
     cdef const char* p
-    cdef str text = text_of(value, what)
+    cdef str text = value if isinstance(value, str) else text_of(value, what if key is None else what.format(key))
     p = PyUnicode_AsUTF8AndSize(text, &n)
     if long_length:
         out.put_i32(<int32_t>n)
     else:
         if n > 32767:
-            raise ValueError(f"{what} is longer than 32767 bytes")
+            raise ValueError(f"{what if key is None else what.format(key)} is longer than 32767 bytes")
         out.put_i16(<int16_t>n)
     out.put_bytes(p, n)
     return 0
@@ -221,7 +222,7 @@ cdef int put_binary_header(WriteBuffer out, int code, int opaque, dict ext_field
             if not isinstance(key, str):
                 raise TypeError(f"extFields keys are strings, not {type(key).__name__}")
             put_text(out, key, False, "an extFields key")
-            put_text(out, value, True, f"extFields[{key!r}]")
+            put_text(out, value, True, "extFields[{!r}]", key)
     store_i32be(out.pointer_at(ext_start), <int32_t>(out.size() - ext_start - 4))
     return 0
 

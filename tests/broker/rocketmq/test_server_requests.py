@@ -1,5 +1,6 @@
 """The embedded broker relays an administrator's GET_CONSUMER_RUNNING_INFO and CONSUME_MESSAGE_DIRECTLY to the
-client over its connection (fastmq/broker/rocketmq/admin.py): the tests of tests/rocketmq/test_server_requests.py,
+client over its connection, and turns an offset reset into RESET_CONSUMER_CLIENT_OFFSET to the group's consumers
+(fastmq/broker/rocketmq/admin.py): the tests of tests/rocketmq/test_server_requests.py,
 which run them against Apache RocketMQ, here against the embedded namesrv + broker."""
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import pytest
 from fastmq.rocketmq import Producer
 from tests.rocketmq.test_server_requests import consumer_and_seen  # noqa: F401 (a fixture)
 from tests.rocketmq.test_server_requests import test_consume_message_directly_through_the_broker  # noqa: F401
+from tests.rocketmq.test_server_requests import test_offset_reset_of_a_group_without_offsets  # noqa: F401
+from tests.rocketmq.test_server_requests import test_offset_reset_through_the_broker  # noqa: F401
+from tests.rocketmq.test_server_requests import test_running_info_counts_failed_messages  # noqa: F401
 from tests.rocketmq.test_server_requests import test_running_info_of_a_client_not_connected  # noqa: F401
 from tests.rocketmq.test_server_requests import test_running_info_through_the_broker  # noqa: F401
 from tests.support.rocketmq import call

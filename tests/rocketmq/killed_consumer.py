@@ -1,4 +1,4 @@
-"""The consumer that test_faults kills: `python -m tests.broker.rocketmq.killed_consumer NAMESRV TOPIC GROUP LOG N`.
+"""The consumer that test_killed_consumer kills: `python -m tests.rocketmq.killed_consumer NAMESRV TOPIC GROUP LOG N`.
 A fastmq.rocketmq PushConsumer whose listener appends "queueId offset" to LOG for each of the first N messages
 it finishes; every later call blocks (a batch under way when the process dies), so the offsets it commits stop
 at its oldest message in flight. It lives at most a minute, whatever happens."""
