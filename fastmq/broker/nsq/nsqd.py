@@ -21,7 +21,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from fastmq.broker.nsq.auth import AuthState
+from fastmq.broker.nsq.auth import AuthState, common_name
 from fastmq.broker.nsq.channels import DEFER_PROPERTY, EXT_PROPERTY, Channel, Subscriber
 from fastmq.broker.nsq.filters import MAX_TAG_LEN, FilterError, build_filter
 from fastmq.errors import ProtocolError
@@ -146,9 +146,11 @@ class NSQDListener(ServerHandler):
     def __init__(self, front: NSQFrontEnd, config: ListenerConfig) -> None:
         self.front = front
         broker = front.broker
-        # TLS is offered in IDENTIFY (nsqd's tls_v1) when the listener has a certificate.
+        # TLS is offered in IDENTIFY (nsqd's tls_v1) when the listener has a certificate; client certificates
+        # are asked for as the listener's ssl_client_auth says (a verified one's common name goes to AUTH).
         self.tls = (create_server_context(ssl_certfile=config.ssl_certfile, ssl_keyfile=config.ssl_keyfile,
-                                          ssl_password=config.ssl_password) if config.ssl_certfile else None)
+                                          ssl_password=config.ssl_password, ssl_cafile=config.ssl_cafile,
+                                          ssl_client_auth=config.ssl_client_auth) if config.ssl_certfile else None)
         self.listener = Listener(broker.loop, CommandSplitter, self, config.host, config.port,
                                  max_connections=broker.config.max_connections)
         self.address = self.listener.address
@@ -180,8 +182,9 @@ class NSQDListener(ServerHandler):
         except _AskAuthServer:
             # Nothing more is read until this command has its answer, so commands keep their order.
             conn.pause_reading()
-            self.front.ask_auth_server(session.auth_secret or "", conn.peer[0], session.tls,
-                                       lambda state, error: self._auth_answered(conn, frame, reply, state, error))
+            self.front.ask_auth_server(
+                session.auth_secret or "", conn.peer[0], session.tls, common_name(conn.peer_certificate()),
+                lambda state, error: self._auth_answered(conn, frame, reply, state, error))
             return
         except NSQError as exc:
             reply(codec.encode_frame(codec.FRAME_ERROR, f"{exc.code} {exc.text}".encode()))
@@ -207,7 +210,7 @@ class NSQDListener(ServerHandler):
         self.frame_received(conn, frame, reply)
 
     def _check_auth(self, session: Session, command: str, topic: str, channel: str = "") -> None:
-        if not self.front.auth_address:
+        if not self.front.auth_addresses:
             return
         if session.auth is None or not session.auth.authorizations:
             raise NSQError("E_AUTH_FIRST", f"AUTH required before {command}")
@@ -270,7 +273,7 @@ class NSQDListener(ServerHandler):
             "max_rdy_count": MAX_RDY, "version": "1.3.0", "max_msg_timeout": 900000,
             "msg_timeout": session.msg_timeout_ms, "tls_v1": tls, "deflate": deflate, "deflate_level": level,
             "max_deflate_level": 6, "snappy": snappy, "sample_rate": 0,
-            "auth_required": bool(self.front.auth_address),
+            "auth_required": bool(self.front.auth_addresses),
             "output_buffer_size": 16384, "output_buffer_timeout": 250}).encode()
 
     def _upgrade(self, conn: ServerConnection, tls: bool, snappy: bool, deflate: bool, level: int) -> None:
@@ -515,7 +518,7 @@ class NSQDListener(ServerHandler):
             raise NSQError("E_INVALID", "cannot AUTH in current state")
         if not body:
             raise NSQError("E_BAD_BODY", "AUTH invalid body size 0")
-        if not self.front.auth_address:
+        if not self.front.auth_addresses:
             raise NSQError("E_AUTH_DISABLED", "AUTH disabled")
         if session.auth is None:
             session.auth_secret = bytes(body).decode("utf-8", "replace")
