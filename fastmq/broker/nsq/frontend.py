@@ -35,11 +35,14 @@ SCAN_INTERVAL = 0.1
 COMMIT_EVERY = 10                  # scans: channel positions are committed every second
 CHANNEL_MARK = ("nsq-channel",)    # the committed offsets' extra value that says "an NSQ channel's"
 ORDERED = "nsq.ordered"            # topic config: Youzan's ordered topic (SUB_ORDERED only, PUB with a partition)
+EXT = "nsq.ext"                    # topic config: Youzan's ext topic (messages carry JSON ext headers: PUB_EXT,
+                                   # dispatch tags and ext filters work on it alone)
 AUTH_WORKERS = 4
 
 NSQ_TOPIC_RULES = TopicRules(
     "nsq", STORE_RULES.legal_name, STORE_RULES.name_rule,      # NSQ's own name rule is checked by its commands
-    {ORDERED: TopicConfigDef("false", True, lambda value: value in ("true", "false"), fixed=True)})
+    {flag: TopicConfigDef("false", True, lambda value: value in ("true", "false"), fixed=True)
+     for flag in (ORDERED, EXT)})
 
 
 def _ignore(ok: bool) -> None:
@@ -91,8 +94,17 @@ class NSQFrontEnd(FrontEnd):
     def topic(self, name: str) -> Topic:
         return self.broker.topics.get_or_create(name)
 
+    def create_topic(self, name: str, partitions: int | None, *, ordered: bool = False, ext: bool = False) -> None:
+        """Create a topic with Youzan's flags, unless it exists (then it stays as it is)."""
+        if self.broker.topics.get(name) is None:
+            flags = {ORDERED: ordered, EXT: ext}
+            self.broker.topics.create(name, partitions, {key: "true" for key, value in flags.items() if value})
+
     def is_ordered(self, topic: Topic) -> bool:
         return topic.config(ORDERED) == "true"
+
+    def is_ext(self, topic: Topic) -> bool:
+        return topic.config(EXT) == "true"
 
     def channel(self, topic_name: str, name: str) -> Channel:
         topic = self.topic(topic_name)

@@ -8,7 +8,11 @@ connection after their error frame, as nsqd does. Messages and heartbeats are pu
 Topics are created on first use with the broker's default partition count; PUB without a partition writes
 partition 0 (Youzan's default partition). An ordered topic (topic config nsq.ordered=true, set by nsqd HTTP's
 /topic/create?orderedmulti=true) takes PUB only with a partition (else E_BAD_PARTITION) and SUB_ORDERED only (else
-E_SUB_ORDER_IS_MUST, as Youzan's nsqd). With an auth server (fastmq.broker.nsq.auth) every publish and subscribe
+E_SUB_ORDER_IS_MUST, as Youzan's nsqd). An ext topic (topic config nsq.ext=true: /topic/create?extend=true, or
+INTERNAL_CREATE_TOPIC's third argument) is the only kind PUB_EXT writes to (else E_EXT_NOT_SUPPORT), and the only
+kind where dispatch tags and ext filters apply; as Youzan's nsqd, only clients that IDENTIFY'd with
+extend_support subscribe to it (else E_SUB_EXTEND_NEED), and only the others subscribe to other topics (else
+E_SUB_EXTEND_FORBIDDON). With an auth server (fastmq.broker.nsq.auth) every publish and subscribe
 command is checked against the connection's AUTH answer. IDENTIFY answers with feature negotiation: snappy or deflate when asked,
 TLS when asked and the listener has a certificate, then the upgrades in nsqd's order (TLS, then compression), each
 confirmed by an OK through the upgraded stream; heartbeats are sent every heartbeat_interval, and a connection that
@@ -24,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from fastmq.broker.nsq.auth import AuthState, common_name
 from fastmq.broker.nsq.channels import DEFER_PROPERTY, EXT_PROPERTY, Channel, Subscriber
 from fastmq.broker.nsq.filters import MAX_TAG_LEN, FilterError, build_filter
+from fastmq.broker.errors import TopicError
 from fastmq.errors import ProtocolError
 from fastmq.io import DeflateStream, Listener, Reply, ServerConnection, ServerHandler, SnappyStream
 from fastmq.io.tls import create_server_context
@@ -417,6 +422,8 @@ class NSQDListener(ServerHandler):
                            "##trace_id") from None
         if not isinstance(fields, dict):
             raise NSQError("E_INVALID_JSON_HEADER", "PUB_EXT header is not a JSON object")
+        if not self.front.is_ext(self.front.topic(topic)):
+            raise NSQError("E_EXT_NOT_SUPPORT", f"ext content not supported in topic {topic}", fatal=False)
         result = self.front.append(topic, partition, [message], {EXT_PROPERTY: header.decode()} if header else None)
         if trace_id is None:
             return codec.OK
@@ -449,8 +456,15 @@ class NSQDListener(ServerHandler):
         if not codec.is_valid_name(params[1]):
             raise NSQError("E_BAD_CHANNEL", f"channel name {params[1][:70]!r} is not valid")
         self._check_auth(session, "SUB", topic, params[1].decode())
-        if not ordered and self.front.is_ordered(self.front.topic(topic)):
+        found = self.front.topic(topic)
+        if not ordered and self.front.is_ordered(found):
             raise NSQError("E_SUB_ORDER_IS_MUST", "this topic is configured only allow ordered sub")
+        ext_topic = self.front.is_ext(found)
+        if ext_topic and not session.extend_support:
+            raise NSQError("E_SUB_EXTEND_NEED", "this topic is extended and should identify as extend support.")
+        if not ext_topic and session.extend_support:
+            raise NSQError("E_SUB_EXTEND_FORBIDDON",
+                           "this topic is not extended and should not identify as extend support.")
         partition = None
         if len(params) > 2 or ordered:
             if len(params) < 3:
@@ -458,8 +472,9 @@ class NSQDListener(ServerHandler):
             partition = self._partition(topic, params, 2)
         channel = self.front.channel(topic, params[1].decode())
         flags = (codec.WITH_OFFSET if ordered or advanced else 0) | (codec.WITH_EXT if session.extend_support else 0)
+        # A tag or a filter on a topic without ext headers is dropped, as Youzan's nsqd does.
         subscriber = Subscriber(conn.send_frame, partition, ordered, session.msg_timeout_ms / 1000.0, flags,
-                                session.desired_tag, session.ext_filter)
+                                session.desired_tag if ext_topic else "", session.ext_filter if ext_topic else None)
         channel.subscribe(subscriber)
         session.channel, session.subscriber = channel, subscriber
         return codec.OK
@@ -502,6 +517,25 @@ class NSQDListener(ServerHandler):
     def _touch(self, conn: ServerConnection, session: Session, params: list[Any], body: Any) -> None:
         self._answer_message(session, "TOUCH", params, Channel.touch)
 
+    def _internal_create_topic(self, conn: ServerConnection, session: Session, params: list[Any], body: Any) -> bytes:
+        # Youzan's INTERNAL_CREATE_TOPIC topic partition [ext]: creates the topic with that partition (and those
+        # below it), an ext topic when the third argument is true; a topic that exists stays as it is.
+        if len(params) < 2:
+            raise NSQError("E_INVALID", "CREATE_TOPIC insufficient number of parameters")
+        topic = self._topic(params[0])
+        partition = _int(params[1], "partition")
+        if partition < 0:
+            raise NSQError("E_BAD_PARTITION", "partition should not less than 0")
+        ext = params[2].lower() if len(params) > 2 else b"false"
+        if ext not in (b"true", b"t", b"1", b"false", b"f", b"0"):
+            raise NSQError("E_BAD_EXT", f"topic ext is not valid: {params[2][:20]!r}")
+        self._check_auth(session, "CREATE_TOPIC", topic)
+        try:
+            self.front.create_topic(topic, partition + 1, ext=ext in (b"true", b"t", b"1"))
+        except TopicError as exc:
+            raise NSQError("E_CREATE_TOPIC_FAILED", f"CREATE_TOPIC {topic} failed: {exc}", fatal=False) from None
+        return codec.OK
+
     def _nop(self, conn: ServerConnection, session: Session, params: list[Any], body: Any) -> None:
         return None
 
@@ -536,5 +570,5 @@ _COMMANDS = {
     b"SUB": NSQDListener._sub, b"SUB_ADVANCED": NSQDListener._sub_advanced,
     b"SUB_ORDERED": NSQDListener._sub_ordered, b"RDY": NSQDListener._rdy, b"FIN": NSQDListener._fin,
     b"REQ": NSQDListener._req, b"TOUCH": NSQDListener._touch, b"NOP": NSQDListener._nop, b"CLS": NSQDListener._cls,
-    b"AUTH": NSQDListener._auth,
+    b"AUTH": NSQDListener._auth, b"INTERNAL_CREATE_TOPIC": NSQDListener._internal_create_topic,
 }

@@ -254,14 +254,14 @@ def test_negotiated_features(tls_broker, pki, features):
 
 def test_pub_ext_headers_and_sub_advanced_offsets(broker):
     lookupd_http = http_address(broker, 3)
-    post(http_address(broker, 2), "/topic/create?topic=youzan")
+    post(http_address(broker, 2), "/topic/create?topic=youzan&extend=true")
     with Producer(lookupd_http_addresses=lookupd_http) as producer:
         assert producer.publish_ext("youzan", b"plain-ext", {"region": "hz"}, partition=0).result(WAIT) is None
         trace = producer.publish_ext("youzan", b"traced-ext", {"##trace_id": "4242"}, partition=0).result(WAIT)
         assert trace.trace_id == 4242
         producer.publish_many("youzan", [b"third", b"fourth"], partition=0).result(WAIT)
-    with Consumer("youzan", "ext", lookupd_http_addresses=lookupd_http, partition=0, extend_support=True,
-                  max_in_flight=10) as consumer:
+    # the lookup's meta says the topic has ext headers: the consumer IDENTIFYs with extend_support by itself
+    with Consumer("youzan", "ext", lookupd_http_addresses=lookupd_http, partition=0, max_in_flight=10) as consumer:
         messages = receive(consumer, 4)
     assert [(m.body, m.headers) for m in messages[:2]] == [(b"plain-ext", {"region": "hz"}),
                                                            (b"traced-ext", {"##trace_id": "4242"})]
