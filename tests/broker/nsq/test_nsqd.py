@@ -293,8 +293,10 @@ def test_rdy_passes_around_when_connections_outnumber_max_in_flight(broker):
 
 
 def test_ordered_consumer_keeps_order_through_requeues(broker):
-    with Producer(nsqd_address(broker)) as producer:
-        producer.publish_many("ordered", [b"o%d" % i for i in range(6)], partition=1).result(WAIT)
+    # one chunk per message, several connections: a partition's messages still leave through one, in order
+    with Producer(nsqd_address(broker), connections_per_nsqd=3, max_batch_messages=1) as producer:
+        futures = [producer.publish("ordered", b"o%d" % i, partition=1) for i in range(6)]
+        assert [future.result(WAIT) for future in futures] == [None] * 6
     seen = []
     with Consumer("ordered", "ch", nsqd_tcp_addresses=nsqd_address(broker), ordered=True, partition=1,
                   max_in_flight=10, backoff_ms=10) as consumer:
