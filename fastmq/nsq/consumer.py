@@ -205,6 +205,9 @@ class Consumer:
         if self._closed:
             return
         self._closed = True
+        # Undelivered messages go back to nsqd after their timeout; dropping them here also frees them (Messages
+        # are not tracked by the cycle collector, see fastmq.nsq._native.codec.Message).
+        self._messages.clear()
         done = threading.Event()
         try:
             pending = self.loop.run_in_loop(self._send_cls, done.set, timeout=timeout)

@@ -27,6 +27,7 @@ import time
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
+from typing import Any
 
 PERMISSIONS = ("subscribe", "publish")
 REQUEST_METHODS = ("get", "post")         # nsqd's --auth-http-request-method
@@ -148,10 +149,10 @@ def query_auth_servers(addresses: list[str], method: str, secret: str, remote_ip
     raise AuthServerError("; ".join(failures) or "no auth server is configured")
 
 
-def common_name(certificate: dict | None) -> str:
+def common_name(certificate: dict[str, Any] | None) -> str:
     """The subject common name of a peer certificate as SSLSocket.getpeercert() gives it ("" without one)."""
     for entry in (certificate or {}).get("subject", ()):
         for key, value in entry:
             if key == "commonName":
-                return value
+                return str(value)
     return ""
