@@ -162,7 +162,7 @@ def test_nsqd_restart_under_a_consumer_redelivers_in_flight_messages(nsq, topic)
 
 
 def test_a_failing_lookupd_is_asked_last(nsq, topic):
-    from fastmq.nsq.lookup import Lookupd
+    from fastmq.nsq.lookup import Lookupd, NSQLookupError
 
     nsq.nsqd.create_topic(topic)
     dead = f"127.0.0.1:{free_port()}"
@@ -172,3 +172,7 @@ def test_a_failing_lookupd_is_asked_last(nsq, topic):
     assert not answer.partitioned
     assert lookupd.addresses == [nsq.lookupd.http_address, dead]
     assert lookupd.lookup("no_such_topic_here").addresses == []
+    # each lookupd is asked 1 + retries times before the next one
+    with pytest.raises(NSQLookupError) as failed:
+        Lookupd([dead], timeout=2.0, retries=2).lookup(topic)
+    assert str(failed.value).count(dead) == 3
