@@ -133,7 +133,10 @@ class Producer:
         return self._submit(topic, partition, sharding_id, _EXT, (header, body))
 
     def flush(self, timeout: float | None = None) -> None:
-        """Wait until everything published so far was answered."""
+        """Wait until everything published so far was answered (after close(), nothing is left to wait for)."""
+        if self._closed:
+            return
+
         def unanswered() -> list[Future[Any]]:
             with self._lock:
                 return [future for target in self._targets.values()

@@ -39,6 +39,7 @@ def test_several_connections_per_nsqd(nsq, topic):
             lambda: sorted(node for node in producer.pool.nodes if producer.pool.connection(node) is not None),
             timeout=WAIT)
     assert len(connected) == 3
+    producer.flush()                    # closed: nothing is left to wait for
     assert nsq.nsqd.topic_depth(topic, "ch") == (600, 0)
     with pytest.raises(NSQConfigurationError, match="connections_per_nsqd"):
         Producer(nsq.nsqd.tcp_address, connections_per_nsqd=0)
