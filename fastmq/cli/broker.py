@@ -78,7 +78,8 @@ def broker_config(args: argparse.Namespace) -> Any:
 def _front_end_options(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     options: dict[str, dict[str, Any]] = {}
     if args.nsqd_auth_http_address:
-        options["nsq"] = {"auth_http_address": args.nsqd_auth_http_address}
+        options["nsq"] = {"auth_http_addresses": args.nsqd_auth_http_address,
+                          "auth_http_request_method": args.nsqd_auth_http_request_method}
     if args.rocketmq_acl:
         options["rocketmq"] = {"acl_enable": True}
     return options
@@ -160,11 +161,14 @@ def register(commands: argparse._SubParsersAction, bench_targets: argparse._SubP
         broker.add_argument(flag, action="append", default=[], metavar="HOST:PORT",
                             help=f"{what} listener (as --listen {scheme}://HOST:PORT)")
     broker.add_argument("--advertise", metavar="HOST:PORT", help="the address Metadata gives clients")
-    broker.add_argument("--nsqd-auth-http-address", metavar="HOST:PORT",
-                        help="nsqd's --auth-http-address: NSQ clients must AUTH, checked by this auth server")
     broker.add_argument("--rocketmq-acl", action="store_true",
                         help="RocketMQ clients must sign their requests (ACL 1.0) as one of the users of "
                              "--users-file / --user (access key = name, secret key = password)")
+    broker.add_argument("--nsqd-auth-http-address", action="append", default=[], metavar="HOST:PORT",
+                        help="nsqd's --auth-http-address (repeatable: asked in turn): NSQ clients must AUTH, "
+                             "checked by these auth servers")
+    broker.add_argument("--nsqd-auth-http-request-method", choices=["get", "post"], default="get",
+                        help="nsqd's --auth-http-request-method: how the auth servers are asked (default get)")
     broker.add_argument("--partitions", type=int, default=1, help="partitions of auto-created topics (default 1)")
     broker.add_argument("--no-auto-create", action="store_true",
                         help="do not create topics on first use (as --override auto.create.topics.enable=false)")

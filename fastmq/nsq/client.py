@@ -46,7 +46,7 @@ class NSQClient:
             raise NSQConfigurationError(str(exc)) from exc
         self.loop = IOLoop(name=name)
         self.pool = ConnectionPool(
-            self.loop, lambda: NSQAdapter(settings), ssl_context=None,
+            self.loop, lambda: NSQAdapter(self.settings), ssl_context=None,
             connect_timeout_ms=settings.connect_timeout_ms, request_timeout_ms=settings.request_timeout_ms,
             max_in_flight=requests_in_flight, reconnect_backoff_ms=100, reconnect_backoff_max_ms=8000,
             connections_max_idle_ms=None, on_push=on_push)

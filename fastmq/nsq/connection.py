@@ -50,8 +50,9 @@ class NSQSettings:
     sample_rate: int = 0                    # 1..99: nsqd sends only that percentage of the messages
     msg_timeout_ms: int | None = None       # this connection's message timeout (nsqd's default otherwise)
     auth_secret: str | bytes | None = None  # sent with AUTH when nsqd asks for it
-    extend_support: bool = False            # Youzan: receive ext headers of topics that have them (with direct
-                                            # nsqd addresses: only for servers that send them, not vanilla nsqd)
+    extend_support: bool = False            # Youzan: receive ext headers; an ext topic takes only such
+                                            # subscribers, other topics none. A consumer that finds its topic
+                                            # through nsqlookupd follows the lookup's meta (extend_support) instead
     desired_tag: str | None = None          # Youzan: receive only messages with this tag
     ext_filter: dict[str, Any] | None = None  # Youzan: {"type": 1 exact | 2 regex | 3 glob | 4 multi, "inverse",
                                             # "filter_ext_key", "filter_data", "filter_data_list"}: the ext-header

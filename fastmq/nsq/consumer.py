@@ -22,6 +22,7 @@ poll and at once after a connection failed.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -204,6 +205,9 @@ class Consumer:
         if self._closed:
             return
         self._closed = True
+        # Undelivered messages go back to nsqd after their timeout; dropping them here also frees them (Messages
+        # are not tracked by the cycle collector, see fastmq.nsq._native.codec.Message).
+        self._messages.clear()
         done = threading.Event()
         try:
             pending = self.loop.run_in_loop(self._send_cls, done.set, timeout=timeout)
@@ -247,13 +251,17 @@ class Consumer:
     def _on_topology(self, topic: str, answer: TopicLookup) -> None:
         if self._closed:
             return
+        # Youzan's nsqd takes on an ext topic only subscribers that IDENTIFY with extend_support, and on other
+        # topics only the others: the lookup's meta says which this topic is (a direct nsqd gives no meta: then
+        # the setting alone decides). New connections IDENTIFY so.
+        settings = self.client.settings
+        ext_topic = bool(answer.meta.get("extend_support", settings.extend_support))
+        if ext_topic != settings.extend_support:
+            self.client.settings = dataclasses.replace(settings, extend_support=ext_topic)
         for address in self._wanted(answer):
             if address.node_id not in self._subs:
                 sub = self._subs[address.node_id] = _Subscription(self, address)
-                # Ext headers come when asked for on a topic that has them (the lookup's meta says; a direct
-                # nsqd gives no meta: then the setting alone decides).
-                ext_topic = answer.meta.get("extend_support", not answer.meta)
-                sub.flags = codec.WITH_EXT if ext_topic and self.client.settings.extend_support else 0
+                sub.flags = codec.WITH_EXT if self.client.settings.extend_support else 0
                 if self.ordered or self.start_offset is not None:
                     sub.flags |= codec.WITH_OFFSET
                 self.client.add_address(address)

@@ -7,7 +7,8 @@ the v1 Accept header both wrap the answer in {"status_code", "status_txt", "data
 404 (TOPIC_NOT_FOUND) means no nsqd has the topic yet: an empty answer, not a failure.
 
 GET /listlookup (Youzan) names every lookupd of the cluster: those join the list. A lookupd that fails (no answer,
-an error status, bad JSON) goes to the back of the list, so the next lookups ask the others first.
+an error status, bad JSON) is asked again up to `retries` times (the seed's retries), then goes to the back of the
+list, so the next lookups ask the others first.
 Blocking HTTP: callers run it off the io loop (the clients' lookup thread).
 """
 from __future__ import annotations
@@ -89,9 +90,10 @@ def parse_lookup(body: bytes) -> TopicLookup:
 class Lookupd:
     """The lookupds of one client, in the order to ask them (thread-safe)."""
 
-    def __init__(self, http_addresses: str | list[str], *, timeout: float = 5.0) -> None:
+    def __init__(self, http_addresses: str | list[str], *, timeout: float = 5.0, retries: int = 1) -> None:
         self._addresses = [f"{host}:{port}" for host, port in parse_servers(http_addresses, 4161)]
         self.timeout = timeout
+        self.retries = retries
         self._lock = threading.Lock()
 
     @property
@@ -124,16 +126,17 @@ class Lookupd:
         path = "/lookup?" + urllib.parse.urlencode(query)
         errors = []
         for address in self.addresses:
-            try:
-                status, body = self._get(address, path)
-                if status == 404:
-                    return TopicLookup()
-                if status != 200:
-                    raise ValueError(f"HTTP {status}: {body[:200]!r}")
-                return parse_lookup(body)
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                errors.append(f"{address}: {exc}")
-                self._demote(address, exc)
+            for _ in range(1 + self.retries):
+                try:
+                    status, body = self._get(address, path)
+                    if status == 404:
+                        return TopicLookup()
+                    if status != 200:
+                        raise ValueError(f"HTTP {status}: {body[:200]!r}")
+                    return parse_lookup(body)
+                except (OSError, ValueError, KeyError, TypeError) as exc:
+                    errors.append(f"{address}: {exc}")
+            self._demote(address, errors[-1])
         raise NSQLookupError(f"no nsqlookupd answered the lookup of {topic!r}: {'; '.join(errors)}")
 
     def discover(self) -> list[str]:

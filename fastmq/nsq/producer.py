@@ -2,9 +2,13 @@
 
 publish() adds the message to the chunk that waits on the queue of its target (an nsqd, and a partition on Youzan's
 NSQ) and returns the chunk's future; the loop drains the queues: a chunk leaves as one MPUB (one PUB when alone), up
-to max_batch_messages / max_batch_bytes, pipelined up to requests_in_flight commands per connection, and while
-those are all in flight the next chunk grows. nsqd answers each command with OK (PUB_TRACE: its trace reply),
-which completes the one future the chunk's messages share (all or none are taken); an error answer fails it.
+to max_batch_messages / max_batch_bytes, pipelined up to requests_in_flight commands per connection (no command
+waits for the answer of the one before), and while those are all in flight the next chunk grows. With
+connections_per_nsqd > 1 a queue without a partition drains through that many connections to its nsqd (nsqd
+reads each connection on a goroutine of its own; chunks may then be taken out of order, which vanilla NSQ does not
+promise anyway); a partition's queue keeps to one connection, so Youzan's ordered topics keep their order. nsqd
+answers each command with OK (PUB_TRACE: its trace reply), which completes the one future the chunk's messages
+share (all or none are taken); an error answer fails it.
 
 Where a message goes: a partition the caller names; else, given a sharding id, the partition it maps to, always the
 same one for the same id while the topic keeps its partition count (a CRC-32 of the id modulo the partition count:
@@ -29,7 +33,7 @@ from fastmq.nsq._native import codec
 from fastmq.nsq.client import NSQClient, partition_arg
 from fastmq.nsq.connection import NSQSettings, frame_error
 from fastmq.nsq.errors import NSQConfigurationError, NSQNoConnectionsError, NSQServerError
-from fastmq.nsq.lookup import NSQDAddress, TopicLookup
+from fastmq.nsq.lookup import NO_PARTITION, NSQDAddress, TopicLookup
 
 _log = logging.getLogger(__name__)
 
@@ -48,18 +52,17 @@ class TraceReply:
 
 
 class _Target:
-    """The queue of one (nsqd, partition, topic)."""
+    """The queue of one (nsqd, partition, topic), and the connections that drain it."""
 
-    __slots__ = ("node_id", "topic", "partition", "items", "last")
+    __slots__ = ("node_ids", "topic", "partition", "items", "sent")
 
-    def __init__(self, node_id: Any, topic: str, partition: int | None) -> None:
-        self.node_id = node_id
+    def __init__(self, node_ids: list[Any], topic: str, partition: int | None) -> None:
+        self.node_ids = node_ids
         self.topic = topic
         self.partition = partition
         # [kind, payload, future, bytes]: a plain entry is a chunk of messages (a list) that grows until it leaves
         self.items: deque[list[Any]] = deque()
-        # The newest future: answers come in order on the one connection, so it is answered last.
-        self.last: Future[Any] | None = None
+        self.sent: set[Future[Any]] = set()         # sent and not answered yet (loop thread)
 
 
 class Producer:
@@ -68,13 +71,17 @@ class Producer:
     def __init__(self, nsqd_tcp_addresses: str | list[str] | None = None,
                  lookupd_http_addresses: str | list[str] | None = None, *, settings: NSQSettings | None = None,
                  max_batch_messages: int = 1000, max_batch_bytes: int = 1 << 20, requests_in_flight: int = 64,
-                 lookupd_poll_interval_s: float = 60.0, **settings_options: Any) -> None:
+                 connections_per_nsqd: int = 1, lookupd_poll_interval_s: float = 60.0,
+                 **settings_options: Any) -> None:
         if settings is None:
             settings = NSQSettings(**settings_options)
         elif settings_options:
             raise NSQConfigurationError("give settings or settings options, not both")
         if max_batch_messages < 1 or max_batch_bytes < 1:
             raise NSQConfigurationError("max_batch_messages and max_batch_bytes must be positive")
+        if connections_per_nsqd < 1:
+            raise NSQConfigurationError(f"connections_per_nsqd must be at least 1, got {connections_per_nsqd}")
+        self.connections_per_nsqd = connections_per_nsqd
         self.max_batch_messages = max_batch_messages
         self.max_batch_bytes = max_batch_bytes
         self.client = NSQClient(settings, nsqd_tcp_addresses=nsqd_tcp_addresses,
@@ -85,6 +92,9 @@ class Producer:
         self.pool: ConnectionPool = self.client.pool
         self.pool.add_listener(self._node_state)
         self._targets: dict[tuple[Any, str, int | None], _Target] = {}
+        # topic -> (the lookup answer it was chosen from, the target): publishing without a partition or a
+        # sharding id to a topic served by one nsqd skips the routing while that answer stands.
+        self._routes: dict[str, tuple[TopicLookup, _Target]] = {}
         self._lock = threading.Lock()
         self._drain_scheduled = False
         self._round_robin = 0
@@ -123,10 +133,16 @@ class Producer:
         return self._submit(topic, partition, sharding_id, _EXT, (header, body))
 
     def flush(self, timeout: float | None = None) -> None:
-        """Wait until everything published so far was answered."""
-        with self._lock:
-            futures = [target.last for target in self._targets.values() if target.last is not None]
-        for future in futures:
+        """Wait until everything published so far was answered (after close(), nothing is left to wait for)."""
+        if self._closed:
+            return
+
+        def unanswered() -> list[Future[Any]]:
+            with self._lock:
+                return [future for target in self._targets.values()
+                        for future in [*target.sent, *(item[2] for item in target.items)]]
+
+        for future in self.loop.run_in_loop(unanswered, timeout=timeout):
             future.exception(timeout)
 
     def close(self, timeout: float = 10.0) -> None:
@@ -177,14 +193,35 @@ class Producer:
         target = self._targets.get((address.node_id, topic, partition_arg(address)))
         return 0 if target is None else len(target.items)
 
+    def _target(self, topic: str, partition: int | None, sharding_id: Any) -> _Target:
+        answer = self.client.topics.get(topic)
+        unrouted = partition is None and sharding_id is None
+        if unrouted:
+            route = self._routes.get(topic)
+            if route is not None and route[0] is answer:
+                return route[1]
+        if not codec.is_valid_name(topic):
+            raise NSQConfigurationError(f"invalid topic name {topic!r}")
+        if answer is None:
+            answer = self.client.watch(topic)
+        address = self._choose(topic, answer, partition, sharding_id)
+        key = (address.node_id, topic, partition_arg(address))
+        with self._lock:
+            target = self._targets.get(key)
+            if target is None:
+                # Several connections take turns only where order is not promised anyway: a partition's messages
+                # (Youzan's ordered topics, sharding ids) keep to one connection.
+                extra = self.connections_per_nsqd - 1 if address.partition == NO_PARTITION else 0
+                node_ids = [address.node_id, *(address.node_id + (index,) for index in range(1, extra + 1))]
+                target = self._targets[key] = _Target(node_ids, topic, partition_arg(address))
+        if unrouted and len(answer.addresses) == 1 and not answer.partitioned:
+            self._routes[topic] = (answer, target)
+        return target
+
     def _submit(self, topic: str, partition: int | None, sharding_id: Any, kind: int, payload: Any) -> Future[Any]:
         if self._closed:
             raise NSQNoConnectionsError("the producer is closed")
-        if not codec.is_valid_name(topic):
-            raise NSQConfigurationError(f"invalid topic name {topic!r}")
-        answer = self.client.topics.get(topic) or self.client.watch(topic)
-        address = self._choose(topic, answer, partition, sharding_id)
-        key = (address.node_id, topic, partition_arg(address))
+        target = self._target(topic, partition, sharding_id)
         size = codec.bodies_size(payload) if kind == _PLAIN else 0
         if size < 0:
             # nsqd refuses an empty message (E_BAD_MESSAGE), and with it every message of its MPUB: fail it alone.
@@ -192,9 +229,6 @@ class Producer:
             refused.set_exception(NSQConfigurationError("nsqd refuses empty messages (E_BAD_MESSAGE)"))
             return refused
         with self._lock:
-            target = self._targets.get(key)
-            if target is None:
-                target = self._targets[key] = _Target(address.node_id, topic, partition_arg(address))
             items = target.items
             if kind == _PLAIN and items:
                 last = items[-1]
@@ -206,34 +240,29 @@ class Producer:
                     return last[2]
             future: Future[Any] = Future()
             items.append([kind, payload, future, size])
-            target.last = future
             if not self._drain_scheduled:
                 self._drain_scheduled = True
-                self.loop.call_soon_threadsafe(self._start_drain, address)
+                self.loop.call_soon_threadsafe(self._drain)
         return future
 
     # ---- sending (loop thread) -----------------------------------------------------------------------
-
-    def _start_drain(self, address: NSQDAddress) -> None:
-        self.client.add_address(address)
-        self._drain()
 
     def _drain(self) -> None:
         with self._lock:
             self._drain_scheduled = False
             targets = [target for target in self._targets.values() if target.items]
         for target in targets:
-            conn = self.pool.connection(target.node_id)
-            if conn is None:
-                if target.node_id not in self.pool.nodes:
-                    host, port, _ = target.node_id
-                    self.pool.add_node(target.node_id, host, port)
-                if not self.pool.maybe_connect(target.node_id):
-                    # In its reconnect backoff: look again once that has passed.
-                    self.loop.call_later(self.pool.connection_delay(target.node_id), self._drain)
-                continue
-            while target.items and conn.can_send():
-                self._send_one(conn, target)
+            for node_id in target.node_ids:
+                conn = self.pool.connection(node_id)
+                if conn is None:
+                    if node_id not in self.pool.nodes:
+                        self.pool.add_node(node_id, node_id[0], node_id[1])
+                    if not self.pool.maybe_connect(node_id):
+                        # In its reconnect backoff: look again once that has passed.
+                        self.loop.call_later(self.pool.connection_delay(node_id), self._drain)
+                    continue
+                while target.items and conn.can_send():
+                    self._send_one(conn, target)
 
     def _send_one(self, conn: Any, target: _Target) -> None:
         with self._lock:
@@ -253,15 +282,18 @@ class Producer:
             future.set_exception(exc)
             return
         traced = kind == _TRACED or (kind == _EXT and b'"##trace_id"' in payload[0])
-        conn.request(data, lambda frame, error: self._answered(target, future, traced, frame, error))
+        target.sent.add(future)
+        node_id = conn.node_id
+        conn.request(data, lambda frame, error: self._answered(target, node_id, future, traced, frame, error))
 
-    def _answered(self, target: _Target, future: Future[Any], traced: bool, frame: Any,
+    def _answered(self, target: _Target, node_id: Any, future: Future[Any], traced: bool, frame: Any,
                   error: BaseException | None) -> None:
+        target.sent.discard(future)
         if error is None:
             error = frame_error(frame)
         if error is not None:
             if isinstance(error, NSQServerError) and error.lookup_again:
-                self.pool.close(target.node_id)
+                self.pool.close(node_id)
                 self.client.refresh(target.topic)
             future.set_exception(error)
             return
@@ -290,7 +322,7 @@ class Producer:
         with self._lock:
             failed = []
             for target in self._targets.values():
-                if target.node_id == node_id:
+                if node_id in target.node_ids:
                     failed.extend(item[2] for item in target.items)
                     target.items.clear()
         for future in failed:

@@ -26,6 +26,25 @@ def test_publish_and_consume_through_lookupd(nsq, topic):
              message="every message finished at nsqd")
 
 
+def test_several_connections_per_nsqd(nsq, topic):
+    """connections_per_nsqd: the chunks of a topic without partitions leave through every connection, pipelined,
+    and flush() waits for the answers of all of them."""
+    nsq.nsqd.create_topic(topic, "ch")
+    with Producer(nsq.nsqd.tcp_address, connections_per_nsqd=3, max_batch_messages=10,
+                  requests_in_flight=2) as producer:
+        futures = [producer.publish_many(topic, [b"%d-%d" % (chunk, i) for i in range(10)]) for chunk in range(60)]
+        producer.flush(WAIT)
+        assert all(future.done() and future.exception() is None for future in futures)
+        connected = producer.loop.run_in_loop(
+            lambda: sorted(node for node in producer.pool.nodes if producer.pool.connection(node) is not None),
+            timeout=WAIT)
+    assert len(connected) == 3
+    producer.flush()                    # closed: nothing is left to wait for
+    assert nsq.nsqd.topic_depth(topic, "ch") == (600, 0)
+    with pytest.raises(NSQConfigurationError, match="connections_per_nsqd"):
+        Producer(nsq.nsqd.tcp_address, connections_per_nsqd=0)
+
+
 def test_requeue_redelivers_with_attempts_and_give_up(nsq, topic):
     given_up = []
     with Producer(nsq.nsqd.tcp_address) as producer:
@@ -144,7 +163,7 @@ def test_nsqd_restart_under_a_consumer_redelivers_in_flight_messages(nsq, topic)
 
 
 def test_a_failing_lookupd_is_asked_last(nsq, topic):
-    from fastmq.nsq.lookup import Lookupd
+    from fastmq.nsq.lookup import Lookupd, NSQLookupError
 
     nsq.nsqd.create_topic(topic)
     dead = f"127.0.0.1:{free_port()}"
@@ -154,3 +173,7 @@ def test_a_failing_lookupd_is_asked_last(nsq, topic):
     assert not answer.partitioned
     assert lookupd.addresses == [nsq.lookupd.http_address, dead]
     assert lookupd.lookup("no_such_topic_here").addresses == []
+    # each lookupd is asked 1 + retries times before the next one
+    with pytest.raises(NSQLookupError) as failed:
+        Lookupd([dead], timeout=2.0, retries=2).lookup(topic)
+    assert str(failed.value).count(dead) == 3

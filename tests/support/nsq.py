@@ -13,8 +13,11 @@ import json
 import shutil
 import subprocess
 import tempfile
+import threading
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -268,3 +271,55 @@ def nsqjs_modules() -> Path:
                 output = done.stdout.decode("utf-8", "replace")[-LOG_TAIL_BYTES:]
                 raise ServerUnavailable(f"`npm install nsqjs@{NSQJS_VERSION}` in {directory} failed:\n{output}")
     return modules
+
+
+class AuthServer:
+    """An nsqd auth server (what nsqd's --auth-http-address names) on 127.0.0.1, as a context manager.
+
+    It answers GET /auth?FIELDS and POST /auth with a JSON body of Go's url.Values ({"secret": ["S"], ...}) from
+    `answers` (secret -> the JSON answer; None makes it fail with a 500; unknown secrets get the "" entry), and
+    records each question in .asked as a dict of its fields plus "method"."""
+
+    def __init__(self, answers: dict[str, Any]) -> None:
+        self.answers = answers
+        self.asked: list[dict[str, str]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                url = urllib.parse.urlsplit(self.path)
+                self._answer("GET", url.path, {key: values[-1] for key, values in
+                                               urllib.parse.parse_qs(url.query, keep_blank_values=True).items()})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                self._answer("POST", self.path, {key: values[-1] for key, values in body.items()})
+
+            def _answer(self, method: str, path: str, fields: dict[str, str]) -> None:
+                server.asked.append({**fields, "method": method})
+                answer = server.answers.get(fields.get("secret", ""), server.answers.get("")) \
+                    if path == "/auth" else None
+                data = json.dumps(answer).encode() if answer is not None else b"{}"
+                self.send_response(200 if answer is not None else 500)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def address(self) -> str:
+        return "%s:%d" % self._server.server_address[:2]
+
+    def __enter__(self) -> AuthServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)

@@ -1,9 +1,14 @@
-"""nsqd's AUTH against an auth server (nsqd's --auth-http-address; the broker's `--nsqd-auth-http-address`).
+"""nsqd's AUTH against auth servers (nsqd's --auth-http-address, repeatable; the broker's `--nsqd-auth-http-address`).
 
-With an auth server configured, IDENTIFY answers auth_required=true and a client must send AUTH with a secret
-before PUB / MPUB / DPUB / PUB_TRACE / MPUB_TRACE / PUB_EXT / SUB*. The broker asks the server as nsqd does:
-  GET http://ADDRESS/auth?remote_ip=IP&tls=true|false&secret=SECRET&common_name=CN
-  (or the address itself when it is a URL), answered with
+With auth servers configured, IDENTIFY answers auth_required=true and a client must send AUTH with a secret
+before PUB / MPUB / DPUB / PUB_TRACE / MPUB_TRACE / PUB_EXT / SUB*. The broker asks the servers as nsqd 1.3.0 does:
+one after the other from a random one on, until one gives a valid answer (AUTH fails when none does), with
+the method nsqd's --auth-http-request-method chooses (nsqd after 1.3.0, commit 0db445c8; 1.3.0 itself only GETs):
+  get:  GET http://ADDRESS/auth?remote_ip=IP&tls=true|false&secret=SECRET&common_name=CN
+  post: POST http://ADDRESS/auth, Content-Type application/json, the same fields as Go's url.Values encode to
+        JSON: {"common_name": [CN], "remote_ip": [IP], "secret": [SECRET], "tls": ["true"|"false"]}
+(ADDRESS/auth, or the address itself when it is a URL). CN is the subject common name of the client's TLS
+certificate once the connection upgraded to TLS and the client showed a verified one (empty otherwise). Answered with
   {"ttl": seconds > 0, "identity": "...", "identity_url": "...",
    "authorizations": [{"topic": REGEX, "channels": [REGEX, ...], "permissions": ["subscribe", "publish"]}]}
 An authorization allows publishing to a topic its topic regex matches (and one of its channel regexes matches "",
@@ -16,13 +21,16 @@ The server is asked on a worker thread (never on the broker's loop); the connect
 from __future__ import annotations
 
 import json
+import random
 import re
 import time
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
+from typing import Any
 
 PERMISSIONS = ("subscribe", "publish")
+REQUEST_METHODS = ("get", "post")         # nsqd's --auth-http-request-method
 REQUEST_TIMEOUT = 5.0
 MAX_ANSWER = 1 << 20
 
@@ -99,12 +107,23 @@ def parse_state(answer: bytes) -> AuthState:
                      tuple(authorizations), time.monotonic() + ttl)
 
 
-def query_auth_server(address: str, secret: str, remote_ip: str, tls: bool, common_name: str = "") -> AuthState:
-    """Ask the auth server about a secret (blocking: call it on a worker thread)."""
-    endpoint = address if "://" in address else f"http://{address}/auth"
-    query = urllib.parse.urlencode({"remote_ip": remote_ip, "tls": "true" if tls else "false", "secret": secret,
-                                    "common_name": common_name})
-    request = urllib.request.Request(f"{endpoint}?{query}", headers={"Accept": "application/vnd.nsq; version=1.0"})
+def _endpoint(address: str) -> str:
+    return address if "://" in address else f"http://{address}/auth"
+
+
+def query_auth_server(address: str, method: str, secret: str, remote_ip: str, tls: bool,
+                      common_name: str) -> AuthState:
+    """Ask one auth server about a secret (blocking: call it on a worker thread)."""
+    fields = {"remote_ip": remote_ip, "tls": "true" if tls else "false", "secret": secret,
+              "common_name": common_name}
+    headers = {"Accept": "application/vnd.nsq; version=1.0"}
+    endpoint = _endpoint(address)
+    if method == "post":
+        headers["Content-Type"] = "application/json"
+        request = urllib.request.Request(endpoint, json.dumps({key: [value] for key, value in sorted(
+            fields.items())}).encode(), headers, method="POST")
+    else:
+        request = urllib.request.Request(f"{endpoint}?{urllib.parse.urlencode(fields)}", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT) as answer:
             body = answer.read(MAX_ANSWER + 1)
@@ -113,3 +132,27 @@ def query_auth_server(address: str, secret: str, remote_ip: str, tls: bool, comm
     if len(body) > MAX_ANSWER:
         raise AuthServerError(f"the answer of {endpoint} is over {MAX_ANSWER} bytes")
     return parse_state(body)
+
+
+def query_auth_servers(addresses: list[str], method: str, secret: str, remote_ip: str, tls: bool,
+                       common_name: str = "") -> AuthState:
+    """The first valid answer of the auth servers, asked in turn from a random one on (nsqd spreads its
+    questions so); AuthServerError naming every failure when none answers."""
+    start = random.randrange(len(addresses))
+    failures = []
+    for index in range(len(addresses)):
+        address = addresses[(start + index) % len(addresses)]
+        try:
+            return query_auth_server(address, method, secret, remote_ip, tls, common_name)
+        except AuthServerError as exc:
+            failures.append(f"{address}: {exc}")
+    raise AuthServerError("; ".join(failures) or "no auth server is configured")
+
+
+def common_name(certificate: dict[str, Any] | None) -> str:
+    """The subject common name of a peer certificate as SSLSocket.getpeercert() gives it ("" without one)."""
+    for entry in (certificate or {}).get("subject", ()):
+        for key, value in entry:
+            if key == "commonName":
+                return str(value)
+    return ""

@@ -9,8 +9,9 @@ Channel positions survive a restart: every second (and when the front end closes
 channel's (the extra value "nsq-channel"); at start every topic's marked groups come back as channels, which
 resume there. A Kafka or RocketMQ group of the same name shares those offsets (a channel is a consumer group).
 
-BrokerConfig.front_end_options["nsq"]: {"auth_http_address": "HOST:PORT" or a URL} turns nsqd's AUTH on
-(fastmq.broker.nsq.auth); the auth server is asked on this front end's worker threads.
+BrokerConfig.front_end_options["nsq"]: {"auth_http_addresses": ["HOST:PORT" or a URL, ...]} turns nsqd's AUTH on
+(fastmq.broker.nsq.auth), with "auth_http_request_method": "get" (the default) or "post" as nsqd's
+--auth-http-request-method; the auth servers are asked on this front end's worker threads.
 """
 from __future__ import annotations
 
@@ -19,11 +20,12 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from fastmq.broker.config import ListenerConfig
 from fastmq.broker.frontends import FrontEnd
-from fastmq.broker.nsq.auth import AuthServerError, AuthState, query_auth_server
+from fastmq.broker.nsq.auth import REQUEST_METHODS, AuthServerError, AuthState, query_auth_servers
 from fastmq.broker.nsq.channels import Channel
 from fastmq.broker.nsq.nsqd import NSQDListener
 from fastmq.broker.offsets import CommittedOffset
 from fastmq.broker.topics import STORE_RULES, Topic, TopicConfigDef, TopicRules
+from fastmq.errors import ConfigurationError
 from fastmq.store.message import Message
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,11 +35,14 @@ SCAN_INTERVAL = 0.1
 COMMIT_EVERY = 10                  # scans: channel positions are committed every second
 CHANNEL_MARK = ("nsq-channel",)    # the committed offsets' extra value that says "an NSQ channel's"
 ORDERED = "nsq.ordered"            # topic config: Youzan's ordered topic (SUB_ORDERED only, PUB with a partition)
+EXT = "nsq.ext"                    # topic config: Youzan's ext topic (messages carry JSON ext headers: PUB_EXT,
+                                   # dispatch tags and ext filters work on it alone)
 AUTH_WORKERS = 4
 
 NSQ_TOPIC_RULES = TopicRules(
     "nsq", STORE_RULES.legal_name, STORE_RULES.name_rule,      # NSQ's own name rule is checked by its commands
-    {ORDERED: TopicConfigDef("false", True, lambda value: value in ("true", "false"), fixed=True)})
+    {flag: TopicConfigDef("false", True, lambda value: value in ("true", "false"), fixed=True)
+     for flag in (ORDERED, EXT)})
 
 
 def _ignore(ok: bool) -> None:
@@ -52,7 +57,11 @@ class NSQFrontEnd(FrontEnd):
         self._scan_timer: Any = None
         self._scans = 0
         self._committed: dict[tuple[str, str], list[int]] = {}
-        self.auth_address: str = broker.config.front_end_options.get("nsq", {}).get("auth_http_address") or ""
+        options = broker.config.front_end_options.get("nsq", {})
+        self.auth_addresses: list[str] = list(options.get("auth_http_addresses") or ())
+        self.auth_method: str = options.get("auth_http_request_method") or "get"
+        if self.auth_method not in REQUEST_METHODS:
+            raise ConfigurationError(f"auth_http_request_method is get or post, not {self.auth_method!r}")
         self._auth_workers: ThreadPoolExecutor | None = None
         broker.topics.add_rules(NSQ_TOPIC_RULES)
         broker.store.add_arrival_listener(self._arrived)
@@ -85,8 +94,17 @@ class NSQFrontEnd(FrontEnd):
     def topic(self, name: str) -> Topic:
         return self.broker.topics.get_or_create(name)
 
+    def create_topic(self, name: str, partitions: int | None, *, ordered: bool = False, ext: bool = False) -> None:
+        """Create a topic with Youzan's flags, unless it exists (then it stays as it is)."""
+        if self.broker.topics.get(name) is None:
+            flags = {ORDERED: ordered, EXT: ext}
+            self.broker.topics.create(name, partitions, {key: "true" for key, value in flags.items() if value})
+
     def is_ordered(self, topic: Topic) -> bool:
         return topic.config(ORDERED) == "true"
+
+    def is_ext(self, topic: Topic) -> bool:
+        return topic.config(EXT) == "true"
 
     def channel(self, topic_name: str, name: str) -> Channel:
         topic = self.topic(topic_name)
@@ -133,16 +151,17 @@ class NSQFrontEnd(FrontEnd):
                     self.broker.offsets.commit(name, [(topic_name, partition, CommittedOffset(offset, CHANNEL_MARK))
                                                       for partition, offset in enumerate(positions)], _ignore)
 
-    def ask_auth_server(self, secret: str, remote_ip: str, tls: bool,
+    def ask_auth_server(self, secret: str, remote_ip: str, tls: bool, common_name: str,
                         answered: Callable[[AuthState | None, Exception | None], None]) -> None:
-        """Ask the auth server on a worker thread; answered(state, error) runs on the loop thread."""
+        """Ask the auth servers on a worker thread; answered(state, error) runs on the loop thread."""
         if self._auth_workers is None:
             self._auth_workers = ThreadPoolExecutor(AUTH_WORKERS, thread_name_prefix="fastmq-nsq-auth")
         loop = self.broker.loop
 
         def ask() -> None:
             try:
-                state = query_auth_server(self.auth_address, secret, remote_ip, tls)
+                state = query_auth_servers(self.auth_addresses, self.auth_method, secret, remote_ip, tls,
+                                           common_name)
             except AuthServerError as exc:
                 loop.call_soon_threadsafe(answered, None, exc)
             else:

@@ -2,7 +2,7 @@
 
 nsqd: POST /pub?topic=T[&defer=ms][&partition=N] (body: the message), POST /mpub?topic=T[&binary=true] (body:
 messages one per line, or MPUB's binary layout), POST /topic/create (Youzan's [&partition_num=N]
-[&orderedmulti=true] too), /topic/delete, /channel/create,
+[&orderedmulti=true] [&extend=true] too, as its lookupd takes them), /topic/delete, /channel/create,
 /channel/delete ?topic=&channel=, GET /ping ("OK"), /info, /stats?format=json[&topic=][&channel=].
 nsqlookupd: GET /lookup?topic=T[&access=r|w][&metainfo=true][&partition=N] -> producers (every nsq listener of
 this broker) and, as Youzan's lookupd, "partitions" (partition number -> the same node) and with metainfo "meta";
@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from fastmq.broker.frontends import FrontEnd
 from fastmq.broker.nsq.channels import DEFER_PROPERTY
-from fastmq.broker.nsq.frontend import ORDERED
 from fastmq.errors import FastMQError, ProtocolError
 from fastmq.nsq._native import codec
 
@@ -128,12 +127,11 @@ class NSQHTTPFrontEnd(FrontEnd):
         raise HTTPError(404, "NOT_FOUND")
 
     def _create_topic(self, name: str, query: dict[str, str]) -> None:
-        # Youzan's creation arguments: partition_num, and orderedmulti=true for an ordered topic.
-        if self.broker.topics.get(name) is not None:
-            return
+        # Youzan's creation arguments: partition_num, orderedmulti=true for an ordered topic, extend=true for an
+        # ext topic.
         partitions = int(query["partition_num"]) if "partition_num" in query else None
-        ordered = query.get("orderedmulti") in ("true", "1")
-        self.broker.topics.create(name, partitions, {ORDERED: "true"} if ordered else None)
+        self.nsq.create_topic(name, partitions, ordered=query.get("orderedmulti") in ("true", "1"),
+                              ext=query.get("extend") in ("true", "1"))
 
     def _info(self) -> dict[str, Any]:
         host, port = self._tcp_address()
@@ -211,9 +209,9 @@ class NSQHTTPFrontEnd(FrontEnd):
                                       "partitions": {str(number): peer for number in numbers
                                                      if 0 <= number < topic.partitions}}
             if query.get("metainfo") in ("true", "1"):
-                answer["meta"] = {"partition_num": topic.partitions, "replica": 1, "extend_support": True,
-                                  "ordered": self.nsq.is_ordered(topic), "multi_part": topic.partitions > 1,
-                                  "disable_channel_auto_create": False}
+                answer["meta"] = {"partition_num": topic.partitions, "replica": 1,
+                                  "extend_support": self.nsq.is_ext(topic), "ordered": self.nsq.is_ordered(topic),
+                                  "multi_part": topic.partitions > 1, "disable_channel_auto_create": False}
             return answer
         raise HTTPError(404, "NOT_FOUND")
 

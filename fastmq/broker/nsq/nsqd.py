@@ -8,7 +8,11 @@ connection after their error frame, as nsqd does. Messages and heartbeats are pu
 Topics are created on first use with the broker's default partition count; PUB without a partition writes
 partition 0 (Youzan's default partition). An ordered topic (topic config nsq.ordered=true, set by nsqd HTTP's
 /topic/create?orderedmulti=true) takes PUB only with a partition (else E_BAD_PARTITION) and SUB_ORDERED only (else
-E_SUB_ORDER_IS_MUST, as Youzan's nsqd). With an auth server (fastmq.broker.nsq.auth) every publish and subscribe
+E_SUB_ORDER_IS_MUST, as Youzan's nsqd). An ext topic (topic config nsq.ext=true: /topic/create?extend=true, or
+INTERNAL_CREATE_TOPIC's third argument) is the only kind PUB_EXT writes to (else E_EXT_NOT_SUPPORT), and the only
+kind where dispatch tags and ext filters apply; as Youzan's nsqd, only clients that IDENTIFY'd with
+extend_support subscribe to it (else E_SUB_EXTEND_NEED), and only the others subscribe to other topics (else
+E_SUB_EXTEND_FORBIDDON). With an auth server (fastmq.broker.nsq.auth) every publish and subscribe
 command is checked against the connection's AUTH answer. IDENTIFY answers with feature negotiation: snappy or deflate when asked,
 TLS when asked and the listener has a certificate, then the upgrades in nsqd's order (TLS, then compression), each
 confirmed by an OK through the upgraded stream; heartbeats are sent every heartbeat_interval, and a connection that
@@ -21,9 +25,10 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from fastmq.broker.nsq.auth import AuthState
+from fastmq.broker.nsq.auth import AuthState, common_name
 from fastmq.broker.nsq.channels import DEFER_PROPERTY, EXT_PROPERTY, Channel, Subscriber
 from fastmq.broker.nsq.filters import MAX_TAG_LEN, FilterError, build_filter
+from fastmq.broker.errors import TopicError
 from fastmq.errors import ProtocolError
 from fastmq.io import DeflateStream, Listener, Reply, ServerConnection, ServerHandler, SnappyStream
 from fastmq.io.tls import create_server_context
@@ -146,9 +151,11 @@ class NSQDListener(ServerHandler):
     def __init__(self, front: NSQFrontEnd, config: ListenerConfig) -> None:
         self.front = front
         broker = front.broker
-        # TLS is offered in IDENTIFY (nsqd's tls_v1) when the listener has a certificate.
+        # TLS is offered in IDENTIFY (nsqd's tls_v1) when the listener has a certificate; client certificates
+        # are asked for as the listener's ssl_client_auth says (a verified one's common name goes to AUTH).
         self.tls = (create_server_context(ssl_certfile=config.ssl_certfile, ssl_keyfile=config.ssl_keyfile,
-                                          ssl_password=config.ssl_password) if config.ssl_certfile else None)
+                                          ssl_password=config.ssl_password, ssl_cafile=config.ssl_cafile,
+                                          ssl_client_auth=config.ssl_client_auth) if config.ssl_certfile else None)
         self.listener = Listener(broker.loop, CommandSplitter, self, config.host, config.port,
                                  max_connections=broker.config.max_connections)
         self.address = self.listener.address
@@ -180,8 +187,9 @@ class NSQDListener(ServerHandler):
         except _AskAuthServer:
             # Nothing more is read until this command has its answer, so commands keep their order.
             conn.pause_reading()
-            self.front.ask_auth_server(session.auth_secret or "", conn.peer[0], session.tls,
-                                       lambda state, error: self._auth_answered(conn, frame, reply, state, error))
+            self.front.ask_auth_server(
+                session.auth_secret or "", conn.peer[0], session.tls, common_name(conn.peer_certificate()),
+                lambda state, error: self._auth_answered(conn, frame, reply, state, error))
             return
         except NSQError as exc:
             reply(codec.encode_frame(codec.FRAME_ERROR, f"{exc.code} {exc.text}".encode()))
@@ -207,7 +215,7 @@ class NSQDListener(ServerHandler):
         self.frame_received(conn, frame, reply)
 
     def _check_auth(self, session: Session, command: str, topic: str, channel: str = "") -> None:
-        if not self.front.auth_address:
+        if not self.front.auth_addresses:
             return
         if session.auth is None or not session.auth.authorizations:
             raise NSQError("E_AUTH_FIRST", f"AUTH required before {command}")
@@ -270,7 +278,7 @@ class NSQDListener(ServerHandler):
             "max_rdy_count": MAX_RDY, "version": "1.3.0", "max_msg_timeout": 900000,
             "msg_timeout": session.msg_timeout_ms, "tls_v1": tls, "deflate": deflate, "deflate_level": level,
             "max_deflate_level": 6, "snappy": snappy, "sample_rate": 0,
-            "auth_required": bool(self.front.auth_address),
+            "auth_required": bool(self.front.auth_addresses),
             "output_buffer_size": 16384, "output_buffer_timeout": 250}).encode()
 
     def _upgrade(self, conn: ServerConnection, tls: bool, snappy: bool, deflate: bool, level: int) -> None:
@@ -414,6 +422,8 @@ class NSQDListener(ServerHandler):
                            "##trace_id") from None
         if not isinstance(fields, dict):
             raise NSQError("E_INVALID_JSON_HEADER", "PUB_EXT header is not a JSON object")
+        if not self.front.is_ext(self.front.topic(topic)):
+            raise NSQError("E_EXT_NOT_SUPPORT", f"ext content not supported in topic {topic}", fatal=False)
         result = self.front.append(topic, partition, [message], {EXT_PROPERTY: header.decode()} if header else None)
         if trace_id is None:
             return codec.OK
@@ -446,8 +456,15 @@ class NSQDListener(ServerHandler):
         if not codec.is_valid_name(params[1]):
             raise NSQError("E_BAD_CHANNEL", f"channel name {params[1][:70]!r} is not valid")
         self._check_auth(session, "SUB", topic, params[1].decode())
-        if not ordered and self.front.is_ordered(self.front.topic(topic)):
+        found = self.front.topic(topic)
+        if not ordered and self.front.is_ordered(found):
             raise NSQError("E_SUB_ORDER_IS_MUST", "this topic is configured only allow ordered sub")
+        ext_topic = self.front.is_ext(found)
+        if ext_topic and not session.extend_support:
+            raise NSQError("E_SUB_EXTEND_NEED", "this topic is extended and should identify as extend support.")
+        if not ext_topic and session.extend_support:
+            raise NSQError("E_SUB_EXTEND_FORBIDDON",
+                           "this topic is not extended and should not identify as extend support.")
         partition = None
         if len(params) > 2 or ordered:
             if len(params) < 3:
@@ -455,8 +472,9 @@ class NSQDListener(ServerHandler):
             partition = self._partition(topic, params, 2)
         channel = self.front.channel(topic, params[1].decode())
         flags = (codec.WITH_OFFSET if ordered or advanced else 0) | (codec.WITH_EXT if session.extend_support else 0)
+        # A tag or a filter on a topic without ext headers is dropped, as Youzan's nsqd does.
         subscriber = Subscriber(conn.send_frame, partition, ordered, session.msg_timeout_ms / 1000.0, flags,
-                                session.desired_tag, session.ext_filter)
+                                session.desired_tag if ext_topic else "", session.ext_filter if ext_topic else None)
         channel.subscribe(subscriber)
         session.channel, session.subscriber = channel, subscriber
         return codec.OK
@@ -499,6 +517,25 @@ class NSQDListener(ServerHandler):
     def _touch(self, conn: ServerConnection, session: Session, params: list[Any], body: Any) -> None:
         self._answer_message(session, "TOUCH", params, Channel.touch)
 
+    def _internal_create_topic(self, conn: ServerConnection, session: Session, params: list[Any], body: Any) -> bytes:
+        # Youzan's INTERNAL_CREATE_TOPIC topic partition [ext]: creates the topic with that partition (and those
+        # below it), an ext topic when the third argument is true; a topic that exists stays as it is.
+        if len(params) < 2:
+            raise NSQError("E_INVALID", "CREATE_TOPIC insufficient number of parameters")
+        topic = self._topic(params[0])
+        partition = _int(params[1], "partition")
+        if partition < 0:
+            raise NSQError("E_BAD_PARTITION", "partition should not less than 0")
+        ext = params[2].lower() if len(params) > 2 else b"false"
+        if ext not in (b"true", b"t", b"1", b"false", b"f", b"0"):
+            raise NSQError("E_BAD_EXT", f"topic ext is not valid: {params[2][:20]!r}")
+        self._check_auth(session, "CREATE_TOPIC", topic)
+        try:
+            self.front.create_topic(topic, partition + 1, ext=ext in (b"true", b"t", b"1"))
+        except TopicError as exc:
+            raise NSQError("E_CREATE_TOPIC_FAILED", f"CREATE_TOPIC {topic} failed: {exc}", fatal=False) from None
+        return codec.OK
+
     def _nop(self, conn: ServerConnection, session: Session, params: list[Any], body: Any) -> None:
         return None
 
@@ -515,7 +552,7 @@ class NSQDListener(ServerHandler):
             raise NSQError("E_INVALID", "cannot AUTH in current state")
         if not body:
             raise NSQError("E_BAD_BODY", "AUTH invalid body size 0")
-        if not self.front.auth_address:
+        if not self.front.auth_addresses:
             raise NSQError("E_AUTH_DISABLED", "AUTH disabled")
         if session.auth is None:
             session.auth_secret = bytes(body).decode("utf-8", "replace")
@@ -533,5 +570,5 @@ _COMMANDS = {
     b"SUB": NSQDListener._sub, b"SUB_ADVANCED": NSQDListener._sub_advanced,
     b"SUB_ORDERED": NSQDListener._sub_ordered, b"RDY": NSQDListener._rdy, b"FIN": NSQDListener._fin,
     b"REQ": NSQDListener._req, b"TOUCH": NSQDListener._touch, b"NOP": NSQDListener._nop, b"CLS": NSQDListener._cls,
-    b"AUTH": NSQDListener._auth,
+    b"AUTH": NSQDListener._auth, b"INTERNAL_CREATE_TOPIC": NSQDListener._internal_create_topic,
 }

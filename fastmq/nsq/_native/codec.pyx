@@ -515,8 +515,13 @@ def decode_trace_reply(bytes data):
         (<uint8_t>p[26] << 24) | (<uint8_t>p[27] << 16) | (<uint8_t>p[28] << 8) | <uint8_t>p[29])
 
 
+# Not tracked by the cycle collector: a consumer makes thousands of Messages a second, and the collections their
+# allocations set off cost more than decoding them. A Message refers to bytes and to its responder alone; the
+# responder (the consumer's connection) never refers to messages, and the consumer empties its queue of
+# undelivered ones when it closes, so no cycle runs through a Message.
 @cython.final
 @cython.freelist(64)
+@cython.no_gc
 cdef class Message:
     """One message from nsqd. finish(), requeue() and touch() go through the responder (the consumer's
     connection); each message is answered once (finish or requeue), touched any number of times before."""
@@ -529,7 +534,7 @@ cdef class Message:
     cdef readonly bytes ext             # the ext bytes as sent
     cdef readonly int64_t queue_offset  # position in the partition's queue (SUB_ADVANCED / SUB_ORDERED), else -1
     cdef readonly int64_t raw_size      # its size in the queue, else -1
-    cdef public object responder        # has finish(msg), requeue(msg, delay_ms, backoff), touch(msg)
+    cdef readonly object responder      # has finish(msg), requeue(msg, delay_ms, backoff), touch(msg)
     cdef public bint responded          # finish() or requeue() happened
     cdef public bint answered_later     # enable_async(): the handler answers after it returns
 
@@ -606,6 +611,10 @@ cdef bint _is_hex(bytes message_id) noexcept:
 
 def decode_message(bytes data, int flags=0, object responder=None) -> Message:
     """A message frame's data -> Message (flags: WITH_EXT, WITH_OFFSET, as the subscription makes nsqd send)."""
+    return _decode_message(data, flags, responder)
+
+
+cdef Message _decode_message(bytes data, int flags, object responder):
     cdef ReadCursor cur
     cdef Message msg = Message.__new__(Message)
     cdef const char* p
@@ -638,7 +647,7 @@ def decode_messages(list datas, int flags=0, object responder=None) -> list:
     cdef Py_ssize_t i, n = len(datas)
     cdef list out = [None] * n
     for i in range(n):
-        out[i] = decode_message(datas[i], flags, responder)
+        out[i] = _decode_message(<bytes>datas[i], flags, responder)
     return out
 
 

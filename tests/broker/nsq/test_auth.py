@@ -3,68 +3,45 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import threading
-import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from fastmq.broker import EmbeddedBroker
 from fastmq.broker.config import ListenerConfig
 from fastmq.broker.nsq.auth import AuthServerError, parse_state
+from fastmq.errors import ConfigurationError
 from fastmq.nsq import Consumer, Producer
 from fastmq.nsq._native import codec
 from tests.broker.nsq.test_nsqd import read_frame
-from tests.support.nsq import receive
+from tests.support.nsq import AuthServer, receive
+from tests.support.servers import free_port
 
 WAIT = 20.0
-# secret -> the auth server's answer (None: it fails with a 500)
+# secret -> the auth server's answer (None: it fails with a 500; "": any other secret)
 ANSWERS = {
     "publisher": {"ttl": 3600, "identity": "pub", "identity_url": "http://id/pub", "authorizations": [
         {"topic": "^auth_", "channels": [".*"], "permissions": ["publish"]}]},
     "reader": {"ttl": 1, "identity": "reader", "authorizations": [
         {"topic": "^auth_t$", "channels": ["^ok$"], "permissions": ["subscribe"]},
         {"topic": "^auth_t$", "channels": [".*"], "permissions": ["publish"]}]},
-    "nobody": {"ttl": 60, "authorizations": []},
+    "": {"ttl": 60, "authorizations": []},
     "broken": None,
 }
 
 
 @pytest.fixture(scope="module")
 def auth_server():
-    asked: list[dict[str, str]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            url = urllib.parse.urlsplit(self.path)
-            query = {key: values[-1] for key, values in urllib.parse.parse_qs(url.query).items()}
-            asked.append(query)
-            answer = ANSWERS.get(query.get("secret", ""), ANSWERS["nobody"]) if url.path == "/auth" else None
-            data = json.dumps(answer).encode() if answer is not None else b"{}"
-            self.send_response(200 if answer is not None else 500)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address, asked
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
+    with AuthServer(ANSWERS) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def broker(auth_server):
-    (host, port), _ = auth_server
-    with EmbeddedBroker(listeners=[ListenerConfig(protocol="nsq")],
-                        front_end_options={"nsq": {"auth_http_address": f"{host}:{port}"}}) as started:
+    # Two auth servers, the first one dead: nsqd asks them in turn (from a random one on) until one answers.
+    with EmbeddedBroker(listeners=[ListenerConfig(protocol="nsq")], front_end_options={"nsq": {
+            "auth_http_addresses": [f"127.0.0.1:{free_port()}", auth_server.address]}}) as started:
         yield started
 
 
@@ -84,7 +61,7 @@ def session(broker, secret: str | None) -> socket.socket:
 
 
 def test_auth_answer_and_publish_permissions(broker, auth_server):
-    _, asked = auth_server
+    asked = auth_server.asked
     with session(broker, "publisher") as sock:
         # PUB right behind AUTH: it waits for the auth server's answer, in order
         sock.sendall(codec.pub("auth_x", b"m"))
@@ -92,7 +69,7 @@ def test_auth_answer_and_publish_permissions(broker, auth_server):
         assert json.loads(data) == {"identity": "pub", "identity_url": "http://id/pub", "permission_count": 1}
         assert read_frame(sock) == (codec.FRAME_RESPONSE, codec.OK)
         assert asked[-1]["secret"] == "publisher" and asked[-1]["remote_ip"] == "127.0.0.1"
-        assert asked[-1]["tls"] == "false"
+        assert asked[-1]["tls"] == "false" and asked[-1]["common_name"] == "" and asked[-1]["method"] == "GET"
         sock.sendall(codec.sub("auth_x", "c"))             # publish only
         frame_type, data = read_frame(sock)
         assert frame_type == codec.FRAME_ERROR and data.startswith(b"E_UNAUTHORIZED AUTH failed for SUB")
@@ -115,7 +92,7 @@ def test_auth_refusals_are_fatal(broker, secret, error):
 
 
 def test_subscribe_permission_and_expired_answers_are_asked_again(broker, auth_server):
-    _, asked = auth_server
+    asked = auth_server.asked
     with Producer(address(broker), auth_secret="reader") as producer, \
             Consumer("auth_t", "ok", nsqd_tcp_addresses=address(broker), auth_secret="reader") as consumer:
         producer.publish("auth_t", b"first").result(WAIT)
@@ -153,4 +130,45 @@ def test_cli_flag_turns_auth_on(tmp_path):
 
     args = build_parser().parse_args(["broker", "--data-dir", str(tmp_path), "--nsqd", "127.0.0.1:0",
                                       "--nsqd-auth-http-address", "127.0.0.1:4181"])
-    assert broker_config(args).front_end_options == {"nsq": {"auth_http_address": "127.0.0.1:4181"}}
+    assert broker_config(args).front_end_options == {"nsq": {"auth_http_addresses": ["127.0.0.1:4181"],
+                                                             "auth_http_request_method": "get"}}
+    args = build_parser().parse_args(["broker", "--data-dir", str(tmp_path), "--nsqd", "127.0.0.1:0",
+                                      "--nsqd-auth-http-address", "127.0.0.1:4181", "--nsqd-auth-http-address",
+                                      "http://127.0.0.1:4182/check", "--nsqd-auth-http-request-method", "post"])
+    assert broker_config(args).front_end_options == {"nsq": {
+        "auth_http_addresses": ["127.0.0.1:4181", "http://127.0.0.1:4182/check"],
+        "auth_http_request_method": "post"}}
+
+
+def test_unknown_request_method_is_refused():
+    with pytest.raises(ConfigurationError, match="get or post"):
+        EmbeddedBroker(listeners=[ListenerConfig(protocol="nsq")], front_end_options={"nsq": {
+            "auth_http_addresses": ["127.0.0.1:1"], "auth_http_request_method": "put"}}).start()
+
+
+def test_post_questions_and_the_tls_common_name(auth_server, pki):
+    """nsqd's --auth-http-request-method=post, a URL as the address, and the verified client certificate's
+    common name in the question once the connection upgraded to TLS."""
+    listener = ListenerConfig(protocol="nsq", ssl_certfile=pki.server_cert, ssl_keyfile=pki.server_key,
+                              ssl_cafile=pki.ca_file, ssl_client_auth="requested")
+    tls = ssl.create_default_context(cafile=pki.ca_file)
+    tls.load_cert_chain(pki.client_cert, pki.client_key, pki.key_password)
+    with EmbeddedBroker(listeners=[listener], front_end_options={"nsq": {
+            "auth_http_addresses": [f"http://{auth_server.address}/auth"],
+            "auth_http_request_method": "post"}}) as started:
+        with Producer(address(started), auth_secret="publisher", tls=tls,
+                      tls_server_hostname="localhost") as producer:
+            producer.publish("auth_tls", b"m").result(WAIT)
+        assert auth_server.asked[-1] == {"remote_ip": "127.0.0.1", "tls": "true", "secret": "publisher",
+                                         "common_name": "test-client", "method": "POST"}
+        with Producer(address(started), auth_secret="publisher") as producer:
+            producer.publish("auth_tls", b"m").result(WAIT)
+        assert auth_server.asked[-1]["tls"] == "false" and auth_server.asked[-1]["common_name"] == ""
+
+
+def test_auth_fails_when_no_auth_server_answers(auth_server):
+    with EmbeddedBroker(listeners=[ListenerConfig(protocol="nsq")], front_end_options={"nsq": {
+            "auth_http_addresses": [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]}}) as started:
+        with session(started, "publisher") as sock:
+            assert read_frame(sock) == (codec.FRAME_ERROR, b"E_AUTH_FAILED AUTH failed")
+            assert sock.recv(1) == b""

@@ -254,14 +254,14 @@ def test_negotiated_features(tls_broker, pki, features):
 
 def test_pub_ext_headers_and_sub_advanced_offsets(broker):
     lookupd_http = http_address(broker, 3)
-    post(http_address(broker, 2), "/topic/create?topic=youzan")
+    post(http_address(broker, 2), "/topic/create?topic=youzan&extend=true")
     with Producer(lookupd_http_addresses=lookupd_http) as producer:
         assert producer.publish_ext("youzan", b"plain-ext", {"region": "hz"}, partition=0).result(WAIT) is None
         trace = producer.publish_ext("youzan", b"traced-ext", {"##trace_id": "4242"}, partition=0).result(WAIT)
         assert trace.trace_id == 4242
         producer.publish_many("youzan", [b"third", b"fourth"], partition=0).result(WAIT)
-    with Consumer("youzan", "ext", lookupd_http_addresses=lookupd_http, partition=0, extend_support=True,
-                  max_in_flight=10) as consumer:
+    # the lookup's meta says the topic has ext headers: the consumer IDENTIFYs with extend_support by itself
+    with Consumer("youzan", "ext", lookupd_http_addresses=lookupd_http, partition=0, max_in_flight=10) as consumer:
         messages = receive(consumer, 4)
     assert [(m.body, m.headers) for m in messages[:2]] == [(b"plain-ext", {"region": "hz"}),
                                                            (b"traced-ext", {"##trace_id": "4242"})]
@@ -293,8 +293,10 @@ def test_rdy_passes_around_when_connections_outnumber_max_in_flight(broker):
 
 
 def test_ordered_consumer_keeps_order_through_requeues(broker):
-    with Producer(nsqd_address(broker)) as producer:
-        producer.publish_many("ordered", [b"o%d" % i for i in range(6)], partition=1).result(WAIT)
+    # one chunk per message, several connections: a partition's messages still leave through one, in order
+    with Producer(nsqd_address(broker), connections_per_nsqd=3, max_batch_messages=1) as producer:
+        futures = [producer.publish("ordered", b"o%d" % i, partition=1) for i in range(6)]
+        assert [future.result(WAIT) for future in futures] == [None] * 6
     seen = []
     with Consumer("ordered", "ch", nsqd_tcp_addresses=nsqd_address(broker), ordered=True, partition=1,
                   max_in_flight=10, backoff_ms=10) as consumer:

@@ -48,7 +48,12 @@ def test_mpub_trace_answers_with_the_first_offset(broker):
         assert [m.body for m in receive(consumer, 4)] == [b"zero", b"a", b"bb", b"ccc"]
 
 
+def create_ext_topic(broker, topic: str) -> None:
+    post(http_address(broker, 1), f"/topic/create?topic={topic}&extend=true")
+
+
 def test_dispatch_tags_route_messages_to_their_subscribers(broker):
+    create_ext_topic(broker, "tagged")
     with Producer(address(broker)) as producer:
         for i in range(6):
             tag = {"##client_dispatch_tag": "blue"} if i % 2 else {}
@@ -77,6 +82,7 @@ def test_dispatch_tags_route_messages_to_their_subscribers(broker):
 
 
 def test_ext_filters_skip_what_they_refuse(broker):
+    create_ext_topic(broker, "filtered")
     with Producer(address(broker)) as producer:
         for region in ("hz", "sh", "hz-2", "bj"):
             producer.publish_ext("filtered", region.encode(), {"region": region}, partition=0).result(WAIT)
@@ -98,6 +104,37 @@ def test_ext_filters_skip_what_they_refuse(broker):
         sock.sendall(codec.MAGIC_V2 + codec.identify({"ext_filter": {"type": 2, "filter_ext_key": "k",
                                                                      "filter_data": "("}}))
         assert read_frame(sock)[1].startswith(b"E_BAD_BODY IDENTIFY ext_filter regex")
+
+
+def test_ext_headers_tags_and_filters_belong_to_ext_topics(broker):
+    """Youzan's topic-level ext flag: PUB_EXT only to ext topics, SUB with extend_support only on them (and only
+    on them: an ext topic refuses subscribers without it), tags and filters ignored elsewhere."""
+    with socket.create_connection(broker.addresses[0], timeout=WAIT) as sock:
+        sock.sendall(codec.MAGIC_V2 + codec.pub_ext("plain_topic", 0, {"region": "hz"}, b"m")
+                     + codec.pub("plain_topic", b"kept", 0))
+        frame_type, data = read_frame(sock)
+        assert frame_type == codec.FRAME_ERROR and data.startswith(b"E_EXT_NOT_SUPPORT")
+        assert read_frame(sock) == (codec.FRAME_RESPONSE, codec.OK)           # not fatal: the PUB went on
+        # INTERNAL_CREATE_TOPIC name partition ext: an ext topic with partitions 0..2
+        sock.sendall(b"INTERNAL_CREATE_TOPIC created_ext 2 true\n" + codec.pub_ext("created_ext", 2, {"k": "v"}, b"x")
+                     + b"INTERNAL_CREATE_TOPIC bad_ext 0 maybe\n")
+        assert read_frame(sock) == (codec.FRAME_RESPONSE, codec.OK)
+        assert read_frame(sock) == (codec.FRAME_RESPONSE, codec.OK)
+        assert read_frame(sock)[1].startswith(b"E_BAD_EXT")
+    for topic, identify, error in (("created_ext", {}, b"E_SUB_EXTEND_NEED"),
+                                   ("plain_topic", {"extend_support": True}, b"E_SUB_EXTEND_FORBIDDON")):
+        with socket.create_connection(broker.addresses[0], timeout=WAIT) as sock:
+            sock.sendall(codec.MAGIC_V2 + codec.identify(identify) + codec.sub(topic, "c", 0))
+            assert read_frame(sock) == (codec.FRAME_RESPONSE, codec.OK)
+            assert read_frame(sock)[1].startswith(error)
+            assert sock.recv(1) == b""                                     # fatal
+    # a filter and a tag on a topic without ext headers are ignored: the subscriber gets everything
+    with Consumer("plain_topic", "c", nsqd_tcp_addresses=address(broker), partition=0, desired_tag="blue",
+                  ext_filter={"type": 1, "filter_ext_key": "region", "filter_data": "sh"}) as consumer:
+        assert [m.body for m in receive(consumer, 1)] == [b"kept"]
+    with Consumer("created_ext", "c", nsqd_tcp_addresses=address(broker), partition=2,
+                  extend_support=True) as consumer:
+        assert [(m.body, m.headers) for m in receive(consumer, 1)] == [(b"x", {"k": "v"})]
 
 
 @pytest.mark.parametrize("spec, header, matched", [
