@@ -33,8 +33,9 @@ from fastmq.kafka.protocol.versions import (
     CLIENT_MAX_VERSIONS, SUPPORTED_VERSIONS, highest_common_version, negotiate_versions,
 )
 
-__all__ = messages.__all__ + [
+__all__ = [
     "CLIENT_MAX_VERSIONS", "RequestHeader", "SPLICE_MIN", "SUPPORTED_VERSIONS", "Struct", "WriteBuffer",
     "decode_request", "decode_response", "encode_request", "encode_response", "highest_common_version",
     "negotiate_versions", "peek_correlation_id", "request_header_version", "response_header_version",
 ]
+__all__ += messages.__all__         # this form (not `messages.__all__ + [...]`) is one a type checker follows
