@@ -67,6 +67,16 @@ from fastmq.kafka.admin_wire import (  # noqa: F401  (AUTHORIZED_OPERATIONS_OMIT
 from fastmq.kafka.cluster import BrokerInfo, ClusterMetadata, TopicInfo
 from fastmq.kafka.structs import TopicPartition
 
+__all__ = [
+    "ACL", "ACLFilter", "ACLOperation", "ACLPermissionType", "ACLResourcePatternType", "AUTHORIZED_OPERATIONS_OMITTED",
+    "AbortTransactionSpec", "Admin", "AlterConfigOp", "ClusterDescription", "ConfigEntry", "ConfigResource",
+    "ConfigResourceType", "ConfigSourceType", "ConfigSynonym", "ConfigType", "CreateTopicResult", "DeleteRecordsResult",
+    "GroupDescription", "GroupListing", "MemberDescription", "NewPartitions", "NewTopic", "ReplicaAdmin",
+    "ResourceConfigs", "ResourcePattern", "ResourcePatternFilter", "ResourceType", "ScramCredentials",
+    "ScramMechanism", "UpdateFeatureType", "UserScramCredentialDeletion", "UserScramCredentialUpsertion",
+    "authorized_operations", "config_entry", "enum_member", "group_offsets", "raise_failures",
+]
+
 _log = logging.getLogger(__name__)
 
 # Kafka's topic name rules (org.apache.kafka.common.internals.Topic).

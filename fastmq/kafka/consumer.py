@@ -43,7 +43,8 @@ from fastmq.kafka import protocol as kp
 from fastmq.kafka.assignors import PartitionAssignor, make_assignors
 from fastmq.kafka.client import CLIENT_OPTIONS, ClientConfig, KafkaClient
 from fastmq.kafka.fetcher import FetchConfig, Fetcher, make_decoder
-from fastmq.kafka.group import GroupConfig, GroupCoordinator
+from fastmq.kafka.group import GroupCoordinator
+from fastmq.kafka.group_config import GroupConfig
 from fastmq.kafka.structs import (
     ConsumerGroupMetadata, ConsumerRecord, MemberState, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition,
 )

@@ -18,6 +18,7 @@ from fastmq._native.frames import TubeMQFrameSplitter
 from fastmq.errors import ProtocolError
 from fastmq.io import ConnectionPool, IOLoop, ProtocolAdapter
 from fastmq.tubemq import rpc
+from fastmq.tubemq.errors import RemoteException
 
 Address = tuple[str, int]
 ResultCallback = Callable[[Any, BaseException | None], Any]
@@ -128,7 +129,7 @@ class RpcClient:
             try:
                 data = rpc.decode_response(frame[0], frame[1]).data
                 response = rpc.decode_message(response_class, data)
-            except (ProtocolError, rpc.RemoteException) as exc:
+            except (ProtocolError, RemoteException) as exc:
                 callback(None, exc)
             else:
                 callback(response, None)
