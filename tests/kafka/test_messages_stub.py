@@ -38,5 +38,5 @@ def test_the_stub_types_each_field_by_its_wire_type():
     # A few fields whose wire types cover the mapping: nullable string, int, array of structs, uuid, records.
     for line in ("    transactional_id: str | None", "    acks: int",
                  "    topic_data: list[ProduceRequest.TopicProduceData]", "        topic_id: uuid.UUID",
-                 "        records: Buffer | None"):
+                 "        records: bytes | bytearray | memoryview | None"):
         assert "\n" + line + "\n" in text, line

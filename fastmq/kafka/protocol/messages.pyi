@@ -4,8 +4,6 @@ import uuid
 from enum import IntEnum
 from typing import ClassVar
 
-from typing_extensions import Buffer
-
 from fastmq.kafka._native.kafka_protocol import Struct, StructCodec
 from fastmq.kafka.protocol.schema import ApiSchema
 
@@ -1587,7 +1585,7 @@ class FetchResponse(Struct):
         snapshot_id: FetchResponse.SnapshotId
         aborted_transactions: list[FetchResponse.AbortedTransaction] | None
         preferred_read_replica: int
-        records: Buffer | None
+        records: bytes | bytearray | memoryview | None
         def __init__(
             self,
             *,
@@ -1601,7 +1599,7 @@ class FetchResponse(Struct):
             snapshot_id: FetchResponse.SnapshotId = ...,
             aborted_transactions: list[FetchResponse.AbortedTransaction] | None = ...,
             preferred_read_replica: int = ...,
-            records: Buffer | None = ...,
+            records: bytes | bytearray | memoryview | None = ...,
         ) -> None: ...
     class EpochEndOffset(Struct):
         epoch: int
@@ -2560,8 +2558,8 @@ class ProduceRequest(Struct):
         ) -> None: ...
     class PartitionProduceData(Struct):
         index: int
-        records: Buffer | None
-        def __init__(self, *, index: int = ..., records: Buffer | None = ...) -> None: ...
+        records: bytes | bytearray | memoryview | None
+        def __init__(self, *, index: int = ..., records: bytes | bytearray | memoryview | None = ...) -> None: ...
     transactional_id: str | None
     acks: int
     timeout_ms: int

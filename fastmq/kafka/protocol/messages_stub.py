@@ -20,18 +20,17 @@ from fastmq.kafka.protocol.schema import FieldSchema, StructSchema
 STUB_PATH = Path(__file__).with_name("messages.pyi")
 _LINE_LENGTH = 120                  # ruff's, which also lints the stub
 
-# What a decoder returns for each wire type (an encoder takes the same; records and bytes also take any buffer).
+# What a decoder returns for each wire type (an encoder takes the same; bytes and records take any buffer, and a
+# decoder gives records as a memoryview of the frame).
 _PYTHON_TYPES = {"bool": "bool", "int8": "int", "int16": "int", "uint16": "int", "int32": "int", "uint32": "int",
                  "int64": "int", "float64": "float", "uuid": "uuid.UUID", "string": "str", "bytes": "bytes",
-                 "records": "Buffer"}
+                 "records": "bytes | bytearray | memoryview"}
 
 _HEADER = '''"""Type stub of fastmq.kafka.protocol.messages, written by fastmq.kafka.protocol.messages_stub from the
 schemas: do not edit, regenerate (python -m fastmq.kafka.protocol.messages_stub)."""
 import uuid
 from enum import IntEnum
 from typing import ClassVar
-
-from typing_extensions import Buffer
 
 from fastmq.kafka._native.kafka_protocol import Struct, StructCodec
 from fastmq.kafka.protocol.schema import ApiSchema
