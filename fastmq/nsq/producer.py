@@ -203,7 +203,8 @@ class Producer:
                     # Joins the chunk that waits to leave: one MPUB, one future for all of its messages.
                     last[1].extend(payload)
                     last[3] += size
-                    return last[2]
+                    joined: Future[Any] = last[2]
+                    return joined
             future: Future[Any] = Future()
             items.append([kind, payload, future, size])
             target.last = future
@@ -288,7 +289,7 @@ class Producer:
         # The nsqd cannot be reached: what was queued for it fails, so that callers hear of it at once (they may
         # publish again; their topic is being looked up again).
         with self._lock:
-            failed = []
+            failed: list[Future[Any]] = []
             for target in self._targets.values():
                 if target.node_id == node_id:
                     failed.extend(item[2] for item in target.items)

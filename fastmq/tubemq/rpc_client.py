@@ -30,7 +30,7 @@ class TubeMQAdapter(ProtocolAdapter):
     def make_splitter(self) -> TubeMQFrameSplitter:
         return TubeMQFrameSplitter()
 
-    def correlation_id(self, frame: Any) -> int:
+    def correlation_id(self, frame: tuple[int, bytes]) -> int:
         return frame[0]
 
 
@@ -114,7 +114,7 @@ class RpcClient:
                 self.loop.call_later(pool.connection_delay(address) + 0.01, self._drain, address)
             return
         conn = pool.connection(address)
-        while waiting and conn.can_send():
+        while waiting and conn is not None and conn.can_send():
             self._send(conn, address, *waiting.popleft())
 
     def _send(self, conn: Any, address: Address, method: int, body: bytes, response_class: type,
