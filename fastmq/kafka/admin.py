@@ -113,7 +113,7 @@ def config_entry(struct: Any, version: int, resource_type: ConfigResourceType | 
         elif struct.is_default:
             source = ConfigSourceType.DEFAULT_CONFIG
         else:
-            source = ConfigSourceType.dynamic_for(resource_type)  # type: ignore[arg-type]
+            source = ConfigSourceType.dynamic_for(resource_type)
     synonyms = tuple(ConfigSynonym(s.name, s.value, _enum_or_int(ConfigSourceType, s.source))
                      for s in getattr(struct, "synonyms", None) or ())
     return ConfigEntry(

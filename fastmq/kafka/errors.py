@@ -887,8 +887,9 @@ class VoterNotFoundError(BrokerResponseError):
 def _collect_broker_errors() -> dict[int, type[BrokerResponseError]]:
     table: dict[int, type[BrokerResponseError]] = {}
     for obj in list(globals().values()):
-        if isinstance(obj, type) and issubclass(obj, BrokerResponseError) and obj.__dict__.get("errno") is not None:
-            table[obj.errno] = obj  # type: ignore[index]
+        errno = obj.__dict__.get("errno") if isinstance(obj, type) else None
+        if errno is not None and issubclass(obj, BrokerResponseError):
+            table[errno] = obj
     return table
 
 

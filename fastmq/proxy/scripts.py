@@ -74,7 +74,7 @@ class _Pipe(asyncio.Protocol):
         self.lost: BaseException | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport  # type: ignore[assignment]  # asyncio types it as the base; it is a Transport
 
     def data_received(self, data: bytes) -> None:
         self.reader.feed(data)

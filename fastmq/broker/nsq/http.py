@@ -70,7 +70,8 @@ class NSQHTTPFrontEnd(FrontEnd):
 
     @property
     def nsq(self) -> NSQFrontEnd:
-        return self.broker.front_end("nsq")  # type: ignore[return-value]
+        # The front end registered for "nsq" is an NSQFrontEnd (front_end() is typed by the base class).
+        return cast("NSQFrontEnd", self.broker.front_end("nsq"))
 
     def on_loop(self, work: Callable[[], Any]) -> Any:
         return self.broker.loop.run_in_loop(work, timeout=30)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
+from typing import Callable
 
 from fastmq.kafka.protocol import messages
 from fastmq.kafka.protocol.schema import FieldSchema, StructSchema
@@ -74,9 +75,9 @@ def _message_lines(root: StructSchema) -> list[str]:
     return _struct_lines(root, class_names, "", nested)
 
 
-def _signature(function: object) -> str:
+def _signature(function: Callable[..., object]) -> str:
     # messages.py uses postponed annotations, so each annotation is already the source text.
-    sig = inspect.signature(function)  # type: ignore[arg-type]  # any function of the module
+    sig = inspect.signature(function)
     params = ", ".join(f"{p.name}: {p.annotation}" for p in sig.parameters.values())
     return f"({params}) -> {sig.return_annotation}"
 
