@@ -4,6 +4,9 @@ that start Spark run in tests/spark/test_doc_samples.py); the shell samples are 
 commands, whose broker flags must exist."""
 from __future__ import annotations
 
+import ast
+import importlib
+import inspect
 import re
 import subprocess
 import sys
@@ -87,3 +90,74 @@ def test_spark_page_lists_every_source_option():
     listed = {name.lower() for name in re.findall(r"^\| `([\w.]+)` \|", (DOCS / "spark.md").read_text(), re.M)
               if not name.startswith("kafka.") or name == "kafka.bootstrap.servers"}
     assert listed == set(SOURCE_OPTIONS), (sorted(set(SOURCE_OPTIONS) - listed), sorted(listed - set(SOURCE_OPTIONS)))
+
+
+# ---- the API reference covers what the README and the quickstarts use ------------------------------------------
+
+API_ENTRY = re.compile(r"^::: ([\w.]+)\n((?:    .*\n)*)", re.MULTILINE)
+USER_PAGES = [ROOT / "README.md", *sorted((DOCS / "quickstart").glob("*.md"))]
+
+
+def _resolve(dotted: str) -> object:
+    """The object a dotted path names: the longest importable module prefix, then attributes."""
+    parts = dotted.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            value: object = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        for name in parts[split:]:
+            value = getattr(value, name)
+        return value
+    raise ImportError(dotted)
+
+
+def _documented() -> tuple[set[int], set[str]]:
+    """(ids of the classes, functions and modules the API pages render, names of the constants they render)."""
+    objects: set[int] = set()
+    constants: set[str] = set()
+    for page in sorted((DOCS / "api").glob("*.md")):
+        for dotted, options in API_ENTRY.findall(page.read_text()):
+            value = _resolve(dotted)
+            if inspect.ismodule(value):
+                listed = re.search(r"members: \[([^\]]*)\]", options)
+                names = [n.strip() for n in listed.group(1).split(",")] if listed else [
+                    n for n in vars(value) if not n.startswith("_")]
+                objects.update(id(getattr(value, name)) for name in names)
+            if inspect.isclass(value) or inspect.isroutine(value) or inspect.ismodule(value):
+                objects.add(id(value))
+            else:
+                constants.add(dotted.rsplit(".", 1)[1])
+    return objects, constants
+
+
+def _used_names() -> dict[str, str]:
+    """dotted name -> the page, for every fastmq name that a Python block of the README or a quickstart imports or
+    reaches as fastmq.<package>.<name>."""
+    used: dict[str, str] = {}
+    for page in USER_PAGES:
+        for language, code in fenced_blocks(page.read_text()):
+            if language != "python":
+                continue
+            for node in ast.walk(ast.parse(code)):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fastmq"):
+                    used.update({f"{node.module}.{alias.name}": page.name for alias in node.names})
+                elif isinstance(node, ast.Attribute) and ast.unparse(node).startswith("fastmq."):
+                    used[ast.unparse(node)] = page.name
+    return used
+
+
+def test_the_api_reference_covers_every_name_the_readme_and_the_quickstarts_use():
+    objects, constants = _documented()
+    used = _used_names()
+    assert len(used) >= 15, sorted(used)            # the parsing found the samples' imports
+    missing = []
+    for dotted, page in sorted(used.items()):
+        value = _resolve(dotted)
+        if inspect.ismodule(value):
+            continue                                # a package reached on the way to a name
+        known = id(value) in objects if inspect.isclass(value) or inspect.isroutine(value) else (
+            dotted.rsplit(".", 1)[1] in constants)
+        if not known:
+            missing.append(f"{dotted} ({page})")
+    assert not missing, f"names the README or a quickstart uses that no docs/api page renders: {missing}"

@@ -3,7 +3,8 @@ gives is the protocol's, e.g. fastmq.kafka.RecordMetadata)."""
 from typing import Any, Callable
 
 class ProducerBatch:
-    topic_partition: tuple[str, int]
+    # The batch format's partition key (fastmq.kafka.TopicPartition for Kafka's): the core does not know its type.
+    topic_partition: Any
     payload: bytearray | None
     reserved: int
     created: float
@@ -24,7 +25,7 @@ class ProducerBatch:
 
 class FutureRecordMetadata:
     @property
-    def topic_partition(self) -> tuple[str, int]: ...
+    def topic_partition(self) -> Any: ...  # as ProducerBatch.topic_partition
     @property
     def is_done(self) -> bool: ...
     def succeeded(self) -> bool: ...

@@ -68,7 +68,8 @@ class StatsFile:
 
 def read_stats(data_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """The statistics a broker running on data_dir last wrote."""
-    return json.loads((Path(data_dir) / STATS_FILE).read_text("utf-8"))
+    stats: dict[str, Any] = json.loads((Path(data_dir) / STATS_FILE).read_text("utf-8"))
+    return stats
 
 
 class Broker:
@@ -265,7 +266,7 @@ class EmbeddedBroker:
                 self._temporary = tempfile.TemporaryDirectory(prefix="fastmq-broker-")
                 data_dir = self._temporary.name
             options.setdefault("listeners", [ListenerConfig(host, port)])
-            config = BrokerConfig(data_dir=data_dir, **options)
+            config = BrokerConfig(data_dir=os.fspath(data_dir), **options)
         self.config = config
         self.broker: Broker | None = None
 
@@ -307,7 +308,8 @@ class EmbeddedBroker:
     def stats(self) -> dict[str, Any]:
         if self.broker is None:
             raise RuntimeError("the broker is not started")
-        return self.broker.loop.run_in_loop(self.broker.stats_snapshot, timeout=10)
+        stats: dict[str, Any] = self.broker.loop.run_in_loop(self.broker.stats_snapshot, timeout=10)
+        return stats
 
     def close(self) -> None:
         if self.broker is not None:

@@ -211,7 +211,8 @@ class BrokerConfig:
         """The store's configuration: the one given, else defaults sized for this broker."""
         if self.store is not None:
             return self.store
-        bounds = {} if self.max_open_mapped_files is None else {"max_open_mapped_files": self.max_open_mapped_files}
+        bounds: dict[str, Any] = ({} if self.max_open_mapped_files is None
+                                  else {"max_open_mapped_files": self.max_open_mapped_files})
         return MessageStoreConfig(
             **bounds,
             mapped_file_size_commit_log=self.commit_log_file_size,

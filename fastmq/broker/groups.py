@@ -246,6 +246,7 @@ class GroupManager:
         member = Member(new_id, old.instance_id, *args)
         member.assignment = old.assignment
         group.members[new_id] = member
+        assert old.instance_id is not None          # only static members are replaced
         group.instances[old.instance_id] = new_id
         if was_leader:
             group.leader_id = new_id
@@ -385,6 +386,7 @@ class GroupManager:
                  group.generation, len(group.members), group.protocol_name, group.leader_id)
         for member in list(group.members.values()):
             callback, member.join_callback = member.join_callback, None
+            assert callback is not None             # the join completes once every member waits in it
             self._touch(group, member)
             callback(self._join_result(group, member, with_members=member.member_id == group.leader_id))
         timeout = max(m.rebalance_timeout for m in group.members.values())
@@ -472,7 +474,7 @@ class GroupManager:
               members: list[tuple[str, str | None]]) -> list[tuple[str, str | None, CoreError | None]]:
         """Remove members, given by member id or (with an empty id) by group.instance.id; per member an error."""
         group = self.groups.get(group_id)
-        results = []
+        results: list[tuple[str, str | None, CoreError | None]] = []
         removed = False
         for member_id, instance_id in members:
             if group is None:
@@ -519,11 +521,11 @@ class GroupManager:
     @staticmethod
     def _answer_waiting(member: Member, error: CoreError) -> None:
         if member.join_callback is not None:
-            callback, member.join_callback = member.join_callback, None
-            callback(JoinResult(error, member.member_id))
+            join_callback, member.join_callback = member.join_callback, None
+            join_callback(JoinResult(error, member.member_id))
         if member.sync_callback is not None:
-            callback, member.sync_callback = member.sync_callback, None
-            callback(SyncResult(error))
+            sync_callback, member.sync_callback = member.sync_callback, None
+            sync_callback(SyncResult(error))
 
     # -- sessions ---------------------------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ import logging
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from fastmq.broker.errors import CoreError, TopicError
 from fastmq.store import MessageStore, TopicConfig
@@ -103,7 +103,7 @@ class TopicExtrasFile(JournaledConfigManager):
         self.apply_change(name, entry)
         self.record_change(name, entry)
 
-    def encode(self) -> dict:
+    def encode(self) -> dict[str, Any]:
         return {"topics": self.entries}
 
     def decode(self, obj: Any) -> None:
@@ -258,7 +258,7 @@ class TopicManager:
             self.store.topic_config_manager.update_topic_config(TopicConfig(name, total, total, PERM_READ_WRITE))
             topic.partitions = total
 
-    def alter_configs(self, name: str, set_configs: dict[str, str], delete: list[str] = (),
+    def alter_configs(self, name: str, set_configs: dict[str, str], delete: Sequence[str] = (),
                       replace: bool = False, validate_only: bool = False) -> None:
         """Set and delete (back to the default) topic configs; replace=True drops every other one (the legacy
         AlterConfigs API replaces the whole set)."""

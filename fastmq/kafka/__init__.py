@@ -8,7 +8,17 @@ Names are imported on first use, so that importing a submodule (errors, record) 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the lazily imported names, for a type checker (the module's __getattr__ gives it Any)
+    from fastmq.kafka.admin import Admin as Admin
+    from fastmq.kafka.client import KafkaClient as KafkaClient
+    from fastmq.kafka.consumer import Consumer as Consumer
+    from fastmq.kafka.producer import Producer as Producer
+    from fastmq.kafka.structs import ConsumerRecord as ConsumerRecord
+    from fastmq.kafka.structs import OffsetAndMetadata as OffsetAndMetadata
+    from fastmq.kafka.structs import RecordMetadata as RecordMetadata
+    from fastmq.kafka.structs import TopicPartition as TopicPartition
 
 _EXPORTS = {
     "Producer": "fastmq.kafka.producer",

@@ -67,6 +67,16 @@ from fastmq.kafka.admin_wire import (  # noqa: F401  (AUTHORIZED_OPERATIONS_OMIT
 from fastmq.kafka.cluster import BrokerInfo, ClusterMetadata, TopicInfo
 from fastmq.kafka.structs import TopicPartition
 
+__all__ = [
+    "ACL", "ACLFilter", "ACLOperation", "ACLPermissionType", "ACLResourcePatternType", "AUTHORIZED_OPERATIONS_OMITTED",
+    "AbortTransactionSpec", "Admin", "AlterConfigOp", "ClusterDescription", "ConfigEntry", "ConfigResource",
+    "ConfigResourceType", "ConfigSourceType", "ConfigSynonym", "ConfigType", "CreateTopicResult", "DeleteRecordsResult",
+    "GroupDescription", "GroupListing", "MemberDescription", "NewPartitions", "NewTopic", "ReplicaAdmin",
+    "ResourceConfigs", "ResourcePattern", "ResourcePatternFilter", "ResourceType", "ScramCredentials",
+    "ScramMechanism", "UpdateFeatureType", "UserScramCredentialDeletion", "UserScramCredentialUpsertion",
+    "authorized_operations", "config_entry", "enum_member", "group_offsets", "raise_failures",
+]
+
 _log = logging.getLogger(__name__)
 
 # Kafka's topic name rules (org.apache.kafka.common.internals.Topic).
@@ -103,7 +113,7 @@ def config_entry(struct: Any, version: int, resource_type: ConfigResourceType | 
         elif struct.is_default:
             source = ConfigSourceType.DEFAULT_CONFIG
         else:
-            source = ConfigSourceType.dynamic_for(resource_type)  # type: ignore[arg-type]
+            source = ConfigSourceType.dynamic_for(resource_type)
     synonyms = tuple(ConfigSynonym(s.name, s.value, _enum_or_int(ConfigSourceType, s.source))
                      for s in getattr(struct, "synonyms", None) or ())
     return ConfigEntry(
@@ -391,7 +401,8 @@ class Admin(ReplicaAdmin):
         P = kp.DeleteRecordsRequest.DeleteRecordsPartition
         leaderless = _ItemAnswer(kerrors.LeaderNotAvailableError.errno, "no leader", None, -1)
 
-        def one_pass(pending: list[TopicPartition], may_retry: bool, is_retry: bool) -> tuple[dict, dict]:
+        def one_pass(pending: list[TopicPartition], may_retry: bool, is_retry: bool
+                     ) -> tuple[dict[TopicPartition, _ItemAnswer], dict[TopicPartition, _ItemAnswer]]:
             may_retry = may_retry and leader is None
             leaders = {tp: leader for tp in pending} if leader is not None else self._leaders(pending, deadline)
             final: dict[TopicPartition, _ItemAnswer] = {}
@@ -489,6 +500,10 @@ class Admin(ReplicaAdmin):
         for batch in by_node.values():
             for resource in batch:
                 entries[resource.key] = _alter_entries(resource, incremental)
+        # The two requests have the same shape: the message, its resource and its config entry classes.
+        M: type[kp.Struct]
+        R: type[kp.Struct]
+        C: type[kp.Struct]
         if incremental:
             M, R, C = (kp.IncrementalAlterConfigsRequest, kp.IncrementalAlterConfigsRequest.AlterConfigsResource,
                        kp.IncrementalAlterConfigsRequest.AlterableConfig)
@@ -503,9 +518,10 @@ class Admin(ReplicaAdmin):
                 return C(name=name, value=value)
 
         def build(batch: list[ConfigResource]) -> Any:
-            return M(resources=[R(resource_type=r.resource_type, resource_name=r.name,
-                                  configs=[config(*entry) for entry in entries[r.key]]) for r in batch],
-                     validate_only=validate_only)
+            # Resources of whichever of the two requests (the same shape) M is.
+            resources: list[Any] = [R(resource_type=r.resource_type, resource_name=r.name,
+                                      configs=[config(*entry) for entry in entries[r.key]]) for r in batch]
+            return M(resources=resources, validate_only=validate_only)
 
         return self._per_resource(by_node, build, lambda response: response.responses, deadline)
 

@@ -175,7 +175,7 @@ class GroupAdmin(AdminConnection):
                     failed[key] = _ItemAnswer(kerrors.UnknownError.errno,
                                               "the FindCoordinator response does not mention it", None, reply.version)
             missing = [g for g in missing if g not in found and g not in failed]
-            if refused:
+            if refused and delay is not None:     # refused only holds anything with a delay to wait
                 time.sleep(delay)
         return found, failed
 
@@ -242,7 +242,7 @@ class GroupAdmin(AdminConnection):
                     else:
                         results[group_id] = answer
             pending = list(refused)
-            if refused:
+            if refused and delay is not None:     # refused only holds anything with a delay to wait
                 _log.debug("coordinator errors for groups %s; looking them up again", pending)
                 time.sleep(delay)
         return {g: results.get(g, _ItemAnswer(0, None, None, -1)) for g in group_ids}
@@ -360,7 +360,9 @@ class GroupAdmin(AdminConnection):
         answer = self._group_call([group_id], lambda groups: request, answers, deadline, batch=False,
                                   coordinator=coordinator)[group_id]
         if answer.struct is None:
-            raise _error(answer.code or kerrors.UnknownError.errno, answer.message, f"group {group_id!r}")
+            error = _error(answer.code or kerrors.UnknownError.errno, answer.message, f"group {group_id!r}")
+            assert error is not None            # its code is never 0
+            raise error
         return {TopicPartition(topic.name if answer.version < 10 else names.get(topic.topic_id, str(topic.topic_id)),
                                p.partition_index): p.error_code
                 for topic in answer.struct.topics for p in topic.partitions}

@@ -50,12 +50,13 @@ class ConfigSourceType(IntEnum):
                             ConfigSourceType.DEFAULT_CONFIG)
 
     @classmethod
-    def dynamic_for(cls, resource_type: ConfigResourceType) -> ConfigSourceType:
+    def dynamic_for(cls, resource_type: ConfigResourceType | int) -> ConfigSourceType:
         """The source of a value set on a resource of this type (DescribeConfigs v0 reports no source)."""
         return _DYNAMIC_SOURCES.get(resource_type, cls.UNKNOWN)
 
 
-_DYNAMIC_SOURCES = {
+# Keyed by the enum; an IntEnum hashes as its int, so a plain int code finds the same entry.
+_DYNAMIC_SOURCES: dict[ConfigResourceType | int, ConfigSourceType] = {
     ConfigResourceType.TOPIC: ConfigSourceType.DYNAMIC_TOPIC_CONFIG,
     ConfigResourceType.BROKER: ConfigSourceType.DYNAMIC_BROKER_CONFIG,
     ConfigResourceType.BROKER_LOGGER: ConfigSourceType.DYNAMIC_BROKER_LOGGER_CONFIG,

@@ -63,7 +63,7 @@ def raise_failures(operation: str, results: Mapping[Any, Any]) -> None:
         return
     details = "; ".join(f"{error.args[0] if error.args else key} ({type(error).__name__})" for key, error in failed)
     error = type(failed[0][1])(f"{operation} failed for {len(failed)} of {len(results)}: {details}")
-    error.results = dict(results)  # type: ignore[attr-defined]
+    error.results = dict(results)
     raise error
 
 
@@ -188,7 +188,7 @@ class AdminConnection:
             try:
                 response = future.result(max(0.0, deadline - time.monotonic()) + 1.0)
                 # KafkaClient.call() notes on its future which node answered in which version.
-                outcomes.append(_Reply(response, future.api_version, future.node_id))  # type: ignore[attr-defined]
+                outcomes.append(_Reply(response, future.api_version, future.node_id))
             except FutureTimeoutError:
                 outcomes.append(kerrors.KafkaTimeoutError(
                     f"no answer to {request.API_NAME} from node {node_id} within the timeout"))
@@ -332,7 +332,8 @@ class AdminConnection:
         runs out during a retry, their NOT_CONTROLLER is their answer."""
         controller: list[int] = []
 
-        def one_pass(pending: list[Any], may_retry: bool, is_retry: bool) -> tuple[dict, dict]:
+        def one_pass(pending: list[Any], may_retry: bool, is_retry: bool
+                     ) -> tuple[dict[Any, _ItemAnswer], dict[Any, _ItemAnswer]]:
             controller[:] = [self._controller(deadline)]
             reply = self._send(controller[0], build([items[key] for key in pending], self._timeout_ms(deadline)),
                                deadline)

@@ -71,7 +71,8 @@ def _subscribed_partitions(partitions_per_topic: Mapping[str, int], topics: Iter
 class RangeAssignor(PartitionAssignor):
     name = "range"
 
-    def assign(self, partitions_per_topic, subscriptions):
+    def assign(self, partitions_per_topic: Mapping[str, int],
+               subscriptions: Mapping[str, Subscription]) -> dict[str, Assignment]:
         members = sorted(subscriptions, key=lambda m: member_order(m, subscriptions[m]))
         result: dict[str, list[TopicPartition]] = {m: [] for m in members}
         topics = sorted({t for s in subscriptions.values() for t in s.topics})
@@ -91,7 +92,8 @@ class RangeAssignor(PartitionAssignor):
 class RoundRobinAssignor(PartitionAssignor):
     name = "roundrobin"
 
-    def assign(self, partitions_per_topic, subscriptions):
+    def assign(self, partitions_per_topic: Mapping[str, int],
+               subscriptions: Mapping[str, Subscription]) -> dict[str, Assignment]:
         members = sorted(subscriptions, key=lambda m: member_order(m, subscriptions[m]))
         result: dict[str, list[TopicPartition]] = {m: [] for m in members}
         if not members:
@@ -118,11 +120,11 @@ class StickyAssignor(PartitionAssignor):
         self._current: list[TopicPartition] = []
         self._generation = -1
 
-    def subscription(self, topics, owned, generation):
+    def subscription(self, topics: Iterable[str], owned: list[TopicPartition], generation: int) -> Subscription:
         user_data = cp.encode_sticky_user_data(self._current, self._generation)
         return Subscription(sorted(topics), user_data, list(owned), generation)
 
-    def on_assignment(self, assignment, generation):
+    def on_assignment(self, assignment: Assignment, generation: int) -> None:
         self._current = list(assignment.partitions)
         self._generation = generation
 
@@ -136,7 +138,8 @@ class StickyAssignor(PartitionAssignor):
                 _log.warning("ignoring unreadable sticky user data: %s", exc)
         return [], -1
 
-    def assign(self, partitions_per_topic, subscriptions):
+    def assign(self, partitions_per_topic: Mapping[str, int],
+               subscriptions: Mapping[str, Subscription]) -> dict[str, Assignment]:
         target, _ = self._target(partitions_per_topic, subscriptions)
         return {m: Assignment(sorted(tps)) for m, tps in target.items()}
 
@@ -207,16 +210,17 @@ class CooperativeStickyAssignor(StickyAssignor):
     name = "cooperative-sticky"
     rebalance_protocol = COOPERATIVE
 
-    def subscription(self, topics, owned, generation):
+    def subscription(self, topics: Iterable[str], owned: list[TopicPartition], generation: int) -> Subscription:
         return Subscription(sorted(topics), cp.encode_generation(self._generation), list(owned), generation)
 
-    def _previous(self, subscription):
+    def _previous(self, subscription: Subscription) -> tuple[list[TopicPartition], int]:
         generation = subscription.generation_id
         if generation < 0:
             generation = cp.decode_generation(subscription.user_data)
         return subscription.owned_partitions, generation
 
-    def assign(self, partitions_per_topic, subscriptions):
+    def assign(self, partitions_per_topic: Mapping[str, int],
+               subscriptions: Mapping[str, Subscription]) -> dict[str, Assignment]:
         target, previous_owner = self._target(partitions_per_topic, subscriptions)
         for member, tps in target.items():
             # A partition still owned by another member waits one round: that member revokes it first.

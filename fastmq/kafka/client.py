@@ -17,7 +17,7 @@ import logging
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, cast
 
 from fastmq.client import (
     CallHooks, CallQueue, MetadataRefresh, PendingCall, RetryPolicy, metadata_candidates, parse_servers,
@@ -25,7 +25,7 @@ from fastmq.client import (
 from fastmq.client.nodes import is_failing
 from fastmq.errors import ConfigurationError, FastMQError
 from fastmq.io import (
-    DEFAULT_SOCKET_OPTIONS, AuthenticationError, ConnectionPool, IOLoop, IOMetrics, NetworkError,
+    DEFAULT_SOCKET_OPTIONS, AuthenticationError, Connection, ConnectionPool, IOLoop, IOMetrics, NetworkError,
     RequestTimeoutError, TLSError,
 )
 from fastmq.io.tls import create_client_context
@@ -94,6 +94,19 @@ class ClientConfig:
 
 # The option names ClientConfig takes: what Producer, Consumer and Admin pass on to their KafkaClient.
 CLIENT_OPTIONS = frozenset(f.name for f in fields(ClientConfig))
+
+
+class CallFuture(Future[Any]):
+    """The Future of KafkaClient.call(): also says which node answered, in which version of the API (the admin
+    client reads version-dependent fields)."""
+
+    node_id: Any = None
+    api_version: int = -1
+
+
+def _kafka_adapter(conn: Connection) -> KafkaAdapter:
+    # The client's pool makes every connection with a KafkaAdapter (the engine's type is the base class).
+    return cast(KafkaAdapter, conn.adapter)
 
 
 def parse_bootstrap_servers(servers: str | Iterable[str]) -> list[tuple[str, int]]:
@@ -229,7 +242,7 @@ class KafkaClient:
         conn = self.pool.connection(node_id)
         if conn is None:
             raise kerrors.NodeNotReadyError(f"node {node_id} is not connected")
-        return conn.adapter.version_for(api_key)
+        return _kafka_adapter(conn).version_for(api_key)
 
     def _on_node_state(self, node_id: Any, ready: bool, error: BaseException | None) -> None:
         if ready:
@@ -251,7 +264,7 @@ class KafkaClient:
         if conn is None or not conn.can_send():
             raise kerrors.NodeNotReadyError(f"node {node_id} cannot take a request now")
         api_key = request.API_KEY
-        version = conn.adapter.version_for(api_key)
+        version = _kafka_adapter(conn).version_for(api_key)
         correlation_id = conn.next_correlation_id()
         # Record batches are referenced, not copied, into the frame: they stay unchanged until written (the
         # producer recycles a batch's memory only once nothing else refers to it).
@@ -277,16 +290,16 @@ class KafkaClient:
 
         conn.request(frame.parts(), on_frame, correlation_id, expect_response=expect_response, timeout=timeout)
         if not expect_response:
-            conn.adapter.expect_no_response(correlation_id)
+            _kafka_adapter(conn).expect_no_response(correlation_id)
 
     # ---- sending from any thread ---------------------------------------------------------------------------
 
     def call(self, node_id: Any, request: Any, timeout: float | None = None, *,
-             give_up_when_failing: bool = False) -> Future[Any]:
+             give_up_when_failing: bool = False) -> CallFuture:
         """Any thread: a Future of the response, connecting first if needed (None: least loaded node).
         give_up_when_failing: end with KafkaConnectionError as soon as the node's connection fails, instead of
         waiting within the timeout for it to come back (for a coordinator, which may have moved)."""
-        future: Future[Any] = Future()
+        future = CallFuture()
         deadline = time.monotonic() + (self.config.request_timeout_ms / 1000.0 if timeout is None else timeout)
         self.loop.call_soon_threadsafe(
             self._start_call, PendingCall(node_id, request, future, deadline, give_up_when_failing))
@@ -324,8 +337,9 @@ class KafkaClient:
 
         try:
             # Which node answered in which version: the admin client reads version-dependent fields.
-            pending.future.node_id = node_id
-            pending.future.api_version = self.api_version(node_id, pending.request.API_KEY)
+            future = cast(CallFuture, pending.future)       # call() makes every pending call's future
+            future.node_id = node_id
+            future.api_version = self.api_version(node_id, pending.request.API_KEY)
             self.send(node_id, pending.request, done, timeout=max(0.001, pending.deadline - now))
         except Exception as exc:
             pending.future.set_exception(exc)

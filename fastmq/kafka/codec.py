@@ -7,9 +7,13 @@ UnsupportedCodecError.
 from __future__ import annotations
 
 import platform
+from typing import TYPE_CHECKING
 
 from fastmq._native.compression import compress, decompress
 from fastmq._native.hashing import xxhash32
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD = 1, 2, 3, 4
 PYPY = platform.python_implementation() == "PyPy"
@@ -35,26 +39,26 @@ def has_zstd() -> bool:
     return True
 
 
-def gzip_encode(payload, compresslevel: int | None = None) -> bytes:
+def gzip_encode(payload: Buffer, compresslevel: int | None = None) -> bytes:
     return compress(CODEC_GZIP, payload, -1 if compresslevel is None else compresslevel)
 
 
-def gzip_decode(payload) -> bytes:
+def gzip_decode(payload: Buffer) -> bytes:
     return bytes(decompress(CODEC_GZIP, payload))
 
 
-def snappy_encode(payload, xerial_compatible: bool = True, xerial_blocksize: int = 32 * 1024) -> bytes:
+def snappy_encode(payload: Buffer, xerial_compatible: bool = True, xerial_blocksize: int = 32 * 1024) -> bytes:
     """Snappy with the xerial framing Kafka's Java client reads (the only framing fastmq writes)."""
     if not xerial_compatible or xerial_blocksize != 32 * 1024:
         raise ValueError("fastmq writes snappy only with xerial framing and 32 KiB blocks")
     return compress(CODEC_SNAPPY, payload)
 
 
-def snappy_decode(payload) -> bytes:
+def snappy_decode(payload: Buffer) -> bytes:
     return bytes(decompress(CODEC_SNAPPY, payload))
 
 
-def lz4_encode(payload, **kwargs) -> bytes:
+def lz4_encode(payload: Buffer, **kwargs: int | bool) -> bytes:
     """One LZ4 frame of independent blocks. kwargs are lz4.frame's options as kafka-python passes them on:
     compression_level is honoured, block_linked may only be False (what Kafka reads), others are refused."""
     level = kwargs.pop("compression_level", -1)
@@ -65,11 +69,11 @@ def lz4_encode(payload, **kwargs) -> bytes:
     return compress(CODEC_LZ4, payload, level)
 
 
-def lz4_decode(payload) -> bytes:
+def lz4_decode(payload: Buffer) -> bytes:
     return bytes(decompress(CODEC_LZ4, payload))
 
 
-def lz4f_decode(payload) -> bytes:
+def lz4f_decode(payload: Buffer) -> bytes:
     """Decode one LZ4 frame (the interoperable framing of Kafka >= 0.10)."""
     return lz4_decode(payload)
 
@@ -83,7 +87,7 @@ def _lz4_header_checksum(header: bytes) -> int:
     return (xxhash32(header) >> 8) & 0xFF
 
 
-def lz4_encode_old_kafka(payload) -> bytes:
+def lz4_encode_old_kafka(payload: Buffer) -> bytes:
     """LZ4 for 0.8/0.9 brokers (message format v0): no content size, the checksum as those brokers compute it."""
     data = lz4_encode(payload)
     flags = data[_LZ4_DESCRIPTOR_AT]
@@ -92,22 +96,22 @@ def lz4_encode_old_kafka(payload) -> bytes:
     return header + bytes([_lz4_header_checksum(header)]) + data[blocks_at:]
 
 
-def lz4_decode_old_kafka(payload) -> bytes:
+def lz4_decode_old_kafka(payload: Buffer) -> bytes:
     """Decode LZ4 written by 0.8/0.9 brokers: the header checksum is recomputed as the LZ4 format has it."""
-    payload = bytes(payload)
-    if len(payload) <= _LZ4_DESCRIPTOR_AT:
-        raise ValueError(f"an LZ4 frame needs more than {len(payload)} bytes")
-    flags = payload[_LZ4_DESCRIPTOR_AT]
+    data = bytes(payload)
+    if len(data) <= _LZ4_DESCRIPTOR_AT:
+        raise ValueError(f"an LZ4 frame needs more than {len(data)} bytes")
+    flags = data[_LZ4_DESCRIPTOR_AT]
     checksum_at = _LZ4_DESCRIPTOR_AT + 2 + (8 if flags & _LZ4_CONTENT_SIZE_FLAG else 0)
-    checksum = _lz4_header_checksum(payload[_LZ4_DESCRIPTOR_AT:checksum_at])
-    return lz4_decode(payload[:checksum_at] + bytes([checksum]) + payload[checksum_at + 1:])
+    checksum = _lz4_header_checksum(data[_LZ4_DESCRIPTOR_AT:checksum_at])
+    return lz4_decode(data[:checksum_at] + bytes([checksum]) + data[checksum_at + 1:])
 
 
-def zstd_encode(payload) -> bytes:
+def zstd_encode(payload: Buffer) -> bytes:
     return compress(CODEC_ZSTD, payload)
 
 
-def zstd_decode(payload) -> bytes:
+def zstd_decode(payload: Buffer) -> bytes:
     return bytes(decompress(CODEC_ZSTD, payload))
 
 

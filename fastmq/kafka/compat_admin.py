@@ -31,7 +31,7 @@ import logging
 import time
 from collections import defaultdict
 from enum import IntEnum
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, cast
 
 import fastmq
 from fastmq.errors import CorruptDataError
@@ -176,7 +176,7 @@ def _json_value(type_name: str, value: Any) -> Any:
 def _process_config(config: dict[str, Any], resource_type: ConfigResourceType) -> str:
     """kafka-python's form of a config dict (in place): its name popped and returned, sources and types as
     names."""
-    name = config.pop("name")
+    name: str = config.pop("name")
     config["config_source"] = _config_source(config, resource_type).name
     for synonym in config.get("synonyms") or ():
         synonym["source"] = enum_member(ConfigSourceType, synonym["source"], "source").name
@@ -229,7 +229,7 @@ def _new_topics(new_topics: Any) -> list[NewTopic]:
     return topics
 
 
-def _new_partitions(spec: Any) -> NewPartitions:
+def _new_partitions(spec: Any) -> NewPartitions | int:
     if isinstance(spec, Mapping):
         return NewPartitions(spec["count"], [list(b) for b in spec["assignments"]] if "assignments" in spec else None)
     return spec if isinstance(spec, int) else new_partitions(spec)
@@ -645,7 +645,8 @@ class KafkaAdminClient(SecurityMethods, ReplicaMethods):
             keep = dict(zip(map(id, partial), self._missing_modified(partial, deadline)))
             return [ConfigResource(r.resource_type, r.name, keep[id(r)]) if r.configs else r for r in resources]
         missing = self._missing_modified(resources, deadline)
-        return [ConfigResource(r.resource_type, r.name, {**extra, **(r.configs or {})})
+        # Resources to alter carry {key: value} mappings (the iterable form is describe's).
+        return [ConfigResource(r.resource_type, r.name, {**extra, **cast(Mapping[str, Any], r.configs or {})})
                 for r, extra in zip(resources, missing)]
 
     def alter_configs(self, config_resources: list[ConfigResource], validate_only: bool = False,

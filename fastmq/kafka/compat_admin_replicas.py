@@ -10,6 +10,7 @@ import time
 from typing import Any, Callable, Mapping
 
 from fastmq.kafka import errors as kerrors
+from fastmq.kafka.admin import Admin
 from fastmq.kafka.admin_replicas import AbortTransactionSpec
 from fastmq.kafka.compat_admin_types import TransactionState
 from fastmq.kafka.compat_types import by_topic_partition
@@ -34,7 +35,7 @@ class ReplicaMethods:
     """The replica, feature and transaction-abort methods of compat_admin.KafkaAdminClient (which supplies
     _admin, _deadline, list_transactions and describe_transactions)."""
 
-    _admin: Any
+    _admin: Admin
     config: dict[str, Any]
     _deadline: Callable[[float | None], float]
     list_transactions: Callable[..., dict[int, list[Any]]]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from fastmq.kafka import errors as kerrors
+from fastmq.kafka.admin import Admin
 from fastmq.kafka.admin_security_types import ScramMechanism, acl_from_wire
 
 
@@ -19,7 +20,7 @@ def _error_class(code: int) -> type[kerrors.BrokerResponseError]:
 class SecurityMethods:
     """The ACL and SCRAM methods of compat_admin.KafkaAdminClient (which supplies _admin and _deadline)."""
 
-    _admin: Any
+    _admin: Admin
     _deadline: Callable[[float | None], float]
 
     def describe_acls(self, acl_filter: Any) -> tuple[list[Any], type]:

@@ -55,7 +55,7 @@ class BrokerVersionData:
         if api_key not in self.api_versions:
             raise kerrors.IncompatibleBrokerVersion(f"the broker does not support API key {api_key}")
         low, high = self.api_versions[api_key]
-        version = kp.highest_common_version(api_key, max(low, min_version), min(high, max_version))
+        version = kp.highest_common_version(api_key, max(low, min_version), int(min(high, max_version)))
         return version
 
     def __repr__(self) -> str:

@@ -20,7 +20,7 @@ from fastmq.kafka import errors as kerrors
 from fastmq.kafka.compat_config import CONNECTION_DEFAULTS, Unset, client_options, resolve
 from fastmq.kafka.compat_types import by_topic_partition, offsets_to_commit, topic_partition, topic_partitions
 from fastmq.kafka.consumer import Consumer
-from fastmq.kafka.group import ConsumerRebalanceListener
+from fastmq.kafka.group_config import ConsumerRebalanceListener
 from fastmq.kafka.structs import TopicPartition
 
 _log = logging.getLogger(__name__)

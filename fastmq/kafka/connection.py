@@ -14,7 +14,8 @@ from typing import Any, Callable
 
 import fastmq
 from fastmq._native.frames import KafkaFrameSplitter
-from fastmq.io import AuthenticationError, Connection, ProtocolAdapter
+from fastmq.io import AuthenticationError, ProtocolAdapter
+from fastmq.io.adapter import AdapterConnection
 from fastmq.io.sasl import create_client
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
@@ -57,7 +58,7 @@ class KafkaAdapter(ProtocolAdapter):
         if len(self._unanswered) > UNANSWERED_REMEMBERED:
             self._unanswered_ids.discard(self._unanswered.popleft())
 
-    def on_unsolicited(self, conn: Connection, frame: Any) -> None:
+    def on_unsolicited(self, conn: AdapterConnection, frame: Any) -> None:
         """Only answers to requests sent expecting no response get here (correlation_id): drop them."""
 
     def version_for(self, api_key: int) -> int:
@@ -70,13 +71,13 @@ class KafkaAdapter(ProtocolAdapter):
 
     # ---- handshake ----------------------------------------------------------------------------------
 
-    def start_handshake(self, conn: Connection) -> None:
+    def start_handshake(self, conn: AdapterConnection) -> None:
         if self._fixed:
             self._authenticate(conn)
         else:
             self._api_versions(conn, API_VERSIONS_VERSION)
 
-    def _exchange(self, conn: Connection, request: Any, version: int,
+    def _exchange(self, conn: AdapterConnection, request: Any, version: int,
                   on_response: Callable[[Any], None]) -> None:
         correlation_id = conn.next_correlation_id()
         frame = kp.encode_request(request.API_KEY, version, correlation_id, self.client_id, request)
@@ -92,7 +93,7 @@ class KafkaAdapter(ProtocolAdapter):
 
         conn.handshake_request(frame, done, correlation_id)
 
-    def _api_versions(self, conn: Connection, version: int) -> None:
+    def _api_versions(self, conn: AdapterConnection, version: int) -> None:
         request = kp.ApiVersionsRequest(client_software_name="fastmq",
                                         client_software_version=fastmq.__version__)
 
@@ -110,22 +111,23 @@ class KafkaAdapter(ProtocolAdapter):
 
         self._exchange(conn, request, version, on_response)
 
-    def _authenticate(self, conn: Connection) -> None:
-        if not self.sasl:
+    def _authenticate(self, conn: AdapterConnection) -> None:
+        sasl = self.sasl
+        if not sasl:
             conn.handshake_done()
             return
-        mechanism = self.sasl["mechanism"]
+        mechanism = sasl["mechanism"]
 
         def on_handshake(response: Any) -> None:
             if response.error_code:
                 raise kerrors.UnsupportedSaslMechanismError(
                     f"the broker does not offer SASL mechanism {mechanism}; it offers {response.mechanisms}")
-            client = create_client(mechanism, self.sasl["username"], self.sasl["password"], use_saslprep=False)
-            self._sasl_step(conn, client, client.first_message())
+            client = create_client(mechanism, sasl["username"], sasl["password"], use_saslprep=False)
+            self._sasl_step(conn, mechanism, client, client.first_message())
 
         self._exchange(conn, kp.SaslHandshakeRequest(mechanism=mechanism), SASL_HANDSHAKE_VERSION, on_handshake)
 
-    def _sasl_step(self, conn: Connection, client: Any, message: bytes) -> None:
+    def _sasl_step(self, conn: AdapterConnection, mechanism: str, client: Any, message: bytes) -> None:
         version = self.versions.get(kp.ApiKey.SASL_AUTHENTICATE)
         if version is None:
             conn.close(kerrors.UnsupportedVersionError("the broker does not support SaslAuthenticate"))
@@ -134,13 +136,13 @@ class KafkaAdapter(ProtocolAdapter):
         def on_response(response: Any) -> None:
             if response.error_code:
                 conn.close(AuthenticationError(
-                    f"SASL {self.sasl['mechanism']} authentication failed: "
+                    f"SASL {mechanism} authentication failed: "
                     f"{response.error_message or kerrors.for_code(response.error_code).__name__}"))
                 return
             reply = client.process(response.auth_bytes)   # AuthenticationError when the server's proof fails
             if reply is None:
                 conn.handshake_done()
             else:
-                self._sasl_step(conn, client, reply)
+                self._sasl_step(conn, mechanism, client, reply)
 
         self._exchange(conn, kp.SaslAuthenticateRequest(auth_bytes=message), version, on_response)

@@ -34,7 +34,7 @@ import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, fields
-from typing import Any, Callable
+from typing import Any, Callable, Literal, overload
 
 import fastmq
 from fastmq.client import RateLimiter
@@ -43,7 +43,8 @@ from fastmq.kafka import protocol as kp
 from fastmq.kafka.assignors import PartitionAssignor, make_assignors
 from fastmq.kafka.client import CLIENT_OPTIONS, ClientConfig, KafkaClient
 from fastmq.kafka.fetcher import FetchConfig, Fetcher, make_decoder
-from fastmq.kafka.group import GroupConfig, GroupCoordinator
+from fastmq.kafka.group import GroupCoordinator
+from fastmq.kafka.group_config import GroupConfig
 from fastmq.kafka.structs import (
     ConsumerGroupMetadata, ConsumerRecord, MemberState, OffsetAndMetadata, OffsetAndTimestamp, TopicPartition,
 )
@@ -325,7 +326,8 @@ class Consumer:
         self._metadata_version = self.client.cluster.version
         if subscriptions.match_pattern(self.client.cluster.topics, self.config.exclude_internal_topics):
             _log.info("pattern %r now matches %s", subscriptions.pattern.pattern, sorted(subscriptions.topics))
-            self._coordinator.request_rejoin()
+            if self._coordinator is not None:   # a pattern subscription always has a group
+                self._coordinator.request_rejoin()
 
     def _assign_subscribed_partitions(self) -> None:
         """A subscription without a group: every partition of the subscribed (or matching) topics that the
@@ -427,7 +429,7 @@ class Consumer:
                 state.position = final
                 self._iteration.pop(0)
                 continue
-            record = chunk[index]
+            record: ConsumerRecord = chunk[index]
             entry[2] = index + 1
             state.position = record.offset + 1
             state.leader_epoch = record.leader_epoch
@@ -438,7 +440,7 @@ class Consumer:
         # Records the iterator did not hand out are fetched again: seek to where it stopped.
         for tp, chunk, index, epoch, final in self._iteration:
             state = self._subscriptions.assignment.get(tp)
-            if state is not None and state.epoch == epoch and state.position != final:
+            if state is not None and state.epoch == epoch and state.position is not None and state.position != final:
                 self._subscriptions.seek(tp, state.position, state.leader_epoch)
         self._iteration = []
 
@@ -561,6 +563,18 @@ class Consumer:
         if callback is None:
             callback = self.config.default_offset_commit_callback
         return coordinator.commit_async(offsets, callback)
+
+    @overload
+    def committed(self, partition: TopicPartition, metadata: Literal[False] = False,
+                  timeout: float | None = None) -> int | None: ...
+
+    @overload
+    def committed(self, partition: TopicPartition, metadata: Literal[True],
+                  timeout: float | None = None) -> OffsetAndMetadata | None: ...
+
+    @overload
+    def committed(self, partition: TopicPartition, metadata: bool,
+                  timeout: float | None = None) -> int | OffsetAndMetadata | None: ...
 
     def committed(self, partition: TopicPartition, metadata: bool = False,
                   timeout: float | None = None) -> int | OffsetAndMetadata | None:

@@ -43,7 +43,9 @@ _VERSION = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 
 
-def _message(name: str, text: str, max_version: int) -> tuple[type, list[Any]]:
+def _message(name: str, text: str, max_version: int) -> tuple[Any, list[_native.StructCodec]]:
+    # The class is made here from the schema text, so its fields and nested classes are unknown to a type
+    # checker (the Kafka messages have a generated stub instead; these three small ones are used only here).
     schema = parse_struct(name, text)
     nested = list(schema.walk())
     for struct_schema in reversed(nested):
@@ -52,7 +54,7 @@ def _message(name: str, text: str, max_version: int) -> tuple[type, list[Any]]:
     for struct_schema in nested[1:]:
         setattr(schema.cls, struct_schema.name, struct_schema.cls)
     codecs = [compile_struct(schema, version, flexible=False) for version in range(max_version + 1)]
-    return schema.cls, codecs
+    return schema.generated_class(), codecs
 
 
 _Subscription, _SUBSCRIPTION_CODECS = _message("ConsumerProtocolSubscription", """
@@ -172,7 +174,8 @@ def encode_generation(generation: int) -> bytes:
 def decode_generation(data: bytes | None) -> int:
     if data is None or len(data) < _INT32.size:
         return -1
-    return _INT32.unpack_from(data)[0]
+    generation: int = _INT32.unpack_from(data)[0]
+    return generation
 
 
 def _as_bytes(value: Any) -> bytes | None:

@@ -34,7 +34,7 @@ class KafkaError(_base.FastMQError):
 
     # kafka-python compares errors by class and arguments (its tests and some user code rely on it).
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self.args == other.args  # type: ignore[union-attr]
+        return type(self) is type(other) and self.args == other.args
 
     def __hash__(self) -> int:
         return hash((type(self), repr(self.args)))
@@ -136,7 +136,7 @@ class UnsupportedRequestError(KafkaProtocolError):
         self.api_version = api_version
         self.correlation_id = correlation_id
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return type(self), (self.args[0], self.api_key, self.api_version, self.correlation_id)
 
 
@@ -163,7 +163,7 @@ class LogTruncationError(KafkaError):
         self.divergent_offsets = divergent_offsets
         super().__init__(*(args or (f"Detected truncated partitions: {divergent_offsets}",)))
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, ...]:
         return type(self), (self.divergent_offsets, *self.args)
 
 
@@ -887,8 +887,9 @@ class VoterNotFoundError(BrokerResponseError):
 def _collect_broker_errors() -> dict[int, type[BrokerResponseError]]:
     table: dict[int, type[BrokerResponseError]] = {}
     for obj in list(globals().values()):
-        if isinstance(obj, type) and issubclass(obj, BrokerResponseError) and obj.__dict__.get("errno") is not None:
-            table[obj.errno] = obj  # type: ignore[index]
+        errno = obj.__dict__.get("errno") if isinstance(obj, type) else None
+        if errno is not None and issubclass(obj, BrokerResponseError):
+            table[errno] = obj
     return table
 
 

@@ -204,6 +204,7 @@ class Fetcher:
                 if leader < 0:
                     leaderless.append(state.tp)
                     continue
+                assert state.fetch_offset is not None   # set from the position above in this epoch at the latest
                 fetches.setdefault(leader, []).append((state, epoch, state.fetch_offset))
         if leaderless:
             self._no_leader(leaderless, unavailable)
@@ -215,7 +216,7 @@ class Fetcher:
             else:
                 wait = self._reconnect_wait(node, wait, [state.tp for state, _ in items], unavailable)
         room = self.config.fetch_max_bytes - self.buffered_bytes() - sum(self._reserved.values())
-        for node, items in fetches.items():
+        for node, fetch_items in fetches.items():
             if node in self._fetching_nodes:
                 continue
             if room <= 0:
@@ -225,9 +226,9 @@ class Fetcher:
                 wait = _earlier(wait, retry_at - now)
                 continue
             if self.client.ready(node):
-                room -= self._send_fetch(node, items, room)
+                room -= self._send_fetch(node, fetch_items, room)
             else:
-                wait = self._reconnect_wait(node, wait, [state.tp for state, _, _ in items], unavailable)
+                wait = self._reconnect_wait(node, wait, [state.tp for state, _, _ in fetch_items], unavailable)
         self._note_unavailable(assignment, unavailable, [*fetches, *resets])
         return wait
 
@@ -474,6 +475,7 @@ class Fetcher:
         L = kp.ListOffsetsRequest
         topics: dict[str, list[Any]] = {}
         for state, epoch in items:
+            assert state.reset_to is not None   # only partitions awaiting a reset are sent one
             state.reset_epoch = epoch
             topics.setdefault(state.tp.topic, []).append(L.ListOffsetsPartition(
                 partition_index=state.tp.partition, timestamp=state.reset_to))

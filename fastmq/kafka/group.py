@@ -37,7 +37,7 @@ from fastmq.kafka.consumer_protocol import PROTOCOL_TYPE, Assignment, Subscripti
 from fastmq.kafka.coordinator import GROUP, coordinator_entries, find_coordinator_request
 from fastmq.kafka.group_commits import COORDINATOR_ERRORS, NO_GENERATION, UNKNOWN_MEMBER, GroupCommits
 from fastmq.kafka.group_config import (  # noqa: F401  (ConsumerRebalanceListener: public here since the split)
-    ConsumerRebalanceListener, GroupConfig, call_listener,
+    ConsumerRebalanceListener as ConsumerRebalanceListener, GroupConfig, call_listener,
 )
 from fastmq.kafka.structs import ConsumerGroupMetadata, MemberState
 from fastmq.kafka.subscription import SubscriptionState

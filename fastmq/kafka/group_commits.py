@@ -7,7 +7,7 @@ import logging
 import time
 from collections import deque
 from concurrent.futures import Future
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
@@ -40,6 +40,14 @@ class GroupCommits:
     _next_auto_commit: float
     _commit_callbacks: deque[tuple[Callable[..., Any], Any, Any]]
     _failures: dict[str, int]
+
+    if TYPE_CHECKING:  # what GroupCoordinator (group.py) defines, declared for the type checker only
+        def coordinator_dead(self, reason: str) -> None: ...
+
+        def _send(self, request: Any, callback: Callable[[Any, BaseException | None], None],
+                  timeout: float | None = None) -> None: ...
+
+        def _reset_membership(self, lost: bool) -> None: ...
 
     def _backoff(self, step: str) -> float:
         """Seconds before `step` is tried again after one more failure in a row: the client's backoff, growing from
@@ -82,10 +90,10 @@ class GroupCommits:
                          for topic, parts in topics.items()])
 
     def commit_async(self, offsets: dict[TopicPartition, OffsetAndMetadata],
-                     callback: Callable[[Any, Any], Any] | None = None) -> Future:
+                     callback: Callable[[Any, Any], Any] | None = None) -> Future[Any]:
         """Any thread: a Future of the commit (its result: the offsets). callback(offsets, response or
         exception) runs on the user's thread, in a later poll(), commit() or close()."""
-        future: Future = Future()
+        future: Future[Any] = Future()
         if callback is not None:
             future.add_done_callback(lambda f: self._commit_callbacks.append(
                 (callback, offsets, f.exception() if f.exception() is not None else f.result())))
@@ -101,7 +109,8 @@ class GroupCommits:
                                        lambda response, error: self._on_commit(offsets, future, response, error))
         return future
 
-    def _on_commit(self, offsets: dict, future: Future, response: Any, error: BaseException | None) -> None:
+    def _on_commit(self, offsets: dict[TopicPartition, OffsetAndMetadata], future: Future[Any], response: Any,
+                   error: BaseException | None) -> None:
         if error is not None:
             self.coordinator_dead(f"OffsetCommit failed: {error}")
             future.set_exception(error)
@@ -183,7 +192,8 @@ class GroupCommits:
 
     # ---- committed offsets ------------------------------------------------------------------------------
 
-    def fetch_committed_async(self, partitions: list[TopicPartition]) -> Future:
+    def fetch_committed_async(self, partitions: list[TopicPartition]
+                              ) -> Future[dict[TopicPartition, OffsetAndMetadata]]:
         """Any thread: a Future of {tp: OffsetAndMetadata} for the partitions that have a committed offset."""
         O = kp.OffsetFetchRequest
         by_topic: dict[str, list[int]] = {}
@@ -195,7 +205,7 @@ class GroupCommits:
                         O.OffsetFetchRequestTopics(name=t, topic_id=_topic_id(self.client.cluster, t),
                                                    partition_indexes=p) for t, p in by_topic.items()])],
                     require_stable=True)
-        future: Future = Future()
+        future: Future[Any] = Future()
 
         def done(response: Any, error: BaseException | None) -> None:
             if error is not None:

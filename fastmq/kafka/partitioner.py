@@ -33,11 +33,12 @@ class DefaultPartitioner(Partitioner):
     (A producer given this class uses its compiled equivalent, with KIP-480 sticky partitions for records
     without key, as the Java client and kafka-python's StickyPartitioner do.)"""
 
-    def partition(self, topic, key, serialized_key, value, serialized_value, cluster):
-        partitions = sorted(cluster.partitions_for_topic(topic))
+    def partition(self, topic: str, key: Any, serialized_key: bytes | None, value: Any,
+                  serialized_value: bytes | None, cluster: Any) -> int:
+        partitions: list[int] = sorted(cluster.partitions_for_topic(topic))
         if serialized_key is not None:
             return partitions[(murmur2(serialized_key) & 0x7FFFFFFF) % len(partitions)]
-        available = sorted(cluster.available_partitions_for_topic(topic)) or partitions
+        available: list[int] = sorted(cluster.available_partitions_for_topic(topic)) or partitions
         return random.choice(available)
 
 
@@ -55,7 +56,8 @@ class ClusterView:
         return set(self._cluster.topics)
 
     def partitions_for_topic(self, topic: str) -> set[int] | None:
-        return self._cluster.partitions_for(topic)
+        partitions: set[int] | None = self._cluster.partitions_for(topic)
+        return partitions
 
     def available_partitions_for_topic(self, topic: str) -> set[int] | None:
         info = self._cluster.topics.get(topic)

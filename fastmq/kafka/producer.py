@@ -17,7 +17,7 @@ import logging
 import time
 from typing import Any, Callable, Sequence
 
-from fastmq.kafka._native.accumulator import FutureRecordMetadata, RecordAccumulator
+from fastmq.kafka._native.accumulator import FutureRecordMetadata, ProducerBatch, RecordAccumulator
 from fastmq.client import NodeHealth
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka.client import CLIENT_OPTIONS, ClientConfig, KafkaClient
@@ -124,7 +124,7 @@ class Producer:
         if self._value_serializer is not None and value is not None:
             value = self._value_serializer(value)
         if partition is None and self._partitioner is not None:
-            partition = self._choose_partition(topic, key, value)
+            partition = self._choose_partition(self._partitioner, topic, key, value)
         return self._append(topic, value, key, headers, partition, timestamp_ms)
 
     def _append(self, topic: str, value: Any, key: Any, headers: Headers, partition: int | None,
@@ -159,6 +159,9 @@ class Producer:
             info = self.client.topic_metadata(topic, self.max_block)
             accumulator.update_topic(topic, info.leaders)
             batches = accumulator.send_bulk(accumulator.topic(topic), partition, values, keys, timestamp_ms)
+            if batches is None:
+                raise kerrors.KafkaTimeoutError(
+                    f"Failed to update metadata for {topic!r} after {self.max_block:.1f} secs.")
         if self._txn is not None:
             self._txn.register({batch.topic_partition for batch in batches}, self.max_block)
         return BulkSendResult(batches, len(values))
@@ -182,13 +185,13 @@ class Producer:
             raise kerrors.KafkaTimeoutError(f"Failed to update metadata for {topic!r} after {self.max_block:.1f} secs.")
         return future
 
-    def _choose_partition(self, topic: str, key: Any, value: Any) -> int:
+    def _choose_partition(self, partitioner: Partitioner, topic: str, key: Any, value: Any) -> int:
         info = self.client.cluster.topics.get(topic)
         if info is None:
             info = self.client.topic_metadata(topic, self.max_block)
         partitions = [p.partition for p in info.partitions]
         available = [p.partition for p in info.partitions if p.leader >= 0]
-        return self._partitioner(topic, key, value, partitions, available)
+        return partitioner(topic, key, value, partitions, available)
 
     # ---- transactions ------------------------------------------------------------------------------------------
 
@@ -298,11 +301,11 @@ class Producer:
 class BulkSendResult:
     """The outcome of Producer.send_many(): complete when every batch holding its records is."""
 
-    def __init__(self, batches: list[Any], count: int) -> None:
+    def __init__(self, batches: list[ProducerBatch], count: int) -> None:
         self._batches = batches
         self.count = count
 
-    def _leaves(self) -> list[Any]:
+    def _leaves(self) -> list[ProducerBatch]:
         return [leaf for batch in self._batches for leaf in batch.leaves()]
 
     @property

@@ -23,6 +23,7 @@ from fastmq.client import NodeHealth
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.client import KafkaClient
+from fastmq.kafka.protocol.schema import ZERO_UUID
 
 _log = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ class Sender:
         if unknown:
             self.client.add_topics(unknown)
             self.client.request_update()
-        sleep = next_check
+        sleep: float | None = next_check
         for node_id, queues in nodes.items():
             if self.transactions is not None:
                 # A partition's batches wait until it has joined the transaction.
@@ -180,7 +181,7 @@ class Sender:
         for name, topic_batches in by_topic.items():
             info = cluster.topics.get(name)
             topic_data.append(kp.ProduceRequest.TopicProduceData(
-                name=name, topic_id=getattr(info, "topic_id", None) if info is not None else None,
+                name=name, topic_id=info.topic_id if info is not None else ZERO_UUID,
                 partition_data=[kp.ProduceRequest.PartitionProduceData(
                     index=b.topic_partition.partition, records=b.payload) for b in topic_batches]))
         # Brokers authorize transactional records by the request's transactional id (and refuse them without).

@@ -2,9 +2,15 @@
 from __future__ import annotations
 
 from collections import namedtuple
+from typing import NamedTuple
 
-TopicPartition = namedtuple("TopicPartition", ["topic", "partition"])
-TopicPartition.__doc__ = "A topic and one of its partitions."
+
+class TopicPartition(NamedTuple):
+    """A topic and one of its partitions."""
+
+    topic: str
+    partition: int
+
 
 TopicPartitionReplica = namedtuple("TopicPartitionReplica", ["topic", "partition", "broker_id"])
 

@@ -90,7 +90,7 @@ class TransactionManager:
                 v3_and_below_topics=[kp.AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name=t, partitions=sorted(p))
                                      for t, p in topics.items()])
 
-            def check(response: Any) -> int:
+            def check(response: kp.AddPartitionsToTxnResponse) -> int:
                 for topic in response.results_by_topic_v3_and_below:
                     for result in topic.results_by_partition:
                         if result.partition_error_code:
@@ -143,7 +143,7 @@ class TransactionManager:
             topics=[kp.TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name=t, partitions=p)
                     for t, p in topics.items()])
 
-        def check(response: Any) -> int:
+        def check(response: kp.TxnOffsetCommitResponse) -> int:
             for topic in response.topics:
                 for partition in topic.partitions:
                     if partition.error_code:

@@ -108,7 +108,8 @@ def _answer_or_close(conn: AdapterConnection, frame: Any, error: BaseException |
     if failure is not None:
         conn.close(failure)
         return None
-    return frame[1]
+    data: bytes = frame[1]
+    return data
 
 
 class IdentifyStep(HandshakeStep):
@@ -139,13 +140,17 @@ class IdentifyStep(HandshakeStep):
             steps.append(lambda then: conn.start_tls(
                 settings.tls, server_side=False, server_hostname=settings.tls_server_hostname or self.host,
                 on_done=lambda: conn.expect_frame(self._confirmed(conn, then))))
+        def compressing(make_stream: Callable[[], Any]) -> Callable[[Callable[[], None]], None]:
+            def step(then: Callable[[], None]) -> None:
+                conn.start_compression(make_stream())
+                conn.expect_frame(self._confirmed(conn, then))
+            return step
+
         if negotiated.get("snappy"):
-            steps.append(lambda then: (conn.start_compression(SnappyStream()),
-                                       conn.expect_frame(self._confirmed(conn, then))))
+            steps.append(compressing(SnappyStream))
         if negotiated.get("deflate"):
             level = int(negotiated.get("deflate_level") or settings.deflate_level)
-            steps.append(lambda then: (conn.start_compression(DeflateStream(level)),
-                                       conn.expect_frame(self._confirmed(conn, then))))
+            steps.append(compressing(lambda: DeflateStream(level)))
         if negotiated.get("auth_required"):
             steps.append(lambda then: self._auth(conn, then))
 

@@ -229,6 +229,7 @@ class Consumer:
 
         for sub in waiting:
             sub.flush()
+            assert sub.conn is not None         # waiting holds subscriptions with a ready connection
             sub.conn.request(codec.CLS, closed)
         return len(waiting)
 
@@ -341,7 +342,7 @@ class Consumer:
         for index, sub in enumerate(subscribed):
             sub.set_rdy(1 if index in turn else 0)
 
-    def _on_message(self, conn: Connection, frame: tuple[int, bytes]) -> None:
+    def _on_message(self, conn: Connection, frame: tuple[int, list[bytes]]) -> None:
         sub = self._subs.get(conn.node_id)
         if sub is None or sub.conn is not conn:
             return

@@ -237,7 +237,8 @@ class Producer:
                     # Joins the chunk that waits to leave: one MPUB, one future for all of its messages.
                     last[1].extend(payload)
                     last[3] += size
-                    return last[2]
+                    joined: Future[Any] = last[2]
+                    return joined
             future: Future[Any] = Future()
             items.append([kind, payload, future, size])
             if not self._drain_scheduled:
@@ -320,7 +321,7 @@ class Producer:
         # The nsqd cannot be reached: what was queued for it fails, so that callers hear of it at once (they may
         # publish again; their topic is being looked up again).
         with self._lock:
-            failed = []
+            failed: list[Future[Any]] = []
             for target in self._targets.values():
                 if node_id in target.node_ids:
                     failed.extend(item[2] for item in target.items)

@@ -14,9 +14,11 @@ config, every call needs `Authorization: Bearer <admin_token>`.
 from __future__ import annotations
 
 import hmac
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Mapping
 
-from fastmq.proxy.config import BROADCAST, ConfigError, ConsumerConfig, consumer_from_dict, producer_from_dict
+from fastmq.proxy.config import (
+    BROADCAST, ConfigError, ConsumerConfig, ProducerConfig, consumer_from_dict, producer_from_dict,
+)
 from fastmq.proxy.http import HttpError, Reply, Request
 from fastmq.proxy.parsing import name_param
 from fastmq.proxy.state import START_EARLIEST, queue_order
@@ -62,7 +64,8 @@ def _guarded(handler: Callable[[ProxyApp, Request], Awaitable[Reply]]) -> Handle
 
 def _listing(kind: str) -> Handler:
     async def listing(app: ProxyApp, request: Request) -> Reply:
-        entries = await (app.registry.producers() if kind == "producer" else app.registry.consumers())
+        entries: Mapping[str, ProducerConfig | ConsumerConfig] = await (
+            app.registry.producers() if kind == "producer" else app.registry.consumers())
         return Reply(200, {"ok": True, f"{kind}s": [entry.public() for _, entry in sorted(entries.items())]})
     return _guarded(listing)
 
@@ -104,7 +107,7 @@ async def describe(app: ProxyApp, consumer: ConsumerConfig) -> dict[str, Any]:
     """A consumer's settings, control and progress per queue (per clientId when broadcast). End offsets are the
     broker's latest where the state's are older; a queue no client asked for yet shows where it would start."""
     live = {b.queue: b for b in await app.backend.queues(consumer.topic, app.config.bounds_max_age_s)}
-    clients: list[str | None] = (await app.state.clients(consumer.name, consumer.topic)
+    clients: list[str | None] = ([*await app.state.clients(consumer.name, consumer.topic)]
                                  if consumer.mode == BROADCAST else [None])
     control = await app.state.control(consumer.name)
     progress = []
@@ -116,6 +119,7 @@ async def describe(app: ProxyApp, consumer: ConsumerConfig) -> dict[str, Any]:
             if state is not None:
                 committed = state.committed
             else:
+                assert bound is not None            # the queue is known to the state or to the broker
                 committed = bound.low if consumer.start == START_EARLIEST else bound.high
             backlog = max(0, high - committed)
             progress.append({"clientId": client, "queue": queue, "max": high, "committed": committed,

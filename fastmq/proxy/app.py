@@ -15,7 +15,7 @@ import itertools
 import logging
 import math
 import time
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from fastmq.client.ratelimit import RateLimiter
 from fastmq.proxy import admin, openapi, page
@@ -41,15 +41,15 @@ class ProxyApp:
         self.config = config
         self.backend = backend
         self.redis = redis
-        self.state: ConsumerState | None = None
-        self.registry: Registry | None = None
+        self._state: ConsumerState | None = None      # both made at startup (they need the redis client)
+        self._registry: Registry | None = None
         self.metrics = Metrics()
         self.metrics.gauges["fastmq_proxy_redis_round_trips_total"] = self.redis_round_trips
         self.metrics.gauges["fastmq_proxy_broker_requests_total"] = lambda: getattr(backend, "broker_requests", 0)
         self.closing = False
         self._rotate = itertools.count()
         self._producer_limits: dict[str, RateLimiter] = {}
-        self.routes = {
+        self.routes: dict[tuple[str, str], Callable[[ProxyApp, Request], Awaitable[Reply]]] = {
             ("POST", "/produce"): ProxyApp.produce,
             ("GET", "/message"): ProxyApp.message,
             ("POST", "/ack"): ProxyApp.ack,
@@ -60,8 +60,21 @@ class ProxyApp:
             ("GET", "/"): page.serve,
         }
 
+    @property
+    def state(self) -> ConsumerState:
+        if self._state is None:
+            raise RuntimeError("the proxy is not started")
+        return self._state
+
+    @property
+    def registry(self) -> Registry:
+        if self._registry is None:
+            raise RuntimeError("the proxy is not started")
+        return self._registry
+
     def redis_round_trips(self) -> int:
-        return (self.state.round_trips if self.state else 0) + (self.registry.round_trips if self.registry else 0)
+        return ((self._state.round_trips if self._state else 0)
+                + (self._registry.round_trips if self._registry else 0))
 
     # ---- ASGI ----------------------------------------------------------------------------------------------
 
@@ -92,8 +105,8 @@ class ProxyApp:
             import redis.asyncio as aioredis
             self.redis = aioredis.from_url(self.config.redis_url)
         await self.redis.ping()
-        self.state = ConsumerState(self.redis, self.config.namespace)
-        self.registry = Registry(self.config, self.redis)
+        self._state = ConsumerState(self.redis, self.config.namespace)
+        self._registry = Registry(self.config, self.redis)
         for consumer in self.config.consumers.values():
             if consumer.rate > 0:
                 await self.state.set_rate(consumer.name, consumer.rate, consumer.burst)
@@ -104,8 +117,8 @@ class ProxyApp:
         """Long polls answer at once; what the producer holds is sent; then Redis is closed."""
         self.closing = True
         await self.backend.stop()
-        if self.state is not None:
-            self.state.close()
+        if self._state is not None:
+            self._state.close()
         await self.redis.aclose()
         _log.info("proxy stopped")
 
@@ -207,11 +220,13 @@ class ProxyApp:
                 consumer.name, topic, client, bounds, lease_ms=consumer.lease_ms, start=consumer.start,
                 rotate=next(self._rotate), ttl_ms=consumer.client_ttl_ms if client is not None else 0, ack=ack)
             if ack is not None:
+                assert verdict is not None          # choose() answers the ack it was given
                 ack_verdict, ack = verdict, None
                 self.metrics.add("fastmq_proxy_acks_total", consumer=consumer.name, verdict=verdict)
             if choice.outcome == "limited":
                 raise _limited(choice.retry_after_ms, f"consumer {consumer.name!r}")
             if choice.outcome == "locked":
+                assert choice.lock is not None      # a locked outcome carries its lock
                 reply = await self._deliver(consumer, topic, client, choice.lock, asked.max_messages, ack_verdict)
                 if reply is not None:
                     return reply
@@ -319,7 +334,7 @@ def _bytes_json(value: bytes | None, name: str, binary: list[str]) -> str | None
 def _message_json(message: PulledMessage) -> dict[str, Any]:
     """Text stays text; bytes that are not UTF-8 are base64, and `binary` names those fields."""
     binary: list[str] = []
-    encoded = {"offset": message.offset, "timestamp": message.timestamp,
+    encoded: dict[str, Any] = {"offset": message.offset, "timestamp": message.timestamp,
                "key": _bytes_json(message.key, "key", binary), "value": _bytes_json(message.value, "value", binary),
                "headers": {name: _bytes_json(value, f"headers.{name}", binary) for name, value in message.headers}}
     if binary:

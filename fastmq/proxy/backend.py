@@ -71,7 +71,7 @@ class Backend(ABC):
     def __init__(self) -> None:
         # topic -> (monotonic time learnt, {queue: [low, high]})
         self._bounds: dict[str, tuple[float, dict[str, list[int]]]] = {}
-        self._refreshing: dict[str, asyncio.Future] = {}
+        self._refreshing: dict[str, asyncio.Future[None]] = {}
         self._answers: dict[str, list[QueueBounds]] = {}
         self.broker_requests = 0
 

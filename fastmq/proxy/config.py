@@ -32,7 +32,7 @@ import json
 import tomllib
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from fastmq.proxy.state import START_EARLIEST, START_LATEST, check_name
 
@@ -128,7 +128,10 @@ class ProxyConfig:
         return config
 
 
-def _build(kind: type, name: str, entry: Any) -> Any:
+_Config = TypeVar("_Config", ProducerConfig, ConsumerConfig)
+
+
+def _build(kind: type[_Config], name: str, entry: Any) -> _Config:
     if not isinstance(entry, dict):
         raise ConfigError(f"{kind.__name__} {name!r} must be a table of settings, not {entry!r}")
     allowed = {f.name for f in fields(kind)} - {"name"}

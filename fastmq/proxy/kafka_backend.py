@@ -32,7 +32,7 @@ class KafkaBackend(Backend):
         super().__init__()
         self.bootstrap_servers = bootstrap_servers
         self.request_timeout = request_timeout_ms / 1000.0
-        self._producer_options = dict(bootstrap_servers=bootstrap_servers, client_id="fastmq-proxy",
+        self._producer_options: dict[str, Any] = dict(bootstrap_servers=bootstrap_servers, client_id="fastmq-proxy",
                                       request_timeout_ms=request_timeout_ms, linger_ms=linger_ms,
                                       compression_type=compression_type, acks="all",
                                       # a topic that does not come (no auto-creation) fails the request then

@@ -15,7 +15,7 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 from fastmq.proxy.backend import OutgoingMessage
 from fastmq.proxy.http import HttpError, Request
@@ -51,6 +51,14 @@ class AckRequest:
     delay_ms: int
 
 
+@overload
+def name_param(value: Any, kind: str, *, required: Literal[True] = True) -> str: ...
+
+
+@overload
+def name_param(value: Any, kind: str, *, required: bool) -> str | None: ...
+
+
 def name_param(value: Any, kind: str, *, required: bool = True) -> str | None:
     if value is None or value == "":
         if required:
@@ -70,6 +78,14 @@ def int_param(value: Any, name: str, low: int, high: int, default: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise HttpError(400, "bad_parameter", f"{name} must be an integer from {low} to {high}, not {value!r}")
     return value
+
+
+@overload
+def token_param(value: Any, *, required: Literal[True]) -> AckToken: ...
+
+
+@overload
+def token_param(value: Any, *, required: bool) -> AckToken | None: ...
 
 
 def token_param(value: Any, *, required: bool) -> AckToken | None:

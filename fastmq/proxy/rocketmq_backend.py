@@ -98,13 +98,15 @@ class RocketMQBackend(Backend):
 
     async def produce(self, topic: str, messages: list[OutgoingMessage]) -> list[SentMessage]:
         self._started()
+        producer = self._producer
+        assert producer is not None                 # made with the instance at start()
         outgoing = [to_message(topic, m) for m in messages]
         try:
             await self._route(topic)
             if len(outgoing) == 1:
-                future = self._producer.send_async(outgoing[0])
+                future = producer.send_async(outgoing[0])
             else:
-                future = self._producer.send_batch_async(outgoing)
+                future = producer.send_batch_async(outgoing)
             result = await asyncio.wrap_future(future)
         except (RocketMQError, ValueError) as exc:
             raise BackendError(f"the broker refused the messages for topic {topic!r}: {exc}",
@@ -131,7 +133,7 @@ class RocketMQBackend(Backend):
         except RocketMQError as exc:
             raise BackendError(f"no route for topic {topic!r}: {exc}") from None
 
-    async def _call(self, queue: MessageQueue, code: int, fields: dict) -> Any:
+    async def _call(self, queue: MessageQueue, code: int, fields: dict[str, Any]) -> Any:
         instance = self._started()
         self.broker_requests += 1
         try:
@@ -189,7 +191,8 @@ class RocketMQBackend(Backend):
             raise BackendError(f"pull of {queue} of {topic!r} at {offset}: {exc}") from None
         high = int(fields["maxOffset"])
         self.observed(topic, queue, high)
-        messages, size = [], 0
+        messages: list[PulledMessage] = []
+        size = 0
         for message in decoded:
             if messages and size + len(message.body) > max_bytes:
                 break

@@ -69,12 +69,12 @@ class _Pipe(asyncio.Protocol):
         self.loop = loop
         self.transport: asyncio.Transport | None = None
         self.reader = hiredis.Reader()
-        self.waiting: deque[asyncio.Future] = deque()
+        self.waiting: deque[asyncio.Future[Any]] = deque()
         self.outgoing = Coalescer(loop, self._write)
         self.lost: BaseException | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport  # type: ignore[assignment]  # asyncio types it as the base; it is a Transport
 
     def data_received(self, data: bytes) -> None:
         self.reader.feed(data)
@@ -98,7 +98,7 @@ class _Pipe(asyncio.Protocol):
             if not future.done():
                 future.set_exception(ScriptError(f"the connection to Redis was lost: {self.lost}"))
 
-    def call(self, args: Sequence[bytes], packed: Packed | None = None) -> asyncio.Future:
+    def call(self, args: Sequence[bytes], packed: Packed | None = None) -> asyncio.Future[Any]:
         """The command's arguments, then those packed already."""
         self.outgoing.add(pack(args, packed))
         future = self.loop.create_future()
@@ -120,7 +120,7 @@ class ScriptRunner:
         self._db = options.get("db", 0)
         self._username, self._password = options.get("username"), options.get("password")
         self._pipe: _Pipe | None = None
-        self._connecting: asyncio.Future | None = None
+        self._connecting: asyncio.Future[_Pipe] | None = None
 
     async def _connected(self) -> _Pipe:
         if self._connecting is None:

@@ -20,7 +20,7 @@ from fastmq.proxy.backend import Backend
 from fastmq.proxy.coalesce import CoalescedTransport
 from fastmq.proxy.config import ProxyConfig
 
-GRACEFUL_S = 10.0
+GRACEFUL_S = 10
 
 _log = logging.getLogger(__name__)
 
@@ -58,7 +58,8 @@ def _coalescing_protocol() -> type:
 
     class CoalescingHttpToolsProtocol(HttpToolsProtocol):
         def connection_made(self, transport: Any) -> None:
-            super().connection_made(CoalescedTransport(transport, self.loop))
+            # uvicorn types its transport as asyncio.Transport; CoalescedTransport has every method it calls.
+            super().connection_made(CoalescedTransport(transport, self.loop))  # type: ignore[arg-type]
     return CoalescingHttpToolsProtocol
 
 

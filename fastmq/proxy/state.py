@@ -44,7 +44,7 @@ class StateError(ValueError):
     """A name or token that the state cannot hold (the HTTP layer answers 400)."""
 
 
-def check_name(kind: str, value: str) -> str:
+def check_name(kind: str, value: object) -> str:
     """Consumers, producers, topics and clientIds: Kafka's topic alphabet, so that keys cannot collide."""
     if not isinstance(value, str) or not _NAME.match(value):
         raise StateError(f"{kind} must be 1 to 249 characters of A-Z a-z 0-9 . _ -, not {value!r}")

@@ -49,7 +49,8 @@ def local_ip() -> str:
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
             probe.connect(("192.0.2.1", 9))      # no packet is sent: this only picks the outgoing interface
-            return probe.getsockname()[0]
+            address: str = probe.getsockname()[0]
+            return address
     except OSError:
         return "127.0.0.1"
 
@@ -63,10 +64,11 @@ def check_success(response: RemotingCommand, what: str) -> RemotingCommand:
 class ClientInstance:
     """Shared by the producers and consumers of one application (or owned by one of them)."""
 
-    def __init__(self, namesrv_addr: str | list[str], *, instance_name: str | None = None,
+    def __init__(self, namesrv_addr: str | list[str] | None, *, instance_name: str | None = None,
                  request_timeout: float = 3.0, serialize_type: int = SERIALIZE_ROCKETMQ,
                  credentials: Credentials | None = None) -> None:
-        self.namesrvs = [f"{host}:{port}" for host, port in parse_servers(namesrv_addr, NAMESRV_PORT)]
+        # None (a producer or consumer given neither a namesrv nor an instance) fails as an empty list does.
+        self.namesrvs = [f"{host}:{port}" for host, port in parse_servers(namesrv_addr or "", NAMESRV_PORT)]
         self.client_id = f"{local_ip()}@{instance_name or f'{os.getpid()}#{next(_instances)}'}"
         self.request_timeout = request_timeout
         self.remoting = RemotingClient(request_timeout=request_timeout, serialize_type=serialize_type,
@@ -149,7 +151,8 @@ class ClientInstance:
                 del self.members[key]
 
     def heartbeat_body(self) -> bytes:
-        producers, consumers = [], []
+        producers: list[dict[str, Any]] = []
+        consumers: list[dict[str, Any]] = []
         for member in list(self.members.values()):
             kind, data = member.heartbeat_data()
             (producers if kind == "producer" else consumers).append(data)
@@ -207,7 +210,8 @@ class ClientInstance:
         else:
             self._refresh.succeeded(now)
 
-    def _server_request(self, address: str, request: RemotingCommand) -> RemotingCommand | Future | None:
+    def _server_request(self, address: str, request: RemotingCommand
+                        ) -> RemotingCommand | Future[RemotingCommand] | None:
         return server_requests.answer(self, address, request)
 
     # ---- closing ------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 from collections import namedtuple
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastmq.rocketmq.acl import Credentials
 
@@ -154,6 +154,11 @@ class _Configured:
         self._instance_name: str | None = None
         self._credentials: Credentials | None = None
 
+    if TYPE_CHECKING:  # what each client defines, declared for the type checker only
+        def start(self) -> None: ...
+
+        def shutdown(self) -> None: ...
+
     def set_group(self, group_id: str | bytes) -> None:
         self._group = _text(group_id)
 
@@ -219,8 +224,8 @@ class Producer(_Configured):
     def send_sync(self, msg: Message) -> SendResult:
         return _result(self._started().send(msg._message))
 
-    def send_async(self, msg: Message, success_callback: Callable | None,
-                   exception_callback: Callable | None) -> None:
+    def send_async(self, msg: Message, success_callback: Callable[..., Any] | None,
+                   exception_callback: Callable[..., Any] | None) -> None:
         def done(future: Any) -> None:
             error = future.exception()
             if error is None:
@@ -237,14 +242,15 @@ class Producer(_Configured):
         self._started().send_oneway(msg._message)
 
     @staticmethod
-    def _selector(queue_selector: Callable) -> _producer.QueueSelector:
+    def _selector(queue_selector: Callable[..., int]) -> _producer.QueueSelector:
         return lambda queues, message, arg: queues[queue_selector(len(queues), message, arg) % len(queues)]
 
     def send_orderly(self, msg: Message, arg: int, retry_times: int = 3,
-                     queue_selector: Callable = hashing_queue_selector) -> SendResult:
+                     queue_selector: Callable[..., Any] = hashing_queue_selector) -> SendResult:
         return _result(self._started().send(msg._message, selector=self._selector(queue_selector), arg=arg))
 
-    def send_oneway_orderly(self, msg: Message, arg: int, queue_selector: Callable = hashing_queue_selector) -> None:
+    def send_oneway_orderly(self, msg: Message, arg: int, queue_selector: Callable[..., Any] = hashing_queue_selector
+                            ) -> None:
         self._started().send_oneway(msg._message, selector=self._selector(queue_selector), arg=arg)
 
 
@@ -256,7 +262,7 @@ class PushConsumer(_Configured):
         self._model = message_model
         self._threads = 4
         self._batch = 1
-        self._subscriptions: list[tuple[str, Callable, str]] = []
+        self._subscriptions: list[tuple[str, Callable[[RecvMessage], Any], str]] = []
         self._consumer: _push.PushConsumer | None = None
 
     def set_message_model(self, model: MessageModel) -> None:

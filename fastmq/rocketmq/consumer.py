@@ -72,8 +72,8 @@ class ConsumerBase:
         self.subscriptions: dict[str, Subscription] = {}
         self._start_ms = int(time.time() * 1000)
         if message_model == MessageModel.BROADCASTING:
-            self.offset_store: Any = LocalOffsetStore(offset_store_dir or ".rocketmq_offsets", self.instance.client_id,
-                                                      group)
+            self.offset_store: LocalOffsetStore | RemoteOffsetStore = LocalOffsetStore(
+                offset_store_dir or ".rocketmq_offsets", self.instance.client_id, group)
         else:
             self.offset_store = RemoteOffsetStore(self.instance, group)
         self.stats = ConsumeStats()
@@ -220,7 +220,7 @@ class ConsumerBase:
             return self._queue_offset(queue, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {"timestamp": timestamp})
         return self._queue_offset(queue, RequestCode.GET_MAX_OFFSET, {})
 
-    def _queue_offset(self, queue: MessageQueue, code: int, extra: dict) -> int:
+    def _queue_offset(self, queue: MessageQueue, code: int, extra: dict[str, Any]) -> int:
         address = self.instance.master_address(queue.broker_name, queue.topic)
         response = check_success(self.instance.remoting.call(
             address, code, {"topic": queue.topic, "queueId": queue.queue_id, **extra}), f"asking {queue}'s offset")

@@ -130,6 +130,7 @@ class Fetcher:
         if self._closed or state.epoch != epoch or self.states.get(state.queue) is not state:
             return
         if error is None:
+            assert response is not None         # a callback has the response or the error
             try:
                 self.stats.pulled(state.queue.topic, self._apply(state, response), rt_ms)
                 return

@@ -63,7 +63,7 @@ class _Send:
         self.deadline = deadline
         self.attempts = 0
         self.last_broker: str | None = None
-        self.future: Future[Any] = Future()
+        self.future: Future[SendResult] = Future()
         self.msg_ids: list[str] = []
         self.last_error: BaseException | None = None
 
@@ -108,7 +108,7 @@ class Producer:
         return send.future.result(send.deadline - time.monotonic() + 1.0)
 
     def send_async(self, message: Message, *, queue: MessageQueue | None = None,
-                   selector: QueueSelector | None = None, arg: Any = None, timeout: float | None = None) -> Future[Any]:
+                   selector: QueueSelector | None = None, arg: Any = None, timeout: float | None = None) -> Future[SendResult]:
         """A Future of the SendResult (completed on the client's I/O thread: keep its callbacks short)."""
         return self._start([message], False, queue, selector, arg, timeout).future
 
@@ -134,7 +134,7 @@ class Producer:
             (timeout or self.send_timeout) + 1.0)
 
     def send_batch_async(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
-                         timeout: float | None = None) -> Future[Any]:
+                         timeout: float | None = None) -> Future[SendResult]:
         messages = list(messages)
         if not messages:
             raise ValueError("a batch needs at least one message")
@@ -237,7 +237,7 @@ class Producer:
             return frame, opaque, ids
         message = send.messages[0]
         uniq = self._ids.next_id(now_ms)
-        body, sys_flag = compress_body(message.body, self.compress_threshold)
+        payload, sys_flag = compress_body(message.body, self.compress_threshold)
         if message.properties and message.properties.get(PROPERTY_TRANSACTION_PREPARED) == "true":
             sys_flag |= TransactionType.PREPARED      # a half message: stored aside until END_TRANSACTION
         properties = message_properties(message.tags, message.keys, message.properties, message.delay_level,
@@ -245,7 +245,7 @@ class Producer:
         fields = send_header(self.group, queue.topic, queue.queue_id, sys_flag, now_ms, message.flag, properties,
                              broker_name=queue.broker_name, default_topic=DEFAULT_TOPIC,
                              default_topic_queue_nums=self.default_topic_queue_nums)
-        frame, opaque = self.remoting.encode(RequestCode.SEND_MESSAGE_V2, fields, body, oneway=oneway)
+        frame, opaque = self.remoting.encode(RequestCode.SEND_MESSAGE_V2, fields, payload, oneway=oneway)
         return frame, opaque, [uniq]
 
     def _attempt(self, send: _Send, may_block: bool) -> None:
@@ -268,6 +268,7 @@ class Producer:
     def _answered(self, send: _Send, queue: MessageQueue, response: RemotingCommand | None,
                   error: BaseException | None) -> None:
         if error is None:
+            assert response is not None         # a callback has the response or the error
             status = SEND_STATUSES.get(response.code)
             if status is not None:
                 fields = response.ext_fields
@@ -286,7 +287,7 @@ class Producer:
             else:
                 error = broker_error(response.code, response.remark, f"sending to {queue}")
         send.last_broker = queue.broker_name
-        self._failed(send, error, retriable=isinstance(error, NetworkError) or error.retriable)
+        self._failed(send, error, retriable=isinstance(error, NetworkError) or getattr(error, "retriable", False))
 
     def _failed(self, send: _Send, error: BaseException, retriable: bool) -> None:
         send.last_error = error

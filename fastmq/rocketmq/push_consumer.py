@@ -79,7 +79,7 @@ class PushConsumer(ConsumerBase):
         self._started = threading.Event()
         super().__init__(group, namesrv_addr, **options)
         if self.message_model == MessageModel.CLUSTERING:
-            self._retry_topic = RETRY_GROUP_TOPIC_PREFIX + group
+            self._retry_topic: str | None = RETRY_GROUP_TOPIC_PREFIX + group
         else:
             self._retry_topic = None
 
@@ -89,11 +89,11 @@ class PushConsumer(ConsumerBase):
     def subscribe(self, topic: str, expression: str = "*") -> None:
         super().subscribe(topic, expression)
         if self._retry_topic is not None and self._retry_topic not in self.subscriptions:
-            self._subscribe_retry_topic()
+            self._subscribe_retry_topic(self._retry_topic)
 
-    def _subscribe_retry_topic(self) -> None:
+    def _subscribe_retry_topic(self, retry_topic: str) -> None:
         # The broker creates the retry topic with the first send-back; until then its route lookups fail.
-        self.subscriptions[self._retry_topic] = Subscription(self._retry_topic, "*")
+        self.subscriptions[retry_topic] = Subscription(retry_topic, "*")
 
     def start(self) -> None:
         """Begin consuming (fetching starts once assigned queues are known)."""
@@ -198,7 +198,7 @@ class PushConsumer(ConsumerBase):
                                   cachedMsgMaxOffset=max(offsets, default=0))
         return info
 
-    def consume_directly(self, message: MessageExt) -> Future:
+    def consume_directly(self, message: MessageExt) -> Future[dict[str, Any]]:
         """Run the listener on one message that an administrator picked (CONSUME_MESSAGE_DIRECTLY): a Future of
         ConsumeMessageDirectlyResult's fields. The message is not committed or sent back, whatever the answer."""
         return self._pool.submit(self._consume_directly, message)
@@ -216,9 +216,11 @@ class PushConsumer(ConsumerBase):
                 "spentTimeMills": int((time.monotonic() - started) * 1000)}
 
     def _call_listener(self, queue: MessageQueue, messages: list[MessageExt]) -> ConsumeStatus:
+        listener = self.listener
+        assert listener is not None             # start() refuses to run without one
         started = time.monotonic()
         try:
-            answer = self.listener(messages)
+            answer = listener(messages)
             status = ConsumeStatus.CONSUME_SUCCESS if answer is None else ConsumeStatus(answer)
         except Exception:
             _log.exception("the listener of group %s failed; its messages are consumed again later", self.group)

@@ -64,7 +64,7 @@ def split_address(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def _future_reply(done: Future, request: RemotingCommand) -> RemotingCommand:
+def _future_reply(done: Future[RemotingCommand], request: RemotingCommand) -> RemotingCommand:
     try:
         return done.result()
     except Exception as exc:
@@ -81,7 +81,7 @@ class RemotingClient:
         self.credentials = credentials
         self.serialize_type = serialize_type
         self.request_timeout = request_timeout
-        self.on_server_request: Callable[[str, RemotingCommand], RemotingCommand | Future | None] | None = None
+        self.on_server_request: Callable[[str, RemotingCommand], RemotingCommand | Future[RemotingCommand] | None] | None = None
         self.loop = IOLoop(name)
         self.pool = ConnectionPool(
             self.loop, lambda: RocketMQAdapter(max_frame_size), connect_timeout_ms=connect_timeout * 1000,
@@ -120,9 +120,9 @@ class RemotingClient:
         self.loop.wakeup()
 
     def invoke(self, address: str, code: int, ext_fields: dict[Any, Any] | None = None, body: Any = None, *,
-               timeout: float | None = None) -> Future[Any]:
+               timeout: float | None = None) -> Future[RemotingCommand]:
         """A Future of the response (a RemotingCommand; any response code)."""
-        future: Future[Any] = Future()
+        future: Future[RemotingCommand] = Future()
         frame, opaque = self.encode(code, ext_fields, body)
         self.invoke_frame(address, frame, opaque, future_callback(future), timeout=timeout)
         return future
@@ -240,7 +240,11 @@ class RemotingClient:
 
         def shut() -> None:
             self._drain()
-            self.loop.call_later(0.05, lambda: (self.pool.close(), done.set()))
+            self.loop.call_later(0.05, close_pool)
+
+        def close_pool() -> None:
+            self.pool.close()
+            done.set()
 
         try:
             self.loop.call_soon_threadsafe(shut)

@@ -88,13 +88,13 @@ def _parse_queue_keyed(body: bytes, field: str, what: str) -> dict[str, Any]:
     """A JSON object whose `field` is a map keyed by MessageQueue objects (read into MessageQueue keys)."""
     queues: list[MessageQueue] = []
 
-    def key(match: re.Match) -> str:
+    def key(match: re.Match[str]) -> str:
         # a placeholder no key of the body can equal: a NUL, then the queue's index (duplicates are refused below)
         queues.append(MessageQueue(json.loads(match[3]), json.loads(match[1]), int(match[2])))
         return f'"\\u0000{len(queues) - 1}":'
 
     try:
-        parsed = json.loads(_QUEUE_KEY.sub(key, body.decode("utf-8")), object_pairs_hook=_unique_keys)
+        parsed: dict[str, Any] = json.loads(_QUEUE_KEY.sub(key, body.decode("utf-8")), object_pairs_hook=_unique_keys)
         parsed[field] = {queues[int(index[1:])]: value for index, value in parsed[field].items()
                          if index.startswith("\0") or _not_a_queue(index)}
     except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
@@ -125,7 +125,8 @@ def _response(request: RemotingCommand, code: int, body: bytes | None = None,
     return RemotingCommand(code, request.opaque, flag=FLAG_RESPONSE, body=body, remark=remark)
 
 
-def answer(instance: Any, address: str, request: RemotingCommand) -> RemotingCommand | Future | None:
+def answer(instance: Any, address: str, request: RemotingCommand
+           ) -> RemotingCommand | Future[RemotingCommand] | None:
     """The answer to a broker's request to the client instance (None: no answer, or not supported)."""
     fields = request.ext_fields
     group = fields.get("consumerGroup", "")
@@ -167,8 +168,8 @@ def answer(instance: Any, address: str, request: RemotingCommand) -> RemotingCom
     return None
 
 
-def _consume_directly(consumer: Any, request: RemotingCommand) -> Future:
-    answered: Future = Future()
+def _consume_directly(consumer: Any, request: RemotingCommand) -> Future[RemotingCommand]:
+    answered: Future[RemotingCommand] = Future()
     messages = decode_messages(request.body or b"", check_crc=False)
     if not messages:
         answered.set_result(_response(request, ResponseCode.SYSTEM_ERROR, remark="no message in the request"))

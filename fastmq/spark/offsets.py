@@ -67,7 +67,7 @@ def subscribed_partitions(options: KafkaOptions) -> list[TopicPartition]:
         topics = list(options.subscribe)
     # Fresh metadata each time: partitions added to a topic show up in the next micro-batch.
     consumer.client.wait_for_metadata(consumer.client.request_update("partitions of the subscription"), timeout)
-    found = []
+    found: list[TopicPartition] = []
     for topic in topics:
         found.extend(TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic, timeout)))
     return found

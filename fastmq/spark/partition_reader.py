@@ -80,7 +80,7 @@ def data_loss(options: KafkaOptions, message: str) -> None:
 
 # ---- one client per executor process and configuration (Python workers are reused across tasks) ---------------
 
-_clients: dict[tuple, KafkaClient] = {}
+_clients: dict[tuple[Any, ...], KafkaClient] = {}
 _clients_lock = threading.Lock()
 
 

@@ -27,7 +27,8 @@ def spark_ddl(include_headers: bool) -> str:
 
 
 def column_names(include_headers: bool) -> list[str]:
-    return arrow_schema(include_headers).names
+    names: list[str] = arrow_schema(include_headers).names
+    return names
 
 
 def arrow_schema(include_headers: bool) -> pa.Schema:

@@ -102,7 +102,9 @@ class TopicWriter:
             return
         column = {name: batch.column(i) for name, i in names.items()}
         values, keys = column["value"], column.get("key")
+        topics: dict[str, Any]                  # topic -> the mask of its rows (None: every row)
         if self.options.topic is not None or "topic" not in column:
+            assert self.options.topic is not None   # check_columns refused a write with neither
             topics = {self.options.topic: None}
         else:
             topic_column = column["topic"]
@@ -151,11 +153,13 @@ class _TaskWrites:
 class KafkaBatchWriter(_TaskWrites, DataSourceArrowWriter):
     """df.write.format("fastmq") (mode append): at-least-once, see the module docstring."""
 
-    def commit(self, messages: list[WriteCount | None]) -> None:
-        _log.info("wrote %d records to Kafka in %d tasks", sum(m.records for m in messages if m), len(messages))
+    # The messages are the WriteCounts of write() (None for a task that failed).
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        _log.info("wrote %d records to Kafka in %d tasks", sum(m.records for m in messages if isinstance(m, WriteCount)),
+                  len(messages))
 
-    def abort(self, messages: list[WriteCount | None]) -> None:
-        done = [m for m in messages if m is not None]
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        done = [m for m in messages if isinstance(m, WriteCount)]
         _log.warning("write aborted: %d of %d tasks had written %d records (they stay in the topic: the sink is "
                      "at-least-once)", len(done), len(messages), sum(m.records for m in done))
 
@@ -163,10 +167,11 @@ class KafkaBatchWriter(_TaskWrites, DataSourceArrowWriter):
 class KafkaStreamWriter(_TaskWrites, DataSourceStreamArrowWriter):
     """writeStream.format("fastmq"): at-least-once, see the module docstring."""
 
-    def commit(self, messages: list[WriteCount | None], batchId: int) -> None:
-        _log.info("batch %d: wrote %d records to Kafka", batchId, sum(m.records for m in messages if m))
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        _log.info("batch %d: wrote %d records to Kafka", batchId,
+                  sum(m.records for m in messages if isinstance(m, WriteCount)))
 
-    def abort(self, messages: list[WriteCount | None], batchId: int) -> None:
-        done = [m for m in messages if m is not None]
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        done = [m for m in messages if isinstance(m, WriteCount)]
         _log.warning("batch %d aborted: %d records had been written (at-least-once: they stay)", batchId,
                      sum(m.records for m in done))

@@ -216,7 +216,7 @@ class PullConsumer:
                     log.warning("TubeMQ flow-control rules from the master ignored: %s", exc)
                     return
         with self._lock:
-            self._flow_ids, self._flow_rules = ids, tuple(rules)
+            self._flow_ids, self._flow_rules = ids, (rules[0], rules[1])
             self.flow = rules[1].over(rules[0])
 
     def _note_allocation(self, response: Any) -> None:
@@ -535,7 +535,7 @@ class PullConsumer:
         if self._own_rpc:
             self.rpc.close()
 
-    def __enter__(self):
+    def __enter__(self) -> PullConsumer:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -546,7 +546,8 @@ class PushConsumer:
     """Calls listener(messages) from `threads` threads for every batch; a batch is confirmed as consumed when
     the listener returns, and rolled back (redelivered) when it raises."""
 
-    def __init__(self, masters: str, group: str, topics, listener: Callable[[list[Message]], Any], *,
+    def __init__(self, masters: str, group: str, topics: Iterable[str] | Mapping[str, Iterable[str] | None],
+                 listener: Callable[[list[Message]], Any], *,
                  threads: int = 1, **options: Any) -> None:
         self.consumer = PullConsumer(masters, group, topics, kind="Push", **options)
         self.listener = listener
@@ -581,7 +582,7 @@ class PushConsumer:
             thread.join(10)
         self.consumer.close()
 
-    def __enter__(self):
+    def __enter__(self) -> PushConsumer:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:

@@ -113,7 +113,7 @@ class FlowRules:
 
 def _field(rule: Any, name: str, kind: type) -> Any:
     value = rule.get(name) if isinstance(rule, dict) else None
-    if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < 0):
+    if not isinstance(value, kind) or isinstance(value, bool) or (isinstance(value, int) and value < 0):
         raise ProtocolError(f"TubeMQ flow-control rule {rule!r}: {name} is not a {kind.__name__} >= 0")
     return value
 

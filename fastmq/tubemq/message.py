@@ -11,8 +11,12 @@ from __future__ import annotations
 import struct
 import zlib
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fastmq.errors import CorruptDataError
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 FLAG_HAS_ATTRIBUTE = 0x1
 MSG_TYPE_KEY = "$msgType$"
@@ -21,7 +25,7 @@ NO_CHECKSUM = -1
 _ATTR_LEN = struct.Struct(">i")
 
 
-def checksum(data) -> int:
+def checksum(data: Buffer) -> int:
     return zlib.crc32(data) & 0x7FFFFFFF
 
 
@@ -104,5 +108,5 @@ def pack_ipv4(address: str) -> int:
     parts = address.split(".")
     if len(parts) != 4 or not all(part.isdigit() and int(part) < 256 for part in parts):
         return 0
-    (value,) = struct.unpack(">i", bytes(int(part) for part in parts))
+    value: int = struct.unpack(">i", bytes(int(part) for part in parts))[0]
     return value

@@ -58,7 +58,8 @@ def parse_topic_info(text: str, brokers: dict[int, BrokerInfo]) -> tuple[str, li
     segments = text.strip().split("#")
     if len(segments) < 2:
         raise ProtocolError(f"TubeMQ topicInfo {text!r} has no broker list")
-    topic, partitions = segments[0], []
+    topic = segments[0]
+    partitions: list[Partition] = []
     for entry in segments[1].split(","):
         if not entry:
             continue

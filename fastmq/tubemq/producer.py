@@ -18,7 +18,7 @@ import threading
 import time
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from fastmq.client import NodeHealth
 from fastmq.errors import ConfigurationError, IllegalStateError, OperationTimeoutError
@@ -71,6 +71,7 @@ class SendFuture:
                 raise OperationTimeoutError(f"the send was not answered within {timeout} s")
         if self._error is not None:
             raise self._error
+        assert self._result is not None     # an answer sets the result or the error
         return self._result
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
@@ -184,7 +185,7 @@ class Producer:
             self._update_brokers(response.brokerCheckSum, response.brokerInfos)
         self._update_topics(response.topicInfos)
 
-    def _update_brokers(self, broker_checksum: int, infos) -> None:
+    def _update_brokers(self, broker_checksum: int, infos: Iterable[str]) -> None:
         brokers = {}
         for text in infos:
             broker = parse_broker_info(text)
@@ -193,7 +194,7 @@ class Producer:
             self._brokers = brokers
             self._broker_checksum = broker_checksum
 
-    def _update_topics(self, infos) -> None:
+    def _update_topics(self, infos: Iterable[str]) -> None:
         with self._lock:
             partitions: dict[str, list[Partition]] = {}
             for text in infos:

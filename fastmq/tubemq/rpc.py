@@ -14,14 +14,17 @@ request with an exception whose name contains "StandbyException".
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
 from fastmq._native.frames import encode_tubemq_frame
 from fastmq.errors import ProtocolError
 from fastmq.tubemq._proto import rpc_pb2
 from fastmq.tubemq.errors import RemoteException
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 # RequestHeader.serviceType
 SERVICE_MASTER = 1
@@ -102,7 +105,7 @@ def _delimited(message: bytes) -> bytes:
     return _varint(len(message)) + message
 
 
-def split_delimited(payload, count: int = 3) -> list[bytes]:
+def split_delimited(payload: Buffer, count: int = 3) -> list[bytes]:
     """The `count` varint-length-delimited messages of a payload. Bytes after them must be zeros (the C++
     client's padding); ProtocolError names what is wrong otherwise."""
     data = payload if type(payload) is bytes else bytes(payload)
@@ -139,7 +142,7 @@ def split_delimited(payload, count: int = 3) -> list[bytes]:
     return messages
 
 
-def decode_message(message_class, data, what: str | None = None):
+def decode_message(message_class: type[Message], data: Buffer, what: str | None = None) -> Any:
     """A protobuf message of `message_class` from data; ProtocolError when it does not parse (or misses a
     required field)."""
     try:
@@ -152,7 +155,7 @@ _DEFAULT = object()
 
 
 def encode_request(serial_no: int, method: int, body: bytes, *, timeout_ms: int | None = DEFAULT_TIMEOUT_MS,
-                   service_type=_DEFAULT, protocol_version: int | None = PROTOCOL_VERSION) -> bytes:
+                   service_type: Any = _DEFAULT, protocol_version: int | None = PROTOCOL_VERSION) -> bytes:
     """One request frame: `body` is the method's serialized request message. The service type defaults to the
     method's; None leaves a header field out."""
     if service_type is _DEFAULT:
@@ -170,7 +173,7 @@ def encode_request(serial_no: int, method: int, body: bytes, *, timeout_ms: int 
                                                     length, body)))
 
 
-def decode_request(serial_no: int, payload) -> Request:
+def decode_request(serial_no: int, payload: Buffer) -> Request:
     """A request frame's payload (from TubeMQFrameSplitter.next_frame). ProtocolError when it is not one."""
     conn, header, body = split_delimited(payload)
     if conn != _REQUEST_CONN_HEADER[1:] and decode_message(rpc_pb2.RpcConnHeader, conn, "RpcConnHeader").flag != 0:
@@ -199,7 +202,7 @@ def encode_exception(serial_no: int, exception_name: str, stack_trace: str = "")
     return encode_tubemq_frame(serial_no, _ERROR_PREFIX + _delimited(body))
 
 
-def decode_response(serial_no: int, payload) -> Response:
+def decode_response(serial_no: int, payload: Buffer) -> Response:
     """A response frame's payload. RemoteException (StandbyError for a standby master) for an exception
     response; ProtocolError when the payload is not a response."""
     conn, header, body = split_delimited(payload)

@@ -18,6 +18,7 @@ from fastmq._native.frames import TubeMQFrameSplitter
 from fastmq.errors import ProtocolError
 from fastmq.io import ConnectionPool, IOLoop, ProtocolAdapter
 from fastmq.tubemq import rpc
+from fastmq.tubemq.errors import RemoteException
 
 Address = tuple[str, int]
 ResultCallback = Callable[[Any, BaseException | None], Any]
@@ -29,7 +30,7 @@ class TubeMQAdapter(ProtocolAdapter):
     def make_splitter(self) -> TubeMQFrameSplitter:
         return TubeMQFrameSplitter()
 
-    def correlation_id(self, frame: Any) -> int:
+    def correlation_id(self, frame: tuple[int, bytes]) -> int:
         return frame[0]
 
 
@@ -113,7 +114,7 @@ class RpcClient:
                 self.loop.call_later(pool.connection_delay(address) + 0.01, self._drain, address)
             return
         conn = pool.connection(address)
-        while waiting and conn.can_send():
+        while waiting and conn is not None and conn.can_send():
             self._send(conn, address, *waiting.popleft())
 
     def _send(self, conn: Any, address: Address, method: int, body: bytes, response_class: type,
@@ -128,7 +129,7 @@ class RpcClient:
             try:
                 data = rpc.decode_response(frame[0], frame[1]).data
                 response = rpc.decode_message(response_class, data)
-            except (ProtocolError, rpc.RemoteException) as exc:
+            except (ProtocolError, RemoteException) as exc:
                 callback(None, exc)
             else:
                 callback(response, None)

@@ -71,7 +71,7 @@ class MasterSession:
         self.visit_token = NO_TOKEN
         self.auth_token: str | None = None
         self.require_auth = True
-        self._broker_auth: tuple[Any, Any] = (None, None)
+        self._broker_auth: tuple[Any, broker_pb2.AuthorizedInfo | None] = (None, None)
 
     @property
     def current(self) -> Address:
@@ -95,7 +95,10 @@ class MasterSession:
             if self.auth_token:
                 info.authAuthorizedToken = self.auth_token
             self._broker_auth = (tokens, info)
-        return self._broker_auth[1]
+            return info
+        cached = self._broker_auth[1]
+        assert cached is not None           # set with the tokens it was made for
+        return cached
 
     def note_authorization(self, response: Any) -> None:
         """Keep the tokens a register or heartbeat response carries."""

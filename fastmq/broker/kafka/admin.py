@@ -232,6 +232,7 @@ def handle_incremental_alter_configs(request: Request, body: Any) -> None:
         set_configs = {c.name: c.value for c in resource.configs if c.config_operation == OP_SET}
         delete = [c.name for c in resource.configs if c.config_operation == OP_DELETE]
         others = [c.name for c in resource.configs if c.config_operation not in (OP_SET, OP_DELETE)]
+        message: str | None
         if others:
             error, message = INVALID_CONFIG, f"APPEND/SUBTRACT apply to list configs, none of which is alterable " \
                                              f"here ({', '.join(others)})"

@@ -6,7 +6,7 @@ from fastmq.kafka import errors as kerrors
 
 NONE = 0
 
-KAFKA_ERRORS: dict[CoreError, type[kerrors.KafkaError]] = {
+KAFKA_ERRORS: dict[CoreError, type[kerrors.BrokerResponseError]] = {
     CoreError.NOT_AVAILABLE: kerrors.CoordinatorNotAvailableError,
     CoreError.INVALID_GROUP_ID: kerrors.InvalidGroupIdError,
     CoreError.GROUP_NOT_FOUND: kerrors.GroupIdNotFoundError,
@@ -39,4 +39,8 @@ KAFKA_ERRORS: dict[CoreError, type[kerrors.KafkaError]] = {
 
 def kafka_code(error: CoreError | None) -> int:
     """The error code a Kafka response carries for the core's answer (None: success)."""
-    return NONE if error is None else KAFKA_ERRORS[error].errno
+    if error is None:
+        return NONE
+    code = KAFKA_ERRORS[error].errno
+    assert code is not None             # each class above is one error code's
+    return code

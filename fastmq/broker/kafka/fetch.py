@@ -121,7 +121,8 @@ def run_fetch(request: Request, body: Any, plan: FetchPlan) -> FetchResult:
 def _add(topics: list[Any], target: Target, data: Any) -> None:
     # Consecutive partitions of one topic share its entry.
     topic = target.topic
-    name = topic.name if topic is not None else target.wire_name
+    # "" for a topic named by id alone (versions 13+, which carry no name).
+    name = (topic.name if topic is not None else target.wire_name) or ""
     if topics and topics[-1].topic == name and (topic is not None or topics[-1].topic_id == target.wire_id):
         topics[-1].partitions.append(data)
         return

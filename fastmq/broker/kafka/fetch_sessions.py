@@ -136,9 +136,10 @@ def plan_fetch(broker: Broker, cache: FetchSessionCache, version: int, body: Any
         session = cache.create() if epoch == 0 else None
         if session is not None:
             for target in requested:
-                if _known(target):
-                    session.partitions[(target.topic.name, target.partition)] = SessionPartition(
-                        target.fetch_offset, target.max_bytes, target.topic.topic_id)
+                known = _known_topic(target)
+                if known is not None:
+                    session.partitions[(known.name, target.partition)] = SessionPartition(
+                        target.fetch_offset, target.max_bytes, known.topic_id)
         return FetchPlan(requested, session)
     session = cache.get(session_id)
     if session is None:
@@ -153,13 +154,14 @@ def plan_fetch(broker: Broker, cache: FetchSessionCache, version: int, body: Any
                 session.partitions.pop((topic.name, partition), None)
     errors = []
     for target in requested:
-        if not _known(target):
+        known = _known_topic(target)
+        if known is None:
             errors.append(target)                # answered with its error, not kept in the session
             continue
-        key = (target.topic.name, target.partition)
+        key = (known.name, target.partition)
         entry = session.partitions.get(key)
         if entry is None:
-            session.partitions[key] = SessionPartition(target.fetch_offset, target.max_bytes, target.topic.topic_id)
+            session.partitions[key] = SessionPartition(target.fetch_offset, target.max_bytes, known.topic_id)
         else:
             entry.fetch_offset, entry.max_bytes = target.fetch_offset, target.max_bytes
     targets = errors
@@ -170,5 +172,7 @@ def plan_fetch(broker: Broker, cache: FetchSessionCache, version: int, body: Any
     return FetchPlan(targets, session, incremental=True)
 
 
-def _known(target: Target) -> bool:
-    return target.topic is not None and 0 <= target.partition < target.topic.partitions
+def _known_topic(target: Target) -> Topic | None:
+    """The target's topic when the target names one of its partitions, else None."""
+    topic = target.topic
+    return topic if topic is not None and 0 <= target.partition < topic.partitions else None

@@ -87,7 +87,7 @@ class LogStartFile(ConfigManager):
         self.offsets: dict[tuple[str, int], int] = {}
         self.snapshot: dict[str, int] = {}
 
-    def encode(self) -> dict:
+    def encode(self) -> dict[str, int]:
         return self.snapshot
 
     def decode(self, obj: Any) -> None:
@@ -144,7 +144,8 @@ class PartitionLogs:
 
     # -- produce ----------------------------------------------------------------------------------------------
 
-    def append(self, topic: Topic, partition: int, records, transactional: bool = False) -> AppendResult:
+    def append(self, topic: Topic, partition: int, records: bytes | bytearray | memoryview,
+               transactional: bool = False) -> AppendResult:
         """Append a produced record set; `transactional`: the request named a transactional id, without which
         transactional batches are refused."""
         store = self.store
@@ -200,7 +201,8 @@ class PartitionLogs:
     def when_flushed(self, position: int, callback: Callable[[bool], None]) -> None:
         self.store.when_flushed(position, callback)
 
-    def _check_sequences(self, topic: str, partition: int, produced: list) -> AppendResult | None:
+    def _check_sequences(self, topic: str, partition: int, produced: list[tuple[int, int, int, int, int, int, bool]]
+                         ) -> AppendResult | None:
         """None to append; else the answer (a duplicate's original offset, or a sequence error)."""
         previous = None
         for index, (producer_id, epoch, first, last, _count, _ts, _transactional) in enumerate(produced):
@@ -249,7 +251,8 @@ class PartitionLogs:
             batches, taken, next_offset = kafka_store.build_batches(records, count, max_bytes, take_first,
                                                                     log_append_time)
         finally:
-            records.release()
+            if isinstance(records, memoryview):     # always: read_records returns a view of the buffer given
+                records.release()
         if not taken:
             return b"", offset
         self.stats.get(topic, client_id, taken, len(batches))
@@ -257,7 +260,7 @@ class PartitionLogs:
 
     # -- offsets by time --------------------------------------------------------------------------------------
 
-    def _timestamps(self, topic: str, partition: int, start: int, count: int) -> tuple[array, array]:
+    def _timestamps(self, topic: str, partition: int, start: int, count: int) -> tuple[array[int], array[int]]:
         units = self.store.scan_queue(topic, partition, start, count)
         if not len(units):
             return array("q"), array("q")

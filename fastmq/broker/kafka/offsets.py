@@ -201,10 +201,11 @@ def handle_offset_fetch(request: Request, body: Any) -> None:
         return
     wanted = None if body.topics is None else [(t.name, list(t.partition_indexes)) for t in body.topics]
     found = _fetch_group(request, body.group_id, wanted, request.version >= 7 and body.require_stable)
-    topic_type = kp.OffsetFetchResponse.OffsetFetchResponseTopic
-    partition_type = kp.OffsetFetchResponse.OffsetFetchResponsePartition
+    # Before v8 (one group per request) the response's topic and partition structs are others.
+    legacy_topic = kp.OffsetFetchResponse.OffsetFetchResponseTopic
+    legacy_partition = kp.OffsetFetchResponse.OffsetFetchResponsePartition
     request.respond(kp.OffsetFetchResponse(throttle_time_ms=0, error_code=NONE, topics=[
-        topic_type(name=name, partitions=[_partition(partition_type, p, c) for p, c in partitions])
+        legacy_topic(name=name, partitions=[_partition(legacy_partition, p, c) for p, c in partitions])
         for name, partitions in found]))
 
 
@@ -256,7 +257,7 @@ def handle_offset_delete(request: Request, body: Any) -> None:
     elif description is not None and description.members:
         everything = True
     deleted = []
-    topics = []
+    response_topics = []
     for topic in body.topics:
         partitions = []
         for part in topic.partitions:
@@ -268,8 +269,8 @@ def handle_offset_delete(request: Request, body: Any) -> None:
                 error = NONE
                 deleted.append((topic.name, part.partition_index))
             partitions.append(partition_type(partition_index=part.partition_index, error_code=error))
-        topics.append(topic_type(name=topic.name, partitions=partitions))
-    response = kp.OffsetDeleteResponse(error_code=NONE, throttle_time_ms=0, topics=topics)
+        response_topics.append(topic_type(name=topic.name, partitions=partitions))
+    response = kp.OffsetDeleteResponse(error_code=NONE, throttle_time_ms=0, topics=response_topics)
     if deleted:
         broker.offsets.delete(body.group_id, deleted, lambda ok: request.respond(response))
     else:

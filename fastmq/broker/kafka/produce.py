@@ -66,7 +66,7 @@ def handle_produce(request: Request, body: Any) -> None:
     _respond(request, results, True)
 
 
-def _respond(request: Request, results: list, durable: bool) -> None:
+def _respond(request: Request, results: list[tuple[Any, list[tuple[int, AppendResult]]]], durable: bool) -> None:
     topics = []
     for topic_data, partitions in results:
         responses = []

@@ -28,7 +28,7 @@ def handle_sasl_handshake(request: Request, body: Any) -> None:
     if not session.listener.uses_sasl or session.authenticated or session.sasl is not None:
         request.respond(kp.SaslHandshakeResponse(error_code=ILLEGAL_SASL_STATE, mechanisms=mechanisms))
         return
-    if body.mechanism not in mechanisms:
+    if authenticator is None or body.mechanism not in mechanisms:
         request.respond(kp.SaslHandshakeResponse(error_code=UNSUPPORTED_SASL_MECHANISM, mechanisms=mechanisms))
         return
     session.sasl = authenticator.server(body.mechanism)

@@ -41,8 +41,8 @@ class AuthServerError(Exception):
 
 @dataclass(frozen=True)
 class Authorization:
-    topic: re.Pattern
-    channels: tuple[re.Pattern, ...]
+    topic: re.Pattern[str]
+    channels: tuple[re.Pattern[str], ...]
     permissions: frozenset[str]
 
     def allows(self, topic: str, channel: str) -> bool:
@@ -71,7 +71,7 @@ class AuthState:
                            "permission_count": len(self.authorizations)}).encode()
 
 
-def _pattern(value: object, what: str) -> re.Pattern:
+def _pattern(value: object, what: str) -> re.Pattern[str]:
     if not isinstance(value, str):
         raise AuthServerError(f"{what} {value!r} is not a string")
     try:

@@ -90,7 +90,7 @@ class Channel:
     cursors: list[int]
     subscribers: list[Subscriber] = field(default_factory=list)
     in_flight: dict[tuple[int, int], Pending] = field(default_factory=dict)
-    ready: list[deque[Any]] = field(default_factory=list)           # per partition: requeued, then read ahead
+    ready: list[deque[Pending]] = field(default_factory=list)           # per partition: requeued, then read ahead
     delayed: list[tuple[float, int, int, Pending]] = field(default_factory=list)
     tags: dict[str, int] = field(default_factory=dict)          # desired tag -> subscribers with it
     _turn: int = 0

@@ -21,7 +21,7 @@ import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from fastmq.broker.frontends import FrontEnd
 from fastmq.broker.nsq.channels import DEFER_PROPERTY
@@ -60,7 +60,8 @@ class NSQHTTPFrontEnd(FrontEnd):
             server.daemon_threads = True
             self.servers.append(server)
             threading.Thread(target=server.serve_forever, name=f"fastmq-{listener.protocol}", daemon=True).start()
-            self.addresses.append(server.server_address[:2])
+            # An AF_INET server's address is (host, port); the type covers every address family.
+            self.addresses.append(cast(tuple[str, int], server.server_address[:2]))
 
     def close(self) -> None:
         for server in self.servers:
@@ -68,7 +69,8 @@ class NSQHTTPFrontEnd(FrontEnd):
 
     @property
     def nsq(self) -> NSQFrontEnd:
-        return self.broker.front_end("nsq")  # type: ignore[return-value]
+        # The front end registered for "nsq" is an NSQFrontEnd (front_end() is typed by the base class).
+        return cast("NSQFrontEnd", self.broker.front_end("nsq"))
 
     def on_loop(self, work: Callable[[], Any]) -> Any:
         return self.broker.loop.run_in_loop(work, timeout=30)

@@ -288,10 +288,14 @@ class NSQDListener(ServerHandler):
                 conn.start_compression(SnappyStream() if snappy else DeflateStream(level))
                 conn.send_frame(response(codec.OK))
 
+        def tls_done() -> None:
+            conn.send_frame(response(codec.OK))
+            compress()
+
         if tls:
+            assert self.tls is not None         # IDENTIFY agrees to TLS only when the listener offers it
             conn.session.tls = True
-            conn.start_tls(self.tls, server_side=True,
-                           on_done=lambda: (conn.send_frame(response(codec.OK)), compress()))
+            conn.start_tls(self.tls, server_side=True, on_done=tls_done)
         else:
             compress()
 
@@ -319,7 +323,7 @@ class NSQDListener(ServerHandler):
             raise NSQError("E_BAD_TOPIC", f"topic name {raw[:70]!r} is not valid")
         return raw.decode()
 
-    def _partition(self, topic: str, params: list, index: int) -> int:
+    def _partition(self, topic: str, params: list[bytes], index: int) -> int:
         found = self.front.topic(topic)
         partitions = found.partitions
         if len(params) <= index:
@@ -349,7 +353,7 @@ class NSQDListener(ServerHandler):
         self.front.append(topic, self._partition(topic, params, 1), [body])
         return codec.OK
 
-    def _mpub(self, conn: ServerConnection, session: Session, params: list, body: bytes, *,
+    def _mpub(self, conn: ServerConnection, session: Session, params: list[bytes], body: bytes, *,
               traced: bool = False) -> bytes:
         command = "MPUB_TRACE" if traced else "MPUB"
         if len(params) < (2 if traced else 1):
@@ -373,7 +377,7 @@ class NSQDListener(ServerHandler):
         return codec.encode_trace_reply(result.queue_offset, 0, result.commitlog_offset,
                                         sum(len(message) for message in messages))
 
-    def _mpub_trace(self, conn: ServerConnection, session: Session, params: list, body: bytes) -> bytes:
+    def _mpub_trace(self, conn: ServerConnection, session: Session, params: list[bytes], body: bytes) -> bytes:
         return self._mpub(conn, session, params, body, traced=True)
 
     def _dpub(self, conn: ServerConnection, session: Session, params: list[Any], body: bytes) -> bytes:
@@ -545,7 +549,7 @@ class NSQDListener(ServerHandler):
         session.closing = True
         return codec.CLOSE_WAIT
 
-    def _auth(self, conn: ServerConnection, session: Session, params: list, body: Any) -> bytes:
+    def _auth(self, conn: ServerConnection, session: Session, params: list[bytes], body: Any) -> bytes:
         if session.auth_answered:
             raise NSQError("E_INVALID", "AUTH already set")
         if session.channel is not None:

@@ -34,6 +34,7 @@ from fastmq.store.message import decode_message_id
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastmq.broker.rocketmq.frontend import RocketMQFrontEnd
+    from fastmq.rocketmq._native.remoting import RemotingCommand
 
 VIEW_MESSAGE_BY_ID = 33
 CLIENT_ANSWER_TIMEOUT_S = 10.0
@@ -59,6 +60,8 @@ def create_topic(front: RocketMQFrontEnd, request: Request) -> None:
             except TopicError as exc:
                 raise RequestError(str(exc)) from None
         config = front.topic_config(topic)
+        if config is None:
+            raise RequestError(f"topic {topic!r} was deleted meanwhile", ResponseCode.TOPIC_NOT_EXIST)
         front.broker.store.topic_config_manager.update_topic_config(TopicConfig(
             topic, config.read_queue_nums, config.write_queue_nums, perm, config.topic_filter_type, sys_flag,
             request.boolean("order", config.order)))
@@ -80,7 +83,15 @@ def view_message(front: RocketMQFrontEnd, request: Request) -> None:
     message = front.broker.store.get_message_by_offset(offset)
     if message is None:
         raise RequestError(f"no message at CommitLog offset {offset}", ResponseCode.SYSTEM_ERROR)
-    request.respond(body=bytes(front.broker.store.get_data(offset, message.store_size)))
+    request.respond(body=_record_bytes(front, offset, message.store_size))
+
+
+def _record_bytes(front: RocketMQFrontEnd, offset: int, size: int) -> bytes:
+    # The record was found a moment ago, but its CommitLog file may have been deleted since.
+    data = front.broker.store.get_data(offset, size)
+    if data is None:
+        raise RequestError(f"the message at CommitLog offset {offset} is no longer readable", ResponseCode.SYSTEM_ERROR)
+    return bytes(data)
 
 
 def _relay_to_client(front: RocketMQFrontEnd, request: Request, body: bytes | None = None) -> None:
@@ -89,7 +100,7 @@ def _relay_to_client(front: RocketMQFrontEnd, request: Request, body: bytes | No
     if channel is None:
         raise RequestError(f"The consumer <{client_id}> of group <{group}> is not online", ResponseCode.SYSTEM_ERROR)
 
-    def answered(answer) -> None:
+    def answered(answer: RemotingCommand | None) -> None:
         if answer is None:
             request.respond(ResponseCode.SYSTEM_ERROR, remark=f"the consumer <{client_id}> did not answer")
         else:
@@ -111,7 +122,7 @@ def consume_message_directly(front: RocketMQFrontEnd, request: Request) -> None:
     message = front.broker.store.get_message_by_offset(offset)
     if message is None:
         raise RequestError(f"no message {request.fields['msgId']} on this broker", ResponseCode.SYSTEM_ERROR)
-    _relay_to_client(front, request, bytes(front.broker.store.get_data(offset, message.store_size)))
+    _relay_to_client(front, request, _record_bytes(front, offset, message.store_size))
 
 
 def reset_offset(front: RocketMQFrontEnd, request: Request) -> None:

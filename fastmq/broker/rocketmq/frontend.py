@@ -218,7 +218,10 @@ class RocketMQFrontEnd(FrontEnd):
             self.broker.store.topic_config_manager.update_topic_config(config)
         log.info("created topic %s with %d queue(s), perm %d", name, queues, perm)
         self.broker.loop.call_soon_threadsafe(self.register)
-        return self.topic_config(name)
+        created = self.topic_config(name)
+        if created is None:
+            raise TopicError(CoreError.NOT_AVAILABLE, f"topic {name} was deleted while it was being created: retry")
+        return created
 
     def _ensure_default_topic(self) -> None:
         if self.topic_config(self.settings.default_topic) is None:

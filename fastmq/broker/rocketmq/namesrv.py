@@ -75,7 +75,8 @@ def registration_of(request: Request) -> Registration:
         except (TypeError, ValueError):
             raise RequestError(f"topic config of {topic!r} has non-numeric queue numbers or perm") from None
     return Registration(request.text("clusterName"), broker_name, request.text("brokerAddr"),
-                        request.integer("brokerId", low=0), topics, wrapper.get("dataVersion"),
+                        request.integer("brokerId", low=0), topics,
+                        wrapper.get("dataVersion") if isinstance(wrapper, dict) else None,
                         request.text("haServerAddr", ""))
 
 

@@ -69,7 +69,8 @@ class Request:
 
     @property
     def code(self) -> int:
-        return self.command.code
+        code: int = self.command.code
+        return code
 
     @property
     def body(self) -> bytes:

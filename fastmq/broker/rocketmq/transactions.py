@@ -156,7 +156,9 @@ class Transactions:
         fields = {"topic": half.properties.get(PROPERTY_REAL_TOPIC, ""), "tranStateTableOffset": half.queue_offset,
                   "commitLogOffset": half.commitlog_offset, "msgId": uniq, "transactionId": uniq,
                   "offsetMsgId": half.msg_id, "brokerName": self.front.settings.broker_name}
-        record = bytes(self.store.get_data(half.commitlog_offset, half.store_size))
+        data = self.store.get_data(half.commitlog_offset, half.store_size)
+        if data is None:
+            return False     # its CommitLog file is gone: nothing left to ask about
         self.front.remoting_listeners[0].tell_client(random.choice(channels).connection,
-                                                     RequestCode.CHECK_TRANSACTION_STATE, fields, record)
+                                                     RequestCode.CHECK_TRANSACTION_STATE, fields, bytes(data))
         return True

@@ -13,11 +13,14 @@ small; equal offsets: the first consumer id), and a partition nobody named goes 
 """
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
-from typing import Any
+from collections.abc import Iterable
+
+Partition = tuple[str, int]                     # (topic, partition index)
+Moves = dict[str, list[Partition]]              # consumer id -> partitions
 
 
-def balance(partitions: Iterable[Hashable], consumers: Iterable[str], owner: dict[Any, Any]) -> tuple[dict[Any, Any], dict[Any, Any]]:
+def balance(partitions: Iterable[Partition], consumers: Iterable[str], owner: dict[Partition, str]
+            ) -> tuple[Moves, Moves]:
     """(releases, assignments), each {consumer: [partition, ...]}, given owner {partition: consumer}.
     Partitions held by consumers no longer in the group count as unheld."""
     ordered_partitions = sorted(partitions)
@@ -26,15 +29,15 @@ def balance(partitions: Iterable[Hashable], consumers: Iterable[str], owner: dic
         return {}, {}
     base, extra = divmod(len(ordered_partitions), len(ordered_consumers))
     share = {consumer: base + (index < extra) for index, consumer in enumerate(ordered_consumers)}
-    held: dict[str, list[Any]] = {consumer: [] for consumer in ordered_consumers}
-    unheld = []
+    held: Moves = {consumer: [] for consumer in ordered_consumers}
+    unheld: list[Partition] = []
     for partition in ordered_partitions:
         holder = owner.get(partition)
         if holder in held:
             held[holder].append(partition)
         else:
             unheld.append(partition)
-    releases: dict[str, list[Any]] = {}
+    releases: Moves = {}
     for consumer, partitions_held in held.items():
         surplus = partitions_held[share[consumer]:]
         if surplus:
@@ -42,7 +45,7 @@ def balance(partitions: Iterable[Hashable], consumers: Iterable[str], owner: dic
             del partitions_held[share[consumer]:]
             unheld.extend(surplus)
     unheld.sort()
-    assignments: dict[str, list[Any]] = {}
+    assignments: Moves = {}
     for consumer in ordered_consumers:
         room = share[consumer] - len(held[consumer])
         if room > 0 and unheld:
@@ -50,19 +53,20 @@ def balance(partitions: Iterable[Hashable], consumers: Iterable[str], owner: dic
     return releases, assignments
 
 
-def bound_balance(claims: dict[str, dict], owner: dict, select_big: bool = True) -> tuple[dict, dict]:
+def bound_balance(claims: dict[str, dict[Partition, int]], owner: dict[Partition, str], select_big: bool = True
+                  ) -> tuple[Moves, Moves]:
     """(releases, assignments) as balance() returns them, given claims {consumer: {partition: offset}}."""
-    chosen: dict = {}
+    chosen: dict[Partition, tuple[str, int]] = {}        # partition -> (consumer, offset)
     for consumer in sorted(claims):
         for partition, offset in claims[consumer].items():
             best = chosen.get(partition)
             if best is None or (offset > best[1] if select_big else offset < best[1]):
                 chosen[partition] = (consumer, offset)
-    releases: dict[str, list] = {}
+    releases: Moves = {}
     for partition, holder in sorted(owner.items()):
         if holder in claims and chosen.get(partition, (None,))[0] != holder:
             releases.setdefault(holder, []).append(partition)
-    assignments: dict[str, list] = {}
+    assignments: Moves = {}
     for partition, (consumer, _) in sorted(chosen.items()):
         if owner.get(partition) != consumer:
             assignments.setdefault(consumer, []).append(partition)

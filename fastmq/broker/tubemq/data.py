@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from fastmq.broker.config import ListenerConfig
 from fastmq.broker.frontends import FrontEnd
 from fastmq.broker.offsets import CommittedOffset
-from fastmq.broker.tubemq.service import RpcService
+from fastmq.broker.tubemq.service import Handler, RpcService
 from fastmq.store.results import GetMessageStatus
 from fastmq.tubemq import rpc
 from fastmq.tubemq._proto import broker_pb2
@@ -64,7 +64,7 @@ class TubeMQBrokerFrontEnd(FrontEnd):
         self.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
 
     def start(self) -> None:
-        methods = {
+        methods: dict[int, tuple[type, Handler]] = {
             rpc.SEND_MESSAGE: (broker_pb2.SendMessageRequestP2B, self.send_message),
             rpc.CONSUMER_REGISTER_TO_BROKER: (broker_pb2.RegisterRequestC2B, self.register_consumer),
             rpc.CONSUMER_HEARTBEAT_TO_BROKER: (broker_pb2.HeartBeatRequestC2B, self.heartbeat),

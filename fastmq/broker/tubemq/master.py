@@ -41,13 +41,15 @@ import logging
 import random
 import secrets
 import zlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterable
+
+from google.protobuf.message import Message
 
 from fastmq.broker.config import ListenerConfig
 from fastmq.broker.frontends import FrontEnd
 from fastmq.broker.tubemq.balancer import balance, bound_balance
 from fastmq.broker.tubemq.data import TubeMQBrokerFrontEnd
-from fastmq.broker.tubemq.service import Refusal, RpcService
+from fastmq.broker.tubemq.service import Handler, Refusal, RpcService
 from fastmq.errors import ProtocolError
 from fastmq.tubemq import rpc
 from fastmq.tubemq._proto import master_pb2
@@ -145,7 +147,7 @@ class TubeMQMasterFrontEnd(FrontEnd):
             raise ValueError(f"there is no master node {node} (this master has {len(self.services)})")
         self.active = node
 
-    def _unless_standby(self, node: int, handler, response_class: type):
+    def _unless_standby(self, node: int, handler: Handler, response_class: type[Message]) -> Handler:
         def serve(request: Any, conn: Any) -> Any:
             if self.standby or node != self.active:
                 raise StandbyException(f"master node {node} is a standby (node {self.active} is active)")
@@ -155,7 +157,7 @@ class TubeMQMasterFrontEnd(FrontEnd):
 
     # ---- authentication ------------------------------------------------------------------------------------
 
-    def _authenticate(self, request: Any, response_class: type) -> Any:
+    def _authenticate(self, request: Any, response_class: type[Message]) -> Any:
         """None when the request may be served: the broker has no users, or the request carries a token this
         master handed out or a good signature (user name, timestamp, nonce, HmacSHA1 with the password). Else
         the CERTIFICATE_FAILURE response."""
@@ -197,7 +199,7 @@ class TubeMQMasterFrontEnd(FrontEnd):
         infos = [data.info.encode()] if data is not None else []
         return zlib.crc32(",".join(infos).encode()) & 0x7FFFFFFF, infos
 
-    def _topic_infos(self, topics) -> list[str]:
+    def _topic_infos(self, topics: Iterable[str]) -> list[str]:
         data = self._data_broker()
         if data is None:
             return []
@@ -208,7 +210,7 @@ class TubeMQMasterFrontEnd(FrontEnd):
                 infos.append(encode_topic_info(topic, [(data.broker_id, partitions, 1)], data.max_message_size))
         return infos
 
-    def _create_topics(self, topics) -> None:
+    def _create_topics(self, topics: Iterable[str]) -> None:
         for topic in topics:
             self.broker.topics.get_or_create(topic)
 
@@ -279,7 +281,8 @@ class TubeMQMasterFrontEnd(FrontEnd):
             notAllocated=group.not_allocated, qryPriorityId=-2, **self._flow_fields(request),
             authorizedInfo=self._authorized())
 
-    def _bound_session(self, group: GroupState, request: Any) -> tuple[tuple[str, int, bool] | None, dict]:
+    def _bound_session(self, group: GroupState, request: Any
+                       ) -> tuple[tuple[str, int, bool] | None, dict[tuple[str, int], int]]:
         """(the group's bound session, the partitions this consumer names {(topic, partition): offset}) for a
         registering consumer; ValueError when it does not fit the group: every member of a bound group names the
         same session key, consumer count and offset choice, and bound and unbound consumers do not mix."""
@@ -308,7 +311,7 @@ class TubeMQMasterFrontEnd(FrontEnd):
 
     def _flow_fields(self, request: Any) -> dict[str, Any]:
         """The flow-control check ids, and the rules a consumer naming other ids does not have."""
-        fields = {}
+        fields: dict[str, Any] = {}
         for scope, prefix in ((None, "def"), (request.groupName, "group")):
             check_id, rules = self.flow_rules.get(scope, (NO_RULES, ""))
             fields[f"{prefix}FlowCheckId"] = check_id
@@ -319,7 +322,7 @@ class TubeMQMasterFrontEnd(FrontEnd):
     def consumer_heartbeat(self, request: Any, conn: Any) -> Any:
         group = self.groups.get(request.groupName)
         state = group.consumers.get(request.clientId) if group is not None else None
-        if state is None:
+        if group is None or state is None:
             return master_pb2.HeartResponseM2C(success=False, errCode=ErrorCode.HB_NO_NODE,
                                                errMsg="the consumer is not registered")
         state.last_seen = self.broker.loop.time()
@@ -355,12 +358,12 @@ class TubeMQMasterFrontEnd(FrontEnd):
             if key not in done and group.owner.get(key) == state.client_id:
                 del group.owner[key]
 
-    def _book_holdings(self, group: GroupState, state: ConsumerState, infos) -> None:
+    def _book_holdings(self, group: GroupState, state: ConsumerState, infos: Iterable[str]) -> None:
         """A settled consumer listed what it holds: that is the truth. The Java client reports an event DONE
         with every partition it was given, even those the broker refused (PARTITION_OCCUPIED), and lists what
         it really holds every few heartbeats: what it was given but does not hold is unheld again (the next
         round hands it out anew), and what it holds that nobody owns is its own."""
-        held = set()
+        held: set[tuple[str, int]] = set()
         for info in infos:
             _, _, partition = parse_subscribe_info(info)
             held.add((partition.topic, partition.partition_id))

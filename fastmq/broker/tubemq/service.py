@@ -11,7 +11,7 @@ from typing import Any, Callable
 from fastmq._native.frames import TubeMQFrameSplitter
 from fastmq.broker.config import ListenerConfig
 from fastmq.errors import ProtocolError
-from fastmq.io import Listener, Reply, ServerConnection, ServerHandler
+from fastmq.io import IOLoop, Listener, Reply, ServerConnection, ServerHandler
 from fastmq.io.tls import create_server_context
 from fastmq.tubemq import rpc
 
@@ -27,7 +27,7 @@ class Refusal(Exception):
 class RpcService(ServerHandler):
     """Serves `methods` ({method id: (request class, handler)}) on one listening socket."""
 
-    def __init__(self, loop, config: ListenerConfig, methods: dict[int, tuple[type, Handler]],
+    def __init__(self, loop: IOLoop, config: ListenerConfig, methods: dict[int, tuple[type, Handler]],
                  on_connection_lost: Callable[[ServerConnection], None] | None = None) -> None:
         self.methods = methods
         self.on_connection_lost = on_connection_lost

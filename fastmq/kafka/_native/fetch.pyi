@@ -8,7 +8,8 @@ class RecordDecoder:
     def __init__(self, record_class: type, *, check_crcs: bool = True, read_committed: bool = False,
                  key_deserializer: Callable[..., Any] | None = None,
                  value_deserializer: Callable[..., Any] | None = None, with_context: bool = False,
-                 deserialize_null: bool = False, max_decompressed_size: int = ...) -> None: ...
+                 deserialize_null: bool = False, tuple_headers: bool = False,
+                 max_decompressed_size: int = ...) -> None: ...
     def decode(self, records: Buffer | None, topic: str, partition: int, fetch_offset: int,
                aborted_transactions: Iterable[Any] | None = None) -> tuple[list[Any], int, BaseException | None]: ...
 

@@ -1,18 +1,21 @@
 """Type stubs of the compiled Kafka message interpreter (used through fastmq.kafka.protocol)."""
-from typing import Any
+from typing import Any, ClassVar
 
 from fastmq._native.buffer import WriteBuffer
+from fastmq.kafka.protocol.schema import StructSchema
 
 KINDS: dict[str, int]
 FILL_MODES: dict[str, int]
 
 class Struct:
-    """Base class of the generated message classes: keyword construction with schema defaults."""
+    """Base class of the generated message classes: keyword construction with schema defaults.
+
+    The fields of each generated class are in fastmq/kafka/protocol/messages.pyi."""
+    _field_table: ClassVar[FieldTable]
+    _schema: ClassVar[StructSchema]
     def __init__(self, **fields: Any) -> None: ...
     def __eq__(self, other: object) -> bool: ...
     def to_dict(self) -> dict[str, Any]: ...
-    def __getattr__(self, name: str) -> Any: ...
-    def __setattr__(self, name: str, value: Any) -> None: ...
 
 class FieldTable:
     names: tuple[str, ...]
@@ -22,7 +25,7 @@ class StructCodec:
     cls: type
     label: str
     min_size: int
-    def __init__(self, cls: type, label: str, flexible: bool, regular: list[tuple], tagged: list[tuple],
+    def __init__(self, cls: type, label: str, flexible: bool, regular: list[tuple[Any, ...]], tagged: list[tuple[Any, ...]],
                  min_size: int) -> None: ...
 
 def encode_message(codec: StructCodec, obj: Struct, out: WriteBuffer | None = None) -> WriteBuffer: ...

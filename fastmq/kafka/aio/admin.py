@@ -17,7 +17,7 @@ from fastmq.kafka.structs import TopicPartition
 __all__ = ["AIOKafkaAdminClient", "ConfigResource", "NewPartitions", "NewTopic"]
 
 
-class AIOKafkaAdminClient(Lifetime):
+class AIOKafkaAdminClient(Lifetime[Admin]):
     """aiokafka.admin.AIOKafkaAdminClient's constructor and methods (see the module docstring). close() is
     aiokafka's name for stop()."""
 
@@ -58,7 +58,7 @@ class AIOKafkaAdminClient(Lifetime):
         return await self._call("delete_topics", topics, timeout=_seconds(timeout_ms))
 
     async def list_topics(self) -> list[str]:
-        return await self._call("list_topics")
+        return await asyncio.to_thread(self.engine().list_topics)
 
     async def describe_topics(self, topics: list[str] | None = None) -> Any:
         return await self._call("describe_topics", topics)

@@ -46,7 +46,7 @@ class ConsumerRebalanceListener:
         pass
 
 
-class AIOKafkaConsumer(Lifetime):
+class AIOKafkaConsumer(Lifetime[Consumer]):
     """aiokafka.AIOKafkaConsumer's constructor and methods (see the module docstring). Keyword arguments
     beyond aiokafka's are fastmq.kafka.Consumer's (max_records_per_second, empty_fetch_backoff_ms, ...);
     api_version, consumer_timeout_ms and rebalance_timeout_ms have no effect. Like aiokafka's, a consumer
@@ -142,7 +142,7 @@ class AIOKafkaConsumer(Lifetime):
 
     # ---- subscriptions --------------------------------------------------------------------------------------
 
-    def subscribe(self, topics: Iterable[str] = (), pattern: str | None = None,
+    def subscribe(self, topics: Iterable[str] = (), pattern: str | re.Pattern[str] | None = None,
                   listener: ConsumerRebalanceListener | None = None) -> None:
         """Join the group for these topics (or those matching pattern); replaces the subscription."""
         consumer = self._group()

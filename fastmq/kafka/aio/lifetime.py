@@ -3,12 +3,25 @@ refusing calls before start() and after stop()."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from typing import Any, Callable, Generic, Protocol, TypeVar
 
 from fastmq.kafka import errors as kerrors
+from fastmq.kafka.client import KafkaClient
 
 
-class Lifetime:
+class _Engine(Protocol):
+    """What the aio clients need of the fastmq client they run on (Producer, Consumer or Admin)."""
+
+    @property
+    def client(self) -> KafkaClient: ...
+
+    def close(self) -> None: ...
+
+
+Engine = TypeVar("Engine", bound=_Engine)
+
+
+class Lifetime(Generic[Engine]):
     """start() / stop() bookkeeping: `async with` starts and stops; engine() is the fastmq client the
     methods use, refused (IllegalStateError) before start() and (stopped_error) after stop()."""
 
@@ -16,10 +29,10 @@ class Lifetime:
     stopped_error: type[Exception] = kerrors.IllegalStateError
 
     def __init__(self) -> None:
-        self._engine: Any = None
+        self._engine: Engine | None = None
         self._closed = False
 
-    def engine(self) -> Any:
+    def engine(self) -> Engine:
         if self._closed:
             raise self.stopped_error(f"the {self.what} is stopped")
         if self._engine is None:
@@ -44,8 +57,8 @@ class Lifetime:
         await self.stop()
 
 
-async def start_engine(factory: Callable[[], Any], timeout: float, close: Callable[[Any], Any],
-                       prepare: Callable[[Any], Any] | None = None) -> Any:
+async def start_engine(factory: Callable[[], Engine], timeout: float, close: Callable[[Engine], Any],
+                       prepare: Callable[[Engine], Any] | None = None) -> Engine:
     """On worker threads: build a fastmq client (factory), wait for its first metadata and run prepare on it;
     if any of that fails the client is closed again. aiokafka's start() raises KafkaConnectionError when no
     bootstrap server answers."""
@@ -60,7 +73,7 @@ async def start_engine(factory: Callable[[], Any], timeout: float, close: Callab
     return engine
 
 
-def _bootstrap(client: Any, timeout: float) -> None:
+def _bootstrap(client: KafkaClient, timeout: float) -> None:
     try:
         client.bootstrap(timeout)
     except kerrors.KafkaTimeoutError as exc:

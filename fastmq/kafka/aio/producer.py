@@ -37,7 +37,7 @@ _BATCH_OVERHEAD = 61
 _RECORD_OVERHEAD = 21
 
 
-class AIOKafkaProducer(Lifetime):
+class AIOKafkaProducer(Lifetime[Producer]):
     """aiokafka.AIOKafkaProducer's constructor and methods (see the module docstring); stop() sends what is
     queued and waits for its acknowledgements. Keyword arguments beyond aiokafka's are fastmq.kafka.Producer's
     (buffer_memory, delivery_timeout_ms, max_block_ms, ...); api_version has no effect."""
@@ -96,7 +96,7 @@ class AIOKafkaProducer(Lifetime):
     # ---- sending -----------------------------------------------------------------------------------------
 
     async def send(self, topic: str, value: Any = None, key: Any = None, partition: int | None = None,
-                   timestamp_ms: int | None = None, headers: Headers = None) -> asyncio.Future[Any]:
+                   timestamp_ms: int | None = None, headers: Headers = None) -> asyncio.Future[RecordMetadata]:
         """Queue a record; returns (once it is in a batch) an asyncio future of its RecordMetadata."""
         producer = self.engine()
         if self._key_serializer is not None:
@@ -115,7 +115,7 @@ class AIOKafkaProducer(Lifetime):
         return self._futures.track(producer.send(topic, value, key, headers, partition, timestamp_ms))
 
     async def _queue_waiting(self, producer: Producer, topic: str, value: Any, key: Any, partition: int | None,
-                             timestamp_ms: int | None, headers: Headers) -> asyncio.Future[Any]:
+                             timestamp_ms: int | None, headers: Headers) -> asyncio.Future[RecordMetadata]:
         """send() when Producer.send() could wait. Metadata and AddPartitionsToTxn are waited for on a worker
         thread; buffer memory on the loop, until acknowledgements free some."""
         if self._transactional or topic not in producer.client.cluster.topics:
@@ -152,7 +152,7 @@ class AIOKafkaProducer(Lifetime):
         """An empty batch of up to max_batch_size bytes, for send_batch()."""
         return BatchBuilder(self._max_batch_size, self._key_serializer, self._value_serializer)
 
-    async def send_batch(self, batch: "BatchBuilder", topic: str, *, partition: int) -> asyncio.Future[Any]:
+    async def send_batch(self, batch: "BatchBuilder", topic: str, *, partition: int) -> asyncio.Future[RecordMetadata]:
         """Send a batch's records to one partition, in order; returns a future of the first record's
         RecordMetadata (the batch's base offset), failing if any record fails."""
         producer = self.engine()
@@ -218,9 +218,9 @@ class RecordFutures:
         self._pending: dict[TopicPartition, _Pending] = {}
         self.progress = asyncio.Event()                         # set whenever records were settled
 
-    def track(self, record: Any) -> asyncio.Future[Any]:
+    def track(self, record: Any) -> asyncio.Future[RecordMetadata]:
         """The asyncio future of a record just sent."""
-        future = asyncio.Future(loop=self._loop)
+        future: asyncio.Future[RecordMetadata] = asyncio.Future(loop=self._loop)
         tp = record.topic_partition
         pending = self._pending.get(tp)
         if pending is None:
@@ -330,8 +330,8 @@ class BatchBuilder:
         return len(self.records)
 
 
-async def _first_of_all(futures: list[asyncio.Future[Any]]) -> RecordMetadata:
-    results = await asyncio.gather(*futures)
+async def _first_of_all(futures: list[asyncio.Future[RecordMetadata]]) -> RecordMetadata:
+    results: list[RecordMetadata] = await asyncio.gather(*futures)
     return results[0]
 
 

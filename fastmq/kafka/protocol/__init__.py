@@ -13,6 +13,8 @@ How it is built (one mechanism for every API and version):
   definitions (facts from Apache Kafka's message JSON files, versions 0 up to Kafka 4.1's).
 - structs.py: one generated __slots__ class per struct, keyword-constructible, with the union of all
   versions' fields; message classes carry their nested struct classes as attributes.
+- messages_stub.py: writes messages.pyi, the type stub of those generated classes (fields typed by wire type),
+  from the same schemas; a test keeps the checked-in stub equal to what it writes.
 - compiler.py: turns a (message, version) into flat per-struct programs (StructCodec) that the Cython
   interpreter in fastmq/kafka/_native/kafka_protocol.pyx runs, reading and writing instance slots directly.
 - framing.py: whole frames (size prefix, headers, the ApiVersions special cases).
@@ -33,8 +35,9 @@ from fastmq.kafka.protocol.versions import (
     CLIENT_MAX_VERSIONS, SUPPORTED_VERSIONS, highest_common_version, negotiate_versions,
 )
 
-__all__ = messages.__all__ + [
+__all__ = [
     "CLIENT_MAX_VERSIONS", "RequestHeader", "SPLICE_MIN", "SUPPORTED_VERSIONS", "Struct", "WriteBuffer",
     "decode_request", "decode_response", "encode_request", "encode_response", "highest_common_version",
     "negotiate_versions", "peek_correlation_id", "request_header_version", "response_header_version",
 ]
+__all__ += messages.__all__         # this form (not `messages.__all__ + [...]`) is one a type checker follows

@@ -7,8 +7,14 @@ bytes an instance can take, so that the decoder can reject a forged array count 
 """
 from __future__ import annotations
 
+from typing import Any
+
 from fastmq.kafka._native.kafka_protocol import KINDS, StructCodec, default_struct
 from fastmq.kafka.protocol.schema import FieldSchema, MessageSchema, StructSchema
+
+# What the native interpreter takes per field: name, kind, element kind, nullable, tag (-1: none), element
+# minimum size, nested codec, the value to omit a tagged field at, whether to omit it when empty.
+FieldSpec = tuple[str, int, int, bool, int, int, "StructCodec | None", Any, bool]
 
 _FIXED_SIZES = {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8,
                 "float64": 8, "uuid": 16}
@@ -19,7 +25,9 @@ def _min_size(type_name: str, sub: StructCodec | None, compact: bool) -> int:
     if type_name in _FIXED_SIZES:
         return _FIXED_SIZES[type_name]
     if type_name == "struct":
-        return sub.min_size  # type: ignore[union-attr]
+        if sub is None:
+            raise ValueError("a struct field needs its struct's codec")
+        return sub.min_size
     if compact:
         return 1                    # a one-byte uvarint length
     return 2 if type_name == "string" else 4
@@ -35,7 +43,8 @@ class _Compiler:
         codec = self.done.get(id(struct))
         if codec is not None:
             return codec
-        regular, tagged = [], []
+        regular: list[FieldSpec] = []
+        tagged: list[tuple[int, FieldSpec]] = []
         min_size = 1 if self.flexible else 0   # the tagged-field count
         for fs in struct.fields:
             if not fs.present_in(self.version):
@@ -47,12 +56,12 @@ class _Compiler:
                 regular.append(spec)
                 min_size += size
         tagged.sort(key=lambda item: item[0])
-        codec = StructCodec(struct.cls, f"{struct.name} v{self.version}", self.flexible, regular,
+        codec = StructCodec(struct.generated_class(), f"{struct.name} v{self.version}", self.flexible, regular,
                             [spec for _, spec in tagged], min_size)
         self.done[id(struct)] = codec
         return codec
 
-    def field(self, fs: FieldSchema) -> tuple[tuple, int]:
+    def field(self, fs: FieldSchema) -> tuple[FieldSpec, int]:
         sub = self.struct(fs.struct) if fs.struct is not None else None
         value_size = _min_size(fs.type, sub, self.flexible)
         if fs.type == "struct" and not fs.is_array and fs.nullable_in(self.version):
@@ -64,8 +73,8 @@ class _Compiler:
             kind, elem_kind, elem_min_size = KINDS[fs.type], 0, 0
             size = value_size
         omit_if_empty = fs.default_kind == "list"
-        if fs.default_kind == "struct":
-            omit_value = default_struct(fs.struct.cls)  # type: ignore[union-attr]
+        if fs.default_kind == "struct" and fs.struct is not None:
+            omit_value = default_struct(fs.struct.generated_class())
         else:
             omit_value = fs.default
         tag = fs.tag if fs.tag is not None and self.flexible else -1

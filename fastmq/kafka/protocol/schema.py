@@ -36,7 +36,10 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
+
+if TYPE_CHECKING:
+    from fastmq.kafka._native.kafka_protocol import Struct
 
 PRIMITIVE_TYPES = frozenset({
     "bool", "int8", "int16", "uint16", "int32", "uint32", "int64", "float64", "uuid", "string", "bytes",
@@ -131,7 +134,13 @@ class FieldSchema:
 class StructSchema:
     name: str                       # Kafka's struct name; also the name of the generated class
     fields: list[FieldSchema] = field(default_factory=list)
-    cls: type | None = None         # set by structs.py
+    cls: type[Struct] | None = None  # set by structs.py
+
+    def generated_class(self) -> type[Struct]:
+        """The class structs.py made of this struct (encoding and decoding need it)."""
+        if self.cls is None:
+            raise ValueError(f"struct {self.name} has no class yet (structs.make_struct_class makes it)")
+        return self.cls
 
     def field_names(self) -> list[str]:
         return [f.name for f in self.fields]

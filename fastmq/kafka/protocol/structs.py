@@ -11,6 +11,8 @@ hang off its top-level class under Kafka's struct names (FetchResponse.Partition
 """
 from __future__ import annotations
 
+from typing import cast
+
 from fastmq.kafka._native.kafka_protocol import FieldTable, Struct
 from fastmq.kafka.protocol.schema import FieldSchema, MessageSchema, StructSchema
 
@@ -29,19 +31,20 @@ def _describe(fs: FieldSchema) -> str:
     return text
 
 
-def make_struct_class(struct: StructSchema, qualname: str, module: str = MODULE) -> type:
+def make_struct_class(struct: StructSchema, qualname: str, module: str = MODULE) -> type[Struct]:
     """The class of one struct; the classes of its struct fields must exist already."""
     doc = "\n".join([f"Kafka struct {struct.name}. Fields:", *("    " + _describe(fs) for fs in struct.fields)])
-    cls = type(struct.name, (Struct,), {
+    # type() with three arguments is typed as returning a plain type; this one derives from Struct.
+    cls = cast(type[Struct], type(struct.name, (Struct,), {
         "__slots__": tuple(struct.field_names()),
         "__module__": module,
         "__qualname__": qualname,
         "__doc__": doc,
-    })
+    }))
     specs = []
     for fs in struct.fields:
         kind = fs.default_kind
-        default = fs.struct.cls if kind == "struct" else fs.default
+        default = fs.struct.generated_class() if kind == "struct" and fs.struct is not None else fs.default
         specs.append((fs.name, default, kind))
     cls._field_table = FieldTable(cls, specs)
     cls._schema = struct
@@ -49,17 +52,17 @@ def make_struct_class(struct: StructSchema, qualname: str, module: str = MODULE)
     return cls
 
 
-def make_message_classes(message: MessageSchema, module: str = MODULE) -> type:
+def make_message_classes(message: MessageSchema, module: str = MODULE) -> type[Struct]:
     """The class of a whole request or response; its nested struct classes become its attributes."""
     root = message.root
-    ordered = list(root.walk())
+    nested = list(root.walk())[1:]
     # Build innermost structs first: a struct's defaults refer to the classes of its struct fields.
-    for struct in reversed(ordered):
-        qualname = root.name if struct is root else f"{root.name}.{struct.name}"
-        make_struct_class(struct, qualname, module)
-    cls = root.cls
-    for struct in ordered[1:]:
+    for struct in reversed(nested):
+        make_struct_class(struct, f"{root.name}.{struct.name}", module)
+    cls = make_struct_class(root, root.name, module)
+    # Attributes of this class only (messages.pyi declares them per message class), hence setattr.
+    for struct in nested:
         setattr(cls, struct.name, struct.cls)
-    cls.API_KEY = message.api.key
-    cls.API_NAME = message.api.name
+    setattr(cls, "API_KEY", message.api.key)
+    setattr(cls, "API_NAME", message.api.name)
     return cls

@@ -24,6 +24,6 @@ __all__ = ["ControlRecord", "DefaultRecord", "DefaultRecordBase", "DefaultRecord
 class DefaultRecordBatchBuilder(RecordBatchBuilder):
     """RecordBatchBuilder that, as kafka-python's, checks codec availability through kafka.codec at build."""
 
-    def build(self):
+    def build(self) -> bytearray:
         _codec.assert_has_codec(self.compression_type)
         return super().build()

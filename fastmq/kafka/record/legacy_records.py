@@ -23,6 +23,6 @@ __all__ = ["LegacyRecord", "LegacyRecordBase", "LegacyRecordBatch", "LegacyRecor
 class LegacyRecordBatchBuilder(_compiled.LegacyRecordBatchBuilder):
     """The compiled builder that, as kafka-python's, checks codec availability through kafka.codec at build."""
 
-    def build(self):
+    def build(self) -> bytearray:
         _codec.assert_has_codec(self.compression_type)
         return super().build()
