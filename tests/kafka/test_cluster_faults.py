@@ -4,6 +4,7 @@ record may be lost, none may come twice, each partition keeps the order of sendi
 (with one broker lost two replicas remain, so every send can succeed, and must)."""
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
@@ -16,6 +17,7 @@ from fastmq.kafka import Admin, Consumer
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka.admin import NewTopic
 from fastmq.kafka.client import KafkaClient
+from fastmq.kafka.compat import KafkaAdminClient
 from fastmq.kafka.coordinator import GROUP, TRANSACTION, coordinator_entries, find_coordinator_request
 from fastmq.kafka.producer import Producer
 from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition
@@ -351,3 +353,74 @@ def test_a_group_keeps_consuming_while_its_coordinator_is_killed_and_restarted(a
     # The coordinator's move cost no member its membership: the group settled within the session timeout.
     assert all(len(member.member_ids) == 1 for member in members), [m.member_ids for m in members]
     assert not journal.unexplained_duplicates(), "records delivered again after their commit was acknowledged"
+
+
+def move_leader(servers: str, tp: TopicPartition, replicas: list[int]) -> int:
+    """Make replicas[0] the leader of a partition without a fault: its replica list reordered, then a preferred
+    election; returns the new leader epoch."""
+    with Admin(servers) as admin, KafkaAdminClient(bootstrap_servers=servers) as compat:
+        admin.alter_partition_reassignments({tp: replicas})
+        wait_until(lambda: list(admin.describe_topics([tp.topic])[tp.topic].partitions[tp.partition].replicas)
+                   == replicas, WAIT, f"{tp} reordered to {replicas}")
+        compat.elect_leaders(0, {tp.topic: [tp.partition]})
+        # One answer gives both (brokers apply the controller's changes one after the other: another broker's
+        # answer may be older).
+        seen: list[int] = []
+
+        def moved() -> bool:
+            partition = admin.describe_topics([tp.topic])[tp.topic].partitions[tp.partition]
+            seen.append(partition.leader_epoch)
+            return partition.leader == replicas[0]
+
+        wait_until(moved, WAIT, f"{tp} led by broker {replicas[0]}")
+        return seen[-1]
+
+
+def test_a_moved_leader_answers_not_leader_and_fenced_leader_epoch_and_the_clients_go_on(apache_kafka_cluster,
+                                                                                            caplog):
+    """The leader of a partition moves from A to B and back to A (reordered replicas, preferred elections) while
+    a producer and a (paused) consumer keep their metadata of A at the first leader epoch: the producer's next
+    send goes to A, which answers NOT_LEADER_OR_FOLLOWER; the consumer's next fetch goes to A at an epoch two
+    elections old, which answers FENCED_LEADER_EPOCH. Each refreshes its metadata and goes on."""
+    servers = apache_kafka_cluster.bootstrap_servers
+    topic, _ = create_replicated_topic(apache_kafka_cluster, "epochs", partitions=1)
+    tp = TopicPartition(topic, 0)
+    with Admin(servers) as admin:
+        first = admin.describe_topics([topic])[topic].partitions[0]
+    a, b = first.leader, next(r for r in first.replicas if r != first.leader)
+    others = [r for r in first.replicas if r not in (a, b)]
+    caplog.set_level(logging.DEBUG, logger="fastmq.kafka")
+    # No periodic refresh within the test: only the brokers' errors can tell the clients that the leader moved.
+    with Producer(servers, acks="all", enable_idempotence=True, metadata_max_age_ms=600_000,
+                  request_timeout_ms=5000) as producer, \
+            Consumer(bootstrap_servers=servers, auto_offset_reset="earliest", metadata_max_age_ms=600_000,
+                     request_timeout_ms=5000) as consumer:
+        consumer.assign([tp])
+        producer.send(topic, b"0").get(WAIT)
+        read: list[bytes] = []
+
+        def read_up_to(count: int) -> bool:
+            read.extend(record.value for record in consumer.consume(10, 0.2))
+            return len(read) >= count
+
+        wait_until(lambda: read_up_to(1), WAIT, "the first record read")
+        consumer.pause(tp)
+        old_epoch = consumer.client.cluster.leader_epoch_for(tp)
+        assert producer.client.cluster.leader_for(tp) == consumer.client.cluster.leader_for(tp) == a
+
+        move_leader(servers, tp, [b, a, *others])
+        producer.send(topic, b"1").get(WAIT)                        # A: NOT_LEADER_OR_FOLLOWER, then B takes it
+        assert producer.client.cluster.leader_for(tp) == b
+        epoch = move_leader(servers, tp, [a, b, *others])
+        producer.send(topic, b"2").get(WAIT)                        # B: NOT_LEADER_OR_FOLLOWER, then A takes it
+        assert epoch >= old_epoch + 2
+
+        consumer.resume(tp)                                         # its Fetch names A at the old epoch
+        wait_until(lambda: read_up_to(3), WAIT, "the records written after the moves read")
+        assert read == [b"0", b"1", b"2"]
+        assert consumer.client.cluster.leader_epoch_for(tp) == epoch
+    refused = [r.getMessage() for r in caplog.records if "NotLeaderForPartitionError" in r.getMessage()
+               and r.name == "fastmq.kafka.sender"]
+    assert len(refused) >= 2, "the producer's sends to the old leaders were not refused as NOT_LEADER_OR_FOLLOWER"
+    assert any("FencedLeaderEpochError; refreshing metadata" in r.getMessage() for r in caplog.records
+               if r.name == "fastmq.kafka.fetcher"), "the consumer's fetch at the old leader epoch was not fenced"
