@@ -458,16 +458,25 @@ class KafkaClient:
             self.pool.add_node(_metadata_node(broker.node_id), broker.host, broker.port)
         now = time.monotonic()
         self.cluster.update(response, now, all_topics=all_topics)
-        self.refresh.succeeded(now, self._unresolved())
+        unresolved = self._unknown_topic()
+        leader_missing = unresolved is None
+        if leader_missing:
+            unresolved = self._leader_missing()
+        self.refresh.succeeded(now, unresolved, leader_missing=leader_missing)
 
-    def _unresolved(self) -> str | None:
-        """What the metadata leaves open for the tracked topics (refreshed again with a backoff until
-        resolved): a topic it does not know, a partition without a leader or with an unreachable one."""
+    def _unknown_topic(self) -> str | None:
+        """A tracked topic the metadata does not know (refreshed again with a backoff until it does)."""
         cluster = self.cluster
         for name in sorted(self._topics):
             if name not in cluster.topics:
                 code = cluster.topic_errors.get(name)
                 return f"topic {name!r} is {kerrors.for_code(code).message if code else 'not in the metadata'}"
+        return None
+
+    def _leader_missing(self) -> str | None:
+        """A partition of the tracked topics without a leader or with an unreachable one (refreshed again
+        every retry_backoff_ms while the cluster elects a new one)."""
+        cluster = self.cluster
         # Tracked topics; every topic only for pattern subscriptions (others may list all for other reasons).
         topics = cluster.topics.values() if self._all_topics else [
             cluster.topics[name] for name in self._topics if name in cluster.topics]
