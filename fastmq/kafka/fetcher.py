@@ -217,6 +217,12 @@ class Fetcher:
             else:
                 wait = self._reconnect_wait(node, wait, [state.tp for state, _ in items], unavailable)
         room = self.config.fetch_max_bytes - self.buffered_bytes() - sum(self._reserved.values())
+        # The free budget is shared by the nodes asked now: a node given all of it kept it while its Fetch was
+        # held (an empty partition's long poll), came back to take it all again, being first in the assignment,
+        # and the partitions of the other nodes were never fetched.
+        asking = sum(1 for node in fetches if node not in self._fetching_nodes
+                     and now >= self._node_retry_at.get(node, 0.0))
+        share = max(room // max(asking, 1), 1)
         for node, items in fetches.items():
             if node in self._fetching_nodes:
                 continue
@@ -227,7 +233,7 @@ class Fetcher:
                 wait = _earlier(wait, retry_at - now)
                 continue
             if self.client.ready(node):
-                room -= self._send_fetch(node, items, room)
+                room -= self._send_fetch(node, items, min(share, room))
             else:
                 wait = self._reconnect_wait(node, wait, [state.tp for state, _, _ in items], unavailable)
         self._note_unavailable(assignment, unavailable, [*fetches, *resets])
