@@ -2,8 +2,9 @@
 
 It owns one I/O loop thread and a connection pool, bootstraps from a list of servers, keeps the cluster
 metadata fresh (fastmq.client.metadata decides when: periodically, on demand, when a request reports a
-leader or topic error, when a broker's connection fails, and with a backoff while a partition has no
-reachable leader), and sends requests with the highest API version each broker supports.
+leader or topic error, when a broker's connection fails, every retry_backoff_ms for a while when a partition
+has no reachable leader, with a backoff while a topic is unknown), and sends requests with the highest API
+version each broker supports.
 
 Two ways to send:
 - on the loop thread (the producer's sender, the consumer's fetcher): send(node_id, request, callback), for
