@@ -5,9 +5,14 @@ A client keeps a snapshot of its cluster (brokers, topics, partition leaders) an
 - on demand, when something showed it is stale: a connection to a broker failed, a partition answered
   "not the leader" or "unknown", a producer has records for a topic it has no leaders for. Such requests
   coalesce: a refresh starts no sooner than min_interval after the previous one started;
-- again and again while the last refresh failed or left something unresolved (a partition without a
-  reachable leader), with an exponential backoff with jitter between min_interval and the backoff's
-  maximum, so that a dead broker costs one metadata request a second or so, not a busy loop.
+- again and again while the last refresh failed or left something unresolved (a topic not created yet),
+  with an exponential backoff with jitter between min_interval and the backoff's maximum, so that a dead
+  broker costs one metadata request a second or so, not a busy loop;
+- every min_interval while an answer names no reachable leader for a partition the client needs, for up
+  to LEADER_WAIT seconds, then with the backoff. The cluster moves a dead broker's partitions when its
+  session times out (9 s on Kafka's defaults), on its own schedule: asking every min_interval (librdkafka's
+  fast leader query) finds the new leader within min_interval of the election, where a backoff grown to
+  its maximum found it up to a second later, and every record of those partitions waited that second.
 
 MetadataRefresh decides when (loop thread only); MetadataVersion counts snapshots and wakes the threads
 waiting for a newer one.
@@ -20,6 +25,10 @@ from typing import Callable
 from fastmq.io import ReconnectBackoff
 
 _MIN_BACKOFF = 0.01                         # seconds
+# How long a missing leader is asked for every min_interval: beyond the session timeouts after which
+# clusters move a dead broker's partitions (Kafka's KRaft 9 s, ZooKeeper 18 s); a partition still without a
+# leader then waits for a broker to come back, and is asked for with the backoff.
+LEADER_WAIT = 30.0
 
 
 class MetadataVersion:
@@ -68,6 +77,7 @@ class MetadataRefresh:
         self.failures = 0                   # refreshes in a row that failed or left something unresolved
         self.started_at: float | None = None
         self.succeeded_at: float | None = None
+        self.leader_missing_since: float | None = None    # answers name no reachable leader since then
         self._next_delay = 0.0              # drawn once per failure, so that the jitter does not move the date
 
     def request(self, reason: str) -> bool:
@@ -104,12 +114,22 @@ class MetadataRefresh:
         self._next_delay = self.backoff.delay(self.failures)
         self.reason = reason
 
-    def succeeded(self, now: float, unresolved: str | None = None) -> None:
-        """An answer was applied. `unresolved` says what it left open (a partition without a reachable
-        leader, a topic not created yet): then another refresh follows after a growing backoff."""
+    def succeeded(self, now: float, unresolved: str | None = None, *, leader_missing: bool = False) -> None:
+        """An answer was applied. `unresolved` says what it left open (a topic not created yet, a partition
+        without a reachable leader): then another refresh follows after a growing backoff, or after
+        min_interval when leader_missing (a leader is being elected; see the module docstring)."""
         self.in_flight = False
         self.succeeded_at = now
+        if unresolved is None or not leader_missing:
+            self.leader_missing_since = None
+        elif self.leader_missing_since is None:
+            self.leader_missing_since = now
         if unresolved is None:
             self.failures = 0
+            return
+        if self.leader_missing_since is not None and now - self.leader_missing_since < LEADER_WAIT:
+            self.failures = 1
+            self._next_delay = max(self.min_interval, _MIN_BACKOFF)
+            self.reason = unresolved
             return
         self.failed(unresolved)

@@ -2,8 +2,9 @@
 
 It owns one I/O loop thread and a connection pool, bootstraps from a list of servers, keeps the cluster
 metadata fresh (fastmq.client.metadata decides when: periodically, on demand, when a request reports a
-leader or topic error, when a broker's connection fails, and with a backoff while a partition has no
-reachable leader), and sends requests with the highest API version each broker supports.
+leader or topic error, when a broker's connection fails, every retry_backoff_ms for a while when a partition
+has no reachable leader, with a backoff while a topic is unknown), and sends requests with the highest API
+version each broker supports.
 
 Two ways to send:
 - on the loop thread (the producer's sender, the consumer's fetcher): send(node_id, request, callback), for
@@ -472,16 +473,25 @@ class KafkaClient:
             self.pool.add_node(_metadata_node(broker.node_id), broker.host, broker.port)
         now = time.monotonic()
         self.cluster.update(response, now, all_topics=all_topics)
-        self.refresh.succeeded(now, self._unresolved())
+        unresolved = self._unknown_topic()
+        leader_missing = unresolved is None
+        if leader_missing:
+            unresolved = self._leader_missing()
+        self.refresh.succeeded(now, unresolved, leader_missing=leader_missing)
 
-    def _unresolved(self) -> str | None:
-        """What the metadata leaves open for the tracked topics (refreshed again with a backoff until
-        resolved): a topic it does not know, a partition without a leader or with an unreachable one."""
+    def _unknown_topic(self) -> str | None:
+        """A tracked topic the metadata does not know (refreshed again with a backoff until it does)."""
         cluster = self.cluster
         for name in sorted(self._topics):
             if name not in cluster.topics:
                 code = cluster.topic_errors.get(name)
                 return f"topic {name!r} is {kerrors.for_code(code).message if code else 'not in the metadata'}"
+        return None
+
+    def _leader_missing(self) -> str | None:
+        """A partition of the tracked topics without a leader or with an unreachable one (refreshed again
+        every retry_backoff_ms while the cluster elects a new one)."""
+        cluster = self.cluster
         # Tracked topics; every topic only for pattern subscriptions (others may list all for other reasons).
         topics = cluster.topics.values() if self._all_topics else [
             cluster.topics[name] for name in self._topics if name in cluster.topics]

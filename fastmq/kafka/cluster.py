@@ -100,6 +100,13 @@ class ClusterMetadata(MetadataVersion):
             return -1
         return info.partitions[tp.partition].leader
 
+    def leader_epoch_for(self, tp: TopicPartition) -> int:
+        """The leader epoch the metadata names for a partition (-1: unknown, which a broker does not check)."""
+        info = self.topics.get(tp.topic)
+        if info is None or tp.partition >= len(info.partitions):
+            return -1
+        return info.partitions[tp.partition].leader_epoch
+
     def partition_info(self, tp: TopicPartition) -> PartitionInfo | None:
         info = self.topics.get(tp.topic)
         if info is None or tp.partition >= len(info.partitions):

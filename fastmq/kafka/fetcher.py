@@ -97,25 +97,27 @@ class FetchSession:
 
     session_id: int = 0
     epoch: int = 0                              # 0: the next request is full (and asks for a session)
-    partitions: dict[TopicPartition, int] = field(default_factory=dict)   # what the broker has: tp -> offset
+    # What the broker has: tp -> (fetch offset, leader epoch): a partition is sent again when either changed.
+    partitions: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
 
     def reset(self) -> None:
         self.session_id = 0
         self.epoch = 0
         self.partitions = {}
 
-    def build(self, wanted: dict[TopicPartition, int], use_sessions: bool
+    def build(self, wanted: dict[TopicPartition, tuple[int, int]], use_sessions: bool
               ) -> tuple[int, int, list[TopicPartition], list[TopicPartition]]:
-        """(session_id, session_epoch, partitions to send, partitions to forget) for the wanted offsets."""
+        """(session_id, session_epoch, partitions to send, partitions to forget) for the wanted (offset, leader
+        epoch) pairs."""
         if not use_sessions:
             return 0, -1, list(wanted), []
         if self.session_id == 0 or self.epoch == 0:
             return self.session_id, 0, list(wanted), []
-        send = [tp for tp, offset in wanted.items() if self.partitions.get(tp) != offset]
+        send = [tp for tp, position in wanted.items() if self.partitions.get(tp) != position]
         forget = [tp for tp in self.partitions if tp not in wanted]
         return self.session_id, self.epoch, send, forget
 
-    def on_response(self, session_id: int, sent_epoch: int, wanted: dict[TopicPartition, int]) -> None:
+    def on_response(self, session_id: int, sent_epoch: int, wanted: dict[TopicPartition, tuple[int, int]]) -> None:
         if sent_epoch < 0:
             return
         if sent_epoch == 0:
@@ -216,6 +218,12 @@ class Fetcher:
             else:
                 wait = self._reconnect_wait(node, wait, [state.tp for state, _ in items], unavailable)
         room = self.config.fetch_max_bytes - self.buffered_bytes() - sum(self._reserved.values())
+        # The free budget is shared by the nodes asked now: a node given all of it kept it while its Fetch was
+        # held (an empty partition's long poll), came back to take it all again, being first in the assignment,
+        # and the partitions of the other nodes were never fetched.
+        asking = sum(1 for node in fetches if node not in self._fetching_nodes
+                     and now >= self._node_retry_at.get(node, 0.0))
+        share = max(room // max(asking, 1), 1)
         for node, fetch_items in fetches.items():
             if node in self._fetching_nodes:
                 continue
@@ -226,7 +234,7 @@ class Fetcher:
                 wait = _earlier(wait, retry_at - now)
                 continue
             if self.client.ready(node):
-                room -= self._send_fetch(node, fetch_items, room)
+                room -= self._send_fetch(node, fetch_items, min(share, room))
             else:
                 wait = self._reconnect_wait(node, wait, [state.tp for state, _, _ in fetch_items], unavailable)
         self._note_unavailable(assignment, unavailable, [*fetches, *resets])
@@ -299,15 +307,20 @@ class Fetcher:
         max_bytes = min(config.fetch_max_bytes, room)
         version = self.client.api_version(node, kp.ApiKey.FETCH)
         session = self._sessions.setdefault(node, FetchSession())
-        wanted = {state.tp: fetch_offset for state, _, fetch_offset in items}
+        cluster = self.client.cluster
+        # The leader epoch the metadata names goes with each partition (KIP-320): a leader that moved on since
+        # answers FENCED_LEADER_EPOCH (the metadata is stale: refreshed, then fetched again) instead of serving
+        # from a log that a newer leader may have truncated.
+        wanted = {state.tp: (fetch_offset, cluster.leader_epoch_for(state.tp)) for state, _, fetch_offset in items}
         use_sessions = config.enable_incremental_fetch_sessions and version >= FETCH_SESSION_MIN_VERSION
         session_id, session_epoch, send, forget = session.build(wanted, use_sessions)
-        cluster = self.client.cluster
         F = kp.FetchRequest
         topics: dict[str, list[Any]] = {}
         for tp in send:
+            fetch_offset, leader_epoch = wanted[tp]
             topics.setdefault(tp.topic, []).append(F.FetchPartition(
-                partition=tp.partition, fetch_offset=wanted[tp], partition_max_bytes=config.max_partition_fetch_bytes))
+                partition=tp.partition, current_leader_epoch=leader_epoch, fetch_offset=fetch_offset,
+                partition_max_bytes=config.max_partition_fetch_bytes))
         forgotten: dict[str, list[int]] = {}
         for tp in forget:
             forgotten.setdefault(tp.topic, []).append(tp.partition)
@@ -351,7 +364,7 @@ class Fetcher:
     # ---- the loop thread: responses ----------------------------------------------------------------------
 
     def _on_fetch(self, node: Any, version: int, session: FetchSession, session_epoch: int,
-                  wanted: dict[TopicPartition, int], sent: dict[TopicPartition, tuple[PartitionState, int, int]],
+                  wanted: dict[TopicPartition, tuple[int, int]], sent: dict[TopicPartition, tuple[PartitionState, int, int]],
                   response: Any, error: BaseException | None) -> None:
         self._fetch_done(node, sent)
         now = time.monotonic()
@@ -473,12 +486,14 @@ class Fetcher:
 
     def _send_reset(self, node: Any, items: list[tuple[PartitionState, int]]) -> None:
         L = kp.ListOffsetsRequest
+        cluster = self.client.cluster
         topics: dict[str, list[Any]] = {}
         for state, epoch in items:
             assert state.reset_to is not None   # only partitions awaiting a reset are sent one
             state.reset_epoch = epoch
             topics.setdefault(state.tp.topic, []).append(L.ListOffsetsPartition(
-                partition_index=state.tp.partition, timestamp=state.reset_to))
+                partition_index=state.tp.partition, current_leader_epoch=cluster.leader_epoch_for(state.tp),
+                timestamp=state.reset_to))
         request = L(replica_id=-1, isolation_level=self.isolation,
                     topics=[L.ListOffsetsTopic(name=name, partitions=parts) for name, parts in topics.items()])
         pending = {state.tp: (state, epoch) for state, epoch in items}

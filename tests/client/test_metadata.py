@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fastmq.client import MetadataRefresh, MetadataVersion
+from fastmq.client.metadata import LEADER_WAIT
 from fastmq.io import ReconnectBackoff
 
 
@@ -64,6 +65,24 @@ def test_an_unresolved_answer_is_refreshed_again_with_backoff():
     assert refresh.started(0.3) == "t-0 has no leader"
 
 
+def test_a_missing_leader_is_asked_for_every_min_interval_for_a_while_then_with_backoff():
+    refresh = schedule()
+    now, delays = 0.0, []
+    while now < LEADER_WAIT + 3.0:                          # bounded: the delays are at least 0.1 s
+        refresh.started(now)
+        refresh.succeeded(now, "t-0 is led by broker 2, which is unreachable", leader_missing=True)
+        delay = refresh.delay(now)
+        delays.append((now, round(delay, 6)))
+        now += delay
+    assert {delay for at, delay in delays if at < LEADER_WAIT} == {0.1}     # while the cluster elects one
+    assert [delay for at, delay in delays if at >= LEADER_WAIT][:4] == [0.2, 0.4, 0.8, 1.0]
+    refresh.started(now)
+    refresh.succeeded(now, "topic 't' is not in the metadata")             # another problem: back off
+    refresh.started(now)
+    refresh.succeeded(now, "t-0 has no leader", leader_missing=True)      # a new outage: fast again
+    assert refresh.delay(now) == pytest.approx(0.1)
+
+
 def test_a_zero_interval_still_backs_off_after_failures():
     refresh = MetadataRefresh(300.0, 0.0, 0.0)
     refresh.started(0.0)
@@ -71,7 +90,7 @@ def test_a_zero_interval_still_backs_off_after_failures():
     assert refresh.delay(0.0) > 0
 
 
-@given(st.lists(st.sampled_from(["request", "fail", "unresolved", "ok", "tick"]), max_size=60),
+@given(st.lists(st.sampled_from(["request", "fail", "unresolved", "leader", "ok", "tick"]), max_size=60),
        st.integers(0, 2**32))
 def test_never_due_twice_within_the_minimum_interval(events, seed):
     """Whatever happens, refreshes start at least min_interval (less the jitter) apart: no busy loop."""
@@ -87,7 +106,8 @@ def test_never_due_twice_within_the_minimum_interval(events, seed):
             if event == "fail":
                 refresh.failed("x")
             else:
-                refresh.succeeded(now, "y" if event == "unresolved" else None)
+                refresh.succeeded(now, "y" if event in ("unresolved", "leader") else None,
+                                  leader_missing=event == "leader")
         elif event == "request":
             refresh.request("z")
         now += 0.01 if delay is None else min(delay, 0.05)
