@@ -24,6 +24,18 @@ READ_AHEAD_BYTES = 64 << 10   # what a pull asks for at least: the rest waits in
 METADATA_TIMEOUT_S = 5.0
 
 
+class QueueNames(dict[int, str]):
+    """partition -> its queue name "kafka:<partition>", made once."""
+
+    def __init__(self, broker: str) -> None:
+        super().__init__()
+        self.broker = broker
+
+    def __missing__(self, partition: int) -> str:
+        name = self[partition] = f"{self.broker}:{partition}"
+        return name
+
+
 class KafkaBackend(Backend):
     broker = "kafka"
 
@@ -42,7 +54,7 @@ class KafkaBackend(Backend):
         self._decoder = make_decoder(check_crcs=True, read_committed=False, key_deserializer=None,
                                      value_deserializer=None)
         self.read_ahead = ReadAhead()
-        self._queue_names: dict[int, str] = {}          # partition -> "kafka:<partition>"
+        self._queue_names = QueueNames(self.broker)
 
     async def start(self) -> None:
         self._producer = AIOKafkaProducer(**self._producer_options)      # bound to the running loop
@@ -74,16 +86,12 @@ class KafkaBackend(Backend):
             raise BackendError(f"the broker refused the messages for topic {topic!r}: {exc}",
                                unknown_topic=isinstance(exc, kerrors.UnknownTopicOrPartitionError)) from None
         names = self._queue_names
-        queues = [names.get(m.partition) or self._queue_name(m.partition) for m in results]
+        queues = [names[m.partition] for m in results]
         offsets = [m.offset for m in results]
         ends = dict(zip(queues, offsets))           # the last offset of each queue (messages keep their order)
         for queue, last in ends.items():
             self.observed(topic, queue, last + 1)
         return SentMessages(queues, offsets, [m.timestamp for m in results])
-
-    def _queue_name(self, partition: int) -> str:
-        name = self._queue_names[partition] = f"{self.broker}:{partition}"
-        return name
 
     # ---- topics and offsets -------------------------------------------------------------------------------
 

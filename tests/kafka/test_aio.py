@@ -160,7 +160,7 @@ def test_send_many_one_future_for_many_records(embedded_broker):
             if key is not None:
                 assert by_key.setdefault(key, metadata.partition) == metadata.partition
         for partition in range(3):
-            offsets = [m.offset for m in results if m.partition == partition]
+            offsets = by_partition[partition] = [m.offset for m in results if m.partition == partition]
             assert offsets == list(range(len(offsets)))
         where = {(m.partition, m.offset): i for i, m in enumerate(results)}
         async with AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
@@ -188,8 +188,17 @@ def test_send_many_one_future_for_many_records(embedded_broker):
             assert ticker.ticks > 0
         assert [m.offset for m in results] == list(range(3000))
 
+    async def through_a_partitioner():
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap,
+                                    partitioner=lambda key, partitions, available: partitions[-1]) as producer:
+            group = await producer.send_many(topic, [b"a", b"b"], keys=[b"k", None])
+            assert [(m.partition, m.offset) for m in await group] == [(2, len(by_partition[2])),
+                                                                       (2, len(by_partition[2]) + 1)]
+
+    by_partition = {}
     run(main())
     run(under_memory_pressure())
+    run(through_a_partitioner())
 
 
 def test_transaction_example(embedded_broker):
