@@ -190,9 +190,12 @@ class ProxyApp:
             limiter.take(1)
         sent = await self.backend.produce(producer.topic, asked.messages)
         self.metrics.add("fastmq_proxy_messages_produced_total", len(sent.offsets), topic=producer.topic)
-        return Reply(200, {"ok": True, "topic": producer.topic, "results": [
-            {"queue": queue, "offset": offset, "timestamp": timestamp}
-            for queue, offset, timestamp in zip(sent.queues, sent.offsets, sent.timestamps)]})
+        results = [{"queue": queue, "offset": offset, "timestamp": timestamp}
+                   for queue, offset, timestamp in zip(sent.queues, sent.offsets, sent.timestamps)]
+        if sent.ids is not None:
+            for result, message_id in zip(results, sent.ids):
+                result["id"] = message_id
+        return Reply(200, {"ok": True, "topic": producer.topic, "results": results})
 
     # ---- consume -------------------------------------------------------------------------------------------
 

@@ -46,11 +46,12 @@ class OutgoingMessages:
 @dataclass(slots=True)
 class SentMessages:
     """Where the broker put a produce request's messages, in order: queues[i], offsets[i], timestamps[i]
-    (-1 when the broker answered no time)."""
+    (-1 when the broker answered no time), and ids[i] where the protocol gives messages ids (RocketMQ's msgId)."""
 
     queues: list[str]
     offsets: list[int]
     timestamps: list[int]
+    ids: list[str] | None = None
 
 
 @dataclass(slots=True)

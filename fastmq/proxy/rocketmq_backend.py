@@ -115,8 +115,9 @@ class RocketMQBackend(Backend):
         # no store time (-1).
         count = len(outgoing)
         self.observed(topic, queue, result.queue_offset + count)
+        # The ids are the messages' UNIQ_KEY (what RocketMQ's tools call msgId), a batch's joined by commas.
         return SentMessages([queue] * count, list(range(result.queue_offset, result.queue_offset + count)),
-                            [-1] * count)
+                            [-1] * count, result.msg_id.split(","))
 
     # ---- queues and offsets -------------------------------------------------------------------------------
 
