@@ -8,12 +8,13 @@ flight finish (up to GRACEFUL_S), then the producer sends what it holds and Redi
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import multiprocessing
 import signal
 import socket
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from fastmq.proxy.app import ProxyApp
 from fastmq.proxy.backend import Backend
@@ -73,6 +74,17 @@ def serve(config: ProxyConfig, backend: Backend, host: str, port: int, *, log_le
         def handle_exit(self, sig: int, frame: Any) -> None:
             app.closing = True          # long polls answer now instead of holding the shutdown up
             super().handle_exit(sig, frame)
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # uvicorn raises a SIGTERM / SIGINT it caught once more after shutting down, so that the process dies
+            # of it (exit 143 through fastmq's CLI, -15 in a spawned process, which --processes took for a
+            # failure): the proxy has shut down gracefully by then, and ends with code 0.
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    self._captured_signals.clear()
 
     settings = uvicorn.Config(app, loop="uvloop", http=_coalescing_protocol(), lifespan="on", access_log=False,
                               log_level=log_level, timeout_graceful_shutdown=GRACEFUL_S, log_config=None)
