@@ -195,10 +195,22 @@ def test_send_many_one_future_for_many_records(embedded_broker):
             assert [(m.partition, m.offset) for m in await group] == [(2, len(by_partition[2])),
                                                                        (2, len(by_partition[2]) + 1)]
 
+    async def refused():
+        small = topic_name()
+        async with AIOKafkaAdminClient(bootstrap_servers=bootstrap) as admin:
+            await admin.create_topics([NewTopic(small, num_partitions=1, replication_factor=1,
+                                                topic_configs={"max.message.bytes": "1000"})])
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5) as producer:
+            await producer.partitions_for(small)
+            group = await producer.send_many(small, [b"x" * 10, b"y" * 5000])
+            with pytest.raises(kerrors.MessageSizeTooLargeError):
+                await group
+
     by_partition = {}
     run(main())
     run(under_memory_pressure())
     run(through_a_partitioner())
+    run(refused())
 
 
 def test_transaction_example(embedded_broker):

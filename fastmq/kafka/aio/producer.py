@@ -371,11 +371,11 @@ class RecordGroup:
         self._next = position
         if self.future.done():              # cancelled by its waiter
             return
-        for record in records:
-            if record.exception is not None:
-                self.future.set_exception(record.exception)
-                return
-        self.future.set_result([record.value for record in records])
+        results = [record.value for record in records]          # None for a record that failed
+        if None in results:
+            self.future.set_exception(records[results.index(None)].exception)
+        else:
+            self.future.set_result(results)
 
 
 def _unobserved(future: asyncio.Future[Any]) -> bool:
