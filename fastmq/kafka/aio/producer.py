@@ -17,7 +17,7 @@ from collections import deque, namedtuple
 from functools import partial
 from itertools import repeat
 from sys import getrefcount
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka.aio.config import REQUEST_TIMEOUT_MS, bound_loop, client_options
@@ -156,14 +156,20 @@ class AIOKafkaProducer(Lifetime):
         if self._value_serializer is not None:
             values = [self._value_serializer(value) for value in values]
         nothing = repeat(None)
-        columns = zip(nothing if keys is None else keys, values, nothing if headers is None else headers)
-        if self._fits_now(producer, topic, values, keys, headers):
+        rows = zip(nothing if keys is None else keys, values, nothing if headers is None else headers,
+                   repeat(timestamp_ms))
+        return RecordGroup(await self._append_rows(producer, topic, partition, rows,
+                                                   _size_bound(values, keys, headers)), self._futures).future
+
+    async def _append_rows(self, producer: Producer, topic: str, partition: int | None,
+                           rows: Iterable[tuple[Any, Any, Headers, int | None]], size: int) -> list[Any]:
+        """Append (key, value, headers, timestamp_ms) rows, `size` bytes at most in the accumulator; returns
+        the records (fastmq FutureRecordMetadata). All at once when they fit now, else one at a time, waiting."""
+        if self._fits_now(producer, topic, size):
             append = self._appender(producer, topic, partition)
-            records = [append(key, value, record_headers, timestamp_ms) for key, value, record_headers in columns]
-        else:
-            records = [await self._append_waiting(producer, topic, value, key, partition, timestamp_ms, record_headers)
-                       for key, value, record_headers in columns]
-        return RecordGroup(records, self._futures).future
+            return [append(key, value, headers, timestamp_ms) for key, value, headers, timestamp_ms in rows]
+        return [await self._append_waiting(producer, topic, value, key, partition, timestamp_ms, headers)
+                for key, value, headers, timestamp_ms in rows]
 
     def _appender(self, producer: Producer, topic: str, partition: int | None) -> Callable[..., Any]:
         """append(key, value, headers, timestamp_ms) -> the record (fastmq FutureRecordMetadata), for records
@@ -179,20 +185,13 @@ class AIOKafkaProducer(Lifetime):
             return producer.send(topic, value, key, headers, partition, timestamp_ms)
         return send
 
-    def _fits_now(self, producer: Producer, topic: str, values: Sequence[Any], keys: Sequence[Any] | None,
-                  headers: Sequence[Headers] | None) -> bool:
-        """Whether Producer.send() takes all these records without waiting: the topic's metadata is known, no
-        transaction needs AddPartitionsToTxn, and buffer memory holds the records even if every partition of
-        the topic opens a batch and each of them fills."""
+    def _fits_now(self, producer: Producer, topic: str, size: int) -> bool:
+        """Whether Producer.send() takes records of `size` bytes (a bound: _size_bound) without waiting: the
+        topic's metadata is known, no transaction needs AddPartitionsToTxn, and buffer memory holds them even if
+        every partition of the topic opens a batch and each of them fills."""
         info = producer.client.cluster.topics.get(topic)
         if self._transactional or info is None:
             return False
-        size = _RECORD_BOUND * len(values) + sum(len(value) for value in values if value is not None)
-        if keys is not None:
-            size += sum(len(key) for key in keys if key is not None)
-        if headers is not None:
-            size += sum(len(name) + (len(data) if data is not None else 0) + _HEADER_BOUND
-                        for record_headers in headers if record_headers for name, data in record_headers)
         batches = len(info.partitions) + size // self._max_batch_size + 1
         accumulator = producer._accumulator
         return accumulator.used_memory + size + batches * self._max_batch_size <= accumulator.buffer_memory
@@ -231,9 +230,9 @@ class AIOKafkaProducer(Lifetime):
         when the records were appended)."""
         producer = self.engine()
         batch.close()
-        records = [await self._append_waiting(producer, topic, value, key, partition, timestamp_ms, headers)
-                   for key, value, timestamp_ms, headers in batch.records]
-        return asyncio.ensure_future(_first_of(RecordGroup(records, self._futures).future))
+        records = await self._append_rows(producer, topic, partition, batch.records,
+                                          batch.size() + _RECORD_BOUND * batch.record_count())
+        return RecordGroup(records, self._futures, _metadata_of_first).future
 
     async def flush(self) -> None:
         """Send everything queued now and wait for the acknowledgements."""
@@ -341,19 +340,22 @@ class RecordFutures:
 
 
 class RecordGroup:
-    """One asyncio future for many records (fastmq FutureRecordMetadata), set once all are done.
+    """One asyncio future for many records (fastmq FutureRecordMetadata), set once all are done to what
+    `outcome(records)` answers (by default every record's RecordMetadata), or failed with what it raises.
 
     One record is watched at a time, the first not done yet: when its batch completes, the I/O thread hands one
     call to the loop, which passes over every record done by then (the rest of that batch, usually) and watches
     the next one still pending. A group costs a callback per batch it waits for, not one per record."""
 
-    __slots__ = ("future", "_records", "_next", "_futures")
+    __slots__ = ("future", "_records", "_next", "_futures", "_outcome")
 
-    def __init__(self, records: list[Any], futures: RecordFutures) -> None:
-        self.future: asyncio.Future[list[RecordMetadata]] = futures.handoff.loop.create_future()
+    def __init__(self, records: list[Any], futures: RecordFutures,
+                 outcome: Callable[[list[Any]], Any] | None = None) -> None:
+        self.future: asyncio.Future[Any] = futures.handoff.loop.create_future()
         self._records = records
         self._next = 0                      # the records before it are done
         self._futures = futures             # its handoff, and its progress event (memory may be free now)
+        self._outcome = outcome or _metadata_of_all
         self._watch_next()
 
     def _watch_next(self, outcome: Any = None) -> None:
@@ -371,11 +373,28 @@ class RecordGroup:
         self._next = position
         if self.future.done():              # cancelled by its waiter
             return
-        results = [record.value for record in records]          # None for a record that failed
-        if None in results:
-            self.future.set_exception(records[results.index(None)].exception)
+        try:
+            result = self._outcome(records)
+        except Exception as error:
+            self.future.set_exception(error)
         else:
-            self.future.set_result(results)
+            self.future.set_result(result)
+
+
+def _metadata_of_all(records: list[Any]) -> list[RecordMetadata]:
+    """Every record's RecordMetadata; raises the first failed record's error."""
+    results = [record.value for record in records]          # None for a record that failed
+    if None in results:
+        raise records[results.index(None)].exception
+    return results
+
+
+def _metadata_of_first(records: list[Any]) -> RecordMetadata:
+    """The first record's RecordMetadata (a batch's base offset); raises the first failed record's error."""
+    for record in records:
+        if record.exception is not None:
+            raise record.exception
+    return records[0].value
 
 
 def _unobserved(future: asyncio.Future[Any]) -> bool:
@@ -411,7 +430,7 @@ class BatchBuilder:
         self._value_serializer = value_serializer
         self._size = _BATCH_OVERHEAD
         self._closed = False
-        self.records: list[tuple[Any, Any, int | None, Headers]] = []
+        self.records: list[tuple[Any, Any, Headers, int | None]] = []      # key, value, headers, timestamp
 
     def append(self, *, timestamp: int | None, key: Any, value: Any,
                headers: Headers = None) -> BatchRecordMetadata | None:
@@ -422,12 +441,14 @@ class BatchBuilder:
             key = self._key_serializer(key)
         if self._value_serializer is not None:
             value = self._value_serializer(value)
-        size = (_RECORD_OVERHEAD + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
-                + sum(len(name) + (len(data) if data is not None else 0) + 10 for name, data in headers or ()))
+        size = _RECORD_OVERHEAD + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+        if headers:
+            headers = list(headers)
+            size += sum(len(name) + (len(data) if data is not None else 0) + 10 for name, data in headers)
         if self.records and self._size + size > self._max_size:
             return None
         self._size += size
-        self.records.append((key, value, timestamp, list(headers) if headers else None))
+        self.records.append((key, value, headers or None, timestamp))
         return BatchRecordMetadata(len(self.records) - 1, size, timestamp, None)
 
     def close(self) -> None:
@@ -442,8 +463,15 @@ class BatchBuilder:
         return len(self.records)
 
 
-async def _first_of(group: asyncio.Future[list[RecordMetadata]]) -> RecordMetadata:
-    return (await group)[0]
+def _size_bound(values: Sequence[Any], keys: Sequence[Any] | None, headers: Sequence[Headers] | None) -> int:
+    """At least the buffer memory the accumulator reserves for these records."""
+    size = _RECORD_BOUND * len(values) + sum(len(value) for value in values if value is not None)
+    if keys is not None:
+        size += sum(len(key) for key in keys if key is not None)
+    if headers is not None:
+        size += sum(len(name) + (len(data) if data is not None else 0) + _HEADER_BOUND
+                    for record_headers in headers if record_headers for name, data in record_headers)
+    return size
 
 
 def _keyed_partitioner(partitioner: Callable[[bytes | None, list[int], list[int]], int]) -> Callable[..., int]:
