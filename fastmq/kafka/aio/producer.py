@@ -394,7 +394,8 @@ def _metadata_of_first(records: list[Any]) -> RecordMetadata:
     for record in records:
         if record.exception is not None:
             raise record.exception
-    return records[0].value
+    first: RecordMetadata = records[0].value
+    return first
 
 
 def _unobserved(future: asyncio.Future[Any]) -> bool:
