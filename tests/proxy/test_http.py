@@ -165,6 +165,8 @@ def test_tokens_rate_limits_and_retry_after(proxies):
     ("POST", "/produce", {"json_body": {"producer": "http-writer", "value": "x", "base64": "eA=="}}, 400,
      "bad_message"),
     ("POST", "/produce", {"json_body": {"producer": "http-writer", "base64": "***"}}, 400, "bad_message"),
+    ("POST", "/produce", {"body": b'{"producer": "http-writer", "value": "\\ud800"}', "content_type": "application/json"},
+     400, "bad_message"),
     ("POST", "/produce", {"json_body": {"producer": "http-writer", "messages": [{"value": "x"}] * 501}}, 413,
      "too_many_messages"),
     ("GET", "/message", {"query": {"consumer": "http-reader", "max": "0"}}, 400, "bad_parameter"),
