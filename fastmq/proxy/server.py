@@ -90,7 +90,7 @@ def serve(config: ProxyConfig, backend: Backend, host: str, port: int, *, log_le
                               log_level=log_level, timeout_graceful_shutdown=GRACEFUL_S, log_config=None)
     server = Server(settings)
     server.run(sockets=[listening_socket(host, port)])
-    return server.started
+    return server.started or app.closing        # a stop asked for while starting is no failure to start
 
 
 def serve_processes(count: int, target: Callable[..., None], args: tuple[Any, ...]) -> int:
@@ -101,7 +101,10 @@ def serve_processes(count: int, target: Callable[..., None], args: tuple[Any, ..
     for process in processes:
         process.start()
 
+    forwarded = []
+
     def forward(signum: int, frame: Any) -> None:
+        forwarded.append(signum)
         for process in processes:
             if process.is_alive():
                 process.terminate()
@@ -113,4 +116,7 @@ def serve_processes(count: int, target: Callable[..., None], args: tuple[Any, ..
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    return max(abs(process.exitcode or 0) for process in processes)
+    codes = [process.exitcode or 0 for process in processes]
+    if forwarded:       # a process still starting (no handler of its own yet) died of the SIGTERM, as asked
+        codes = [0 if code == -signal.SIGTERM else code for code in codes]
+    return max(abs(code) for code in codes)

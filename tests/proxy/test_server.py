@@ -52,4 +52,7 @@ def test_sigterm_answers_long_polls_and_exits_with_json_logs(redis_url, embedded
              if line.strip() and not line.startswith("==== ") and not line.startswith(READY_PREFIX)]
     entries = [json.loads(line) for line in lines]
     assert all({"time", "level", "logger", "message"} <= set(entry) for entry in entries), lines
-    assert sum(entry["message"] == "proxy stopped" for entry in entries) == processes, lines
+    # Every process that started stopped gracefully (with 2, the second may still be starting at the SIGTERM).
+    started = sum(entry["message"].startswith("proxy started") for entry in entries)
+    assert 1 <= started <= processes, lines
+    assert sum(entry["message"] == "proxy stopped" for entry in entries) == started, lines
