@@ -75,6 +75,34 @@ def test_produce_100_bytes(compare, broker, module):
     measured(bench, count, produce, module, broker.bootstrap_servers, topic, count)
 
 
+async def produce_batches(module: str, servers: str, topic: str, count: int) -> None:
+    """aiokafka's batch API: create_batch(), append until it is full, send_batch() to partition 0, and wait for
+    every batch's future at the end."""
+    AIOKafkaProducer = importlib.import_module(module).AIOKafkaProducer
+    async with AIOKafkaProducer(bootstrap_servers=servers, **PRODUCER) as producer:
+        sent = []
+        batch = producer.create_batch()
+        left = count
+        while left:
+            if batch.append(key=None, value=VALUE, timestamp=None) is None:
+                sent.append(await producer.send_batch(batch, topic, partition=0))
+                batch = producer.create_batch()
+            else:
+                left -= 1
+        sent.append(await producer.send_batch(batch, topic, partition=0))
+        await asyncio.gather(*sent)
+
+
+@pytest.mark.parametrize("module", list(COUNTS))
+def test_produce_batches_100_bytes(compare, broker, module):
+    count = COUNTS[module]
+    topic = f"bench-aio-batches-{module}-{uuid.uuid4().hex[:6]}"
+    asyncio.run(produce(module, broker.bootstrap_servers, topic, 1))
+    bench = compare("asyncio produce 100 B through create_batch/send_batch, acks=1", module, items=count,
+                    nbytes=count * len(VALUE))
+    measured(bench, count, produce_batches, module, broker.bootstrap_servers, topic, count)
+
+
 @pytest.fixture(scope="module")
 def loaded(broker):
     topic = f"bench-aio-consume-{uuid.uuid4().hex[:6]}"

@@ -150,7 +150,7 @@ def measured(bench, process, operations: int, label: str, run) -> None:
     elapsed = time.perf_counter() - started
     used = tree_cpu_seconds(process.pid) - cpu
     print(f"\n{label}: {operations} in {elapsed:.2f} s ({operations / elapsed:,.0f}/s wall clock); proxy CPU "
-          f"{used / operations * 1e6:,.0f} us each ({operations / used if used else 0:,.0f}/s per fully used core)")
+          f"{used / operations * 1e6:,.1f} us each ({operations / used if used else 0:,.0f}/s per fully used core)")
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from typing import Any, Awaitable, Callable
 
 from fastmq.client.ratelimit import RateLimiter
 from fastmq.proxy import admin, openapi, page
-from fastmq.proxy.backend import Backend, BackendError, OutgoingMessage, PulledMessage
+from fastmq.proxy.backend import Backend, BackendError, OutgoingMessages, PulledMessage
 from fastmq.proxy.config import BROADCAST, ConsumerConfig, ProducerConfig, ProxyConfig
 from fastmq.proxy.http import HttpError, Receive, Reply, Request, Send, read_request
 from fastmq.proxy.metrics import Metrics
@@ -202,9 +202,13 @@ class ProxyApp:
                 raise _limited(limiter.wait_for(1) * 1000, f"producer {producer.name!r}")
             limiter.take(1)
         sent = await self.backend.produce(producer.topic, asked.messages)
-        self.metrics.add("fastmq_proxy_messages_produced_total", len(sent), topic=producer.topic)
-        return Reply(200, {"ok": True, "topic": producer.topic, "results": [
-            {"queue": s.queue, "offset": s.offset, "timestamp": s.timestamp} for s in sent]})
+        self.metrics.add("fastmq_proxy_messages_produced_total", len(sent.offsets), topic=producer.topic)
+        results = [{"queue": queue, "offset": offset, "timestamp": timestamp}
+                   for queue, offset, timestamp in zip(sent.queues, sent.offsets, sent.timestamps)]
+        if sent.ids is not None:
+            for result, message_id in zip(results, sent.ids):
+                result["id"] = message_id
+        return Reply(200, {"ok": True, "topic": producer.topic, "results": results})
 
     # ---- consume -------------------------------------------------------------------------------------------
 
@@ -275,8 +279,8 @@ class ProxyApp:
             m = pulled.messages[0]
             origin = [("fastmq-origin", f"{topic}:{lock.queue}:{m.offset}".encode()),
                       ("fastmq-attempts", str(lock.attempts - 1).encode())]
-            await self.backend.produce(consumer.dead_letters, [OutgoingMessage(
-                m.value or b"", m.key, [(k, v or b"") for k, v in m.headers] + origin)])
+            await self.backend.produce(consumer.dead_letters, OutgoingMessages(
+                [m.value or b""], [m.key], [[(k, v or b"") for k, v in m.headers] + origin]))
             self.metrics.add("fastmq_proxy_dead_letters_total", consumer=consumer.name)
             _log.warning("consumer %s: %s:%s offset %d moved to %s after %d attempts", consumer.name, topic,
                          lock.queue, m.offset, consumer.dead_letters, lock.attempts - 1)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from fastmq.errors import FastMQError
 from fastmq.proxy.state import QueueBounds
@@ -22,23 +22,36 @@ class BackendError(FastMQError):
         self.bad_message = bad_message          # the broker's protocol cannot carry what was asked (400)
 
 
-# Messages are plain slotted records (not frozen: a frozen dataclass' __init__ costs several times as much, and a
-# batch makes hundreds of them).
 @dataclass(slots=True)
-class OutgoingMessage:
-    value: bytes
-    key: bytes | None = None
-    headers: list[tuple[str, bytes]] = field(default_factory=list)
-    tags: str | None = None
+class OutgoingMessages:
+    """The messages of one produce request, as columns (a Python object per message would cost more than its
+    send): values[i], and keys, headers and tags when a message has one (None otherwise: then every entry is
+    None, or an entry holds None for a message without)."""
+
+    values: list[bytes]
+    keys: list[bytes | None] | None = None
+    headers: list[list[tuple[str, bytes]] | None] | None = None
+    tags: list[str | None] | None = None
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def message(self, index: int) -> tuple[bytes, bytes | None, list[tuple[str, bytes]], str | None]:
+        """Message `index`'s value, key, headers and tags."""
+        return (self.values[index], None if self.keys is None else self.keys[index],
+                (None if self.headers is None else self.headers[index]) or [],
+                None if self.tags is None else self.tags[index])
 
 
 @dataclass(slots=True)
-class SentMessage:
-    """Where the broker put a message."""
+class SentMessages:
+    """Where the broker put a produce request's messages, in order: queues[i], offsets[i], timestamps[i]
+    (-1 when the broker answered no time), and ids[i] where the protocol gives messages ids (RocketMQ's msgId)."""
 
-    queue: str
-    offset: int
-    timestamp: int
+    queues: list[str]
+    offsets: list[int]
+    timestamps: list[int]
+    ids: list[str] | None = None
 
 
 @dataclass(slots=True)
@@ -83,7 +96,7 @@ class Backend(ABC):
         """Send what is queued, then close."""
 
     @abstractmethod
-    async def produce(self, topic: str, messages: list[OutgoingMessage]) -> list[SentMessage]:
+    async def produce(self, topic: str, messages: OutgoingMessages) -> SentMessages:
         """Send the messages (in order) and wait for the broker's answer to each."""
 
     @abstractmethod

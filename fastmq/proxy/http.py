@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 from urllib.parse import parse_qsl
 
+import orjson
+
 Send = Callable[[dict[Any, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[Any, Any]]]
 
@@ -101,7 +103,10 @@ async def send_body(send: Send, status: int, body: bytes, content_type: str,
 
 
 async def send_json(send: Send, status: int, value: Any, headers: dict[str, str] | None = None) -> None:
-    await send_body(send, status, json.dumps(value, separators=(",", ":")).encode(), "application/json", headers)
+    # orjson: about a tenth of json.dumps' time on the answers' lists (a produce of hundreds of messages answers
+    # one object per message); compact, as json.dumps with these separators. The bodies are read with json.loads,
+    # which is as fast here and takes any JSON number.
+    await send_body(send, status, orjson.dumps(value), "application/json", headers)
 
 
 @dataclass

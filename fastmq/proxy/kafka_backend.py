@@ -13,7 +13,7 @@ from fastmq.kafka.client import ClientConfig, KafkaClient
 from fastmq.kafka.fetcher import make_decoder
 from fastmq.kafka.protocol.schema import ZERO_UUID
 from fastmq.kafka.subscription import EARLIEST, LATEST
-from fastmq.proxy.backend import Backend, BackendError, OutgoingMessage, PulledMessage, PullResult, SentMessage
+from fastmq.proxy.backend import Backend, BackendError, OutgoingMessages, PulledMessage, PullResult, SentMessages
 from fastmq.proxy.readahead import ReadAhead
 
 TAGS_HEADER = "tags"          # Kafka has no tags: they travel as a header
@@ -22,6 +22,18 @@ TAGS_HEADER = "tags"          # Kafka has no tags: they travel as a header
 PULL_BYTES_PER_MESSAGE = 1024
 READ_AHEAD_BYTES = 64 << 10   # what a pull asks for at least: the rest waits in the ReadAhead for the next lock
 METADATA_TIMEOUT_S = 5.0
+
+
+class QueueNames(dict[int, str]):
+    """partition -> its queue name "kafka:<partition>", made once."""
+
+    def __init__(self, broker: str) -> None:
+        super().__init__()
+        self.broker = broker
+
+    def __missing__(self, partition: int) -> str:
+        name = self[partition] = f"{self.broker}:{partition}"
+        return name
 
 
 class KafkaBackend(Backend):
@@ -42,7 +54,7 @@ class KafkaBackend(Backend):
         self._decoder = make_decoder(check_crcs=True, read_committed=False, key_deserializer=None,
                                      value_deserializer=None)
         self.read_ahead = ReadAhead()
-        self._queue_names: dict[int, str] = {}          # partition -> "kafka:<partition>"
+        self._queue_names = QueueNames(self.broker)
 
     async def start(self) -> None:
         self._producer = AIOKafkaProducer(**self._producer_options)      # bound to the running loop
@@ -59,34 +71,27 @@ class KafkaBackend(Backend):
 
     # ---- produce ----------------------------------------------------------------------------------------
 
-    async def produce(self, topic: str, messages: list[OutgoingMessage]) -> list[SentMessage]:
+    async def produce(self, topic: str, messages: OutgoingMessages) -> SentMessages:
         if self._producer is None:
             raise BackendError("the Kafka backend is not started")
+        headers = messages.headers
+        if messages.tags is not None:
+            headers = [_with_tags(record_headers, tags)
+                       for record_headers, tags in zip(headers or [None] * len(messages), messages.tags)]
         try:
-            futures = []
-            send = self._producer.send
-            for message in messages:
-                headers = message.headers
-                if message.tags is not None:
-                    headers = [*headers, (TAGS_HEADER, message.tags.encode())]
-                futures.append(await send(topic, message.value, message.key, headers=headers or None))
-            # One after the other, not gather(): most are done together (one batch answer), and awaiting a done
-            # future costs nothing, where gather() puts a callback on each.
-            results = [await future for future in futures]
+            # One future for the request's messages, not one per message (AIOKafkaProducer.send_many).
+            group = await self._producer.send_many(topic, messages.values, keys=messages.keys, headers=headers)
+            results = await group
         except kerrors.KafkaError as exc:
             raise BackendError(f"the broker refused the messages for topic {topic!r}: {exc}",
                                unknown_topic=isinstance(exc, kerrors.UnknownTopicOrPartitionError)) from None
-        sent = []
-        ends: dict[str, int] = {}
-        for metadata in results:
-            queue = self._queue_names.get(metadata.partition)
-            if queue is None:
-                queue = self._queue_names[metadata.partition] = f"{self.broker}:{metadata.partition}"
-            ends[queue] = metadata.offset + 1
-            sent.append(SentMessage(queue, metadata.offset, metadata.timestamp))
-        for queue, end in ends.items():
-            self.observed(topic, queue, end)
-        return sent
+        names = self._queue_names
+        queues = [names[m.partition] for m in results]
+        offsets = [m.offset for m in results]
+        ends = dict(zip(queues, offsets))           # the last offset of each queue (messages keep their order)
+        for queue, last in ends.items():
+            self.observed(topic, queue, last + 1)
+        return SentMessages(queues, offsets, [m.timestamp for m in results])
 
     # ---- topics and offsets -------------------------------------------------------------------------------
 
@@ -189,6 +194,13 @@ class KafkaBackend(Backend):
         self.read_ahead.keep(topic, queue, offset, decoded, next_offset, data.high_watermark, _pulled)
         return self.read_ahead.take(topic, queue, offset, max_messages) or PullResult([], next_offset,
                                                                                       data.high_watermark)
+
+
+def _with_tags(headers: list[tuple[str, bytes]] | None, tags: str | None) -> list[tuple[str, bytes]] | None:
+    """A message's headers with its tags as one more (Kafka has no tags)."""
+    if tags is None:
+        return headers
+    return [*(headers or ()), (TAGS_HEADER, tags.encode())]
 
 
 def _pulled(record: Any) -> PulledMessage:

@@ -74,8 +74,10 @@ def spec_json(max_produce: int, max_pull: int, max_wait_ms: int) -> bytes:
                     "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
                 "responses": {"200": _json({"type": "object", "required": ["ok", "topic", "results"], "properties": {
                     "ok": {"type": "boolean"}, "topic": {"type": "string"}, "results": {"type": "array", "items": {
-                        "type": "object", "properties": {"queue": {"type": "string"}, "offset": {"type": "integer"},
-                                                         "timestamp": {"type": "integer"}}}}}}),
+                        "type": "object", "required": ["queue", "offset", "timestamp"], "properties": {
+                            "queue": {"type": "string"}, "offset": {"type": "integer"}, "timestamp": {"type": "integer"},
+                            "id": {"type": "string", "description": "the message's id (RocketMQ's msgId); "
+                                                                    "absent where the protocol has none (Kafka)"}}}}}}),
                               **_errors(400, 401, 403, 404, 413, 415, 429, 502)}}},
             "/message": {"get": {
                 "summary": "lock a queue with backlog and pull from it",

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
-from fastmq.proxy.backend import OutgoingMessage
+from fastmq.proxy.backend import OutgoingMessages
 from fastmq.proxy.http import HttpError, Request
 from fastmq.proxy.state import AckToken, StateError, check_name
 
@@ -29,7 +29,7 @@ MESSAGE_FIELDS = frozenset(("value", "base64", "key", "headers", "tags"))
 class ProduceRequest:
     producer: str
     topic: str | None
-    messages: list[OutgoingMessage]
+    messages: OutgoingMessages
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,13 @@ def _text(value: Any, what: str) -> str:
     return value
 
 
-def _message(fields: Any, index: int) -> OutgoingMessage:
+# A message's value, key, headers and tags (None when it has none).
+Message = tuple[bytes, bytes | None, list[tuple[str, bytes]] | None, str | None]
+KEY, HEADERS, TAGS = 1, 2, 3
+
+
+def _message(fields: Any, index: int) -> Message:
+    """A message from its JSON object."""
     where = f"message {index}"
     if not isinstance(fields, dict):
         raise HttpError(400, "bad_message", f"{where} must be a JSON object")
@@ -128,13 +134,51 @@ def _message(fields: Any, index: int) -> OutgoingMessage:
     if not isinstance(headers, dict):
         raise HttpError(400, "bad_message", f"{where}'s headers must be an object of strings")
     tags = fields.get("tags")
-    return OutgoingMessage(
-        value=value, key=None if key is None else _text(key, f"{where}'s key").encode(),
-        headers=[(_text(k, "a header name"), _text(v, f"header {k!r}").encode()) for k, v in headers.items()],
-        tags=None if tags is None else _text(tags, f"{where}'s tags"))
+    return (value, None if key is None else _text(key, f"{where}'s key").encode(),
+            [(_text(k, "a header name"), _text(v, f"header {k!r}").encode()) for k, v in headers.items()] or None,
+            None if tags is None else _text(tags, f"{where}'s tags"))
+
+
+def _messages(listed: list[Any]) -> OutgoingMessages:
+    """The messages of a JSON body as columns. A message that is only {"value": text}, the common case, costs
+    a look-up and an encode; the others go through _message, and their keys, headers and tags are placed
+    into columns at the end."""
+    values: list[bytes] = []
+    others: list[tuple[int, Message]] = []
+    for index, fields in enumerate(listed):
+        if type(fields) is dict and len(fields) == 1:
+            text = fields.get("value")
+            if type(text) is str:
+                values.append(text.encode())
+                continue
+        message = _message(fields, index)
+        values.append(message[0])
+        if message[KEY] is not None or message[HEADERS] is not None or message[TAGS] is not None:
+            others.append((index, message))
+    return OutgoingMessages(values, _column(others, KEY, len(values)), _column(others, HEADERS, len(values)),
+                            _column(others, TAGS, len(values)))
+
+
+def _column(others: list[tuple[int, Message]], field: int, count: int) -> list[Any] | None:
+    """A column of `count` entries from the messages that have the field, None when none has it."""
+    given = [(index, message[field]) for index, message in others if message[field] is not None]
+    if not given:
+        return None
+    column: list[Any] = [None] * count
+    for index, entry in given:
+        column[index] = entry
+    return column
 
 
 def parse_produce(request: Request, max_messages: int) -> ProduceRequest:
+    try:
+        return _parse_produce(request, max_messages)
+    except UnicodeEncodeError:
+        raise HttpError(400, "bad_message", "a text holds a lone surrogate (\\ud800-\\udfff), "
+                                            "which UTF-8 cannot carry") from None
+
+
+def _parse_produce(request: Request, max_messages: int) -> ProduceRequest:
     kind = request.content_type
     if kind == "application/json":
         body = request.json()
@@ -146,9 +190,9 @@ def parse_produce(request: Request, max_messages: int) -> ProduceRequest:
                 raise HttpError(400, "bad_message", "messages must be a non-empty list")
             if len(listed) > max_messages:
                 raise HttpError(413, "too_many_messages", f"at most {max_messages} messages per request")
-            messages = [_message(m, i) for i, m in enumerate(listed)]
+            messages = _messages(listed)
         else:
-            messages = [_message({k: v for k, v in body.items() if k not in ("producer", "topic")}, 0)]
+            messages = _messages([{k: v for k, v in body.items() if k not in ("producer", "topic")}])
         return ProduceRequest(producer, topic, messages)
     if kind in ("text/plain", "application/octet-stream"):
         if kind == "text/plain":
@@ -159,9 +203,10 @@ def parse_produce(request: Request, max_messages: int) -> ProduceRequest:
         key, tags = request.query.get("key"), request.query.get("tags")
         headers = [(name[len(HEADER_PREFIX):], value.encode()) for name, value in request.headers.items()
                    if name.startswith(HEADER_PREFIX) and len(name) > len(HEADER_PREFIX)]
-        message = OutgoingMessage(request.body, None if key is None else key.encode(), headers, tags)
+        message = OutgoingMessages([request.body], None if key is None else [key.encode()],
+                                   [headers] if headers else None, None if tags is None else [tags])
         return ProduceRequest(name_param(request.query.get("producer"), "producer"),
-                              name_param(request.query.get("topic"), "topic", required=False), [message])
+                              name_param(request.query.get("topic"), "topic", required=False), message)
     raise HttpError(415, "unsupported_media_type",
                     "send application/json, text/plain or application/octet-stream, not "
                     f"{kind or 'a body without Content-Type'!r}")

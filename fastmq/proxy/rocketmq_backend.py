@@ -20,7 +20,7 @@ from fastmq.rocketmq.client import ClientInstance
 from fastmq.rocketmq.fetcher import pull_fields
 from fastmq.rocketmq.protocol import RequestCode, ResponseCode
 from fastmq.rocketmq.route import MessageQueue
-from fastmq.proxy.backend import Backend, BackendError, OutgoingMessage, PulledMessage, PullResult, SentMessage
+from fastmq.proxy.backend import Backend, BackendError, OutgoingMessages, PulledMessage, PullResult, SentMessages
 from fastmq.proxy.readahead import ReadAhead
 
 TAGS_HEADER = "tags"
@@ -48,14 +48,14 @@ def _text(value: bytes, what: str) -> str:
     return text
 
 
-def to_message(topic: str, message: OutgoingMessage) -> Message:
-    properties = {_text(name.encode(), "a header name"): _text(value, f"header {name!r}")
-                  for name, value in message.headers}
+def to_message(topic: str, value: bytes, key: bytes | None, headers: list[tuple[str, bytes]], tags: str | None
+               ) -> Message:
+    properties = {_text(name.encode(), "a header name"): _text(data, f"header {name!r}") for name, data in headers}
     clash = SYSTEM_PROPERTIES.intersection(properties)
     if clash:
         raise BackendError(f"headers {sorted(clash)} are RocketMQ's own properties", bad_message=True)
-    keys = _text(message.key, "a key") if message.key is not None else None
-    return Message(topic, message.value, tags=message.tags, keys=keys, properties=properties or None)
+    keys = _text(key, "a key") if key is not None else None
+    return Message(topic, value, tags=tags, keys=keys, properties=properties or None)
 
 
 def from_message(message: Any) -> PulledMessage:
@@ -96,11 +96,11 @@ class RocketMQBackend(Backend):
 
     # ---- produce ----------------------------------------------------------------------------------------
 
-    async def produce(self, topic: str, messages: list[OutgoingMessage]) -> list[SentMessage]:
+    async def produce(self, topic: str, messages: OutgoingMessages) -> SentMessages:
         self._started()
         producer = self._producer
         assert producer is not None                 # made with the instance at start()
-        outgoing = [to_message(topic, m) for m in messages]
+        outgoing = [to_message(topic, *messages.message(n)) for n in range(len(messages))]
         try:
             await self._route(topic)
             if len(outgoing) == 1:
@@ -115,9 +115,11 @@ class RocketMQBackend(Backend):
         queue = _queue_name(result.message_queue)
         # A batch is stored at consecutive offsets of one queue from the answered one on; a send's answer carries
         # no store time (-1).
-        sent = [SentMessage(queue, result.queue_offset + n, -1) for n in range(len(outgoing))]
-        self.observed(topic, queue, result.queue_offset + len(outgoing))
-        return sent
+        count = len(outgoing)
+        self.observed(topic, queue, result.queue_offset + count)
+        # The ids are the messages' UNIQ_KEY (what RocketMQ's tools call msgId), a batch's joined by commas.
+        return SentMessages([queue] * count, list(range(result.queue_offset, result.queue_offset + count)),
+                            [-1] * count, result.msg_id.split(","))
 
     # ---- queues and offsets -------------------------------------------------------------------------------
 

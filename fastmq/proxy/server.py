@@ -8,12 +8,13 @@ flight finish (up to GRACEFUL_S), then the producer sends what it holds and Redi
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import multiprocessing
 import signal
 import socket
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from fastmq.proxy.app import ProxyApp
 from fastmq.proxy.backend import Backend
@@ -75,11 +76,22 @@ def serve(config: ProxyConfig, backend: Backend, host: str, port: int, *, log_le
             app.closing = True          # long polls answer now instead of holding the shutdown up
             super().handle_exit(sig, frame)
 
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # uvicorn raises a SIGTERM / SIGINT it caught once more after shutting down, so that the process dies
+            # of it (exit 143 through fastmq's CLI, -15 in a spawned process, which --processes took for a
+            # failure): the proxy has shut down gracefully by then, and ends with code 0.
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    self._captured_signals.clear()
+
     settings = uvicorn.Config(app, loop="uvloop", http=_coalescing_protocol(), lifespan="on", access_log=False,
                               log_level=log_level, timeout_graceful_shutdown=GRACEFUL_S, log_config=None)
     server = Server(settings)
     server.run(sockets=[listening_socket(host, port)])
-    return server.started
+    return server.started or app.closing        # a stop asked for while starting is no failure to start
 
 
 def serve_processes(count: int, target: Callable[..., None], args: tuple[Any, ...]) -> int:
@@ -90,7 +102,10 @@ def serve_processes(count: int, target: Callable[..., None], args: tuple[Any, ..
     for process in processes:
         process.start()
 
+    forwarded = []
+
     def forward(signum: int, frame: Any) -> None:
+        forwarded.append(signum)
         for process in processes:
             if process.is_alive():
                 process.terminate()
@@ -102,4 +117,7 @@ def serve_processes(count: int, target: Callable[..., None], args: tuple[Any, ..
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    return max(abs(process.exitcode or 0) for process in processes)
+    codes = [process.exitcode or 0 for process in processes]
+    if forwarded:       # a process still starting (no handler of its own yet) died of the SIGTERM, as asked
+        codes = [0 if code == -signal.SIGTERM else code for code in codes]
+    return max(abs(code) for code in codes)

@@ -136,6 +136,83 @@ def test_batch_example(embedded_broker):
     run(main())
 
 
+def test_send_many_one_future_for_many_records(embedded_broker):
+    """send_many(): keys, headers and values in order over several partitions, one future for all of them with
+    each record's metadata; under memory pressure it waits on the loop; bad columns are refused."""
+    topic = topic_name()
+    bootstrap = embedded_broker.bootstrap_servers
+    count = 300
+
+    async def main():
+        await create_topic(bootstrap, topic, partitions=3)
+        values = [b"value-%d" % i for i in range(count)]
+        keys = [None if i % 3 == 0 else b"key-%d" % (i % 7) for i in range(count)]
+        headers = [[("n", b"%d" % i)] if i % 2 else None for i in range(count)]
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=1) as producer:
+            await producer.partitions_for(topic)
+            group = await producer.send_many(topic, values, keys=keys, headers=headers)
+            results = await group
+            with pytest.raises(ValueError):
+                await producer.send_many(topic, values, keys=keys[:-1])
+        assert len(results) == count
+        by_key = {}
+        for key, metadata in zip(keys, results):
+            if key is not None:
+                assert by_key.setdefault(key, metadata.partition) == metadata.partition
+        for partition in range(3):
+            offsets = by_partition[partition] = [m.offset for m in results if m.partition == partition]
+            assert offsets == list(range(len(offsets)))
+        where = {(m.partition, m.offset): i for i, m in enumerate(results)}
+        async with AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
+            consumer.assign([TopicPartition(topic, p) for p in range(3)])
+            got = []
+            for _ in range(50):
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    got += records
+                if len(got) >= count:
+                    break
+        assert len(got) == count
+        for record in got:
+            i = where[(record.partition, record.offset)]
+            assert (record.key, record.value) == (keys[i], values[i])
+            assert list(record.headers) == (headers[i] or [])
+
+    async def under_memory_pressure():
+        pressed = topic_name()
+        await create_topic(bootstrap, pressed)
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap, max_batch_size=4096, buffer_memory=16384,
+                                    linger_ms=1) as producer:
+            with Ticker() as ticker:
+                group = await producer.send_many(pressed, [b"%05d" % i + b"x" * 90 for i in range(3000)])
+                results = await group
+            assert ticker.ticks > 0
+        assert [m.offset for m in results] == list(range(3000))
+
+    async def through_a_partitioner():
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap,
+                                    partitioner=lambda key, partitions, available: partitions[-1]) as producer:
+            group = await producer.send_many(topic, [b"a", b"b"], keys=[b"k", None])
+            assert [(m.partition, m.offset) for m in await group] == [(2, len(by_partition[2])),
+                                                                       (2, len(by_partition[2]) + 1)]
+
+    async def refused():
+        small = topic_name()
+        async with AIOKafkaAdminClient(bootstrap_servers=bootstrap) as admin:
+            await admin.create_topics([NewTopic(small, num_partitions=1, replication_factor=1,
+                                                topic_configs={"max.message.bytes": "1000"})])
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5) as producer:
+            await producer.partitions_for(small)
+            group = await producer.send_many(small, [b"x" * 10, b"y" * 5000])
+            with pytest.raises(kerrors.MessageSizeTooLargeError):
+                await group
+
+    by_partition = {}
+    run(main())
+    run(under_memory_pressure())
+    run(through_a_partitioner())
+    run(refused())
+
+
 def test_transaction_example(embedded_broker):
     """aiokafka's transactional consume-process-produce example: `async with producer.transaction()`, with
     the consumer's offsets sent to the transaction; an aborted transaction is invisible to read_committed."""

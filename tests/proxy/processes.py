@@ -24,10 +24,10 @@ def healthy(port: int) -> bool:
 
 
 def proxy_process(name: str, config: Path, bootstrap_servers: str | None, port: int, log_path: Path,
-                  processes: int = 1) -> ServerProcess:
+                  processes: int = 1, log_level: str = "warning") -> ServerProcess:
     """Not started yet: launch() / start() it. Without bootstrap_servers, the config file names the broker."""
     command = [sys.executable, "-m", "fastmq", "proxy", "--config", str(config),
-               "--listen", f"127.0.0.1:{port}", "--log-level", "warning", "--processes", str(processes)]
+               "--listen", f"127.0.0.1:{port}", "--log-level", log_level, "--processes", str(processes)]
     if bootstrap_servers is not None:
         command += ["-b", bootstrap_servers]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

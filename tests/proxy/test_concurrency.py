@@ -163,7 +163,10 @@ def test_kill_a_proxy_and_a_consumer_mid_stream_loses_nothing(proxies):
         for offset in batch.offsets:
             by_offset.setdefault((batch.queue, offset), []).append(batch)
     redelivered = {key: batches for key, batches in by_offset.items() if len(batches) > 1}
-    assert redelivered, "the consumer that left held a batch: it must have come again"
+    # The consumer that left held a batch (unless the others took every message before its second one, as on a
+    # loaded machine they may): its messages must have come again.
+    left_behind = {(b.queue, o) for b in run.batches if b.abandoned for o in b.offsets}
+    assert left_behind <= set(redelivered), f"abandoned, never delivered again: {sorted(left_behind - set(redelivered))}"
     for key, batches in redelivered.items():
         batches.sort(key=lambda b: b.lock)
         for earlier, later in zip(batches, batches[1:]):

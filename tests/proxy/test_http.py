@@ -165,6 +165,8 @@ def test_tokens_rate_limits_and_retry_after(proxies):
     ("POST", "/produce", {"json_body": {"producer": "http-writer", "value": "x", "base64": "eA=="}}, 400,
      "bad_message"),
     ("POST", "/produce", {"json_body": {"producer": "http-writer", "base64": "***"}}, 400, "bad_message"),
+    ("POST", "/produce", {"body": b'{"producer": "http-writer", "value": "\\ud800"}', "content_type": "application/json"},
+     400, "bad_message"),
     ("POST", "/produce", {"json_body": {"producer": "http-writer", "messages": [{"value": "x"}] * 501}}, 413,
      "too_many_messages"),
     ("GET", "/message", {"query": {"consumer": "http-reader", "max": "0"}}, 400, "bad_parameter"),
@@ -198,7 +200,8 @@ def test_openapi_metrics_and_health(proxies):
 def test_admin_registers_pauses_resets_and_limits_a_consumer(proxies):
     admin = proxies.admin(0)
     for kind, entry in (("producers", {"name": "admin-writer", "topic": "admin"}),
-                        ("consumers", {"name": "admin-reader", "topic": "admin", "lease_ms": 10000})):
+                        ("consumers", {"name": "admin-reader", "topic": "admin", "lease_ms": 10000,
+                                       "backlog_alert": 2})):
         created = admin.call("POST", f"/admin/{kind}", json_body=entry)
         assert created.status == 201, created.body
     bad = admin.call("POST", "/admin/consumers", json_body={"name": "x", "topic": "admin", "mode": "odd"})
@@ -219,9 +222,14 @@ def test_admin_registers_pauses_resets_and_limits_a_consumer(proxies):
             break
     described = admin.call("GET", "/admin/consumers/admin-reader").json
     assert described["backlog"] == 0 and {q["queue"] for q in described["queues"]} == {"kafka:0", "kafka:1"}
+    assert not any(q["alert"] for q in described["queues"])
     reset = admin.call("POST", "/admin/consumers/admin-reader/reset", json_body={"to": "earliest"})
     assert reset.status == 200 and set(reset.json["offsets"].values()) == {0}
-    assert admin.call("GET", "/admin/consumers/admin-reader").json["backlog"] == len(sent)
+    described = admin.call("GET", "/admin/consumers/admin-reader").json
+    assert described["backlog"] == len(sent)
+    # A queue with at least backlog_alert messages waiting is flagged (6 over 2 queues: one has 3 or more).
+    assert all(q["alert"] == (q["backlog"] >= 2) for q in described["queues"]), described
+    assert any(q["alert"] for q in described["queues"])
     assert admin.call("POST", "/admin/consumers/admin-reader/reset", json_body={"to": "later"}).status == 400
     admin.call("POST", "/admin/consumers/admin-reader/rate", json_body={"rate": 1, "burst": 1})
     assert 429 in [other.message("admin-reader").status for _ in range(3)]

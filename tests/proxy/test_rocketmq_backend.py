@@ -87,6 +87,8 @@ def test_messages_produced_over_http_and_by_a_rocketmq_producer_are_consumed_wit
     assert batch.status == 200, batch.body
     results = one.json["results"] + batch.json["results"]
     assert [r["queue"].rpartition(":")[0] for r in results] == ["broker-a"] * 4, results
+    # Each message's msgId as the broker answered it: 32 hex digits, all different.
+    assert all(len(r["id"]) == 32 and int(r["id"], 16) >= 0 for r in results) and len({r["id"] for r in results}) == 4
     # A batch is stored in one queue at consecutive offsets.
     batch_queue = {r["queue"] for r in batch.json["results"]}
     assert len(batch_queue) == 1

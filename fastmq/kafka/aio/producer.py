@@ -4,7 +4,8 @@
         await producer.send_and_wait("events", b"payload")
 
 send() encodes the record into its partition's batch on the calling (loop) thread, as fastmq's Producer
-does, and returns an asyncio future. fastmq's I/O thread completes the batch; the futures of its records are
+does, and returns an asyncio future; send_many() appends many records and returns one asyncio future for all
+of them (send_batch(), aiokafka's batch API, goes through it). fastmq's I/O thread completes the batch; the futures of its records are
 settled on the loop through a LoopHandoff (one loop wake-up per burst of acknowledgements). What may wait for
 the broker (the first metadata of a topic, a full buffer, AddPartitionsToTxn, flush, transactions, stop)
 runs on a worker thread, so the event loop never blocks.
@@ -13,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque, namedtuple
+from functools import partial
+from itertools import repeat
 from sys import getrefcount
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka.aio.config import REQUEST_TIMEOUT_MS, bound_loop, client_options
@@ -35,6 +38,11 @@ BatchRecordMetadata = namedtuple("BatchRecordMetadata", ["offset", "size", "time
 # A v2 batch header and a record's fixed part (attributes, varint lengths and deltas at their widest).
 _BATCH_OVERHEAD = 61
 _RECORD_OVERHEAD = 21
+# What the accumulator reserves at most per record beyond its key and value, and per header beyond its name and
+# value (fastmq/_native/accumulator.pyx: RECORD_OVERHEAD, HEADER_OVERHEAD).
+_RECORD_BOUND = 64
+_HEADER_BOUND = 10
+_MEMORY_POLL_S = 0.005      # how often a send waiting for buffer memory looks again
 
 
 class AIOKafkaProducer(Lifetime[Producer]):
@@ -114,17 +122,79 @@ class AIOKafkaProducer(Lifetime[Producer]):
         # The common case, kept free of further calls: a record costs a few microseconds.
         return self._futures.track(producer.send(topic, value, key, headers, partition, timestamp_ms))
 
-    async def _queue_waiting(self, producer: Producer, topic: str, value: Any, key: Any, partition: int | None,
-                             timestamp_ms: int | None, headers: Headers) -> asyncio.Future[RecordMetadata]:
-        """send() when Producer.send() could wait. Metadata and AddPartitionsToTxn are waited for on a worker
-        thread; buffer memory on the loop, until acknowledgements free some."""
+    async def _append_waiting(self, producer: Producer, topic: str, value: Any, key: Any, partition: int | None,
+                              timestamp_ms: int | None, headers: Headers) -> Any:
+        """Producer.send() when it could wait: returns the record (fastmq FutureRecordMetadata). Metadata and
+        AddPartitionsToTxn are waited for on a worker thread; buffer memory on the loop, until acknowledgements
+        free some."""
         if self._transactional or topic not in producer.client.cluster.topics:
-            record = await asyncio.to_thread(producer.send, topic, value, key, headers, partition, timestamp_ms)
-        else:
-            await self._room_for(producer, self._max_batch_size + (len(key) if key is not None else 0)
-                                 + (len(value) if value is not None else 0))
-            record = producer.send(topic, value, key, headers, partition, timestamp_ms)
-        return self._futures.track(record)
+            return await asyncio.to_thread(producer.send, topic, value, key, headers, partition, timestamp_ms)
+        await self._room_for(producer, self._max_batch_size + (len(key) if key is not None else 0)
+                             + (len(value) if value is not None else 0))
+        return producer.send(topic, value, key, headers, partition, timestamp_ms)
+
+    async def _queue_waiting(self, producer: Producer, topic: str, value: Any, key: Any, partition: int | None,
+                             timestamp_ms: int | None, headers: Headers) -> asyncio.Future[Any]:
+        """send() when Producer.send() could wait (see _append_waiting)."""
+        return self._futures.track(await self._append_waiting(producer, topic, value, key, partition, timestamp_ms,
+                                                              headers))
+
+    async def send_many(self, topic: str, values: Sequence[Any], *, keys: Sequence[Any] | None = None,
+                        headers: Sequence[Headers] | None = None, partition: int | None = None,
+                        timestamp_ms: int | None = None) -> asyncio.Future[list[RecordMetadata]]:
+        """Queue many records in order (keys and headers, when given, hold one entry per value, None for none).
+        Returns, once every record is in a batch, one asyncio future of their RecordMetadata in the same order:
+        set when all are acknowledged, or failing with the first record's error once all are done. No asyncio
+        future is made per record: the records cost about what fastmq's Producer.send() costs."""
+        producer = self.engine()
+        count = len(values)
+        for name, column in (("keys", keys), ("headers", headers)):
+            if column is not None and len(column) != count:
+                raise ValueError(f"{len(column)} {name} for {count} values")
+        if self._key_serializer is not None:
+            keys = [self._key_serializer(key) for key in (keys if keys is not None else [None] * count)]
+        if self._value_serializer is not None:
+            values = [self._value_serializer(value) for value in values]
+        nothing = repeat(None)
+        rows = zip(nothing if keys is None else keys, values, nothing if headers is None else headers,
+                   repeat(timestamp_ms))
+        return RecordGroup(await self._append_rows(producer, topic, partition, rows,
+                                                   _size_bound(values, keys, headers)), self._futures).future
+
+    async def _append_rows(self, producer: Producer, topic: str, partition: int | None,
+                           rows: Iterable[tuple[Any, Any, Headers, int | None]], size: int) -> list[Any]:
+        """Append (key, value, headers, timestamp_ms) rows, `size` bytes at most in the accumulator; returns
+        the records (fastmq FutureRecordMetadata). All at once when they fit now, else one at a time, waiting."""
+        if self._fits_now(producer, topic, size):
+            append = self._appender(producer, topic, partition)
+            return [append(key, value, headers, timestamp_ms) for key, value, headers, timestamp_ms in rows]
+        return [await self._append_waiting(producer, topic, value, key, partition, timestamp_ms, headers)
+                for key, value, headers, timestamp_ms in rows]
+
+    def _appender(self, producer: Producer, topic: str, partition: int | None) -> Callable[..., Any]:
+        """append(key, value, headers, timestamp_ms) -> the record (fastmq FutureRecordMetadata), for records
+        that fit now: straight into the accumulator when Producer.send() would add nothing to that (no custom
+        partitioner, the topic's partitions known; transactions and serializers are handled before), which
+        saves two Python calls a record."""
+        accumulator = producer._accumulator
+        queues = accumulator.topic(topic)
+        if self._options["partitioner"] is None and queues.partition_count:
+            return partial(accumulator.send, queues, partition)
+
+        def send(key: Any, value: Any, headers: Headers, timestamp_ms: int | None) -> Any:
+            return producer.send(topic, value, key, headers, partition, timestamp_ms)
+        return send
+
+    def _fits_now(self, producer: Producer, topic: str, size: int) -> bool:
+        """Whether Producer.send() takes records of `size` bytes (a bound: _size_bound) without waiting: the
+        topic's metadata is known, no transaction needs AddPartitionsToTxn, and buffer memory holds them even if
+        every partition of the topic opens a batch and each of them fills."""
+        info = producer.client.cluster.topics.get(topic)
+        if self._transactional or info is None:
+            return False
+        batches = len(info.partitions) + size // self._max_batch_size + 1
+        accumulator = producer._accumulator
+        return accumulator.used_memory + size + batches * self._max_batch_size <= accumulator.buffer_memory
 
     async def _room_for(self, producer: Producer, need: int) -> None:
         """Wait until `need` more bytes fit in buffer memory, so that the accumulator never blocks the loop;
@@ -138,7 +208,9 @@ class AIOKafkaProducer(Lifetime[Producer]):
                 raise kerrors.KafkaTimeoutError(f"Failed to allocate memory within {producer.max_block:.1f} secs.")
             progress.clear()
             try:
-                await asyncio.wait_for(progress.wait(), remaining)
+                # Not only until `progress`: the records a send_many() is still appending are watched by no
+                # future yet, and their acknowledgements free memory too.
+                await asyncio.wait_for(progress.wait(), min(remaining, _MEMORY_POLL_S))
             except asyncio.TimeoutError:
                 pass
 
@@ -154,12 +226,13 @@ class AIOKafkaProducer(Lifetime[Producer]):
 
     async def send_batch(self, batch: "BatchBuilder", topic: str, *, partition: int) -> asyncio.Future[RecordMetadata]:
         """Send a batch's records to one partition, in order; returns a future of the first record's
-        RecordMetadata (the batch's base offset), failing if any record fails."""
+        RecordMetadata (the batch's base offset), failing if any record fails (the batch's serializers ran
+        when the records were appended)."""
         producer = self.engine()
         batch.close()
-        futures = [await self._queue_waiting(producer, topic, value, key, partition, timestamp_ms, headers)
-                   for key, value, timestamp_ms, headers in batch.records]
-        return asyncio.ensure_future(_first_of_all(futures))
+        records = await self._append_rows(producer, topic, partition, batch.records,
+                                          batch.size() + _RECORD_BOUND * batch.record_count())
+        return RecordGroup(records, self._futures, _metadata_of_first).future
 
     async def flush(self) -> None:
         """Send everything queued now and wait for the acknowledgements."""
@@ -213,7 +286,7 @@ class RecordFutures:
     SWEEP_EVERY = 1024
 
     def __init__(self, handoff: LoopHandoff) -> None:
-        self._handoff = handoff
+        self.handoff = handoff
         self._loop = handoff.loop
         self._pending: dict[TopicPartition, _Pending] = {}
         self.progress = asyncio.Event()                         # set whenever records were settled
@@ -240,7 +313,7 @@ class RecordFutures:
 
     def _watch(self, record: Any, tp: TopicPartition, pending: _Pending) -> None:
         pending.watched = True
-        record.add_both(self._handoff.submit, self._on_done, tp)
+        record.add_both(self.handoff.submit, self._on_done, tp)
 
     def _on_done(self, tp: TopicPartition, outcome: Any) -> None:
         # Loop thread, handed over by the I/O thread: the watched record is done; watch the next pending one.
@@ -264,6 +337,65 @@ class RecordFutures:
             else:
                 future.set_exception(error)
         self.progress.set()
+
+
+class RecordGroup:
+    """One asyncio future for many records (fastmq FutureRecordMetadata), set once all are done to what
+    `outcome(records)` answers (by default every record's RecordMetadata), or failed with what it raises.
+
+    One record is watched at a time, the first not done yet: when its batch completes, the I/O thread hands one
+    call to the loop, which passes over every record done by then (the rest of that batch, usually) and watches
+    the next one still pending. A group costs a callback per batch it waits for, not one per record."""
+
+    __slots__ = ("future", "_records", "_next", "_futures", "_outcome")
+
+    def __init__(self, records: list[Any], futures: RecordFutures,
+                 outcome: Callable[[list[Any]], Any] | None = None) -> None:
+        self.future: asyncio.Future[Any] = futures.handoff.loop.create_future()
+        self._records = records
+        self._next = 0                      # the records before it are done
+        self._futures = futures             # its handoff, and its progress event (memory may be free now)
+        self._outcome = outcome or _metadata_of_all
+        self._watch_next()
+
+    def _watch_next(self, outcome: Any = None) -> None:
+        # Loop thread (a completion is handed over by the I/O thread).
+        records = self._records
+        position = self._next
+        self._futures.progress.set()
+        while position < len(records):
+            record = records[position]
+            if not record.is_done:
+                self._next = position
+                record.add_both(self._futures.handoff.submit, self._watch_next)
+                return
+            position += 1
+        self._next = position
+        if self.future.done():              # cancelled by its waiter
+            return
+        try:
+            result = self._outcome(records)
+        except Exception as error:
+            self.future.set_exception(error)
+        else:
+            self.future.set_result(result)
+
+
+def _metadata_of_all(records: list[Any]) -> list[RecordMetadata]:
+    """Every record's RecordMetadata; raises the first failed record's error."""
+    results = [record.value for record in records]          # None for a record that failed
+    if None in results:
+        raise records[results.index(None)].exception
+    return results
+
+
+def _metadata_of_first(records: list[Any]) -> RecordMetadata:
+    """The first record's RecordMetadata (a batch's base offset); raises the first failed record's error."""
+    for record in records:
+        if record.exception is not None:
+            raise record.exception
+    first: RecordMetadata = records[0].value
+    return first
 
 
 def _unobserved(future: asyncio.Future[Any]) -> bool:
@@ -299,7 +431,7 @@ class BatchBuilder:
         self._value_serializer = value_serializer
         self._size = _BATCH_OVERHEAD
         self._closed = False
-        self.records: list[tuple[Any, Any, int | None, Headers]] = []
+        self.records: list[tuple[Any, Any, Headers, int | None]] = []      # key, value, headers, timestamp
 
     def append(self, *, timestamp: int | None, key: Any, value: Any,
                headers: Headers = None) -> BatchRecordMetadata | None:
@@ -310,12 +442,14 @@ class BatchBuilder:
             key = self._key_serializer(key)
         if self._value_serializer is not None:
             value = self._value_serializer(value)
-        size = (_RECORD_OVERHEAD + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
-                + sum(len(name) + (len(data) if data is not None else 0) + 10 for name, data in headers or ()))
+        size = _RECORD_OVERHEAD + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
+        if headers:
+            headers = list(headers)
+            size += sum(len(name) + (len(data) if data is not None else 0) + 10 for name, data in headers)
         if self.records and self._size + size > self._max_size:
             return None
         self._size += size
-        self.records.append((key, value, timestamp, list(headers) if headers else None))
+        self.records.append((key, value, headers or None, timestamp))
         return BatchRecordMetadata(len(self.records) - 1, size, timestamp, None)
 
     def close(self) -> None:
@@ -330,9 +464,15 @@ class BatchBuilder:
         return len(self.records)
 
 
-async def _first_of_all(futures: list[asyncio.Future[RecordMetadata]]) -> RecordMetadata:
-    results: list[RecordMetadata] = await asyncio.gather(*futures)
-    return results[0]
+def _size_bound(values: Sequence[Any], keys: Sequence[Any] | None, headers: Sequence[Headers] | None) -> int:
+    """At least the buffer memory the accumulator reserves for these records."""
+    size = _RECORD_BOUND * len(values) + sum(len(value) for value in values if value is not None)
+    if keys is not None:
+        size += sum(len(key) for key in keys if key is not None)
+    if headers is not None:
+        size += sum(len(name) + (len(data) if data is not None else 0) + _HEADER_BOUND
+                    for record_headers in headers if record_headers for name, data in record_headers)
+    return size
 
 
 def _keyed_partitioner(partitioner: Callable[[bytes | None, list[int], list[int]], int]) -> Callable[..., int]:
