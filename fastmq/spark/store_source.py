@@ -115,9 +115,14 @@ RECORDS_AT = 61           # the first record of a v2 batch, after the batch head
 def control_type(view: memoryview, batch_position: int) -> int:
     """The type of the control record of the control batch at batch_position: its key's second int16.
     record: length varint, attributes int8, timestamp delta varint, offset delta varint, key length varint, key."""
-    pos = _skip_varint(view, batch_position + RECORDS_AT) + 1
-    pos = _skip_varint(view, _skip_varint(view, pos))
-    pos = _skip_varint(view, pos)
+    try:
+        pos = _skip_varint(view, batch_position + RECORDS_AT) + 1
+        pos = _skip_varint(view, _skip_varint(view, pos))
+        pos = _skip_varint(view, pos)
+    except IndexError:
+        pos = len(view)
+    if pos + 4 > len(view):
+        raise ValueError(f"the control batch at {batch_position} is truncated")
     return int.from_bytes(view[pos + 2:pos + 4], "big")
 
 
