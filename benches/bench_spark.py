@@ -86,10 +86,12 @@ def _kind(command: str) -> str:
     return "broker" if "fastmq broker" in command else "bench"
 
 
-def cpu_by_kind() -> Counter:
+def cpu_by_kind(since: dict[int, tuple[str, float]]) -> Counter:
+    """CPU seconds used since the snapshot `since` (process_tree_cpu) by this process tree, by kind of process.
+    A process that ended meanwhile is not counted (Spark ends idle Python workers), one started is in full."""
     used: Counter = Counter()
-    for command, cpu in process_tree_cpu(os.getpid()).values():
-        used[_kind(command)] += cpu
+    for pid, (command, cpu) in process_tree_cpu(os.getpid()).items():
+        used[_kind(command)] += cpu - since.get(pid, (command, 0.0))[1]
     return used
 
 
@@ -99,13 +101,12 @@ class Measured:
     def __init__(self, action, rows: int) -> None:
         action()                                # warm-up: the first query of a JVM is slower
         best = float("inf")
-        before = cpu_by_kind()
+        before = process_tree_cpu(os.getpid())
         for _ in range(RUNS):
             started = time.perf_counter()
             action()
             best = min(best, time.perf_counter() - started)
-        self.cpu = cpu_by_kind()
-        self.cpu.subtract(before)
+        self.cpu = cpu_by_kind(before)
         self.rate = rows / best
         self.rows = rows
 
