@@ -93,8 +93,8 @@ def test_store_read_committed_hides_aborted_transactions(spark, store):
             read = read.option(name, value)
         return sorted(r.value.decode() for r in read.load(store["dir"]).select("value").collect())
 
-    # Ranges of 4 records: most markers lie beyond the range whose records they decide.
-    committed = values(**{"kafka.isolation.level": "read_committed", "maxRecordsPerPartition": "4"})
+    # Ranges of 10 records: some markers lie beyond the range whose records they decide.
+    committed = values(**{"kafka.isolation.level": "read_committed", "maxRecordsPerPartition": "10"})
     assert committed == sorted(store["committed"])
     assert len(values()) == 36 + 6 + 1                # read_uncommitted shows aborted and open ones too
 
