@@ -15,11 +15,11 @@ import asyncio
 import json
 import os
 import time
-from pathlib import Path
 
 import pytest
 
 from fastmq.broker import BrokerProcess
+from process_cpu import tree_cpu_seconds
 from tests.proxy.processes import proxy_process
 from tests.support.redis import start_redis
 from tests.support.servers import free_port
@@ -117,29 +117,6 @@ async def consume_and_ack(connection: HttpConnection) -> int:
     ack = json.dumps({"consumer": "bench-reader", "token": token}).encode()
     status, _ = await connection.request("POST", "/ack", ack, "application/json")
     return status == 200
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process and all its descendants."""
-    parents: dict[int, int] = {}
-    times: dict[int, float] = {}
-    tick = os.sysconf("SC_CLK_TCK")
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        parents[int(entry.name)] = int(fields[1])
-        times[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
-    tree, frontier = {pid}, [pid]
-    while frontier:
-        parent = frontier.pop()
-        children = [child for child, ppid in parents.items() if ppid == parent and child not in tree]
-        tree.update(children)
-        frontier += children
-    return sum(times.get(p, 0.0) for p in tree)
 
 
 def measured(bench, process, operations: int, label: str, run) -> None:

@@ -3,9 +3,13 @@
 Reads 2M records of 100 bytes from 4 partitions into count() and sum(length(value)), and writes 1M records,
 with fastmq's source and with spark-sql-kafka-0-10 (fetched from Maven Central with mvn into the user's cache,
 at $SPARK_KAFKA_VERSION, else the installed pyspark's version, else 4.2.0: the newest on Central when
-written). Also: the same read yielding tuples instead of Arrow batches (why the source yields Arrow), and
-the source's reader alone, without Spark (fetch + columnar decode + Arrow build in one process), for how
-close Spark's overhead lets a read come to the decoder. Rates are best of RUNS after one warm-up run.
+written). Also: the same read yielding tuples instead of Arrow batches (why the source yields Arrow), the
+source's reader alone without Spark (fetch + columnar decode + Arrow build in this process), and the raw
+columnar decode of the same record sets (already fetched), for how close Spark's overhead lets a read come to
+the decoder. Rates are best of RUNS after one warm-up run. Every line also gives CPU time per record: the CPU
+of this process and all its children (Spark's JVM, its Python workers, the broker) over the runs, divided by
+the records; on a shared machine that figure is steadier than the wall clock, and rows per CPU-second is the
+rate per fully used core.
 
 Run: python benches/bench_spark.py            (BENCH_SPARK_RECORDS=200000 for a short run)
 """
@@ -15,7 +19,10 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
+
+from process_cpu import process_tree_cpu
 
 RECORDS = int(os.environ.get("BENCH_SPARK_RECORDS", 2_000_000))
 WRITES = RECORDS // 2
@@ -55,14 +62,63 @@ def connector_jars() -> list[str]:
     raise RuntimeError("Spark's Kafka connector could not be fetched with mvn (Java 17 and Maven needed)")
 
 
-def best_rate(action, rows: int) -> float:
-    action()                                    # warm-up: the first query of a JVM is slower
-    best = float("inf")
-    for _ in range(RUNS):
-        started = time.perf_counter()
-        action()
-        best = min(best, time.perf_counter() - started)
-    return rows / best
+def fetched_record_sets(options, ranges) -> list:
+    """The record sets of fetches covering `ranges`, as the source's reader fetches them."""
+    from fastmq.spark.partition_reader import PartitionReader, walk_batches
+
+    found = []
+    for offsets in ranges:
+        reader = PartitionReader(options, offsets)
+        offset = offsets.start
+        while offset < offsets.end:
+            records = reader._result(reader._fetch(offset)).records
+            next_offset, _ = walk_batches(records, None)
+            found.append(bytes(records))
+            offset = next_offset
+    return found
+
+
+def _kind(command: str) -> str:
+    if "java" in command.split(" ", 1)[0]:
+        return "jvm"
+    if "pyspark" in command:
+        return "python workers"
+    return "broker" if "fastmq broker" in command else "bench"
+
+
+def cpu_by_kind(since: dict[int, tuple[str, float]]) -> Counter:
+    """CPU seconds used since the snapshot `since` (process_tree_cpu) by this process tree, by kind of process.
+    A process that ended meanwhile is not counted (Spark ends idle Python workers), one started is in full."""
+    used: Counter = Counter()
+    for pid, (command, cpu) in process_tree_cpu(os.getpid()).items():
+        used[_kind(command)] += cpu - since.get(pid, (command, 0.0))[1]
+    return used
+
+
+class Measured:
+    """The best rate of RUNS runs after one warm-up, and CPU seconds per record over the RUNS runs."""
+
+    def __init__(self, action, rows: int) -> None:
+        action()                                # warm-up: the first query of a JVM is slower
+        best = float("inf")
+        before = process_tree_cpu(os.getpid())
+        for _ in range(RUNS):
+            started = time.perf_counter()
+            action()
+            best = min(best, time.perf_counter() - started)
+        self.cpu = cpu_by_kind(before)
+        self.rate = rows / best
+        self.rows = rows
+
+    def cpu_per_record(self, kind: str | None = None) -> float:
+        used = self.cpu[kind] if kind else sum(self.cpu.values())
+        return used / (self.rows * RUNS)
+
+    def describe(self) -> str:
+        parts = ", ".join(f"{kind} {self.cpu_per_record(kind) * 1e9:.0f}" for kind in sorted(self.cpu)
+                          if self.cpu[kind] > 0)
+        return (f"{self.rate / 1e6:.2f}M rows/s, CPU {self.cpu_per_record() * 1e9:.0f} ns/record ({parts}), "
+                f"{1 / self.cpu_per_record() / 1e6:.2f}M rows per CPU-second")
 
 
 def main() -> None:
@@ -76,6 +132,7 @@ def main() -> None:
     from fastmq.spark.source import KafkaBatchReader, KafkaDataSource
     from fastmq.spark.offsets import resolve, subscribed_partitions
     from fastmq.spark.options import parse_options
+    from fastmq.kafka.columnar import read_columns
     from fastmq.spark.partition_reader import OffsetRange, PartitionReader
 
     class TupleReader(KafkaBatchReader):
@@ -113,13 +170,22 @@ def main() -> None:
         tps = subscribed_partitions(options)
         start, end = resolve(options, tps, ending=False), resolve(options, tps, ending=True)
 
-        def decode_only() -> None:
-            for tp in tps:
-                for _ in PartitionReader(options, OffsetRange(tp.topic, tp.partition, start[tp], end[tp])):
+        ranges = [OffsetRange(tp.topic, tp.partition, start[tp], end[tp]) for tp in tps]
+
+        def reader_alone() -> None:
+            for offsets in ranges:
+                for _ in PartitionReader(options, offsets):
                     pass
 
-        decoder = best_rate(decode_only, rows)
-        print(f"reader without Spark (fetch + columnar decode + Arrow, 1 process): {decoder / 1e6:.2f}M rows/s")
+        record_sets = fetched_record_sets(options, ranges)
+
+        def raw_decode() -> None:
+            for records in record_sets:
+                read_columns(records)
+
+        alone, raw = Measured(reader_alone, rows), Measured(raw_decode, rows)
+        print(f"reader without Spark (fetch + columnar decode + Arrow, 1 process): {alone.describe()}")
+        print(f"raw columnar decode of the fetched record sets (1 process): {raw.describe()}")
 
         spark = (SparkSession.builder.master("local[2]").appName("bench-spark")
                  .config("spark.ui.enabled", "false").config("spark.jars", ",".join(jars)).getOrCreate())
@@ -131,16 +197,19 @@ def main() -> None:
             return (spark.read.format(fmt).option("kafka.bootstrap.servers", servers)
                     .option("subscribe", "bench-read").load())
 
-        rates: dict[tuple[str, str], float] = {}
+        reads: dict[tuple[str, str], Measured] = {}
         for fmt in ("fastmq", "kafka", "fastmq-tuples"):
-            rates[(fmt, "count")] = best_rate(lambda: load(fmt).count(), rows)
-            rates[(fmt, "sum")] = best_rate(lambda: load(fmt).selectExpr("sum(length(value))").collect(), rows)
+            reads[(fmt, "count")] = Measured(lambda: load(fmt).count(), rows)
+            reads[(fmt, "sum")] = Measured(lambda: load(fmt).selectExpr("sum(length(value))").collect(), rows)
         for what in ("count", "sum"):
-            ours, theirs, tuples = rates[("fastmq", what)], rates[("kafka", what)], rates[("fastmq-tuples", what)]
-            print(f"read {rows} x 100 B, {PARTITIONS} partitions, {what}: fastmq {ours / 1e6:.2f}M rows/s, "
-                  f"Kafka connector {theirs / 1e6:.2f}M rows/s, ratio {ours / theirs:.2f}x (target 1.5x); "
-                  f"fastmq with tuples {tuples / 1e6:.2f}M rows/s; per core {ours / 2 / 1e6:.2f}M vs the reader "
-                  f"alone {decoder / 1e6:.2f}M ({ours / 2 / decoder:.0%})")
+            ours, theirs, tuples = reads[("fastmq", what)], reads[("kafka", what)], reads[("fastmq-tuples", what)]
+            print(f"read {rows} x 100 B, {PARTITIONS} partitions, {what}: ratio {ours.rate / theirs.rate:.2f}x "
+                  f"(target 1.5x), CPU per record ratio {theirs.cpu_per_record() / ours.cpu_per_record():.2f}x\n"
+                  f"  fastmq:          {ours.describe()}\n  Kafka connector: {theirs.describe()}\n"
+                  f"  fastmq, tuples:  {tuples.describe()}\n"
+                  f"  per core: fastmq {1 / ours.cpu_per_record() / 1e6:.2f}M rows per CPU-second, the raw "
+                  f"columnar decode {1 / raw.cpu_per_record() / 1e6:.2f}M "
+                  f"({raw.cpu_per_record() / ours.cpu_per_record():.1%} of it)")
 
         source = spark.range(0, WRITES, numPartitions=PARTITIONS).selectExpr(
             "CAST(id AS STRING) AS key", "CAST(repeat('x', 100) AS BINARY) AS value").cache()
@@ -150,9 +219,10 @@ def main() -> None:
             source.write.format(fmt).option("kafka.bootstrap.servers", servers) \
                 .option("topic", f"bench-write-{'fastmq' if fmt == 'fastmq' else 'kafka'}").mode("append").save()
 
-        ours, theirs = best_rate(lambda: write("fastmq"), WRITES), best_rate(lambda: write("kafka"), WRITES)
-        print(f"write {WRITES} x 100 B: fastmq {ours / 1e6:.2f}M rows/s, Kafka connector {theirs / 1e6:.2f}M rows/s, "
-              f"ratio {ours / theirs:.2f}x (target 1.0x)")
+        ours, theirs = Measured(lambda: write("fastmq"), WRITES), Measured(lambda: write("kafka"), WRITES)
+        print(f"write {WRITES} x 100 B: ratio {ours.rate / theirs.rate:.2f}x (target 1.0x), CPU per record ratio "
+              f"{theirs.cpu_per_record() / ours.cpu_per_record():.2f}x\n  fastmq:          {ours.describe()}\n"
+              f"  Kafka connector: {theirs.describe()}")
         spark.stop()
     finally:
         broker.close()

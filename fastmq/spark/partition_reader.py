@@ -127,23 +127,30 @@ class _AbortedTransactions:
         return bool(attributes & TRANSACTIONAL_BIT) and producer_id in self.active
 
 
-def walk_batches(records: Any, aborted: _AbortedTransactions | None) -> tuple[int, list[tuple[int, int, int]]]:
-    """(offset after the last complete batch or -1 when none, [(first, last offset, timestamp type or -1 for
-    dropped)] of every complete data batch)."""
+def batch_headers(records: Any) -> Iterator[tuple[int, int, int, int, int]]:
+    """(position, first offset, last offset, attributes, producer id) of every complete batch of a record set;
+    a truncated last batch, normal at the end of a fetch, ends it."""
     view = memoryview(records)
     size = len(view)
     pos = 0
-    next_offset = -1
-    batches: list[tuple[int, int, int]] = []
     while pos + _HEADER.size <= size:
         (base, length, _, magic, _, attributes, last_delta, _, _, producer_id, _, _, _) = _HEADER.unpack_from(view, pos)
         if pos + LOG_OVERHEAD + length > size:
-            break                                  # a truncated last batch: normal at the end of a fetch
-        last = base + last_delta
-        next_offset = last + 1
-        pos += LOG_OVERHEAD + length
+            return
         if magic != 2:
             raise kerrors.UnsupportedVersionError(f"record batch magic {magic}: fastmq's Spark source reads v2 only")
+        yield pos, base, base + last_delta, attributes, producer_id
+        pos += LOG_OVERHEAD + length
+
+
+def walk_batches(records: Any, aborted: Any | None) -> tuple[int, list[tuple[int, int, int]]]:
+    """(offset after the last complete batch or -1 when none, [(first, last offset, timestamp type or -1 for
+    dropped)] of every complete data batch). aborted: None, or what says which batches to drop, with
+    is_aborted(last offset, producer id, attributes) called for every batch in order, control batches too."""
+    next_offset = -1
+    batches: list[tuple[int, int, int]] = []
+    for _, base, last, attributes, producer_id in batch_headers(records):
+        next_offset = last + 1
         dropped = aborted is not None and aborted.is_aborted(last, producer_id, attributes)
         if attributes & CONTROL_BIT:
             continue

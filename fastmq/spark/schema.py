@@ -70,16 +70,22 @@ def spark_batch(table: pa.Table, *, topic: str, partition: int, timestamp_types:
     """A columnar decoder's table (offset, timestamp ms, key, value, headers: view_types=False) as one
     RecordBatch of the Spark schema. timestamp_types: the int32 timestampType column."""
     count = table.num_rows
-    timestamps = table.column("timestamp").combine_chunks()
+    timestamps = _array(table, "timestamp")
     micros = np.frombuffer(timestamps.buffers()[1], dtype=np.int64, count=count,
                            offset=timestamps.offset * 8) * 1000
-    columns = [table.column("key").combine_chunks(), table.column("value").combine_chunks(),
+    columns = [_array(table, "key"), _array(table, "value"),
                constants.get(topic, pa.string(), count), constants.get(partition, pa.int32(), count),
-               table.column("offset").combine_chunks(),
+               _array(table, "offset"),
                pa.Array.from_buffers(TIMESTAMP_TYPE, count, [None, pa.py_buffer(micros)]), timestamp_types]
     if include_headers:
-        columns.append(_null_when_empty(table.column("headers").combine_chunks()))
+        columns.append(_null_when_empty(_array(table, "headers")))
     return pa.RecordBatch.from_arrays(columns, schema=SCHEMAS[include_headers])
+
+
+def _array(table: pa.Table, name: str) -> pa.Array:
+    """A column as one array: the decoder's columns have one chunk, taken as is (combine_chunks would copy it)."""
+    column = table.column(name)
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def _null_when_empty(headers: pa.ListArray) -> pa.ListArray:

@@ -3,10 +3,12 @@ Apache Kafka."""
 from __future__ import annotations
 
 import socket
+import uuid
 
 import pytest
 
 from fastmq.kafka import Admin, Producer, TopicPartition
+from fastmq.kafka.admin import NewTopic
 from tests.spark.conftest import new_topic, reader
 from tests.support.brokers import create_served_topic
 
@@ -100,6 +102,19 @@ def test_read_committed_hides_aborted_transactions(spark, embedded_broker):
     values = sorted(r.value.decode() for r in committed.select("value").collect())
     assert values == sorted([f"r{r}-{i}" for r in (0, 2) for i in range(50)] + [f"plain-{i}" for i in range(10)])
     assert reader(spark, servers, topic).count() == 160     # read_uncommitted sees the aborted records
+
+
+def test_timestamp_type_of_a_log_append_time_topic(spark, embedded_broker):
+    servers = embedded_broker.bootstrap_servers
+    topic = f"spark-appended-{uuid.uuid4().hex[:8]}"
+    with Admin(servers) as admin:
+        admin.create_topics([NewTopic(topic, 1, 1, topic_configs={"message.timestamp.type": "LogAppendTime"})])
+        admin.wait_for_topics([topic], timeout=30)
+    with Producer(servers) as producer:
+        producer.send_many(topic, [b"a", b"b", b"c"], timestamp_ms=1_000_000).get(30)
+    rows = reader(spark, servers, topic).collect()
+    assert sorted(r.value for r in rows) == [b"a", b"b", b"c"] and {r.timestampType for r in rows} == {1}
+    assert all(r.timestamp.timestamp() * 1000 > 1_000_000 for r in rows)     # the broker's append time
 
 
 def test_fail_on_data_loss_both_ways(spark, embedded_broker):

@@ -101,3 +101,33 @@ def test_batch_header_walk_of_any_bytes_ends_cleanly(data):
     except UnsupportedVersionError:
         return
     assert next_offset == -1 or batches is not None
+
+
+def _varint(value: int) -> bytes:
+    zigzag, out = (value << 1) ^ (value >> 63), b""
+    while zigzag >= 0x80:
+        out += bytes([zigzag & 0x7F | 0x80])
+        zigzag >>= 7
+    return out + bytes([zigzag])
+
+
+@given(st.sampled_from([0, 1]), st.integers(0, 2**40), st.integers(0, 2**31 - 1), st.integers(0, 100))
+def test_control_record_type_is_read_from_its_key(kind, timestamp_delta, coordinator_epoch, at):
+    from fastmq.spark.store_source import control_type
+
+    key = kind.to_bytes(4, "big")                  # [version i16 = 0][type i16]
+    value = (0).to_bytes(2, "big") + coordinator_epoch.to_bytes(4, "big")
+    body = b"\0" + _varint(timestamp_delta) + _varint(0) + _varint(len(key)) + key + _varint(len(value)) + value + \
+        _varint(0)
+    batch = bytes(at) + bytes(61) + _varint(len(body)) + body
+    assert control_type(memoryview(batch), at) == kind
+
+
+@given(st.binary(max_size=120), st.integers(0, 10))
+def test_control_type_of_any_bytes_is_a_number_or_a_clear_error(data, at):
+    from fastmq.spark.store_source import control_type
+
+    try:
+        assert 0 <= control_type(memoryview(data), at) < 65536
+    except ValueError:
+        pass

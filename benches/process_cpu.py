@@ -1,0 +1,36 @@
+"""CPU time of a process tree, read from /proc (Linux): for benches whose work runs in child processes (a
+proxy, Spark's JVM and its Python workers, an embedded broker), where the bench process's own CPU time says
+nothing."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def process_tree_cpu(pid: int) -> dict[int, tuple[str, float]]:
+    """{pid: (command line, user + system CPU seconds)} of a process and all its descendants alive now."""
+    parents: dict[int, int] = {}
+    found: dict[int, tuple[str, float]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(fields[1])
+        found[int(entry.name)] = (command, (int(fields[11]) + int(fields[12])) / tick)
+    tree, frontier = {pid}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = [child for child, ppid in parents.items() if ppid == parent and child not in tree]
+        tree.update(children)
+        frontier += children
+    return {p: found[p] for p in tree if p in found}
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and all its descendants."""
+    return sum(cpu for _, cpu in process_tree_cpu(pid).values())
