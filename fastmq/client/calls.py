@@ -14,7 +14,7 @@ from typing import Any, Callable
 class PendingCall:
     node_id: Hashable | None        # None: any node
     request: Any
-    future: Future
+    future: Future[Any]             # the answer: whatever the protocol decodes
     deadline: float                 # time.monotonic() by which it must be sent (and, then, answered)
     # End the call when its node's connection fails instead of waiting for the node to come back: for callers
     # that look for another node then (a coordinator that died has a successor elsewhere).

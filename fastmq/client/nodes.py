@@ -3,13 +3,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Hashable, Sequence
+from typing import Generic, TypeVar
 
 from fastmq.io import ConnectionPool
 
 _log = logging.getLogger(__name__)
 
+NodeT = TypeVar("NodeT", bound=Hashable)    # how a protocol names its brokers (Kafka and TubeMQ: int ids)
 
-class NodeHealth:
+
+class NodeHealth(Generic[NodeT]):
     """Failure counts per broker; a broker with `threshold` failures in a row is avoided for `penalty` s
     (TubeMQ's "bad node blocking": work that may go anywhere goes elsewhere meanwhile)."""
 
@@ -18,10 +21,10 @@ class NodeHealth:
             raise ValueError("the failure threshold must be at least 1 and the penalty not negative")
         self.threshold = threshold
         self.penalty = penalty
-        self._failures: dict[Hashable, int] = {}
-        self._avoided_until: dict[Hashable, float] = {}
+        self._failures: dict[NodeT, int] = {}
+        self._avoided_until: dict[NodeT, float] = {}
 
-    def failed(self, node_id: Hashable, now: float) -> bool:
+    def failed(self, node_id: NodeT, now: float) -> bool:
         """Record a failure; True when the node just became avoided."""
         count = self._failures.get(node_id, 0) + 1
         self._failures[node_id] = count
@@ -32,10 +35,10 @@ class NodeHealth:
             return True
         return False
 
-    def succeeded(self, node_id: Hashable) -> None:
+    def succeeded(self, node_id: NodeT) -> None:
         self._failures.pop(node_id, None)
 
-    def avoided(self, now: float) -> set:
+    def avoided(self, now: float) -> set[NodeT]:
         """The nodes avoided now (expired penalties are dropped, and their counts restart)."""
         for node_id, until in list(self._avoided_until.items()):
             if until <= now:
@@ -50,7 +53,7 @@ def is_failing(pool: ConnectionPool, node_id: Hashable) -> bool:
 
 
 def metadata_candidates(pool: ConnectionPool, brokers: Sequence[Hashable],
-                        bootstrap: Sequence[Hashable]) -> list:
+                        bootstrap: Sequence[Hashable]) -> list[Hashable]:
     """Loop thread: the nodes to ask for metadata. The brokers the last metadata named; the bootstrap
     servers too once every one of those is failing (they may all have moved, to addresses only the
     bootstrap list still reaches), and the bootstrap servers alone before any metadata came."""

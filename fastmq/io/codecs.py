@@ -81,7 +81,7 @@ class SnappyStream(StreamCodec):
 
     def encode(self, data: Any) -> bytes:
         view = memoryview(data).cast("B")
-        out = []
+        out: list[bytes | memoryview] = []    # uncompressed chunks go out as views of `data`
         if not self._identifier_sent:
             self._identifier_sent = True
             out.append(SNAPPY_IDENTIFIER)

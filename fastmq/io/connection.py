@@ -25,7 +25,7 @@ import socket
 import ssl
 from collections import deque
 from itertools import chain
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from fastmq.errors import FastMQError, ProtocolError
 from fastmq.io.adapter import Callback, ProtocolAdapter
@@ -37,7 +37,7 @@ from fastmq.io.errors import (
     RequestTimeoutError,
     TooManyInFlightError,
 )
-from fastmq.io.loop import EPOLLOUT, IOLoop, TimerHandle
+from fastmq.io.loop import EPOLLOUT, AddrInfo, IOLoop, TimerHandle
 from fastmq.io.metrics import IOMetrics
 from fastmq.io.stream import (
     CLOSED,
@@ -74,7 +74,7 @@ class Connection(Stream):
         connect_timeout: float = 10.0,
         request_timeout: float = 30.0,
         max_in_flight: int = 5,
-        socket_options: tuple[tuple[int, int, int], ...] | list = DEFAULT_SOCKET_OPTIONS,
+        socket_options: Iterable[tuple[int, int, int]] = DEFAULT_SOCKET_OPTIONS,
         recv_size: int = 65536,
         metrics: IOMetrics | None = None,
     ) -> None:
@@ -151,7 +151,7 @@ class Connection(Stream):
         self._register(sock, EPOLLOUT)
         self._transport_connected()
 
-    def _resolved(self, infos: list | None, error: BaseException | None) -> None:
+    def _resolved(self, infos: AddrInfo | None, error: BaseException | None) -> None:
         if self._state is not RESOLVING:
             return
         if error is not None or not infos:

@@ -7,7 +7,7 @@ expire. So there is no timer per connection and a check costs O(1), however many
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Hashable, Protocol
+from typing import Generic, Hashable, Protocol, TypeVar
 
 from fastmq.io.errors import IdleConnectionClosedError
 from fastmq.io.loop import IOLoop, TimerHandle
@@ -16,24 +16,26 @@ from fastmq.io.loop import IOLoop, TimerHandle
 # (expiry is "idle for more than max_idle"), instead of spinning once at the exact instant.
 _TIMER_SLACK = 0.001
 
+KeyT = TypeVar("KeyT", bound=Hashable)
 
-class IdleExpiry:
+
+class IdleExpiry(Generic[KeyT]):
     """An LRU of keys by last activity time; poll_expired() inspects only the oldest entry."""
 
     __slots__ = ("max_idle", "_lru", "_next_check")
 
     def __init__(self, max_idle: float) -> None:
         self.max_idle = max_idle
-        self._lru: OrderedDict[Hashable, float] = OrderedDict()
+        self._lru: OrderedDict[KeyT, float] = OrderedDict()
         self._next_check = 0.0
 
-    def touch(self, key: Hashable, now: float) -> None:
+    def touch(self, key: KeyT, now: float) -> None:
         """Record activity on key at time now, making it the most recently used."""
         lru = self._lru
         lru[key] = now
         lru.move_to_end(key)
 
-    def remove(self, key: Hashable) -> None:
+    def remove(self, key: KeyT) -> None:
         self._lru.pop(key, None)
 
     def __len__(self) -> int:
@@ -44,7 +46,7 @@ class IdleExpiry:
         """When poll_expired() next has something to look at (set by the last call)."""
         return self._next_check
 
-    def poll_expired(self, now: float) -> Hashable | None:
+    def poll_expired(self, now: float) -> KeyT | None:
         """The least recently used key if it has been idle for more than max_idle, else None."""
         if now <= self._next_check:
             return None
@@ -60,9 +62,12 @@ class Reapable(Protocol):
     """What the reaper needs of a stream (fastmq.io.stream.Stream is one): the expiry it touches on every
     read and write, and close()."""
 
-    idle_expiry: IdleExpiry | None
+    idle_expiry: IdleExpiry[Reapable] | None
 
     def close(self, error: BaseException | None = None) -> None: ...
+
+    # The expiry's LRU is keyed by stream; mypy does not count object's __hash__ as a protocol's.
+    def __hash__(self) -> int: ...
 
 
 class IdleReaper:
@@ -73,7 +78,7 @@ class IdleReaper:
 
     def __init__(self, loop: IOLoop, max_idle: float) -> None:
         self._loop = loop
-        self.expiry = IdleExpiry(max_idle)
+        self.expiry: IdleExpiry[Reapable] = IdleExpiry(max_idle)
         self._timer: TimerHandle | None = None
         self._timer_at = 0.0
 

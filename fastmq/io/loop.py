@@ -61,7 +61,7 @@ class TimerHandle:
 
     __slots__ = ("when", "_callback", "_args", "_loop")
 
-    def __init__(self, loop: "IOLoop", when: float, callback: Callable[..., Any], args: tuple) -> None:
+    def __init__(self, loop: "IOLoop", when: float, callback: Callable[..., Any], args: tuple[Any, ...]) -> None:
         self.when = when
         self._callback: Callable[..., Any] | None = callback
         self._args = args
@@ -117,7 +117,7 @@ class IOLoop:
 
         # Guards _ready appends from other threads against _closed and decides who writes the eventfd.
         self._lock = threading.Lock()
-        self._ready: deque[tuple[Callable[..., Any], tuple]] = deque()
+        self._ready: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
         self._sleeping = False
         self._woken = False   # wakeup() was called since this iteration's hooks started
         self._stopping = False
@@ -228,7 +228,7 @@ class IOLoop:
             return fn(*args)
         if self._thread is None and not self._closed:
             raise RuntimeError(f"I/O loop {self.name!r} is not started; nothing would run {fn!r}")
-        future: Future = Future()
+        future: Future[Any] = Future()
 
         def run() -> None:
             if not future.set_running_or_notify_cancel():
@@ -343,7 +343,7 @@ class IOLoop:
             self._resolver = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{self.name}-resolver")
         future = self._resolver.submit(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
 
-        def deliver(done: Future) -> None:
+        def deliver(done: Future[AddrInfo]) -> None:
             error = done.exception() if not done.cancelled() else LoopClosedError("resolution cancelled")
             try:
                 self.call_soon_threadsafe(callback, None if error else done.result(), error)

@@ -30,12 +30,12 @@ import os
 import ssl
 from collections import deque
 from itertools import islice
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from fastmq.errors import ProtocolError
 from fastmq.io.codecs import StreamCodec
 from fastmq.io.errors import ConnectionClosedError, NotReadyError, TLSError, UpgradeError
-from fastmq.io.idle import IdleExpiry
+from fastmq.io.idle import IdleExpiry, Reapable
 from fastmq.io.loop import EPOLLIN, EPOLLOUT, IOLoop, TimerHandle
 from fastmq.io.metrics import IOMetrics
 
@@ -91,7 +91,7 @@ class Stream:
     def __init__(self, loop: IOLoop, splitter: Any, *, metrics: IOMetrics | None, recv_size: int) -> None:
         self.loop = loop
         self.metrics = metrics if metrics is not None else IOMetrics()
-        self.idle_expiry: IdleExpiry | None = None
+        self.idle_expiry: IdleExpiry[Reapable] | None = None
         self.close_error: BaseException | None = None
         self._state = NEW
         self._sock: Any = None
@@ -142,7 +142,7 @@ class Stream:
         """The name of the codec started with start_compression(), or None."""
         return self._codec.name if self._codec is not None else None
 
-    def peer_certificate(self) -> dict | None:
+    def peer_certificate(self) -> dict[str, Any] | None:
         """The peer's verified TLS certificate (SSLSocket.getpeercert()); None without TLS, before the
         handshake, after close, or when the peer sent none."""
         if not self._tls or self._state is CLOSED or self._state is TLS_HANDSHAKE:
@@ -443,6 +443,7 @@ class Stream:
     def _write_plain(self) -> None:
         out = self._out
         sock = self._sock
+        batch: Sequence[Any]    # the queued parts themselves, or a copy of the first IOV_MAX of them
         # More than IOV_MAX parts take several sendmsg calls; stop at the first short write.
         for _ in range(_WRITES_PER_FLUSH):
             if len(out) <= IOV_MAX:
@@ -582,6 +583,7 @@ class Stream:
             if codec is None:
                 splitter.commit(received)
             else:
+                assert target is not None, "start_compression() made the receive buffer along with the codec"
                 codec.feed(target[:received])
             self.metrics.bytes_in += received
             if self.idle_expiry is not None:

@@ -52,7 +52,7 @@ class Sender:
 
     def __init__(self, client: KafkaClient, accumulator: Any, *, acks: int, max_request_size: int,
                  request_timeout_ms: float, retries: float, idempotent: bool, retry_backoff_ms: float,
-                 transaction_timeout_ms: int = 60000, node_health: NodeHealth | None = None,
+                 transaction_timeout_ms: int = 60000, node_health: NodeHealth[int] | None = None,
                  transactions: Any = None) -> None:
         self.client = client
         self.accumulator = accumulator

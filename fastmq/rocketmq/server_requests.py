@@ -77,7 +77,8 @@ def reset_offset_body(offsets: dict[MessageQueue, int]) -> bytes:
 
 def parse_reset_offset_body(body: bytes) -> dict[MessageQueue, int]:
     """The offsets of a ResetOffsetBody; CorruptDataError when it is not one."""
-    table = _parse_queue_keyed(body, "offsetTable", "ResetOffsetBody")["offsetTable"]
+    # MessageQueue keys by _parse_queue_keyed; the values are checked next.
+    table: dict[MessageQueue, int] = _parse_queue_keyed(body, "offsetTable", "ResetOffsetBody")["offsetTable"]
     if not all(isinstance(offset, int) and not isinstance(offset, bool) and offset >= 0
                for offset in table.values()):
         raise CorruptDataError("not a ResetOffsetBody: offsets must be whole numbers >= 0")

@@ -106,7 +106,7 @@ class CommitLog:
                         self.topic_queue_table[key] = batch.first_queue_offset + batch.written
                     self.batch_dispatcher(batch)
 
-    def append_data(self, start_offset: int, data) -> None:
+    def append_data(self, start_offset: int, data: bytes) -> None:
         """Replicated bytes from a master, written at exactly `start_offset` (an HA slave's only writes).
         The caller holds put_lock."""
         files = self.mapped_file_queue.files

@@ -113,7 +113,7 @@ class DataVersion:
         self.timestamp = time.time_ns() // 1_000_000
         self.counter += 1
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"counter": self.counter, "timestamp": self.timestamp}
 
     @classmethod
@@ -163,7 +163,7 @@ class ConfigManager:
         if self.read_only:
             raise ReadOnlyStoreError(f"{self.path} belongs to a store opened read-only")
 
-    def encode(self) -> dict:
+    def encode(self) -> dict[str, Any]:
         raise NotImplementedError
 
     def decode(self, obj: Any) -> None:
@@ -259,7 +259,7 @@ class JournaledConfigManager(ConfigManager):
             self.persist()
 
 
-def _require_dict(obj: Any, what: str) -> dict:
+def _require_dict(obj: Any, what: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise TypeError(f"{what} must be a JSON object, got {type(obj).__name__}")
     return obj
@@ -275,7 +275,7 @@ class TopicConfig:
     topic_sys_flag: int = 0
     order: bool = False
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"topicName": self.topic_name, "readQueueNums": self.read_queue_nums,
                 "writeQueueNums": self.write_queue_nums, "perm": self.perm, "topicFilterType": self.topic_filter_type,
                 "topicSysFlag": self.topic_sys_flag, "order": self.order}
@@ -324,7 +324,7 @@ class TopicConfigManager(JournaledConfigManager):
         super().apply_change(key, value)
         self.data_version.next_version()
 
-    def encode(self) -> dict:
+    def encode(self) -> dict[str, Any]:
         return {"dataVersion": self.data_version.to_json(),
                 "topicConfigTable": {name: cfg.to_json() for name, cfg in self.topic_config_table.items()}}
 
@@ -353,7 +353,7 @@ class ConsumerOffsetManager(ConfigManager):
         """The committed offset, -1 when the group never committed one for this queue."""
         return self.offset_table.get(f"{topic}{TOPIC_GROUP_SEPARATOR}{group}", {}).get(queue_id, -1)
 
-    def encode(self) -> dict:
+    def encode(self) -> dict[str, Any]:
         return {"offsetTable": {key: {str(queue): offset for queue, offset in queues.items()}
                                 for key, queues in self.offset_table.items()}}
 
@@ -389,7 +389,7 @@ class SubscriptionGroupConfig:
                    "which_broker_when_consume_slowly": "whichBrokerWhenConsumeSlowly",
                    "notify_consumer_ids_changed_enable": "notifyConsumerIdsChangedEnable"}
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {json_name: getattr(self, name) for name, json_name in self._JSON_NAMES.items()}
 
     @classmethod
@@ -428,7 +428,7 @@ class SubscriptionGroupManager(ConfigManager):
             self.data_version.next_version()
         self.persist()
 
-    def encode(self) -> dict:
+    def encode(self) -> dict[str, Any]:
         return {"dataVersion": self.data_version.to_json(),
                 "subscriptionGroupTable": {name: cfg.to_json()
                                            for name, cfg in self.subscription_group_table.items()}}
@@ -452,7 +452,7 @@ class DeletedTopicManager(ConfigManager):
         super().__init__(config_dir, read_only)
         self.deleted: dict[str, int] = {}
 
-    def encode(self) -> dict:
+    def encode(self) -> dict[str, Any]:
         return {"deletedTopics": dict(self.deleted)}
 
     def decode(self, obj: Any) -> None:

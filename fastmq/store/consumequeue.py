@@ -15,7 +15,7 @@ from fastmq._native import queue_codec
 from fastmq._native.queue_codec import QueueUnits
 from fastmq._native.store_codec import DispatchRequest, MessageBatch
 from fastmq.store.errors import CorruptStoreError
-from fastmq.store.mapped_file import UNBOUNDED, MappedFileQueue, OpenMappings
+from fastmq.store.mapped_file import UNBOUNDED, MappedFile, MappedFileQueue, OpenMappings
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ class ConsumeQueue:
         last = batch.written - 1
         self.max_physic_offset = batch.commitlog_offset(last) + batch.size(last)
 
-    def _writable_file_for(self, queue_offset: int):
+    def _writable_file_for(self, queue_offset: int) -> MappedFile | None:
         """The file the unit of `queue_offset` goes into, None if that unit exists already."""
         expected = queue_offset * CQ_STORE_UNIT_SIZE
         queue = self.mapped_file_queue
@@ -157,7 +157,7 @@ class ConsumeQueue:
         return mapped
 
     @staticmethod
-    def _fill_pre_blank(mapped, until_position: int) -> None:
+    def _fill_pre_blank(mapped: MappedFile, until_position: int) -> None:
         view = mapped.append_view(until_position)
         for position in range(0, until_position, CQ_STORE_UNIT_SIZE):
             queue_codec.put_unit(view, position, 0, BLANK_UNIT_SIZE, 0)
@@ -165,7 +165,7 @@ class ConsumeQueue:
 
     # -- reading ----------------------------------------------------------------------------------------------
 
-    def scan(self, start_offset: int, units: QueueUnits, tag_codes: array | None = None, max_bytes: int = -1,
+    def scan(self, start_offset: int, units: QueueUnits, tag_codes: array[int] | None = None, max_bytes: int = -1,
              max_units: int = -1) -> None:
         """Fill `units` from logical offset start_offset on (see QueueUnits.scan for the filter and limits) and
         set units.next_offset."""

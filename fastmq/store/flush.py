@@ -90,7 +90,7 @@ class GroupCommitService(ServiceThread):
         it is already, else on the service thread. callback(False) when a flush fails or the service stops
         first (the data may or may not be durable)."""
         with self._requests:
-            durable = self.flushed_offset >= offset
+            durable: bool | None = self.flushed_offset >= offset    # None: unknown, the service stopped first
             if not durable and self.stopped:
                 durable = None
             elif not durable:

@@ -40,7 +40,7 @@ class HAStreamParser:
         self.max_frame_size = max_frame_size
         self._buffer = bytearray()
 
-    def feed(self, data) -> list[tuple[int, bytes]]:
+    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
         self._buffer += data
         transfers = []
         buffer = self._buffer
@@ -71,7 +71,7 @@ class SlaveReportParser:
         self._pending = data[usable:]
         if not usable:
             return None
-        offset = REPORT.unpack_from(data, usable - REPORT.size)[0]
+        offset: int = REPORT.unpack_from(data, usable - REPORT.size)[0]
         if offset < 0:
             raise HAProtocolError(f"slave reported a negative offset {offset}")
         return offset
@@ -80,7 +80,8 @@ class SlaveReportParser:
 class HAConnection:
     """The master's side of one slave: a reader of offset reports and a writer of CommitLog data."""
 
-    def __init__(self, service: HAService, sock: socket.socket, address) -> None:
+    def __init__(self, service: HAService, sock: socket.socket,
+                 address: tuple[str, int] | tuple[str, int, int, int]) -> None:
         self.service = service
         self.sock = sock
         self.address = address
@@ -202,7 +203,8 @@ class HAService(ServiceThread):
 
     @property
     def address(self) -> tuple[str, int]:
-        return self._server.getsockname()[:2]
+        address: tuple[str, int] = self._server.getsockname()[:2]
+        return address
 
     def run(self) -> None:
         while not self.stopped:

@@ -12,6 +12,7 @@ import struct
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 from fastmq._native import index_codec
 from fastmq._native.store_codec import DispatchRequest, MessageBatch
@@ -137,7 +138,7 @@ class IndexService:
 
     MAX_QUERY_RESULTS = 64
 
-    def __init__(self, root: Path, hash_slot_num: int, index_num: int, clock, read_only: bool = False) -> None:
+    def __init__(self, root: Path, hash_slot_num: int, index_num: int, clock: Callable[[], int], read_only: bool = False) -> None:
         self.store_path = root / "index"
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
@@ -164,7 +165,7 @@ class IndexService:
         if not self.store_path.is_dir():
             return None
         rebuild_from = None
-        files = []
+        files: list[IndexFile] = []
         for path in sorted(self.store_path.iterdir()):
             if not (path.is_file() and len(path.name) == TIME_NAME_DIGITS and path.name.isdigit()):
                 continue

@@ -111,6 +111,7 @@ class OpenMappings:
             return mapping
 
     def _admit(self, mapped: MappedFile) -> None:
+        assert self.limit is not None, "open() admits to the ring only under a bound"
         ring = self._ring
         if len(ring) < self.limit:
             ring.append(mapped)

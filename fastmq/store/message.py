@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import ipaddress
 import struct
-from typing import Iterator, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Iterator, Mapping, NamedTuple, Sequence
 
 from fastmq._native import store_codec
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 PROPERTY_KEYS = "KEYS"
 PROPERTY_TAGS = "TAGS"
@@ -101,7 +104,7 @@ class StoredMessage:
         self.magic = magic
 
     @classmethod
-    def decode(cls, data, position: int = 0, size: int = -1, check_crc: bool = True) -> StoredMessage:
+    def decode(cls, data: Buffer, position: int = 0, size: int = -1, check_crc: bool = True) -> StoredMessage:
         """Decode one record (raises CorruptDataError / TruncatedError for anything else)."""
         return cls(*store_codec.decode_message(data, position, size, check_crc))
 
@@ -137,7 +140,7 @@ class StoredMessage:
                 f"commitlog_offset={self.commitlog_offset}, body={self.body[:32]!r}, tags={self.tags!r})")
 
 
-def iter_messages(data, check_crc: bool = True) -> Iterator[StoredMessage]:
+def iter_messages(data: Buffer, check_crc: bool = True) -> Iterator[StoredMessage]:
     """Decode records laid back to back (a RocketMQ pull response body, or gathered CommitLog records).
     Every byte must belong to a whole message: trailing bytes raise CorruptDataError / TruncatedError."""
     view = memoryview(data)
@@ -148,5 +151,5 @@ def iter_messages(data, check_crc: bool = True) -> Iterator[StoredMessage]:
         yield message
 
 
-def decode_messages(data, check_crc: bool = True) -> list[StoredMessage]:
+def decode_messages(data: Buffer, check_crc: bool = True) -> list[StoredMessage]:
     return list(iter_messages(data, check_crc))

@@ -15,6 +15,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from fastmq._native import store_codec
+from fastmq._native.store_codec import DispatchRequest
 from fastmq.store.mapped_file import MappedFile
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -73,9 +74,9 @@ def recover(store: MessageStore, last_exit_ok: bool) -> None:
             store.index_service.destroy_files_beyond(0)
         return
 
-    newest: list = [None]
+    newest: list[DispatchRequest | None] = [None]
 
-    def remember(request) -> None:
+    def remember(request: DispatchRequest) -> None:
         newest[0] = request
 
     result = commit_log.scan(start.file_from_offset, store.config.check_crc_on_recover, remember)
@@ -85,9 +86,12 @@ def recover(store: MessageStore, last_exit_ok: bool) -> None:
     elif result.status == store_codec.STATUS_INCOMPLETE:
         log.warning("CommitLog: torn record at offset %d; cut there", end)
     commit_log.mapped_file_queue.truncate_dirty_files(end)
-    if newest[0] is not None:
+    newest_request = newest[0]
+    if newest_request is not None:
         # Flushing later records the newest message's STORETIMESTAMP in the checkpoint.
-        commit_log.find_file(newest[0].commitlog_offset).store_timestamp = newest[0].store_timestamp
+        mapped = commit_log.find_file(newest_request.commitlog_offset)
+        assert mapped is not None, "the scan read the newest message from this file, and the cut at `end` kept it"
+        mapped.store_timestamp = newest_request.store_timestamp
     for consume_queue in store.consume_queues():
         consume_queue.truncate_dirty_logic_files(end)
     if store.index_service is not None:

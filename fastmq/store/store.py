@@ -18,7 +18,7 @@ import threading
 import time
 from array import array
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
 from fastmq._native import queue_codec, store_codec
 from fastmq._native.queue_codec import QueueUnits
@@ -40,7 +40,11 @@ from fastmq.store.message import (PROPERTY_KEYS, PROPERTY_TAGS, PROPERTY_UNIQ_KE
                                   build_properties, decode_message_id, join_keys, pack_host)
 from fastmq.store.recovery import recover
 from fastmq.store.results import GetMessageResult, GetMessageStatus, PutMessageResult, PutMessageStatus
+from fastmq.store.service_thread import ServiceThread
 from fastmq.store.store_config import BrokerRole, FlushDiskType, MessageStoreConfig
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +57,7 @@ MIN_FILTER_SCAN_UNITS = 800   # RocketMQ scans at least 16000 bytes of units whe
 ArrivalListener = Callable[[str, int, int], None]
 
 
-def parse_tag_filter(tags: str | Iterable[str] | None) -> tuple[frozenset[str] | None, array | None]:
+def parse_tag_filter(tags: str | Iterable[str] | None) -> tuple[frozenset[str] | None, array[int] | None]:
     """("TagA || TagB" or an iterable of tags) -> (the tag names, their sorted tags codes); (None, None) = all."""
     if tags is None:
         return None, None
@@ -70,7 +74,7 @@ def parse_tag_filter(tags: str | Iterable[str] | None) -> tuple[frozenset[str] |
 class MessageStore:
     """A RocketMQ 4.x compatible message store in the directory `path`."""
 
-    def __init__(self, path: str | os.PathLike, config: MessageStoreConfig | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str], config: MessageStoreConfig | None = None) -> None:
         self.root = Path(path)
         self.config = config = config if config is not None else MessageStoreConfig()
         config.validate()
@@ -86,7 +90,7 @@ class MessageStore:
         self._arrival_waiters = 0
         self._arrival_listeners: list[ArrivalListener] = []
         self._lock_fd = -1
-        self._services: list = []
+        self._services: list[ServiceThread] = []
         self.group_commit_service: GroupCommitService | None = None
         # Serves when_flushed(): the group commit service in SYNC_FLUSH mode, an idle one of its own otherwise.
         self._flush_on_request: GroupCommitService | None = None
@@ -181,6 +185,7 @@ class MessageStore:
         self.cleanup.clean_commit_log.is_space_to_delete()    # refuse writes at once on a full disk
         self._services += [self.flush_consume_queue_service, self.cleanup]
         if config.broker_role is BrokerRole.SLAVE:
+            assert config.ha_master_address is not None, "validate() refuses a SLAVE without one"
             self.ha_client = HAClient(self, config.ha_master_address)
             self._services.append(self.ha_client)
         elif config.ha_listen_port is not None:
@@ -227,7 +232,7 @@ class MessageStore:
     def __enter__(self) -> MessageStore:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     @property
@@ -305,8 +310,9 @@ class MessageStore:
         if not 0 <= queue_id <= MAX_QUEUE_ID:
             raise MessageIllegalError(f"queue id {queue_id} out of range 0..{MAX_QUEUE_ID}")
 
-    def _add(self, batch: MessageBatch, body, tags: str | None, keys, properties: Mapping[str, str] | None,
-             born_timestamp: int | None, born_host: tuple[str, int] | None, flag: int) -> None:
+    def _add(self, batch: MessageBatch, body: Buffer, tags: str | None, keys: str | Sequence[str] | None,
+             properties: Mapping[str, str] | None, born_timestamp: int | None, born_host: tuple[str, int] | None,
+             flag: int) -> None:
         if properties:
             tags = tags if tags is not None else properties.get(PROPERTY_TAGS)
             keys = keys if keys is not None else properties.get(PROPERTY_KEYS)
@@ -322,7 +328,7 @@ class MessageStore:
         except (TypeError, ValueError) as exc:
             raise MessageIllegalError(str(exc)) from None
 
-    def put_message(self, topic: str, queue_id: int, body, tags: str | None = None,
+    def put_message(self, topic: str, queue_id: int, body: Buffer, tags: str | None = None,
                     keys: str | Sequence[str] | None = None, properties: Mapping[str, str] | None = None, *,
                     born_timestamp: int | None = None, born_host: tuple[str, int] | None = None, flag: int = 0,
                     sys_flag: int = 0, reconsume_times: int = 0,
@@ -407,7 +413,7 @@ class MessageStore:
                     status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
         return PutMessageResult(status, batch, self.commit_log.store_host)
 
-    def append_to_commit_log(self, start_offset: int, data) -> None:
+    def append_to_commit_log(self, start_offset: int, data: bytes) -> None:
         """Apply replicated CommitLog bytes (HA slave) and dispatch the messages they complete."""
         arrived: dict[tuple[str, int], int] = {}
 

@@ -107,7 +107,7 @@ class Producer:
         self.client_id = make_client_id("producer", "Pub")
         self.host = local_address()
         self._sent_addr = pack_ipv4(self.host)
-        self.health = NodeHealth(bad_broker_threshold, bad_broker_penalty)
+        self.health: NodeHealth[int] = NodeHealth(bad_broker_threshold, bad_broker_penalty)
         self._lock = threading.RLock()
         self._topics: list[str] = []
         self._brokers: dict[int, BrokerInfo] = {}

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from fastmq.broker.rocketmq import admin, consumers, pull, send
-from fastmq.broker.rocketmq.remoting import Handler
+from fastmq.broker.rocketmq.remoting import Handler, Request
 from fastmq.rocketmq.protocol import RequestCode
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def handler_table(front: RocketMQFrontEnd) -> dict[int, Handler]:
-    table = {
+    table: dict[int, Callable[[RocketMQFrontEnd, Request], None]] = {
         RequestCode.SEND_MESSAGE: send.send, RequestCode.SEND_MESSAGE_V2: send.send,
         RequestCode.SEND_BATCH_MESSAGE: send.send, RequestCode.CONSUMER_SEND_MSG_BACK: send.send_back,
         RequestCode.PULL_MESSAGE: pull.pull,
@@ -32,7 +32,7 @@ def handler_table(front: RocketMQFrontEnd) -> dict[int, Handler]:
         admin.INVOKE_BROKER_TO_RESET_OFFSET: admin.reset_offset,
         RequestCode.END_TRANSACTION: lambda front, request: front.transactions.end(request),
     }
-    handlers = {code: functools.partial(handler, front) for code, handler in table.items()}
+    handlers: dict[int, Handler] = {code: functools.partial(handler, front) for code, handler in table.items()}
     if front.acl is not None:
         return {code: front.acl.guard(handler) for code, handler in handlers.items()}
     return handlers
