@@ -12,8 +12,11 @@ On the I/O loop thread (a poll hook of the client's loop):
   waiting for it to be received and decoded, and the next leaving only once that was handed out; and a
   Fetch for a sliver of room would cost a round trip for a few records. A broker answers with at least
   one batch however small the request, so the buffers may exceed the budget by one batch per node;
-- responses are decoded there, by the compiled RecordDecoder, straight into ConsumerRecords, so that
-  poll() only slices lists;
+- a loop turn looks only at the partitions with something new (a fetch answered, a buffered fetch handed
+  out, a node free again); the whole assignment only after a change of it, of a position or of the metadata
+  (see _to_visit), so that a turn costs what changed, not the number of assigned partitions;
+- responses are decoded there, by the compiled RecordDecoder (many record sets per call), straight into
+  ConsumerRecords, so that poll() only slices lists;
 - with Fetch v7+ a fetch session (KIP-227) per node: after a full request the broker remembers the
   partitions and offsets, and later requests carry only what changed (and forget what is no longer fetched);
   brokers that create no session (Tansu) get full requests every time;
