@@ -1,15 +1,19 @@
-"""asyncio clients against fastmq's embedded broker (in its own process), in one run: fastmq.kafka.aio vs
-aiokafka with the same code (only the import differs), producing and consuming 100-byte records on one
-partition (acks=1, linger 10 ms, batch 256 KiB; getmany of up to 10000). Each row also gives the client
-process's CPU time per record (all its threads: fastmq's I/O thread counts, the broker does not).
+"""asyncio clients against fastmq's embedded broker (in its own process) and against Apache Kafka (one KRaft
+node from the test server kit), in one run: fastmq.kafka.aio vs aiokafka with the same code (only the import
+differs), producing and consuming 100-byte records on one partition (acks=1, linger 10 ms, batch 256 KiB;
+getmany of up to 10000). Each row also gives the client process's CPU time per record (all its threads:
+fastmq's I/O thread counts, the broker does not).
 
 Run: pytest benches/bench_aio.py --benchmark-only -s
+     FASTMQ_BENCH_BROKERS=apache for one broker only (embedded, apache).
 """
 from __future__ import annotations
 
 import asyncio
 import importlib
+import os
 import time
+import types
 import uuid
 
 import pytest
@@ -21,15 +25,24 @@ VALUE = b"x" * 100
 # Records per client: aiokafka gets fewer so the run stays short; rates and CPU are per record.
 COUNTS = {"fastmq.kafka.aio": 1_000_000, "aiokafka": 200_000}
 PRODUCER = dict(linger_ms=10, max_batch_size=262144, acks=1)
+BROKERS = os.environ.get("FASTMQ_BENCH_BROKERS", "embedded,apache").split(",")
 
 
-@pytest.fixture(scope="module")
-def broker():
-    embedded = BrokerProcess().start()
-    try:
-        yield embedded
-    finally:
-        embedded.close()
+@pytest.fixture(scope="module", params=BROKERS)
+def broker(request, tmp_path_factory):
+    """The embedded broker in its own process, or one Apache Kafka node; .name goes in the group (the
+    brokers' figures are not comparable)."""
+    if request.param == "embedded":
+        embedded = BrokerProcess().start()
+        try:
+            yield types.SimpleNamespace(name="embedded broker", bootstrap_servers=embedded.bootstrap_servers)
+        finally:
+            embedded.close()
+    else:
+        from tests.support.apache_kafka import KafkaCluster
+
+        with KafkaCluster(tmp_path_factory.mktemp("apache-kafka"), 1) as cluster:
+            yield types.SimpleNamespace(name="Apache Kafka", bootstrap_servers=cluster.bootstrap_servers)
 
 
 async def produce(module: str, servers: str, topic: str, count: int) -> None:
@@ -71,7 +84,7 @@ def test_produce_100_bytes(compare, broker, module):
     count = COUNTS[module]
     topic = f"bench-aio-produce-{module}-{uuid.uuid4().hex[:6]}"
     asyncio.run(produce(module, broker.bootstrap_servers, topic, 1))       # create the topic, warm up
-    bench = compare("asyncio produce 100 B, acks=1", module, items=count, nbytes=count * len(VALUE))
+    bench = compare(f"{broker.name}: asyncio produce 100 B, acks=1", module, items=count, nbytes=count * len(VALUE))
     measured(bench, count, produce, module, broker.bootstrap_servers, topic, count)
 
 
@@ -113,6 +126,6 @@ def loaded(broker):
 @pytest.mark.parametrize("module", list(COUNTS))
 def test_consume_100_bytes(compare, broker, loaded, module):
     count = COUNTS[module]
-    bench = compare("asyncio consume 100 B, one partition, from the beginning", module, items=count,
+    bench = compare(f"{broker.name}: asyncio consume 100 B, one partition, from the beginning", module, items=count,
                     nbytes=count * len(VALUE))
     measured(bench, count, consume, module, broker.bootstrap_servers, loaded, count)

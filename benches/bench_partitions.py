@@ -92,8 +92,11 @@ def consume_fastmq(servers: str, targets: list[tuple[str, int]], count: int, rea
 def consume_confluent(servers: str, targets: list[tuple[str, int]], count: int, ready) -> None:
     import confluent_kafka
 
+    # fetch.queue.backoff.ms=0: else librdkafka idles between fetches once its queue is full (as in
+    # bench_consumer.py).
     consumer = confluent_kafka.Consumer({"bootstrap.servers": servers, "group.id": f"bench-{uuid.uuid4().hex}",
-                                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+                                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                                         "fetch.queue.backoff.ms": 0})
     consumer.assign([confluent_kafka.TopicPartition(topic, partition, confluent_kafka.OFFSET_BEGINNING)
                      for topic, partition in targets])
     ready()

@@ -645,6 +645,7 @@ class Consumer:
             "fetch-partitions-total": self._fetcher.partitions_requested,
             "buffered-bytes": self._fetcher.buffered_bytes(),
             "buffered-bytes-max": self._fetcher.max_bytes_buffered,
+            "partitions-visited-total": self._fetcher.partitions_visited,
             "records-consumed-total": self._fetcher.records_fetched,
         }, "consumer-node-metrics": io.snapshot()}
 

@@ -5,11 +5,18 @@ On the I/O loop thread (a poll hook of the client's loop):
   Fetch in flight per node. The next Fetch to a node leaves as soon as the previous response is handled,
   while the user's thread hands out what is buffered (prefetching, PREFETCH_DEPTH responses per partition);
 - the buffers of all partitions together hold about fetch_max_bytes of fetched record sets, whatever the
-  number of partitions: each Fetch asks for at most the room left (budget minus what is buffered and what
-  the fetches in flight may still bring), and none leaves while the buffers are full. A broker answers with
-  at least one batch however small the room, so the buffers may exceed the budget by one batch per node;
-- responses are decoded there, by the compiled RecordDecoder, straight into ConsumerRecords, so that
-  poll() only slices lists;
+  number of partitions: each Fetch asks for a share of it (REQUESTS_PER_BUDGET shares), and leaves only
+  when that share is free (budget minus what is buffered and what the fetches in flight may still bring).
+  So the user hands out one response while the next is fetched and decoded, however many partitions
+  there are: one Fetch for the whole budget would have the broker answer 50 MiB at once, every partition
+  waiting for it to be received and decoded, and the next leaving only once that was handed out; and a
+  Fetch for a sliver of room would cost a round trip for a few records. A broker answers with at least
+  one batch however small the request, so the buffers may exceed the budget by one batch per node;
+- a loop turn looks only at the partitions with something new (a fetch answered, a buffered fetch handed
+  out, a node free again); the whole assignment only after a change of it, of a position or of the metadata
+  (see _to_visit), so that a turn costs what changed, not the number of assigned partitions;
+- responses are decoded there, by the compiled RecordDecoder (many record sets per call), straight into
+  ConsumerRecords, so that poll() only slices lists;
 - with Fetch v7+ a fetch session (KIP-227) per node: after a full request the broker remembers the
   partitions and offsets, and later requests carry only what changed (and forget what is no longer fetched);
   brokers that create no session (Tansu) get full requests every time;
@@ -32,7 +39,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 from fastmq.kafka._native.fetch import RecordDecoder
 from fastmq.errors import ProtocolError
@@ -46,9 +53,12 @@ from fastmq.kafka.subscription import PartitionState, SubscriptionState
 _log = logging.getLogger(__name__)
 
 PREFETCH_DEPTH = 2              # completed fetches buffered per partition before it is fetched no more
+DECODE_CHUNK_RECORDS = 20000   # records decoded per call of the compiled decoder (one GC run, one GIL hold)
+REQUESTS_PER_BUDGET = 4         # a Fetch asks for this share of the buffer budget (fetch_max_bytes)
 FETCH_SESSION_MIN_VERSION = 7
 TOPIC_ID_MIN_VERSION = 13
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
+_NEVER = float("inf")
 SESSION_ERRORS = (kerrors.FetchSessionIdNotFoundError.errno, kerrors.InvalidFetchSessionEpochError.errno,
                   kerrors.FetchSessionTopicIdError.errno)
 
@@ -150,12 +160,22 @@ class Fetcher:
         self._topic_names: dict[Any, str] = {}
         self._topic_names_version = -1
         self._closed = False
+        # Which partitions a loop turn looks at (loop thread, but _touched, which drain() appends to):
+        self._seen_changes = -1                             # subscriptions.changes at the last full scan
+        self._seen_version = -1                             # the metadata version then
+        self._rescan = True                                 # the next turn looks at every partition
+        self._retry_due = _NEVER                            # the earliest retry_at of a partition in a backoff
+        self._touched: deque[PartitionState] = deque()      # fetch answered or buffered fetch handed out
+        self._leaderless: list[PartitionState] = []         # looked at every turn until the metadata has them
+        self._parked: dict[Any, set[PartitionState]] = {}  # node -> fetchable partitions waiting for it
+        self._parked_resets: dict[Any, set[PartitionState]] = {}
         # The buffer budget: bytes of record sets buffered = bytes_buffered - bytes_released, each counter with
         # one writer (the loop thread adds, the user's thread releases); _reserved is what the fetches in
         # flight may still bring (loop thread).
         self.bytes_buffered = 0
         self.bytes_released = 0
         self.max_bytes_buffered = 0     # the most ever buffered at once, for metrics and tests
+        self.request_bytes = max(config.fetch_max_bytes // REQUESTS_PER_BUDGET, 1)   # a Fetch's max_bytes
         self._reserved: dict[Any, int] = {}
         # Partitions that cannot be fetched now -> why; replaced whole by the loop thread, read by any.
         self.unavailable: dict[TopicPartition, str] = {}
@@ -163,6 +183,7 @@ class Fetcher:
         self.fetch_requests = 0
         self.partitions_requested = 0   # partitions listed in Fetch requests (incremental ones list only changes)
         self.records_fetched = 0
+        self.partitions_visited = 0     # partitions looked at by loop turns (what a turn costs)
         client.loop.add_poll_hook(self._maintain)
 
     # ---- the loop thread: sending -----------------------------------------------------------------------
@@ -177,68 +198,112 @@ class Fetcher:
         now = time.monotonic()
         wait: float | None = None
         cluster = self.client.cluster
+        room = self.config.fetch_max_bytes - self.buffered_bytes() - sum(self._reserved.values())
         fetches: dict[Any, list[tuple[PartitionState, int, int]]] = {}
         resets: dict[Any, list[tuple[PartitionState, int]]] = {}
         unavailable: dict[TopicPartition, str] = {}
-        leaderless: list[TopicPartition] = []
+        leaderless: list[PartitionState] = []
+        visit, wait = self._to_visit(assignment, now, room, wait, unavailable)
+        self.partitions_visited += len(visit)
         with self.subscriptions.lock:
-            for state in assignment.values():
+            for state in visit:
+                if assignment.get(state.tp) is not state:
+                    continue                        # revoked since it was touched
                 if now < state.retry_at:
-                    wait = _earlier(wait, state.retry_at - now)
+                    self._retry_due = min(self._retry_due, state.retry_at)
                     continue
                 epoch = state.epoch
                 if state.reset_to is not None:
                     if state.reset_epoch == epoch:
-                        continue                    # a lookup is on the wire
+                        continue                    # a lookup is on the wire; its answer rescans
                     leader = cluster.leader_for(state.tp)
                     if leader < 0:
-                        leaderless.append(state.tp)
+                        leaderless.append(state)
                         continue
                     resets.setdefault(leader, []).append((state, epoch))
                     continue
                 if (state.position is None or state.paused or state.in_flight
                         or state.queued - state.drained >= PREFETCH_DEPTH):
-                    continue
+                    continue                        # a change, the fetch's answer or drain() touches it again
                 if state.fetch_epoch != epoch:
                     state.fetch_offset = state.position
                     state.fetch_epoch = epoch
                 leader = cluster.leader_for(state.tp)
                 if leader < 0:
-                    leaderless.append(state.tp)
+                    leaderless.append(state)
                     continue
                 assert state.fetch_offset is not None   # set from the position above in this epoch at the latest
                 fetches.setdefault(leader, []).append((state, epoch, state.fetch_offset))
+        self._leaderless = leaderless
         if leaderless:
-            self._no_leader(leaderless, unavailable)
-        for node, items in resets.items():
-            if node in self._resetting_nodes:
-                continue
-            if self.client.ready(node):
-                self._send_reset(node, items)
+            self._no_leader([state.tp for state in leaderless], unavailable)
+        for node, lookups in resets.items():
+            if node not in self._resetting_nodes and self.client.ready(node):
+                self._send_reset(node, lookups)
             else:
-                wait = self._reconnect_wait(node, wait, [state.tp for state, _ in items], unavailable)
-        room = self.config.fetch_max_bytes - self.buffered_bytes() - sum(self._reserved.values())
-        # The free budget is shared by the nodes asked now: a node given all of it kept it while its Fetch was
-        # held (an empty partition's long poll), came back to take it all again, being first in the assignment,
-        # and the partitions of the other nodes were never fetched.
-        asking = sum(1 for node in fetches if node not in self._fetching_nodes
-                     and now >= self._node_retry_at.get(node, 0.0))
-        share = max(room // max(asking, 1), 1)
-        for node, fetch_items in fetches.items():
-            if node in self._fetching_nodes:
-                continue
-            if room <= 0:
-                break                               # drain() wakes the loop when it frees buffer space
-            retry_at = self._node_retry_at.get(node, 0.0)
-            if now < retry_at:
-                wait = _earlier(wait, retry_at - now)
-                continue
-            if self.client.ready(node):
-                room -= self._send_fetch(node, fetch_items, min(share, room))
+                self._parked_resets.setdefault(node, set()).update(state for state, _ in lookups)
+        for node, items in fetches.items():
+            if room >= self.request_bytes and self._node_can_fetch(node, now):
+                room -= self._send_fetch(node, items, room)
             else:
-                wait = self._reconnect_wait(node, wait, [state.tp for state, _, _ in fetch_items], unavailable)
+                self._parked.setdefault(node, set()).update(state for state, _, _ in items)
+        if self._retry_due != _NEVER:
+            wait = _earlier(wait, max(self._retry_due - now, 0.0))
         self._note_unavailable(assignment, unavailable, [*fetches, *resets])
         return wait
+
+    def _to_visit(self, assignment: dict[TopicPartition, PartitionState], now: float, room: int,
+                  wait: float | None, unavailable: dict[TopicPartition, str]
+                  ) -> tuple[Collection[PartitionState], float | None]:
+        """(the partitions that may have something to do, the wait so far). All of them after a change of the
+        subscription state (seek, reset, pause, assignment), of the metadata, after an offset lookup's answer
+        or when a retry backoff ends; else only those whose fetch came back or whose buffered fetch was handed
+        out since (`_touched`), those without a leader, and those parked behind a node that can take a
+        request now. So a loop turn costs what changed, not the number of assigned partitions."""
+        changes, version = self.subscriptions.changes, self.client.cluster.version
+        if (self._rescan or changes != self._seen_changes or version != self._seen_version
+                or now >= self._retry_due):
+            self._rescan = False
+            self._seen_changes, self._seen_version = changes, version
+            self._retry_due = _NEVER
+            self._parked.clear()
+            self._parked_resets.clear()
+            self._touched.clear()       # drain() appends after changing the state: the scan below sees it
+            return list(assignment.values()), wait
+        # Partitions parked behind a node come first: the budget goes to nodes in the order of their partitions,
+        # and a node whose answer came back (touched) must not take, turn after turn, the room that a node refused
+        # for want of it waits for (a held Fetch of an empty partition comes back every fetch_max_wait_ms).
+        visit: dict[PartitionState, None] = {}
+        for node in list(self._parked):
+            if room >= self.request_bytes and self._node_can_fetch(node, now):
+                visit.update(dict.fromkeys(self._parked.pop(node)))
+            elif node not in self._fetching_nodes:
+                wait = self._blocked_wait(node, now, wait, self._parked[node], unavailable)
+        visit.update(dict.fromkeys(self._leaderless))
+        touched = self._touched
+        while touched:
+            visit[touched.popleft()] = None
+        for node in list(self._parked_resets):
+            if node not in self._resetting_nodes and self.client.ready(node):
+                visit.update(dict.fromkeys(self._parked_resets.pop(node)))
+            elif node not in self._resetting_nodes:
+                wait = self._blocked_wait(node, now, wait, self._parked_resets[node], unavailable)
+        return visit, wait
+
+    def _node_can_fetch(self, node: Any, now: float) -> bool:
+        return (node not in self._fetching_nodes and now >= self._node_retry_at.get(node, 0.0)
+                and self.client.ready(node))
+
+    def _blocked_wait(self, node: Any, now: float, wait: float | None, parked: set[PartitionState],
+                      unavailable: dict[TopicPartition, str]) -> float | None:
+        """The wait for a node that cannot take a request now (a backoff after an error or an empty answer,
+        or no connection yet)."""
+        retry_at = self._node_retry_at.get(node, 0.0)
+        if now < retry_at:
+            return _earlier(wait, retry_at - now)
+        if self.client.ready(node):
+            return wait                     # only the buffers are full: drain() wakes the loop
+        return self._reconnect_wait(node, wait, [state.tp for state in parked], unavailable)
 
     def _reconnect_wait(self, node: Any, wait: float | None, partitions: list[TopicPartition],
                         unavailable: dict[TopicPartition, str]) -> float | None:
@@ -304,7 +369,7 @@ class Fetcher:
     def _send_fetch(self, node: Any, items: list[tuple[PartitionState, int, int]], room: int) -> int:
         """Sends a Fetch that may bring up to `room` bytes; returns the bytes it reserved."""
         config = self.config
-        max_bytes = min(config.fetch_max_bytes, room)
+        max_bytes = min(room, self.request_bytes)
         version = self.client.api_version(node, kp.ApiKey.FETCH)
         session = self._sessions.setdefault(node, FetchSession())
         cluster = self.client.cluster
@@ -360,6 +425,7 @@ class Fetcher:
         self._reserved.pop(node, None)
         for state, _, _ in sent.values():
             state.in_flight = False
+        self._touched.extend(state for state, _, _ in sent.values())
 
     # ---- the loop thread: responses ----------------------------------------------------------------------
 
@@ -395,9 +461,10 @@ class Fetcher:
         if version >= TOPIC_ID_MIN_VERSION:
             self._topic_ids()
         completed = 0
-        records_seen = False
         assignment = self.subscriptions.assignment
         answered: set[TopicPartition] = set()
+        parts: list[tuple[Any, str, int, int, Any]] = []                # decode_many()'s arguments ...
+        targets: list[tuple[PartitionState, int, int, int]] = []        # ... and where each result goes
         for topic_response in response.responses:
             topic = topic_response.topic if version < TOPIC_ID_MIN_VERSION else \
                 self._topic_names.get(topic_response.topic_id)
@@ -422,16 +489,21 @@ class Fetcher:
                 records = data.records
                 if records is None or not len(records):
                     continue
-                records_seen = True
-                decoded, next_offset, decode_error = self.decoder.decode(
-                    records, topic, data.partition_index, fetch_offset, data.aborted_transactions)
+                parts.append((records, topic, data.partition_index, fetch_offset, data.aborted_transactions))
+                targets.append((state, epoch, fetch_offset, len(records)))
+        # The record sets are decoded apart from the loop above: many at a time in the compiled decoder,
+        # which lets the collector run once per DECODE_CHUNK_RECORDS, not once per 700 records.
+        index = 0
+        while index < len(parts):
+            results, end = self.decoder.decode_many(parts, index, DECODE_CHUNK_RECORDS)
+            for (state, epoch, fetch_offset, size), (decoded, next_offset, decode_error) in zip(
+                    targets[index:end], results):
                 state.fetch_offset = next_offset
                 # A response of control batches or aborted records only still moves the position past them
                 # (drain() does that for an empty CompletedFetch); else later fetches would not follow on.
                 if decoded or decode_error is not None or next_offset != fetch_offset:
                     count = len(decoded)
                     self.records_fetched += count
-                    size = len(records)
                     self.completed.append(CompletedFetch(state, epoch, fetch_offset, decoded, next_offset,
                                                          decode_error, size / count if count else 0.0, size=size))
                     self.bytes_buffered += size
@@ -439,13 +511,17 @@ class Fetcher:
                     completed += 1
                     if decode_error is not None:
                         state.retry_at = now + backoff     # do not spin on a batch that cannot be read
+            index = end
+            if completed and index < len(parts):
+                with self.wakeup:                           # the user may hand these out meanwhile
+                    self.wakeup.notify_all()
         if session.session_id and any(state.highwater is None for tp, (state, _, _) in sent.items()
                                       if tp not in answered):
             # An incremental answer leaves out partitions without news, but this one's high watermark was
             # never learned (its first answer was an error, e.g. an offset out of range, then reset): ask
             # in full next time, which answers every partition, so that "at the end" becomes known.
             session.reset()
-        if not records_seen and self.config.empty_fetch_backoff_ms > 0:
+        if not parts and self.config.empty_fetch_backoff_ms > 0:
             self._node_retry_at[node] = now + self.config.empty_fetch_backoff_ms / 1000.0
         buffered = self.buffered_bytes()
         if buffered > self.max_bytes_buffered:
@@ -466,6 +542,7 @@ class Fetcher:
                         state.position = None
                         state.reset_to = self.subscriptions.default_reset
                         state.epoch += 1
+                        self.subscriptions.changes += 1
                 return 0
             error: BaseException = kerrors.OffsetOutOfRangeError(
                 f"fetch offset {fetch_offset} of {state.tp} is out of range and auto_offset_reset is 'none'",
@@ -506,6 +583,7 @@ class Fetcher:
     def _on_reset(self, node: Any, pending: dict[TopicPartition, tuple[PartitionState, int]], response: Any,
                   error: BaseException | None) -> None:
         self._resetting_nodes.discard(node)
+        self._rescan = True                     # lookups are rare: look at every partition after one
         now = time.monotonic()
         backoff = self.config.retry_backoff_ms / 1000.0
         done = False
@@ -609,6 +687,7 @@ class Fetcher:
         self._current = None
         self.bytes_released += completed.size
         completed.state.drained += 1
+        self._touched.append(completed.state)       # after the change: the loop may fetch it again
 
     # ---- offset lookups (user's thread) ------------------------------------------------------------------
 

@@ -96,6 +96,9 @@ class SubscriptionState:
         self.listener: Any = None
         # Replaced whole on every change, so the loop thread can iterate a snapshot without the lock.
         self.assignment: dict[TopicPartition, PartitionState] = {}
+        # Bumped (under the lock) by every change of the assignment, a position, a pause or a lookup: the
+        # fetcher looks at every partition again only then, else at those its own events touched.
+        self.changes = 0
         self.user_assignment: set[TopicPartition] = set()
         # A partition lacks both a position and a lookup only when it is newly assigned: missing_positions(),
         # called on every poll, looks at the whole assignment only after one was.
@@ -182,6 +185,7 @@ class SubscriptionState:
             if tp not in new:
                 state.epoch += 1        # in-flight and buffered data of a dropped partition is stale
         self.assignment = new
+        self.changes += 1
         self.on_change()
 
     def assign_from_group(self, partitions: Iterable[TopicPartition]) -> None:
@@ -209,6 +213,7 @@ class SubscriptionState:
             state.leader_epoch = leader_epoch
             state.reset_to = None
             state.epoch += 1
+            self.changes += 1
         self.on_change()
 
     def request_reset(self, tp: TopicPartition, strategy: int | None = None) -> None:
@@ -223,6 +228,7 @@ class SubscriptionState:
             state.reset_to = strategy
             state.retry_at = 0.0
             state.epoch += 1
+            self.changes += 1
         self.on_change()
 
     def complete_reset(self, state: PartitionState, epoch: int, offset: int, leader_epoch: int = -1) -> bool:
@@ -234,6 +240,7 @@ class SubscriptionState:
             state.leader_epoch = leader_epoch
             state.reset_to = None
             state.epoch += 1
+            self.changes += 1
             return True
 
     def pause(self, tp: TopicPartition) -> None:
@@ -242,10 +249,12 @@ class SubscriptionState:
             if not state.paused:
                 state.paused = True
                 state.epoch += 1        # buffered records of a paused partition are fetched again later
+                self.changes += 1
 
     def resume(self, tp: TopicPartition) -> None:
         with self.lock:
             self.state(tp).paused = False
+            self.changes += 1
         self.on_change()
 
     def paused_partitions(self) -> set[TopicPartition]:

@@ -254,3 +254,41 @@ def test_forged_lengths_do_not_allocate():
     batch[57:61] = struct.pack(">i", 0x7FFFFFFF)        # record count
     records, _, error = RecordDecoder(ConsumerRecord, check_crcs=False).decode(bytes(batch), "t", 0, 0)
     assert records == [] and isinstance(error, CorruptRecordError)
+
+
+@given(st.lists(st.integers(0, 30), min_size=1, max_size=6), st.integers(1, 40))
+def test_decode_many_gives_what_decode_gives_part_by_part(counts, max_records):
+    decoder = RecordDecoder(ConsumerRecord)
+    parts = [(fastmq_batch(10 * i, count) if count else b"", f"t{i}", i, 10 * i + count // 2, None)
+             for i, count in enumerate(counts)]
+    results, index = [], 0
+    while index < len(parts):
+        chunk, end = decoder.decode_many(parts, index, max_records)
+        # Whole parts only, and no more once max_records came out of them.
+        assert end == index + len(chunk) and chunk
+        assert sum(len(records) for records, _, _ in chunk[:-1]) < max_records
+        results.extend(chunk)
+        index = end
+    assert [(as_tuples(r), n, e) for r, n, e in results] == [
+        (as_tuples(r), n, e) for r, n, e in (decoder.decode(*part) for part in parts)]
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_decoding_leaves_the_garbage_collector_as_it_found_it(enabled):
+    decoder = RecordDecoder(ConsumerRecord)
+    parts = [(fastmq_batch(0, 2000), "t", 0, 0, None)] * 3
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        collections = gc.get_stats()[0]["collections"]
+        results, index = decoder.decode_many(parts, 0, 10_000)
+        decoder.decode(*parts[0])
+        # 8000 records (11 collections' worth): at most the one after each call, none during them.
+        assert gc.get_stats()[0]["collections"] <= collections + 2
+        assert gc.isenabled() is enabled
+        with pytest.raises(TypeError):
+            decoder.decode_many([(b"", None, 0, 0, None)], 0, 1)
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert index == 3 and sum(len(records) for records, _, _ in results) == 6000
