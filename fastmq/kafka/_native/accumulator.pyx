@@ -25,7 +25,11 @@ cdef class KafkaBatchBuilder(BatchBuilder):
 
     cdef Py_ssize_t append(self, int32_t index, int64_t timestamp, const char* key, Py_ssize_t key_len,
                            const char* value, Py_ssize_t value_len, object headers, bint force) except -2:
-        return self.records.append_raw(index, timestamp, key, key_len, value, value_len, headers, force)
+        # The core wants the batch's size after the record (its memory reservation follows it), where
+        # append_raw answers the record's own size.
+        if self.records.append_raw(index, timestamp, key, key_len, value, value_len, headers, force) < 0:
+            return -1
+        return self.records._buffer.size()
 
     cdef Py_ssize_t uncompressed_size(self) except -1:
         return self.records.uncompressed_size
