@@ -6,6 +6,7 @@ cimport cython
 from libc.stdint cimport int16_t, int32_t, int64_t
 
 from fastmq._native.batch_builder cimport BatchBuilder, BatchFormat
+from fastmq._native.buffer cimport WriteBuffer
 from fastmq._native.hashing cimport murmur2_nogil
 from fastmq.kafka._native.records cimport RecordBatchBuilder, restamp_producer
 
@@ -39,6 +40,16 @@ cdef class KafkaBatchBuilder(BatchBuilder):
 
     cdef bytearray take_storage(self):
         return self.records.take_storage()
+
+    cdef int grow_into(self, bytearray storage, Py_ssize_t capacity) except -1:
+        cdef WriteBuffer written = self.records._buffer
+        cdef WriteBuffer grown
+        if storage is None and written._capacity >= capacity:
+            return 0
+        grown = WriteBuffer(max(capacity, written.size()), storage=storage)
+        grown.put_bytes(written.pointer_at(0), written.size())
+        self.records._buffer = grown
+        return 0
 
     cdef int stamp_producer(self, object payload, int64_t producer_id, int16_t producer_epoch,
                             int32_t base_sequence, bint transactional) except -1:
