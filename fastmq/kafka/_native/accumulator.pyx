@@ -19,6 +19,7 @@ from fastmq.kafka.structs import RecordMetadata, TopicPartition
 __all__ = ["FutureRecordMetadata", "KafkaBatchFormat", "ProducerBatch", "RecordAccumulator"]
 
 
+@cython.no_gc      # references its RecordBatchBuilder alone: one per batch, kept out of the cyclic GC's work
 @cython.final
 cdef class KafkaBatchBuilder(BatchBuilder):
     """One producer batch: a v2 RecordBatchBuilder (magic 2, leader epoch -1 as the Java client writes)."""
