@@ -176,7 +176,10 @@ def broker(request, tmp_path_factory):
 
 
 def create_topics(servers: str, names: list[str], partitions: int) -> None:
-    from fastmq.kafka import Admin
+    """Creates the topics and writes one record to each of their partitions: a broker makes a new partition's log
+    after it answers CreateTopics (Apache Kafka took tens of seconds for 1024 partitions on a loaded machine), and
+    the records a client sends before that come back NOT_LEADER and wait out retry backoffs on the clock."""
+    from fastmq.kafka import Admin, Producer
     from fastmq.kafka.admin import NewTopic
 
     admin = Admin(servers)
@@ -184,6 +187,11 @@ def create_topics(servers: str, names: list[str], partitions: int) -> None:
         admin.create_topics([NewTopic(name, partitions, 1) for name in names], timeout=120)
     finally:
         admin.close()
+    with Producer(servers, acks=1, enable_idempotence=False, linger_ms=50) as producer:
+        for name in names:
+            for partition in range(partitions):
+                producer.send(name, b"", partition=partition)
+        producer.flush(CLIENT_TIMEOUT)
 
 
 def measure(compare, group: str, work: str, client: str, servers: str, targets, count: int) -> None:

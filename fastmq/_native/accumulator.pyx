@@ -30,8 +30,10 @@ records arrive (up to batch_size), so thousands of partitions with a little data
 partitions x batch_size; a send that finds the memory exhausted makes every partition due and wakes the sender
 before it waits, so the memory is freed by sending the batches that hold it. A done batch that grew to
 batch_size passes its storage on to a later batch (BufferPool), as the Java client's BufferPool does, so a busy
-producer writes into memory that is already mapped. Idle pooled storage counts against buffer_memory and is
-freed first when a new batch needs room.
+producer writes into memory that is already mapped: a new batch, or one that outgrows its first reservation,
+takes pooled storage when there is some (a send waiting for memory takes the next that comes), and a batch
+that outgrows its first reservation without it gets its batch_size of storage in one allocation rather than
+doubling. Idle pooled storage counts against buffer_memory and is freed first when memory is needed otherwise.
 """
 import collections
 import heapq
@@ -413,6 +415,7 @@ cdef class RecordAccumulator:
         cdef ProducerBatch batch
         cdef Py_ssize_t grow, size
         cdef bint wake = False
+        cdef bytearray storage
         with self.lock:
             while True:
                 batch = queue.open_batch
@@ -423,10 +426,24 @@ cdef class RecordAccumulator:
                     if self._append_within(batch, timestamp, key, key_len, value, value_len, headers) >= 0:
                         return batch
                 elif batch.encoded_size + bound <= self.batch_size:
+                    storage = self.pool.acquire()
+                    if storage is not None:
+                        # Idle storage of a finished batch: the batch moves into it (its pages are mapped) and
+                        # takes its batch_size share of the memory in place of the reservation it had.
+                        self.used_memory += self.batch_size - batch.reserved
+                        batch.reserved = self.batch_size
+                        batch.builder.grow_into(storage, self.batch_size + BATCH_SLACK)
+                        storage = None
+                        if self._append_within(batch, timestamp, key, key_len, value, value_len, headers) >= 0:
+                            return batch
+                        continue
                     grow = min(max(bound, self.reserve_step), self.batch_size - batch.reserved)
-                    self._reserve(grow)             # may wait, letting other threads change the queue
+                    self._reserve(grow, False)      # may wait, letting other threads change the queue
                     if queue.open_batch is batch:
                         batch.reserved += grow
+                        # A batch past its first reservation is a busy partition's: its memory grows to
+                        # batch_size in one step (pages are faulted in as records reach them).
+                        batch.builder.grow_into(None, self.batch_size + BATCH_SLACK)
                         if self._append_within(batch, timestamp, key, key_len, value, value_len, headers) >= 0:
                             return batch
                     else:
@@ -473,13 +490,11 @@ cdef class RecordAccumulator:
         # the record fits in a batch_size batch (its batch_size share of memory passes to the batch), else
         # what the record needs, at least one reserve step.
         cdef ProducerBatch batch = ProducerBatch.__new__(ProducerBatch)
-        cdef bytearray storage = self.pool.acquire() if need <= self.batch_size else None
+        cdef bytearray storage = self._reserve(max(need, self.reserve_step), need <= self.batch_size)
         if storage is not None:
             need = self.batch_size
-            self.used_memory += need
         else:
             need = max(need, self.reserve_step)
-            self._reserve(need)
         batch.topic_partition = queue.topic_partition
         batch.format = self.format
         batch.builder = self.format.new_builder(self.batch_size, need + BATCH_SLACK, storage)
@@ -583,20 +598,29 @@ cdef class RecordAccumulator:
                 self._make_due(self._queue_of(batch))
         return 0
 
-    cdef int _reserve(self, Py_ssize_t need) except -1:
-        # Called with the lock held; Condition.wait releases both it and the GIL.
-        cdef double deadline
-        if self.used_memory + need <= self.buffer_memory or self.used_memory == 0:
-            self._take_memory(need)
-            return 0
-        deadline = _monotonic() + self.max_block
-        self.waiting_for_memory += 1
+    cdef bytearray _reserve(self, Py_ssize_t need, bint take_pooled):
+        # Reserves `need` bytes (lock held), waiting up to max_block when memory is short; Condition.wait
+        # releases both the lock and the GIL. With take_pooled (for a new batch whose record fits in batch_size),
+        # idle pooled storage is returned instead whenever there is some, now or once a finished batch left its
+        # own: its batch_size share of memory becomes the reservation, and its pages are mapped already. A
+        # producer that runs ahead of the brokers thus writes into the memory its sent batches free, not into
+        # fresh pages.
+        cdef double deadline = -1
         try:
-            # The memory is held by batches: they all go out now, so that sending them frees it.
-            self._make_all_due()
-            if self.wakeup is not None:
-                self.wakeup()
-            while self.used_memory + need > self.buffer_memory and self.used_memory:
+            while True:
+                if take_pooled and len(self.pool):
+                    self.used_memory += self.batch_size
+                    return self.pool.acquire()
+                if self.used_memory + need <= self.buffer_memory or self.used_memory == 0:
+                    self._take_memory(need)
+                    return None
+                if deadline < 0:
+                    deadline = _monotonic() + self.max_block
+                    self.waiting_for_memory += 1
+                    # The memory is held by batches: they all go out now, so that sending them frees it.
+                    self._make_all_due()
+                    if self.wakeup is not None:
+                        self.wakeup()
                 if self.aborted_error is not None or self.closing:
                     raise self.format.state_error("Producer closed while send was waiting for buffer memory")
                 remaining = deadline - _monotonic()
@@ -606,9 +630,8 @@ cdef class RecordAccumulator:
                         f"({self.used_memory} of {self.buffer_memory} in use)")
                 self.memory_freed.wait(remaining)
         finally:
-            self.waiting_for_memory -= 1
-        self._take_memory(need)
-        return 0
+            if deadline >= 0:
+                self.waiting_for_memory -= 1
 
     cdef int _take_memory(self, Py_ssize_t need) except -1:
         # Idle pooled storage gives way to new batches: together they stay within buffer_memory.
@@ -760,9 +783,8 @@ cdef class RecordAccumulator:
             self.used_memory -= batch.reserved
             storage = batch.take_storage()
             # The storage of a batch that grew to batch_size (not an oversized record's: more than the pool's
-            # capacity) is kept for the next batch, unless a sender waits for memory or none will come.
-            if (self.batch_size <= batch.reserved <= self.batch_size + BATCH_SLACK
-                    and not self.waiting_for_memory and not self.closing
+            # capacity) is kept for the next batch (a send waiting for memory takes it), unless none will come.
+            if (self.batch_size <= batch.reserved <= self.batch_size + BATCH_SLACK and not self.closing
                     and self.used_memory + self._pooled_memory() + self.batch_size <= self.buffer_memory):
                 self.pool.release(storage)
             storage = None

@@ -20,6 +20,10 @@ BatchBuilder: one batch being encoded, owned by one ProducerBatch.
 - take_storage() once the batch is done: the bytearray its records were encoded into, for the next batch's
   builder, when that is not the payload itself (compression made a new one); None when it is (the core then
   reuses the payload if it is a bytearray). The builder lets go of its memory.
+- grow_into(storage, capacity): the core is about to let an open batch take more records: make its encoding memory
+  `capacity` bytes at once, moving what is written into `storage` (a finished batch's, from the pool) when given,
+  else into one new allocation (nothing when it has that much already). Growing in doubling steps instead would
+  copy the records and fault in fresh pages several times over.
 - stamp_producer(payload, producer_id, producer_epoch, base_sequence, transactional): idempotence. Called under
   the lock when the batch is drained for a producer id: before finish() (payload None) it sets the fields the
   batch will be finished with, after it (a batch built under an id that was reset since) it rewrites them in the
@@ -50,6 +54,7 @@ cdef class BatchBuilder:
     cdef Py_ssize_t uncompressed_size(self) except -1
     cdef object finish(self)
     cdef bytearray take_storage(self)
+    cdef int grow_into(self, bytearray storage, Py_ssize_t capacity) except -1
     cdef int stamp_producer(self, object payload, int64_t producer_id, int16_t producer_epoch,
                             int32_t base_sequence, bint transactional) except -1
 

@@ -22,6 +22,9 @@ cdef class BatchBuilder:
     cdef bytearray take_storage(self):
         raise NotImplementedError
 
+    cdef int grow_into(self, bytearray storage, Py_ssize_t capacity) except -1:
+        raise NotImplementedError
+
     cdef int stamp_producer(self, object payload, int64_t producer_id, int16_t producer_epoch,
                             int32_t base_sequence, bint transactional) except -1:
         return 0

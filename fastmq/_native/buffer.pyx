@@ -48,6 +48,10 @@ cdef inline bytearray _unfilled_bytearray(Py_ssize_t size):
     return PyByteArray_FromStringAndSize(NULL, size)
 
 
+# Not tracked by the cyclic GC: it references only bytes-like objects, which cannot lead back to it, and a busy
+# producer makes one per batch (tracked, the batches waiting for their answers made every older-generation
+# collection longer).
+@cython.no_gc
 @cython.final
 cdef class WriteBuffer:
     """A growable byte buffer. Python callers use the write_* methods; compiled codecs use put_* / claim().

@@ -29,6 +29,7 @@ _log = logging.getLogger(__name__)
 
 _SUCCESS_CODES = (0, kerrors.DuplicateSequenceNumberError.errno)
 _TOO_LARGE_CODES = (kerrors.MessageSizeTooLargeError.errno, kerrors.RecordListTooLargeError.errno)
+_NO_RESULTS: dict[int, Any] = {}
 
 
 @dataclass
@@ -173,9 +174,15 @@ class Sender:
     # ---- produce requests ---------------------------------------------------------------------------------
 
     def _send_produce(self, node_id: int, batches: list[Any], now: float) -> None:
+        # Per batch as little Python as can be (a request to a broker leading thousands of partitions carries
+        # a batch for each): no list made per batch only to be thrown away by setdefault.
         by_topic: dict[str, list[Any]] = {}
         for batch in batches:
-            by_topic.setdefault(batch.topic_partition.topic, []).append(batch)
+            name = batch.topic_partition[0]
+            group = by_topic.get(name)
+            if group is None:
+                group = by_topic[name] = []
+            group.append(batch)
         cluster = self.client.cluster
         topic_data = []
         for name, topic_batches in by_topic.items():
@@ -225,14 +232,13 @@ class Sender:
             for batch in batches:
                 acc.complete(batch, -1, -1)
             return
-        results = {}
+        results: dict[str, dict[int, Any]] = {}     # topic -> partition -> result: no tuple per partition
         for topic in response.responses:
             name = topic.name if topic.name else self._topic_ids.get(topic.topic_id, topic.name)
-            for partition in topic.partition_responses:
-                results[(name, partition.index)] = partition
+            results.setdefault(name, {}).update((partition.index, partition) for partition in topic.partition_responses)
         for batch in batches:
             tp = batch.topic_partition
-            result = results.get((tp.topic, tp.partition))
+            result = results.get(tp[0], _NO_RESULTS).get(tp[1])
             if result is None:
                 self._retry_or_fail(batch, kerrors.KafkaConnectionError(
                     f"the produce response from node {node_id} did not mention {tp}"), now)

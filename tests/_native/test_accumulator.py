@@ -499,6 +499,51 @@ def test_batches_reserve_what_they_hold_not_batch_size():
     assert sum(len(records_of(data)) for data in contents.values()) == 64 * 10 + 3000
 
 
+def test_a_batch_reserves_at_least_the_bytes_it_holds_and_lends_them_on_when_full():
+    # 1 KiB records fill a 64 KiB batch: its reservation follows them up to batch_size (it stopped at the first
+    # step when the builder's size was taken for the last record's), so buffer_memory bounds what batches
+    # hold, and a full batch's storage goes to the pool for the next one.
+    acc = RecordAccumulator(batch_size=64 * 1024, buffer_memory=1 << 20, linger_ms=60_000)
+    acc.update_topic("t", [1])
+    topic = acc.topic("t")
+    for i in range(100):
+        acc.send(topic, 0, None, b"x" * 1024, None, None)
+        assert acc.used_memory >= (i + 1) * 1024
+    now = time.monotonic() + 3600
+    nodes, _, _ = acc.ready(now)
+    (full,) = acc.drain(nodes[1], 1 << 30, now)
+    assert full.reserved == 64 * 1024 >= len(full.payload) and 60 < full.record_count < 64
+    acc.complete(full, 0)
+    assert acc.pooled_memory == 64 * 1024
+    (rest,) = drain_all(acc, now=now)
+    assert rest.record_count == 100 - full.record_count and acc.used_memory == 0
+
+
+def test_a_send_waiting_for_memory_writes_into_the_storage_a_finished_batch_leaves():
+    # A producer that runs ahead of the brokers: the memory is all in batches, and the next batch must take the
+    # storage of one that is done (its pages are mapped: a whole batch_size reserved at once), not have it freed
+    # and reserve a first step of fresh memory.
+    acc = RecordAccumulator(batch_size=32768, buffer_memory=2 * 32768, max_block_ms=5000, linger_ms=60_000)
+    acc.update_topic("t", [1, 1])
+    topic = acc.topic("t")
+    for p in (0, 1):
+        for _ in range(32):
+            acc.send(topic, p, None, b"x" * 1000, None, None)
+    assert acc.used_memory == 2 * 32768
+    blocked = threading.Thread(target=acc.send, args=(topic, 0, None, b"y" * 1000, None, None))
+    blocked.start()
+    wait_for(lambda: ("t", 1) in acc.due_partitions, 5)     # memory pressure made every partition due
+    now = time.monotonic() + 3600
+    nodes, _, _ = acc.ready(now)
+    for batch in acc.drain(nodes[1], 1 << 30, now):
+        acc.complete(batch, 0)
+    blocked.join(5)
+    assert not blocked.is_alive()
+    (refilled,) = drain_all(acc, now=now, complete=False)
+    assert refilled.record_count == 1 and refilled.reserved == 32768
+    assert acc.used_memory + acc.pooled_memory == 2 * 32768
+
+
 def test_a_send_short_of_memory_makes_every_partition_due_and_wakes_the_sender():
     wakeups = []
     acc = RecordAccumulator(batch_size=16384, buffer_memory=4 * 16384, max_block_ms=5000, linger_ms=60_000,

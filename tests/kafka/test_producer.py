@@ -425,6 +425,23 @@ def test_buffer_memory_below_partitions_times_batch_size_delivers_everything(emb
     assert by_partition == {q: list(range(q, count, partitions)) for q in range(partitions)}
 
 
+def test_partitions_for_answers_from_the_metadata_it_holds(embedded_broker):
+    """kafka-python's semantics: a topic the metadata already holds is answered from it, one after another with
+    no metadata request; only an unknown topic is fetched."""
+    from fastmq.kafka import Admin
+    from fastmq.kafka.admin import NewTopic
+
+    topics = [topic_name("partitions-for") for _ in range(20)]
+    with Admin(embedded_broker.bootstrap_servers) as admin:
+        admin.create_topics([NewTopic(topic, 3, 1) for topic in topics])
+    with Producer(embedded_broker.bootstrap_servers) as p:
+        p.client.add_topics(topics[1:])
+        assert p.partitions_for(topics[0]) == {0, 1, 2}         # unknown: fetched, with the topics added before
+        version = p.client.cluster.version
+        assert [p.partitions_for(topic) for topic in topics] == [{0, 1, 2}] * len(topics)
+        assert p.client.cluster.version == version
+
+
 def test_an_unknown_option_is_a_configuration_error():
     # As the Consumer and Admin refuse one (the command line prints it as one line): not a TypeError.
     with pytest.raises(kerrors.KafkaConfigurationError, match="bogus"):

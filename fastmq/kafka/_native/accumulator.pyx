@@ -6,6 +6,7 @@ cimport cython
 from libc.stdint cimport int16_t, int32_t, int64_t
 
 from fastmq._native.batch_builder cimport BatchBuilder, BatchFormat
+from fastmq._native.buffer cimport WriteBuffer
 from fastmq._native.hashing cimport murmur2_nogil
 from fastmq.kafka._native.records cimport RecordBatchBuilder, restamp_producer
 
@@ -20,6 +21,7 @@ __all__ = ["FutureRecordMetadata", "KafkaBatchFormat", "ProducerBatch", "RecordA
 cdef object _tuple_new = tuple.__new__
 
 
+@cython.no_gc      # references its RecordBatchBuilder alone: one per batch, kept out of the cyclic GC's work
 @cython.final
 cdef class KafkaBatchBuilder(BatchBuilder):
     """One producer batch: a v2 RecordBatchBuilder (magic 2, leader epoch -1 as the Java client writes)."""
@@ -27,7 +29,11 @@ cdef class KafkaBatchBuilder(BatchBuilder):
 
     cdef Py_ssize_t append(self, int32_t index, int64_t timestamp, const char* key, Py_ssize_t key_len,
                            const char* value, Py_ssize_t value_len, object headers, bint force) except -2:
-        return self.records.append_raw(index, timestamp, key, key_len, value, value_len, headers, force)
+        # The core wants the batch's size after the record (its memory reservation follows it), where
+        # append_raw answers the record's own size.
+        if self.records.append_raw(index, timestamp, key, key_len, value, value_len, headers, force) < 0:
+            return -1
+        return self.records._buffer.size()
 
     cdef Py_ssize_t uncompressed_size(self) except -1:
         return self.records.uncompressed_size
@@ -37,6 +43,16 @@ cdef class KafkaBatchBuilder(BatchBuilder):
 
     cdef bytearray take_storage(self):
         return self.records.take_storage()
+
+    cdef int grow_into(self, bytearray storage, Py_ssize_t capacity) except -1:
+        cdef WriteBuffer written = self.records._buffer
+        cdef WriteBuffer grown
+        if storage is None and written._capacity >= capacity:
+            return 0
+        grown = WriteBuffer(max(capacity, written.size()), storage=storage)
+        grown.put_bytes(written.pointer_at(0), written.size())
+        self.records._buffer = grown
+        return 0
 
     cdef int stamp_producer(self, object payload, int64_t producer_id, int16_t producer_epoch,
                             int32_t base_sequence, bint transactional) except -1:

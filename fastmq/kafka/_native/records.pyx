@@ -237,6 +237,7 @@ cdef class DefaultRecordBase:
     MAX_INT = 2147483647
 
 
+@cython.no_gc      # references its WriteBuffer alone: no cycle can pass through it (see WriteBuffer)
 cdef class RecordBatchBuilder(DefaultRecordBase):
     """Builds one v2 batch: kafka-python's DefaultRecordBatchBuilder, plus broker-side fields.
 
