@@ -19,7 +19,7 @@ import time
 import pytest
 
 from fastmq.broker import BrokerProcess
-from process_cpu import tree_cpu_seconds
+from benches.process_cpu import tree_cpu_seconds
 from tests.proxy.processes import proxy_process
 from tests.support.redis import start_redis
 from tests.support.servers import free_port

@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from process_cpu import process_tree_cpu
+from benches.process_cpu import process_tree_cpu
 
 RECORDS = int(os.environ.get("BENCH_SPARK_RECORDS", 2_000_000))
 WRITES = RECORDS // 2
