@@ -5,7 +5,6 @@ commands, whose broker flags must exist."""
 from __future__ import annotations
 
 import ast
-import importlib
 import inspect
 import re
 import subprocess
@@ -25,6 +24,7 @@ from tests.support.code_blocks import (
     run_block,
     uses_spark,
 )
+from tests.support.names import resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 # The addresses the pages use, by the protocol of the listener that replaces them.
@@ -98,27 +98,13 @@ API_ENTRY = re.compile(r"^::: ([\w.]+)\n((?:    .*\n)*)", re.MULTILINE)
 USER_PAGES = [ROOT / "README.md", *sorted((DOCS / "quickstart").glob("*.md"))]
 
 
-def _resolve(dotted: str) -> object:
-    """The object a dotted path names: the longest importable module prefix, then attributes."""
-    parts = dotted.split(".")
-    for split in range(len(parts), 0, -1):
-        try:
-            value: object = importlib.import_module(".".join(parts[:split]))
-        except ImportError:
-            continue
-        for name in parts[split:]:
-            value = getattr(value, name)
-        return value
-    raise ImportError(dotted)
-
-
 def _documented() -> tuple[set[int], set[str]]:
     """(ids of the classes, functions and modules the API pages render, names of the constants they render)."""
     objects: set[int] = set()
     constants: set[str] = set()
     for page in sorted((DOCS / "api").glob("*.md")):
         for dotted, options in API_ENTRY.findall(page.read_text()):
-            value = _resolve(dotted)
+            value = resolve(dotted)
             if inspect.ismodule(value):
                 listed = re.search(r"members: \[([^\]]*)\]", options)
                 names = [n.strip() for n in listed.group(1).split(",")] if listed else [
@@ -153,7 +139,7 @@ def test_the_api_reference_covers_every_name_the_readme_and_the_quickstarts_use(
     assert len(used) >= 15, sorted(used)            # the parsing found the samples' imports
     missing = []
     for dotted, page in sorted(used.items()):
-        value = _resolve(dotted)
+        value = resolve(dotted)
         if inspect.ismodule(value):
             continue                                # a package reached on the way to a name
         known = id(value) in objects if inspect.isclass(value) or inspect.isroutine(value) else (

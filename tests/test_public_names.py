@@ -7,11 +7,12 @@ Code blocks are run by test_readme.py and test_docs.py; this test also reads pro
 from __future__ import annotations
 
 import ast
-import importlib
 import re
 from pathlib import Path
 
 import pytest
+
+from tests.support.names import resolve
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,20 +45,6 @@ def shown_names() -> dict[str, set[str]]:
         for dotted in DOTTED_NAME.findall(text):
             shown.setdefault(dotted, set()).add(where)
     return shown
-
-
-def resolve(dotted: str) -> object:
-    """The object a dotted name names: the longest importable module, then attributes."""
-    parts = dotted.split(".")
-    for cut in range(len(parts), 0, -1):
-        try:
-            target: object = importlib.import_module(".".join(parts[:cut]))
-        except ModuleNotFoundError:
-            continue
-        for attribute in parts[cut:]:
-            target = getattr(target, attribute)
-        return target
-    raise ModuleNotFoundError(dotted)
 
 
 SHOWN = shown_names()
