@@ -187,7 +187,10 @@ def create_topics(servers: str, names: list[str], partitions: int) -> None:
         admin.create_topics([NewTopic(name, partitions, 1) for name in names], timeout=120)
     finally:
         admin.close()
-    with Producer(servers, acks=1, enable_idempotence=False, linger_ms=50) as producer:
+    # A one-record batch still reserves a batch's first step of buffer memory (16 KiB), held while a new partition
+    # answers NOT_LEADER: 4000 partitions need 64 MiB at once, not the default 32 (a send then waits max_block_ms
+    # and fails, as the Java client's would).
+    with Producer(servers, acks=1, enable_idempotence=False, linger_ms=50, buffer_memory=256 << 20) as producer:
         for name in names:
             for partition in range(partitions):
                 producer.send(name, b"", partition=partition)
