@@ -17,26 +17,15 @@ batch, take the accumulator's lock. A thread that finds buffer memory exhausted 
 the sender to free some, up to max_block.
 
 A node is ready when one of its partitions has a batch that is full, whose linger elapsed, whose retry
-backoff elapsed, or while memory is exhausted, a flush is in progress or the accumulator is closing. ready()
-and drain() cost what is ready, not what exists: a partition enters the `due` set when its batch fills (or at
-once, when nothing may wait), and otherwise a timer heap holds its linger or backoff deadline until it passes;
-flush, close and memory pressure make every partition with unsent batches due once. A ready node also takes
-the batches of its other partitions that still linger (kept per leader in `lingering`), as the Java client's
-drain does: with thousands of partitions each holding a few records, linger then bounds the requests per node,
-not the requests per partition.
-
-Memory: a batch reserves buffer memory for what it holds, growing its reservation in RESERVE_STEP steps as
-records arrive (up to batch_size), so thousands of partitions with a little data each do not pre-reserve
-partitions x batch_size; a send that finds the memory exhausted makes every partition due and wakes the sender
-before it waits, so the memory is freed by sending the batches that hold it. A done batch that grew to
-batch_size passes its storage on to a later batch (BufferPool), as the Java client's BufferPool does, so a busy
-producer writes into memory that is already mapped: a new batch, or one that outgrows its first reservation,
-takes pooled storage when there is some (a send waiting for memory takes the next that comes), and a batch
-that outgrows its first reservation without it gets its batch_size of storage in one allocation rather than
-doubling. Idle pooled storage counts against buffer_memory and is freed first when memory is needed otherwise.
+backoff elapsed, or while memory is exhausted, a flush is in progress or the accumulator is closing: the ready
+set (ready_set.pyx) keeps the partitions that may send, so that ready() and drain() cost what is ready, not what
+exists. Memory (buffer_memory.pyx): a batch reserves buffer memory for what it holds, growing its reservation in
+RESERVE_STEP steps as records arrive (up to batch_size); a send that finds the memory exhausted makes every
+partition due and wakes the sender before it waits, so the memory is freed by sending the batches that hold it. A
+new batch, or one that outgrows its first reservation, takes pooled storage of a finished batch when there is some
+(a send waiting for memory takes the next that comes), and a batch that outgrows its first reservation without it
+gets its batch_size of storage in one allocation rather than doubling.
 """
-import collections
-import heapq
 import random
 import threading
 import time
@@ -48,66 +37,25 @@ from cpython.unicode cimport PyUnicode_Check
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
 
 from fastmq._native.batch_builder cimport BatchFormat
-from fastmq._native.buffer cimport BufferPool
+from fastmq._native.buffer_memory cimport BATCH_SLACK, BufferMemory
 from fastmq._native.bulk_items cimport ArrowBinary
 from fastmq._native.clock cimport now_ms
+from fastmq._native.partition_queues cimport PartitionQueue, TopicQueues
 from fastmq._native.producer_batch cimport (
     BATCH_CLOSED, BATCH_DONE, BATCH_IN_FLIGHT, BATCH_SPLIT, FutureRecordMetadata, ProducerBatch,
 )
+from fastmq._native.ready_set cimport ReadySet
 
 from fastmq._native.producer_batch import FutureRecordMetadata, ProducerBatch   # re-exported: the sender's types
 
 
 cdef object _monotonic = time.monotonic
 
-cdef object _heappush = heapq.heappush
-cdef object _heappop = heapq.heappop
-
 cdef enum:
-    BATCH_SLACK = 64            # capacity a batch's storage has beyond the bytes it reserves
     BATCH_OVERHEAD = 64         # bytes a batch needs beyond its records (a bound over the formats; Kafka: 61)
     RECORD_OVERHEAD = 64        # bytes a record needs beyond its key and value (a bound: varints, attributes)
     HEADER_OVERHEAD = 10        # bytes a header needs beyond its name and value
     RESERVE_STEP = 16384        # a batch's memory reservation grows by this much (or by batch_size if smaller)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Queues
-# ---------------------------------------------------------------------------------------------------------
-
-@cython.final
-cdef class PartitionQueue:
-    """The batches of one partition, oldest first; the last one takes records while it is open."""
-
-    def __cinit__(self, topic_partition, TopicQueues topic, int32_t partition):
-        self.topic_partition = topic_partition
-        self.topic = topic
-        self.partition = partition
-        self.batches = collections.deque()
-        self.scheduled = -1
-        self.lingering_on = -1
-
-    def __len__(self):
-        return len(self.batches)
-
-
-@cython.final
-cdef class TopicQueues:
-    """A topic's partition queues, its leaders (from metadata) and its sticky partition."""
-
-    def __cinit__(self, str name):
-        self.name = name
-        self.partitions = []
-        self.leaders = []
-        self.available = []
-        self.sticky = -1
-
-    @property
-    def partition_count(self):
-        return len(self.partitions)
-
-    def leader(self, int32_t partition):
-        return self.leaders[partition]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -138,9 +86,7 @@ cdef class RecordAccumulator:
     cdef dict topics                        # name -> TopicQueues
     cdef readonly Py_ssize_t batch_size     # bytes at which a batch closes
     cdef readonly double linger             # seconds a batch waits for more records
-    cdef readonly Py_ssize_t buffer_memory  # bytes all unfinished batches may hold
-    cdef readonly Py_ssize_t used_memory    # bytes held now
-    cdef BufferPool pool                    # storage of finished batches, for the next ones
+    cdef BufferMemory memory                # reservations within buffer_memory, pooled storage
     cdef double max_block                   # seconds send() waits for memory
     cdef double delivery_timeout            # seconds from first append to failure
     cdef double retry_backoff               # seconds between attempts of a batch
@@ -149,8 +95,6 @@ cdef class RecordAccumulator:
     cdef int64_t producer_id                # idempotence: producer id, -1 until known
     cdef int16_t producer_epoch             # idempotence: producer epoch
     cdef object lock                        # guards batch creation, closing, draining, memory
-    cdef object memory_freed                # Condition on lock: memory was released
-    cdef int waiting_for_memory             # threads blocked in send() for memory
     cdef int flushes                        # flush() calls in progress
     cdef int appends_in_progress            # send() calls between entry and return
     cdef bint closing                       # no new records; everything left is sent
@@ -162,10 +106,7 @@ cdef class RecordAccumulator:
     cdef readonly int64_t records_appended  # metrics
     cdef readonly int64_t bytes_appended    # metrics: uncompressed record bytes
     cdef Py_ssize_t reserve_step            # bytes a batch's reservation grows by
-    cdef dict due                           # PartitionQueue -> None: queues that may have a batch to send now
-    cdef list timers                        # heap of (deadline, number, PartitionQueue): linger/backoff ends
-    cdef dict lingering                     # node -> {PartitionQueue: None}: open batches waiting for linger
-    cdef int64_t timers_pushed              # numbers the heap's entries (queues do not compare)
+    cdef ReadySet ready_set                 # the partitions that may send now, timers of those that wait
     cdef double next_expiry                 # monotonic seconds before which no unsent batch can expire
 
     def __init__(self, BatchFormat batch_format not None, *, Py_ssize_t batch_size=16384, double linger_ms=0,
@@ -175,8 +116,6 @@ cdef class RecordAccumulator:
         self.topics = {}
         self.batch_size = max(batch_size, 1)
         self.linger = linger_ms / 1000.0
-        self.buffer_memory = buffer_memory
-        self.pool = BufferPool(self.batch_size + BATCH_SLACK)
         self.max_block = max_block_ms / 1000.0
         self.delivery_timeout = delivery_timeout_ms / 1000.0
         self.retry_backoff = retry_backoff_ms / 1000.0
@@ -185,13 +124,11 @@ cdef class RecordAccumulator:
         self.producer_id = -1
         self.producer_epoch = -1
         self.lock = threading.Lock()
-        self.memory_freed = threading.Condition(self.lock)
+        self.memory = BufferMemory(buffer_memory, self.batch_size, self.lock)
         self.incomplete = set()
         self.wakeup = wakeup
         self.reserve_step = min(self.batch_size, RESERVE_STEP)
-        self.due = {}
-        self.timers = []
-        self.lingering = {}
+        self.ready_set = ReadySet(self.linger, self.max_in_flight, idempotent)
         self.next_expiry = float("inf")
 
     # -- topics ---------------------------------------------------------------------------------------
@@ -258,20 +195,26 @@ cdef class RecordAccumulator:
                 return True
         return False
 
-    cdef inline Py_ssize_t _pooled_memory(self):
-        # Each idle storage in the pool counts as the batch_size it reserved.
-        return len(self.pool) * self.batch_size
+    @property
+    def buffer_memory(self):
+        """Bytes all unfinished batches may hold."""
+        return self.memory.buffer_memory
+
+    @property
+    def used_memory(self):
+        """Bytes unfinished batches hold now."""
+        return self.memory.used
 
     @property
     def pooled_memory(self):
         """Bytes of buffer memory held by idle pooled storage (counted against buffer_memory too)."""
-        return self._pooled_memory()
+        return self.memory.pooled()
 
     @property
     def due_partitions(self):
         """The partitions in the due set (keys as the format made them): those ready() looks at first."""
         with self.lock:
-            return [queue.topic_partition for queue in self.due]
+            return [queue.topic_partition for queue in self.ready_set.due]
 
     @property
     def producer_identity(self):
@@ -426,12 +369,9 @@ cdef class RecordAccumulator:
                     if self._append_within(batch, timestamp, key, key_len, value, value_len, headers) >= 0:
                         return batch
                 elif batch.encoded_size + bound <= self.batch_size:
-                    storage = self.pool.acquire()
+                    storage = self.memory.take_pooled_for(batch)
                     if storage is not None:
-                        # Idle storage of a finished batch: the batch moves into it (its pages are mapped) and
-                        # takes its batch_size share of the memory in place of the reservation it had.
-                        self.used_memory += self.batch_size - batch.reserved
-                        batch.reserved = self.batch_size
+                        # Idle storage of a finished batch: the batch moves into it (its pages are mapped).
                         batch.builder.grow_into(storage, self.batch_size + BATCH_SLACK)
                         storage = None
                         if self._append_within(batch, timestamp, key, key_len, value, value_len, headers) >= 0:
@@ -447,23 +387,23 @@ cdef class RecordAccumulator:
                         if self._append_within(batch, timestamp, key, key_len, value, value_len, headers) >= 0:
                             return batch
                     else:
-                        self._release(grow)
+                        self.memory.release(grow)
                         continue
                 # Full: it goes out as it is.
                 batch.state = BATCH_CLOSED
                 queue.open_batch = None
-                wake = self._make_due(queue)
+                wake = self.ready_set.make_due(queue)
                 if topic.sticky == queue.partition:
                     topic.sticky = -1       # KIP-480: a full batch moves keyless records elsewhere
                 break
             batch = self._open_batch(queue, bound + BATCH_OVERHEAD)
             batch.append(timestamp, key, key_len, value, value_len, headers, True)
             self._cover(batch)
-            if self.linger <= 0 or self.flushes or self.closing or self.waiting_for_memory:
-                wake = self._make_due(queue) or wake
+            if self.linger <= 0 or self.flushes or self.closing or self.memory.waiting:
+                wake = self.ready_set.make_due(queue) or wake
             else:
-                wake = self._schedule(queue, batch.created + self.linger) or wake
-                self._linger_on_leader(queue)
+                wake = self.ready_set.schedule(queue, batch.created + self.linger) or wake
+                self.ready_set.linger_on_leader(queue)
         if wake and self.wakeup is not None:
             self.wakeup()
         return batch
@@ -482,7 +422,7 @@ cdef class RecordAccumulator:
         cdef Py_ssize_t over = batch.encoded_size - batch.reserved
         if over > 0:
             batch.reserved += over
-            self.used_memory += over
+            self.memory.used += over
         return 0
 
     cdef ProducerBatch _open_batch(self, PartitionQueue queue, Py_ssize_t need):
@@ -511,91 +451,12 @@ cdef class RecordAccumulator:
             self.next_expiry = created + self.delivery_timeout
         return 0
 
-    cdef int _release(self, Py_ssize_t amount) except -1:
-        # Gives back memory reserved for nothing (lock held).
-        self.used_memory -= amount
-        self._wake_memory_waiters()
-        return 0
-
-    cdef inline int _wake_memory_waiters(self) except -1:
-        # Lock held. Condition.notify_all is Python code: every finished batch would pay for it, so it runs only
-        # when a send waits (a waiter is counted, under the lock, before it waits).
-        if self.waiting_for_memory:
-            self.memory_freed.notify_all()
-        return 0
-
-    # -- the ready set (lock held) ------------------------------------------------------------------------
-
-    cdef bint _make_due(self, PartitionQueue queue) except -1:
-        # Returns whether the queue was not due before (the sender should look).
-        if queue.due:
-            return False
-        queue.due = True
-        self.due[queue] = None
-        return True
-
-    cdef bint _schedule(self, PartitionQueue queue, double deadline) except -1:
-        # Makes the queue due at `deadline`; returns whether that is now the earliest deadline (the sender
-        # may be sleeping past it).
-        if queue.due or 0 <= queue.scheduled <= deadline:
-            return False
-        queue.scheduled = deadline
-        self.timers_pushed += 1
-        _heappush(self.timers, (deadline, self.timers_pushed, queue))
-        return self.timers[0][2] is queue
-
-    cdef int _linger_on_leader(self, PartitionQueue queue) except -1:
-        # Registers a queue whose batch waits for its linger with its leader: when that node sends anyway,
-        # the batch goes along (ready()).
-        cdef int32_t node = queue.topic.leaders[queue.partition]
-        if node >= 0 and queue.lingering_on != node:
-            queue.lingering_on = node
-            entries = self.lingering.get(node)
-            if entries is None:
-                entries = self.lingering[node] = {}
-            entries[queue] = None
-        return 0
-
-    cdef int _add_lingering(self, int32_t node, list queues) except -1:
-        # A request goes to `node` now: its partitions whose batches wait for their linger join it (as the
-        # Java client's drain takes every partition of a ready node), so that many partitions, each with a
-        # little data, make one request per linger, not one per partition's linger expiry.
-        cdef PartitionQueue queue
-        cdef ProducerBatch first
-        entries = self.lingering.pop(node, None)
-        if entries is None:
-            return 0
-        for queue in entries:
-            if queue.lingering_on != node:
-                continue
-            queue.lingering_on = -1
-            if queue.due or queue.in_flight >= self.max_in_flight or queue.topic.leaders[queue.partition] != node:
-                continue        # already among the queues, or waits for an answer or for metadata
-            first = None
-            for candidate in queue.batches:
-                if (<ProducerBatch>candidate).state != BATCH_IN_FLIGHT:
-                    first = candidate
-                    break
-            if first is not None and not first.attempts and not (queue.in_flight and self._sends_alone(queue, first)):
-                queues.append(queue)                        # (a retry waits out its backoff)
-        return 0
-
-    cdef bint _sends_alone(self, PartitionQueue queue, ProducerBatch first):
-        # Idempotence: a batch that goes out while another of its partition is in flight may be written before
-        # it. One case must not: any batch before the partition's first acknowledgement under this producer id
-        # (a broker that has no state for the producer takes whatever sequence comes first: a later batch
-        # would leave the first one an OUT_OF_ORDER_SEQUENCE for good). Retries go out pipelined, as first
-        # sends do: a broker takes a connection's requests in order, and one that arrives ahead of an earlier
-        # batch's retry is refused (OUT_OF_ORDER_SEQUENCE, retried after it) without being written; one at a
-        # time, the batches in flight to a leader that died came back a round trip each.
-        return self.idempotent and not queue.acknowledged
-
     cdef int _make_all_due(self) except -1:
         # Flush, close, memory pressure: every queue with an unsent batch goes out now.
         cdef ProducerBatch batch
         for batch in self.incomplete:
             if batch.state != BATCH_IN_FLIGHT and batch.state != BATCH_DONE:
-                self._make_due(self._queue_of(batch))
+                self.ready_set.make_due(self._queue_of(batch))
         return 0
 
     cdef bytearray _reserve(self, Py_ssize_t need, bint take_pooled):
@@ -606,17 +467,17 @@ cdef class RecordAccumulator:
         # producer that runs ahead of the brokers thus writes into the memory its sent batches free, not into
         # fresh pages.
         cdef double deadline = -1
+        cdef int reserved
         try:
             while True:
-                if take_pooled and len(self.pool):
-                    self.used_memory += self.batch_size
-                    return self.pool.acquire()
-                if self.used_memory + need <= self.buffer_memory or self.used_memory == 0:
-                    self._take_memory(need)
+                reserved = self.memory.try_reserve(need, take_pooled)
+                if reserved == 2:
+                    return self.memory.pool.acquire()
+                if reserved:
                     return None
                 if deadline < 0:
                     deadline = _monotonic() + self.max_block
-                    self.waiting_for_memory += 1
+                    self.memory.waiting += 1
                     # The memory is held by batches: they all go out now, so that sending them frees it.
                     self._make_all_due()
                     if self.wakeup is not None:
@@ -627,18 +488,11 @@ cdef class RecordAccumulator:
                 if remaining <= 0:
                     raise self.format.timeout_error(
                         f"Failed to allocate {need} bytes of buffer memory within max_block_ms "
-                        f"({self.used_memory} of {self.buffer_memory} in use)")
-                self.memory_freed.wait(remaining)
+                        f"({self.memory.used} of {self.memory.buffer_memory} in use)")
+                self.memory.freed.wait(remaining)
         finally:
             if deadline >= 0:
-                self.waiting_for_memory -= 1
-
-    cdef int _take_memory(self, Py_ssize_t need) except -1:
-        # Idle pooled storage gives way to new batches: together they stay within buffer_memory.
-        while self.used_memory + self._pooled_memory() + need > self.buffer_memory and self.pool.drop():
-            pass
-        self.used_memory += need
-        return 0
+                self.memory.waiting -= 1
 
     # -- the sender's side --------------------------------------------------------------------------------
 
@@ -646,57 +500,9 @@ cdef class RecordAccumulator:
         """Which leaders have a batch to send: ({node_id: [PartitionQueue]}, seconds until the next linger
         or backoff expires (None: nothing waits), [names of topics with partitions lacking a leader]).
         Visits the due partitions only (plus those whose deadline passed)."""
-        cdef dict nodes = {}
-        cdef list unknown = []
-        cdef PartitionQueue queue
-        cdef ProducerBatch first
-        cdef double next_check = -1, due
-        cdef int32_t node
-        cdef bint urgent = self.flushes > 0 or self.waiting_for_memory > 0 or self.closing
+        cdef bint urgent = self.flushes > 0 or self.memory.waiting > 0 or self.closing
         with self.lock:
-            while self.timers and self.timers[0][0] <= now:
-                due, _, queue = _heappop(self.timers)
-                if queue.scheduled == due:
-                    queue.scheduled = -1
-                self._make_due(queue)
-            for queue in list(self.due):
-                if queue.in_flight >= self.max_in_flight:
-                    continue                    # stays due: an answer frees a slot
-                first = None
-                for candidate in queue.batches:
-                    if (<ProducerBatch>candidate).state != BATCH_IN_FLIGHT:
-                        first = candidate
-                        break
-                if first is None:
-                    del self.due[queue]
-                    queue.due = False
-                    continue
-                if queue.in_flight and self._sends_alone(queue, first):
-                    continue                    # stays due: the answer in flight decides
-                if first.attempts:
-                    due = first.retry_after
-                elif first.state == BATCH_CLOSED or urgent:
-                    due = now
-                else:
-                    due = first.created + self.linger
-                if due > now:
-                    del self.due[queue]
-                    queue.due = False
-                    self._schedule(queue, due)
-                    if not first.attempts:
-                        self._linger_on_leader(queue)
-                    continue
-                node = queue.topic.leaders[queue.partition]
-                if node < 0:
-                    if queue.topic.name not in unknown:
-                        unknown.append(queue.topic.name)
-                    continue
-                nodes.setdefault(node, []).append(queue)
-            for node, queues in nodes.items():
-                self._add_lingering(node, queues)
-            if self.timers:
-                next_check = max(self.timers[0][0] - now, 0.0)
-        return nodes, (None if next_check < 0 else next_check), unknown
+            return self.ready_set.collect(now, urgent)
 
     def drain(self, list queues, Py_ssize_t max_request_size, double now):
         """Take the next sendable batch of each queue (up to max_request_size bytes in all) and mark them
@@ -763,7 +569,6 @@ cdef class RecordAccumulator:
 
     cdef _finish(self, ProducerBatch batch, error):
         cdef PartitionQueue queue = self._queue_of(batch)
-        cdef bytearray storage
         with self.lock:
             if batch.state == BATCH_DONE:
                 return
@@ -780,16 +585,7 @@ cdef class RecordAccumulator:
             if error is not None and self.transaction_error is None:
                 self.transaction_error = error
             self.incomplete.discard(batch)
-            self.used_memory -= batch.reserved
-            storage = batch.take_storage()
-            # The storage of a batch that grew to batch_size (not an oversized record's: more than the pool's
-            # capacity) is kept for the next batch (a send waiting for memory takes it), unless none will come.
-            if (self.batch_size <= batch.reserved <= self.batch_size + BATCH_SLACK and not self.closing
-                    and self.used_memory + self._pooled_memory() + self.batch_size <= self.buffer_memory):
-                self.pool.release(storage)
-            storage = None
-            batch.reserved = 0
-            self._wake_memory_waiters()
+            self.memory.give_back(batch, self.closing)
         batch.resolve()
 
     def retry(self, ProducerBatch batch, double now):
@@ -801,7 +597,7 @@ cdef class RecordAccumulator:
             batch.state = BATCH_CLOSED
             batch.retry_after = now + self.retry_backoff
             self._expires_at(batch.created)
-            self._schedule(queue, batch.retry_after)
+            self.ready_set.schedule(queue, batch.retry_after)
         if self.wakeup is not None:
             self.wakeup()
 
@@ -853,7 +649,7 @@ cdef class RecordAccumulator:
             batch.children = children
             batch.state = BATCH_SPLIT
             self._expires_at(batch.created)
-            self._make_due(queue)
+            self.ready_set.make_due(queue)
             # Callbacks follow their records into the children.
             callbacks, batch.callbacks = batch.callbacks or [], None
             for entry in callbacks:
@@ -911,8 +707,8 @@ cdef class RecordAccumulator:
         self.closing = True
         with self.lock:
             self._make_all_due()
-            self.pool.clear()
-            self.memory_freed.notify_all()
+            self.memory.pool.clear()
+            self.memory.freed.notify_all()
         if self.wakeup is not None:
             self.wakeup()
 
@@ -922,7 +718,7 @@ cdef class RecordAccumulator:
         abortIncompleteBatches does."""
         self.aborted_error = error
         with self.lock:
-            self.memory_freed.notify_all()
+            self.memory.freed.notify_all()
         while True:
             self._abort_batches(error, in_flight)
             if self.appends_in_progress == 0:

@@ -1,6 +1,6 @@
 # cython: language_level=3
-"""The producer's record accumulator: its per-partition queues (see accumulator.pyx)."""
-from libc.stdint cimport int16_t, int32_t, int64_t
+"""The producer accumulator's per-partition queues and per-topic state (see accumulator.pyx)."""
+from libc.stdint cimport int32_t
 
 from fastmq._native.producer_batch cimport ProducerBatch
 
