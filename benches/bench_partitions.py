@@ -4,8 +4,9 @@ Kafka 4.1.1 (one KRaft node from the test server kit, started by the bench on 12
 1000 topics x 4 partitions. acks=1, linger 10 ms, 256 KiB batches, 256 MiB of buffer memory for both clients.
 
 Each client runs in a process of its own, so that its CPU per record (process time of all its threads: the
-user thread, fastmq's I/O thread, librdkafka's threads) is measured apart from the broker's, which runs in the
-benchmark's process. The table prints msgs/s and cpu_per_record (ns).
+user thread, fastmq's I/O thread, librdkafka's threads) is measured apart from the broker's: the embedded broker
+runs in the benchmark's process (its CPU time), Apache Kafka in its Java process (that process tree's CPU time).
+The table prints msgs/s, cpu_per_record (the client's, ns) and broker_cpu (ns per record).
 
 Run: pytest benches/bench_partitions.py --benchmark-only -s
      FASTMQ_BENCH_PARTITIONS=1,1024 FASTMQ_BENCH_RECORDS=200000 FASTMQ_BENCH_BROKERS=embedded to run a part of it.
@@ -20,6 +21,7 @@ import uuid
 
 import pytest
 
+from benches.process_cpu import tree_cpu_seconds
 from fastmq.broker import EmbeddedBroker
 from tests.support.apache_kafka import KafkaCluster
 
@@ -161,6 +163,10 @@ class ClientRun:
 class Target:
     name: str
     bootstrap_servers: str
+    pid: int | None = None          # the broker's process when it is not the benchmark's own
+
+    def cpu_seconds(self) -> float:
+        return time.process_time() if self.pid is None else tree_cpu_seconds(self.pid)
 
 
 @pytest.fixture(scope="module", params=BROKERS)
@@ -172,7 +178,7 @@ def broker(request, tmp_path_factory):
             yield Target("embedded broker", embedded.bootstrap_servers)
     else:
         with KafkaCluster(tmp_path_factory.mktemp("apache-kafka"), 1, heap="1g") as cluster:
-            yield Target("Apache Kafka 4.1.1", cluster.bootstrap_servers)
+            yield Target("Apache Kafka 4.1.1", cluster.bootstrap_servers, cluster.nodes[0].process.pid)
 
 
 def create_topics(servers: str, names: list[str], partitions: int) -> None:
@@ -197,20 +203,25 @@ def create_topics(servers: str, names: list[str], partitions: int) -> None:
         producer.flush(CLIENT_TIMEOUT)
 
 
-def measure(compare, group: str, work: str, client: str, servers: str, targets, count: int) -> None:
+def measure(compare, broker: Target, group: str, work: str, client: str, targets, count: int) -> None:
     bench = compare(group, client, items=count, nbytes=count * len(VALUE))
     run: dict[str, ClientRun] = {}
+    servers = broker.bootstrap_servers
 
     def setup():
         run["client"] = ClientRun(work, client, servers, targets, count)
         return (), {}
 
     def timed() -> None:
+        broker_cpu = broker.cpu_seconds()
         wall, cpu = run["client"].go()
+        broker_cpu = broker.cpu_seconds() - broker_cpu
         bench.extra_info["client_wall_s"] = round(wall, 3)
         bench.extra_info["cpu_per_record_ns"] = round(cpu / count * 1e9)
+        bench.extra_info["broker_cpu_ns"] = round(broker_cpu / count * 1e9)
 
     bench.pedantic(timed, setup=setup, rounds=1, iterations=1)
+    del bench.extra_info["cpu_ns"]      # the benchmark process's: the broker's for the embedded one, else nothing
 
 
 @pytest.fixture(scope="module")
@@ -234,7 +245,7 @@ def filled_topics(broker):
 def test_produce_partition_sweep(compare, broker, client, partitions):
     name = f"sweep-{client}-{partitions}-{uuid.uuid4().hex[:6]}"
     create_topics(broker.bootstrap_servers, [name], partitions)
-    measure(compare, f"produce 100 B over {partitions} partitions, {broker.name}", "produce", client, broker.bootstrap_servers,
+    measure(compare, broker, f"produce 100 B over {partitions} partitions, {broker.name}", "produce", client,
             [(name, p) for p in range(partitions)], RECORDS)
 
 
@@ -242,7 +253,7 @@ def test_produce_partition_sweep(compare, broker, client, partitions):
 @pytest.mark.parametrize("client", ["fastmq", "confluent-kafka"])
 def test_consume_partition_sweep(compare, broker, filled_topics, client, partitions):
     name = filled_topics(partitions)
-    measure(compare, f"consume 100 B over {partitions} partitions, {broker.name}", "consume", client, broker.bootstrap_servers,
+    measure(compare, broker, f"consume 100 B over {partitions} partitions, {broker.name}", "consume", client,
             [(name, p) for p in range(partitions)], RECORDS)
 
 
@@ -252,5 +263,5 @@ def test_produce_many_topics(compare, broker, client):
     create_topics(broker.bootstrap_servers, names, 4)
     # Record i goes to topic i % 1000 and, per round over the topics, to the next partition.
     targets = [(names[i % MANY_TOPICS], (i // MANY_TOPICS) % 4) for i in range(MANY_TOPICS * 4)]
-    measure(compare, f"produce 100 B over {MANY_TOPICS} topics x 4 partitions, {broker.name}", "produce", client,
-            broker.bootstrap_servers, targets, RECORDS)
+    measure(compare, broker, f"produce 100 B over {MANY_TOPICS} topics x 4 partitions, {broker.name}", "produce",
+            client, targets, RECORDS)
