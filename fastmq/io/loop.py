@@ -30,6 +30,7 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Protocol
 
+from fastmq._native.nonblocking import eventfd_reset, eventfd_signal, poll_now
 from fastmq.io.errors import LoopClosedError
 
 _log = logging.getLogger(__name__)
@@ -93,7 +94,7 @@ class _Wakeup:
 
     def handle_events(self, events: int) -> None:
         try:
-            os.eventfd_read(self.fd)
+            eventfd_reset(self.fd)        # holding the GIL (fastmq/_native/nonblocking.pyx says why)
         except BlockingIOError:
             pass
 
@@ -110,6 +111,7 @@ class IOLoop:
     def __init__(self, name: str = "fastmq-io") -> None:
         self.name = name
         self._epoll = select.epoll()
+        self._epoll_fd = self._epoll.fileno()
         self._wakeup = _Wakeup()
         self._handlers: dict[int, EventHandler] = {}
         self._epoll.register(self._wakeup.fd, EPOLLIN)
@@ -214,7 +216,7 @@ class IOLoop:
         # Only the first hand-over after the loop went to sleep pays for the syscall.
         self._sleeping = False
         try:
-            os.eventfd_write(self._wakeup.fd, 1)
+            eventfd_signal(self._wakeup.fd)
         except OSError:  # pragma: no cover - the counter cannot overflow at one write per sleep
             pass
 
@@ -390,7 +392,8 @@ class IOLoop:
                 else:
                     self._sleeping = True
         try:
-            events = self._epoll.poll(timeout)
+            # A poll that cannot wait keeps the GIL (fastmq/_native/nonblocking.pyx says why).
+            events = poll_now(self._epoll_fd) if timeout == 0 else self._epoll.poll(timeout)
         except InterruptedError:  # pragma: no cover - PEP 475 retries, kept for clarity
             events = []
         self._sleeping = False
