@@ -436,6 +436,7 @@ cdef class RecordAccumulator:
         else:
             need = max(need, self.reserve_step)
         batch.topic_partition = queue.topic_partition
+        batch.queue = queue
         batch.format = self.format
         batch.builder = self.format.new_builder(self.batch_size, need + BATCH_SLACK, storage)
         batch.reserved = need
@@ -545,9 +546,8 @@ cdef class RecordAccumulator:
             batch.finish()
         return taken
 
-    cdef PartitionQueue _queue_of(self, ProducerBatch batch):
-        cdef TopicQueues topic = self.topics[batch.topic_partition[0]]
-        return topic.partitions[batch.topic_partition[1]]
+    cdef inline PartitionQueue _queue_of(self, ProducerBatch batch):
+        return <PartitionQueue>batch.queue
 
     def is_oldest(self, ProducerBatch batch):
         """Whether no earlier batch of the batch's partition is still unfinished."""
@@ -621,6 +621,7 @@ cdef class RecordAccumulator:
                 if child is None or index == half:
                     child = ProducerBatch.__new__(ProducerBatch)
                     child.topic_partition = batch.topic_partition
+                    child.queue = batch.queue
                     child.format = self.format
                     child.builder = self.format.new_builder(self.batch_size, self.batch_size + BATCH_SLACK, None)
                     child.created = batch.created

@@ -61,7 +61,9 @@ cdef class WriteBuffer:
     the referenced objects must not change until the parts are written.
     """
 
-    def __cinit__(self, Py_ssize_t capacity=1024, *, Py_ssize_t splice_min=0, bytearray storage=None):
+    # splice_min and storage may come by position too: compiled callers that make one per batch (a producer's
+    # builders) pass them so, without the keyword dictionary a call by name costs.
+    def __cinit__(self, Py_ssize_t capacity=1024, Py_ssize_t splice_min=0, bytearray storage=None):
         if capacity < 16:
             capacity = 16
         if storage is None:

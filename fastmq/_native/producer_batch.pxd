@@ -16,6 +16,7 @@ cdef enum BatchState:
 @cython.final
 cdef class ProducerBatch:
     cdef readonly object topic_partition    # the partition key its BatchFormat made: (topic, partition)
+    cdef object queue                       # the accumulator's PartitionQueue of that partition
     cdef BatchFormat format                 # makes the records' metadata and the errors
     cdef BatchBuilder builder               # the records, in the protocol's format
     cdef readonly int32_t record_count      # records appended

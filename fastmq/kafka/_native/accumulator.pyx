@@ -8,7 +8,7 @@ from libc.stdint cimport int16_t, int32_t, int64_t
 from fastmq._native.batch_builder cimport BatchBuilder, BatchFormat
 from fastmq._native.buffer cimport WriteBuffer
 from fastmq._native.hashing cimport murmur2_nogil
-from fastmq.kafka._native.records cimport RecordBatchBuilder, restamp_producer
+from fastmq.kafka._native.records cimport RecordBatchBuilder, producer_batch_builder, restamp_producer
 
 from fastmq._native import accumulator as _core
 from fastmq._native.producer_batch import FutureRecordMetadata, ProducerBatch
@@ -49,7 +49,7 @@ cdef class KafkaBatchBuilder(BatchBuilder):
         cdef WriteBuffer grown
         if storage is None and written._capacity >= capacity:
             return 0
-        grown = WriteBuffer(max(capacity, written.size()), storage=storage)
+        grown = WriteBuffer(max(capacity, written.size()), 0, storage)
         grown.put_bytes(written.pointer_at(0), written.size())
         self.records._buffer = grown
         return 0
@@ -76,9 +76,7 @@ cdef class KafkaBatchFormat(BatchFormat):
 
     cdef BatchBuilder new_builder(self, Py_ssize_t batch_size, Py_ssize_t capacity, bytearray storage):
         cdef KafkaBatchBuilder builder = KafkaBatchBuilder.__new__(KafkaBatchBuilder)
-        builder.records = RecordBatchBuilder(2, self.codec, False, -1, -1, -1, batch_size,
-                                             compression_level=self.compression_level, leader_epoch=-1,
-                                             initial_capacity=capacity, storage=storage)
+        builder.records = producer_batch_builder(self.codec, self.compression_level, batch_size, capacity, storage)
         return builder
 
     cdef object partition_key(self, str topic, int32_t partition):

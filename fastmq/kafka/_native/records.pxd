@@ -127,3 +127,11 @@ cdef class RecordBatchBuilder(DefaultRecordBase):
     cdef bytearray take_storage(self)
     cdef int set_producer_fields(self, int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
                                  bint transactional) except -1
+    cdef int _setup(self, int compression_type, int compression_level, bint transactional, int64_t producer_id,
+                    int16_t producer_epoch, int32_t base_sequence, Py_ssize_t batch_size, int64_t base_offset,
+                    int32_t leader_epoch, int timestamp_type, bint control, Py_ssize_t initial_capacity,
+                    bytearray storage) except -1
+
+
+cdef RecordBatchBuilder producer_batch_builder(int compression_type, int compression_level, Py_ssize_t batch_size,
+                                               Py_ssize_t capacity, bytearray storage)

@@ -254,16 +254,24 @@ cdef class RecordBatchBuilder(DefaultRecordBase):
                  bytearray storage=None):
         if magic < 2:
             raise ValueError(f"RecordBatchBuilder writes magic 2, not {magic} (use LegacyRecordBatchBuilder)")
+        self._setup(compression_type, compression_level, bool(is_transactional), producer_id, <int16_t>producer_epoch,
+                    base_sequence, batch_size, base_offset, leader_epoch, timestamp_type, control, initial_capacity,
+                    storage)
+
+    cdef int _setup(self, int compression_type, int compression_level, bint transactional, int64_t producer_id,
+                    int16_t producer_epoch, int32_t base_sequence, Py_ssize_t batch_size, int64_t base_offset,
+                    int32_t leader_epoch, int timestamp_type, bint control, Py_ssize_t initial_capacity,
+                    bytearray storage) except -1:
         self._codec = compression_type & CODEC_MASK
         check_codec(self._codec)
         self._compression_level = compression_level
-        self._transactional = bool(is_transactional)
+        self._transactional = transactional
         self._control = control
         self._timestamp_type = timestamp_type
         self._base_offset = base_offset
         self._leader_epoch = leader_epoch
         self._producer_id = producer_id
-        self._producer_epoch = <int16_t>producer_epoch
+        self._producer_epoch = producer_epoch
         self._base_sequence = base_sequence
         self._first_timestamp = 0
         self._max_timestamp = 0
@@ -273,8 +281,9 @@ cdef class RecordBatchBuilder(DefaultRecordBase):
         self._built = False
         if initial_capacity < 0:
             initial_capacity = min(max(batch_size, 256), 1 << 20) + BATCH_HEADER_SIZE
-        self._buffer = WriteBuffer(initial_capacity, storage=storage)
+        self._buffer = WriteBuffer(initial_capacity, 0, storage)
         self._buffer.claim(BATCH_HEADER_SIZE)
+        return 0
 
     cdef bytearray take_storage(self):
         # For the end of a producer batch's life: the builder lets go of its memory (its counters stay
@@ -806,3 +815,14 @@ cdef class RecordBatch(DefaultRecordBase):
                 f"is_transactional={self.is_transactional}, producer_id={self._header.producer_id}, "
                 f"producer_epoch={self._header.producer_epoch}, base_sequence={self._header.base_sequence}, "
                 f"records_count={self._header.record_count})")
+
+
+cdef RecordBatchBuilder producer_batch_builder(int compression_type, int compression_level, Py_ssize_t batch_size,
+                                               Py_ssize_t capacity, bytearray storage):
+    # RecordBatchBuilder(2, compression_type, False, -1, -1, -1, batch_size, compression_level=compression_level,
+    # leader_epoch=-1, initial_capacity=capacity, storage=storage) without a Python-level call with keywords: a
+    # producer makes one per batch, and over thousands of partitions a batch holds a few records.
+    cdef RecordBatchBuilder builder = RecordBatchBuilder.__new__(RecordBatchBuilder)
+    builder._setup(compression_type, compression_level, False, NO_PRODUCER_ID, -1, NO_SEQUENCE, batch_size, 0, -1,
+                   CREATE_TIME, False, capacity, storage)
+    return builder
