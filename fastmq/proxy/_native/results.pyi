@@ -1,0 +1,3 @@
+from typing import Any
+
+def kafka_results(records: list[Any], broker: bytes) -> tuple[bytes, dict[int, int]]: ...
