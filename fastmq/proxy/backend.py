@@ -63,7 +63,7 @@ class PulledMessage:
     headers: list[tuple[str, bytes | None]]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class PullResult:
     """Messages from `offset` on, the offset after them (it may pass offsets that hold no message, such as
     transaction markers), and the queue's end offset as the broker answered it."""

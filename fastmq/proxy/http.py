@@ -66,12 +66,19 @@ def _stdlib_json(body: bytes) -> Any:
         raise HttpError(400, "bad_json", f"the body is not valid JSON: {exc}") from None
 
 
+MAX_QUERY_FIELDS = 100
+
+
 def parse_query(raw: bytes) -> dict[str, str]:
-    try:
-        pairs = parse_qsl(raw.decode("latin-1"), keep_blank_values=True, strict_parsing=False,
-                          max_num_fields=100)
-    except ValueError as exc:
-        raise HttpError(400, "bad_query", f"the query string cannot be read: {exc}") from None
+    text = raw.decode("latin-1")
+    if "%" in text or "+" in text or text.count("&") >= MAX_QUERY_FIELDS:
+        try:
+            pairs = parse_qsl(text, keep_blank_values=True, strict_parsing=False, max_num_fields=MAX_QUERY_FIELDS)
+        except ValueError as exc:
+            raise HttpError(400, "bad_query", f"the query string cannot be read: {exc}") from None
+    else:
+        # Nothing to unquote (the usual query: names, numbers, tokens): parse_qsl's answer, in a tenth of its time.
+        pairs = [(name, value) for field in text.split("&") if field for name, _, value in (field.partition("="),)]
     query: dict[str, str] = {}
     for name, value in pairs:
         if name in query:
@@ -85,6 +92,9 @@ async def read_request(scope: dict[Any, Any], receive: Receive, max_body: int) -
     declared = headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > max_body):
         raise HttpError(413, "too_large", f"the body may hold at most {max_body} bytes")
+    if (declared is None or declared == "0") and "transfer-encoding" not in headers:
+        # No body comes (a GET /message): nothing to receive.
+        return Request(scope["method"], scope["path"], parse_query(scope.get("query_string", b"")), headers, b"")
     chunks = []
     size = 0
     while True:
@@ -104,7 +114,7 @@ async def read_request(scope: dict[Any, Any], receive: Receive, max_body: int) -
 
 async def send_body(send: Send, status: int, body: bytes, content_type: str,
                     headers: dict[str, str] | None = None) -> None:
-    raw_headers = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]
+    raw_headers = [(b"content-type", content_type.encode()), (b"content-length", b"%d" % len(body))]
     for name, value in (headers or {}).items():
         raw_headers.append((name.encode("latin-1"), value.encode("latin-1")))
     await send({"type": "http.response.start", "status": status, "headers": raw_headers})

@@ -25,14 +25,14 @@ HEADER_PREFIX = "x-message-header-"
 MESSAGE_FIELDS = frozenset(("value", "base64", "key", "headers", "tags"))
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)          # not frozen: made per request (see fastmq/proxy/state.py's AckToken)
 class ProduceRequest:
     producer: str
     topic: str | None
     messages: OutgoingMessages
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class PullRequest:
     consumer: str
     topic: str | None
@@ -42,7 +42,7 @@ class PullRequest:
     ack: AckToken | None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class AckRequest:
     consumer: str
     topic: str | None

@@ -119,6 +119,27 @@ def test_query_parser_answers_a_mapping_or_a_4xx(raw):
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in query.items())
 
 
+@settings(max_examples=60)
+@given(st.text(st.sampled_from("ab=&%+;1 \u00e9"), max_size=30) | st.lists(st.just("a=1"), max_size=120).map("&".join))
+def test_query_parser_reads_what_parse_qsl_reads(text):
+    """The fast path (no % or +) and parse_qsl answer the same, and refuse the same (too many fields)."""
+    from urllib.parse import parse_qsl
+
+    raw = text.encode("latin-1", "replace")
+    try:
+        expected = parse_qsl(raw.decode("latin-1"), keep_blank_values=True, strict_parsing=False, max_num_fields=100)
+    except ValueError:
+        with pytest.raises(HttpError):
+            parse_query(raw)
+        return
+    names = [name for name, _ in expected]
+    if len(set(names)) < len(names):
+        with pytest.raises(HttpError):
+            parse_query(raw)
+    else:
+        assert parse_query(raw) == dict(expected)
+
+
 def test_config_file(tmp_path):
     path = tmp_path / "proxy.toml"
     path.write_text('namespace = "n"\n[producers.w]\ntopic = "t"\nrate = 5\n'
