@@ -14,7 +14,7 @@ from fastmq.kafka.client import ClientConfig, KafkaClient
 from fastmq.kafka.fetcher import make_decoder
 from fastmq.kafka.protocol.schema import ZERO_UUID
 from fastmq.kafka.subscription import EARLIEST, LATEST
-from fastmq.proxy._native.results import kafka_results
+from fastmq.proxy._native.produce import kafka_results
 from fastmq.proxy.backend import Backend, BackendError, OutgoingMessages, PulledMessage, PullResult, SentMessages
 from fastmq.proxy.readahead import ReadAhead
 

@@ -140,6 +140,21 @@ def test_query_parser_reads_what_parse_qsl_reads(text):
         assert parse_query(raw) == dict(expected)
 
 
+@examples
+@given(st.lists(st.fixed_dictionaries({"value": st.text(max_size=10)}) | JSON_VALUES, max_size=8))
+def test_plain_messages_are_encoded_in_c_and_the_others_left_to_the_parser(listed):
+    from fastmq.proxy._native.produce import plain_values
+
+    plain = [type(m) is dict and len(m) == 1 and type(m.get("value")) is str for m in listed]
+    try:
+        expected = [m["value"].encode() if is_plain else None for m, is_plain in zip(listed, plain)]
+    except UnicodeEncodeError:
+        with pytest.raises(UnicodeEncodeError):
+            plain_values(listed)
+        return
+    assert plain_values(listed) == (expected, [i for i, is_plain in enumerate(plain) if not is_plain])
+
+
 def test_config_file(tmp_path):
     path = tmp_path / "proxy.toml"
     path.write_text('namespace = "n"\n[producers.w]\ntopic = "t"\nrate = 5\n'

@@ -1,5 +1,5 @@
 """The Kafka backend's produce answer, written as JSON from the producer's records in C (fastmq/proxy/_native/
-results.pyx), against the RecordMetadata the same records give, on the embedded broker: keyed and unkeyed records
+produce.pyx), against the RecordMetadata the same records give, on the embedded broker: keyed and unkeyed records
 over several partitions, a LogAppendTime topic (the broker's time), and a refused record (its error is raised)."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka.aio import AIOKafkaProducer
-from fastmq.proxy._native.results import kafka_results
+from fastmq.proxy._native.produce import kafka_results
 
 
 def create_topics(bootstrap: str, topics: dict[str, dict[str, str]]) -> None:

@@ -1,5 +1,12 @@
 # cython: language_level=3
-"""A Kafka produce answer's per-message results, written as JSON text straight from the producer's records.
+"""The per-message work of a /produce: the body's plain messages encoded, and a Kafka answer's per-message
+results written as JSON text straight from the producer's records.
+
+plain_values: a message that is only {"value": <text>} (the common case) is its text as UTF-8, taken in one pass
+over the body's list; the others are left to the Python parser (fastmq/proxy/parsing.py), which says what is wrong
+with them.
+
+kafka_results:
 
 A record's result is its batch's base offset plus its index in the batch, and its timestamp (the broker's
 LogAppendTime when the topic has one, else the record's create time): reading them from the records' C fields
@@ -94,3 +101,21 @@ def kafka_results(list records, bytes broker):
             ends[partition] = offset + 1
     out.claim(1)[0] = c']'
     return bytes(out.detach()), ends
+
+
+def plain_values(list listed):
+    """(values, others): values[i] is message i's text as UTF-8 when the message is only {"value": <text>}, else
+    None, and others lists the indexes of those other messages (UnicodeEncodeError for a lone surrogate)."""
+    cdef Py_ssize_t count = len(listed), index
+    cdef list values = [None] * count
+    cdef list others = []
+    cdef object fields, text
+    for index in range(count):
+        fields = listed[index]
+        if type(fields) is dict and len(<dict>fields) == 1:
+            text = (<dict>fields).get("value")
+            if type(text) is str:
+                values[index] = (<str>text).encode("utf-8")
+                continue
+        others.append(index)
+    return values, others
