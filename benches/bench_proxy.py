@@ -290,7 +290,11 @@ def test_consume_and_ack(compare, setup, request, processes, piggy_back):
 
     def script_calls() -> int:
         return redis.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
-    before = script_calls()
+
+    def redis_cpu() -> float:
+        info = redis.info("cpu")
+        return info["used_cpu_user"] + info["used_cpu_sys"]
+    before, cpu_before = script_calls(), redis_cpu()
     results = {}
 
     def run() -> None:
@@ -302,5 +306,6 @@ def test_consume_and_ack(compare, setup, request, processes, piggy_back):
     measured(bench, process, CONSUMED, f"consume+ack ({how}), {processes} proxy process(es)", run)
     acked = results["acked"]
     print(f"proxy x{processes} ({how}): {acked} of {CONSUMED} acked; Redis round trips per consumed message: "
-          f"{(script_calls() - before) / max(acked, 1):.2f}")
+          f"{(script_calls() - before) / max(acked, 1):.2f}, Redis CPU {(redis_cpu() - cpu_before) / CONSUMED * 1e6:.0f} "
+          f"us each")
     assert acked >= CONSUMED - CONSUMING_CONNECTIONS      # piggy-backed: each connection's last token stays
