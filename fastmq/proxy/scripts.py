@@ -35,19 +35,25 @@ class Script:
 Arg = bytes | str | int
 
 
+def _command(args: tuple[Arg, ...]) -> bytes:
+    """A command of `args` (bytes, str as UTF-8, int in decimal), packed by hiredis in C: a third of the time of
+    packing argument by argument in Python."""
+    command: bytes = hiredis.pack_command(args)  # type: ignore[arg-type]  # its stub takes a tuple of one item
+    return command
+
+
 class Packed:
     """Arguments packed once, to be sent after others many times (the queues' bounds of a topic)."""
 
     def __init__(self, args: Sequence[Arg]) -> None:
         self.count = len(args)
-        command = hiredis.pack_command(tuple(args))
+        command = _command(tuple(args))
         self.data = command[command.index(b"\r\n") + 2:]      # the arguments, without the array's header
 
 
 def pack(args: tuple[Arg, ...], packed: Packed | None = None) -> bytes:
-    """A command of `args` (bytes, str as UTF-8, int in decimal), then those packed already. hiredis packs in
-    C: a third of the time of packing argument by argument in Python."""
-    command = hiredis.pack_command(args)
+    """A command of `args`, then those packed already."""
+    command = _command(args)
     if packed is None:
         return command
     return b"*%d\r\n%b%b" % (len(args) + packed.count, command[command.index(b"\r\n") + 2:], packed.data)
