@@ -1,7 +1,8 @@
 """The HTTP proxy (fastmq proxy) on loopback, against an embedded broker in its own process and Debian's
-redis-server: produce requests/s with one message per request and with batches of 100, compared with fastmq's
-Producer sending the same messages directly; consume+ack round trips/s (GET /message max=1, then POST /ack) with
-one and with two proxy processes; and the Redis round trips per consumed message (the scripts the proxies ran,
+redis-server: produce requests/s with one message per request and with batches of 100 (with one and with two
+proxy processes), compared with fastmq's Producer sending the same messages directly; consume+ack round trips/s
+(GET /message max=1, then POST /ack) with one and with two proxy processes; and the Redis round trips per consumed
+message (the scripts the proxies ran,
 EVALSHA calls counted by Redis' commandstats; the registry's re-read, one pipelined round trip per second per
 process, is left out). The machine is shared: beside the wall-clock rates, the proxy processes' CPU time per
 operation is printed, and what one fully used core would serve at that cost.
@@ -15,11 +16,13 @@ import asyncio
 import json
 import os
 import time
+from pathlib import Path
 
+import orjson
 import pytest
 
 from fastmq.broker import BrokerProcess
-from benches.process_cpu import tree_cpu_seconds
+from benches.process_cpu import process_tree_cpu, tree_cpu_seconds
 from tests.proxy.processes import proxy_process
 from tests.support.redis import start_redis
 from tests.support.servers import free_port
@@ -111,23 +114,39 @@ async def produce_batch(connection: HttpConnection) -> int:
 
 async def consume_and_ack(connection: HttpConnection) -> int:
     status, body = await connection.request("GET", "/message?consumer=bench-reader&max=1")
-    token = json.loads(body)["token"] if status == 200 else None
+    token = orjson.loads(body)["token"] if status == 200 else None
     if token is None:
         return 0
-    ack = json.dumps({"consumer": "bench-reader", "token": token}).encode()
+    ack = orjson.dumps({"consumer": "bench-reader", "token": token})
     status, _ = await connection.request("POST", "/ack", ack, "application/json")
     return status == 200
 
 
+def loop_waits(pid: int) -> int:
+    """How many times the proxy processes' main threads slept (voluntary context switches: each an event loop
+    that found nothing to do and waited in epoll), summed over the process tree."""
+    waits = 0
+    for child in process_tree_cpu(pid):
+        try:
+            status = Path(f"/proc/{child}/status").read_text()
+        except OSError:
+            continue
+        waits += int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+    return waits
+
+
 def measured(bench, process, operations: int, label: str, run) -> None:
-    """Run `run` once under the benchmark and print the proxy's CPU time per operation."""
-    cpu = tree_cpu_seconds(process.pid)
+    """Run `run` once under the benchmark and print the proxy's CPU time per operation, and how often its event
+    loops waited per operation (the fewer requests a loop turn serves, the more each costs)."""
+    cpu, waits = tree_cpu_seconds(process.pid), loop_waits(process.pid)
     started = time.perf_counter()
     bench.pedantic(run, rounds=1, iterations=1)
     elapsed = time.perf_counter() - started
     used = tree_cpu_seconds(process.pid) - cpu
+    waited = loop_waits(process.pid) - waits
     print(f"\n{label}: {operations} in {elapsed:.2f} s ({operations / elapsed:,.0f}/s wall clock); proxy CPU "
-          f"{used / operations * 1e6:,.1f} us each ({operations / used if used else 0:,.0f}/s per fully used core)")
+          f"{used / operations * 1e6:,.1f} us each ({operations / used if used else 0:,.0f}/s per fully used core); "
+          f"event-loop waits {waited / operations:.2f} each")
 
 
 @pytest.fixture(scope="module")
@@ -171,6 +190,16 @@ def one_proxy(setup):
     return setup["proxies"](1)
 
 
+@pytest.fixture(scope="module")
+def two_proxies(setup):
+    return setup["proxies"](2)
+
+
+def proxy_with(request, processes: int):
+    """(port, process) of the module's proxy with that many processes."""
+    return request.getfixturevalue("one_proxy" if processes == 1 else "two_proxies")
+
+
 async def health(connection: HttpConnection) -> int:
     status, _ = await connection.request("GET", "/healthz")
     return status == 200
@@ -191,12 +220,14 @@ def test_produce_single_messages(compare, one_proxy):
              lambda: load(port, SINGLE_REQUESTS, produce_one))
 
 
-def test_produce_batches(compare, one_proxy):
-    port, process = one_proxy
+@pytest.mark.parametrize("processes", [1, 2])
+def test_produce_batches(compare, request, processes):
+    port, process = proxy_with(request, processes)
     load(port, 50, produce_batch)
-    bench = compare("proxy: produce 100 B messages", f"fastmq-proxy {BATCH} msgs/request",
+    bench = compare("proxy: produce 100 B messages", f"fastmq-proxy {BATCH} msgs/request x{processes} process(es)",
                     items=BATCH_REQUESTS * BATCH)
-    measured(bench, process, BATCH_REQUESTS * BATCH, f"produce, {BATCH} messages per request (per message)",
+    measured(bench, process, BATCH_REQUESTS * BATCH,
+             f"produce, {BATCH} messages per request (per message), {processes} proxy process(es)",
              lambda: load(port, BATCH_REQUESTS, produce_batch))
 
 
@@ -228,7 +259,7 @@ def piggy_backed(tokens: dict[int, str]) -> "callable":
         previous = tokens.pop(id(connection), None)
         status, body = await connection.request(
             "GET", "/message?consumer=bench-reader&max=1" + (f"&ack={previous}" if previous else ""))
-        answer = json.loads(body) if status == 200 else {}
+        answer = orjson.loads(body) if status == 200 else {}
         if answer.get("token"):
             tokens[id(connection)] = answer["token"]
         return bool(answer.get("token")) and (previous is None or answer.get("ack") == "ok")
@@ -249,8 +280,8 @@ def settle(port: int, tokens: dict[int, str]) -> None:
 
 
 @pytest.mark.parametrize("processes, piggy_back", [(1, False), (2, False), (1, True)])
-def test_consume_and_ack(compare, setup, processes, piggy_back):
-    port, process = setup["proxies"](processes)
+def test_consume_and_ack(compare, setup, request, processes, piggy_back):
+    port, process = proxy_with(request, processes)
     tokens: dict[int, str] = {}
     one = piggy_backed(tokens) if piggy_back else consume_and_ack
     load(port, 200, one, CONSUMING_CONNECTIONS)
@@ -259,7 +290,11 @@ def test_consume_and_ack(compare, setup, processes, piggy_back):
 
     def script_calls() -> int:
         return redis.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
-    before = script_calls()
+
+    def redis_cpu() -> float:
+        info = redis.info("cpu")
+        return info["used_cpu_user"] + info["used_cpu_sys"]
+    before, cpu_before = script_calls(), redis_cpu()
     results = {}
 
     def run() -> None:
@@ -271,5 +306,6 @@ def test_consume_and_ack(compare, setup, processes, piggy_back):
     measured(bench, process, CONSUMED, f"consume+ack ({how}), {processes} proxy process(es)", run)
     acked = results["acked"]
     print(f"proxy x{processes} ({how}): {acked} of {CONSUMED} acked; Redis round trips per consumed message: "
-          f"{(script_calls() - before) / max(acked, 1):.2f}")
+          f"{(script_calls() - before) / max(acked, 1):.2f}, Redis CPU {(redis_cpu() - cpu_before) / CONSUMED * 1e6:.0f} "
+          f"us each")
     assert acked >= CONSUMED - CONSUMING_CONNECTIONS      # piggy-backed: each connection's last token stays

@@ -17,6 +17,8 @@ import math
 import time
 from typing import Any, Awaitable, Callable
 
+import orjson
+
 from fastmq.client.ratelimit import RateLimiter
 from fastmq.proxy import admin, openapi, page
 from fastmq.proxy.backend import Backend, BackendError, OutgoingMessages, PulledMessage
@@ -202,13 +204,8 @@ class ProxyApp:
                 raise _limited(limiter.wait_for(1) * 1000, f"producer {producer.name!r}")
             limiter.take(1)
         sent = await self.backend.produce(producer.topic, asked.messages)
-        self.metrics.add("fastmq_proxy_messages_produced_total", len(sent.offsets), topic=producer.topic)
-        results = [{"queue": queue, "offset": offset, "timestamp": timestamp}
-                   for queue, offset, timestamp in zip(sent.queues, sent.offsets, sent.timestamps)]
-        if sent.ids is not None:
-            for result, message_id in zip(results, sent.ids):
-                result["id"] = message_id
-        return Reply(200, {"ok": True, "topic": producer.topic, "results": results})
+        self.metrics.add("fastmq_proxy_messages_produced_total", sent.count, topic=producer.topic)
+        return Reply(200, {"ok": True, "topic": producer.topic, "results": orjson.Fragment(sent.results)})
 
     # ---- consume -------------------------------------------------------------------------------------------
 

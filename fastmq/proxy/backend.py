@@ -45,13 +45,13 @@ class OutgoingMessages:
 
 @dataclass(slots=True)
 class SentMessages:
-    """Where the broker put a produce request's messages, in order: queues[i], offsets[i], timestamps[i]
-    (-1 when the broker answered no time), and ids[i] where the protocol gives messages ids (RocketMQ's msgId)."""
+    """Where the broker put a produce request's messages: `results` is the JSON text of an array with one object
+    per message, in order: {"queue", "offset", "timestamp" (-1 when the broker answered no time), and "id" where
+    the protocol gives messages ids (RocketMQ's msgId)}. A backend writes it as it likes (Kafka's from the
+    producer's records in C: a Python object per message would cost more than its send)."""
 
-    queues: list[str]
-    offsets: list[int]
-    timestamps: list[int]
-    ids: list[str] | None = None
+    results: bytes
+    count: int
 
 
 @dataclass(slots=True)
@@ -63,7 +63,7 @@ class PulledMessage:
     headers: list[tuple[str, bytes | None]]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class PullResult:
     """Messages from `offset` on, the offset after them (it may pass offsets that hold no message, such as
     transaction markers), and the queue's end offset as the broker answered it."""

@@ -4,6 +4,7 @@ positions would only be in the way). A queue is a partition: "kafka:<partition>"
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from typing import Any
 
 from fastmq.kafka import errors as kerrors
@@ -13,6 +14,7 @@ from fastmq.kafka.client import ClientConfig, KafkaClient
 from fastmq.kafka.fetcher import make_decoder
 from fastmq.kafka.protocol.schema import ZERO_UUID
 from fastmq.kafka.subscription import EARLIEST, LATEST
+from fastmq.proxy._native.produce import kafka_results
 from fastmq.proxy.backend import Backend, BackendError, OutgoingMessages, PulledMessage, PullResult, SentMessages
 from fastmq.proxy.readahead import ReadAhead
 
@@ -55,6 +57,7 @@ class KafkaBackend(Backend):
                                      value_deserializer=None)
         self.read_ahead = ReadAhead()
         self._queue_names = QueueNames(self.broker)
+        self._results = partial(kafka_results, broker=self.broker.encode())
 
     async def start(self) -> None:
         self._producer = AIOKafkaProducer(**self._producer_options)      # bound to the running loop
@@ -79,19 +82,18 @@ class KafkaBackend(Backend):
             headers = [_with_tags(record_headers, tags)
                        for record_headers, tags in zip(headers or [None] * len(messages), messages.tags)]
         try:
-            # One future for the request's messages, not one per message (AIOKafkaProducer.send_many).
-            group = await self._producer.send_many(topic, messages.values, keys=messages.keys, headers=headers)
-            results = await group
+            # One future for the request's messages, not one per message (AIOKafkaProducer.send_many), and the
+            # answer written from the records in C (kafka_results).
+            group = await self._producer.send_many(topic, messages.values, keys=messages.keys, headers=headers,
+                                                   outcome=self._results)
+            results, ends = await group
         except kerrors.KafkaError as exc:
             raise BackendError(f"the broker refused the messages for topic {topic!r}: {exc}",
                                unknown_topic=isinstance(exc, kerrors.UnknownTopicOrPartitionError)) from None
         names = self._queue_names
-        queues = [names[m.partition] for m in results]
-        offsets = [m.offset for m in results]
-        ends = dict(zip(queues, offsets))           # the last offset of each queue (messages keep their order)
-        for queue, last in ends.items():
-            self.observed(topic, queue, last + 1)
-        return SentMessages(queues, offsets, [m.timestamp for m in results])
+        for partition, end in ends.items():
+            self.observed(topic, names[partition], end)
+        return SentMessages(results, len(messages))
 
     # ---- topics and offsets -------------------------------------------------------------------------------
 

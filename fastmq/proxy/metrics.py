@@ -25,10 +25,19 @@ class Metrics:
         self.gauges: dict[str, Callable[[], float]] = {}
 
     def add(self, name: str, amount: float = 1, **labels: str) -> None:
-        self.counters[name][tuple(sorted(labels.items()))] += amount
+        # Kept by the labels in the caller's order (sorting them cost more than the rest of the call); the
+        # same labels given in another order are summed when read.
+        self.counters[name][tuple(labels.items())] += amount
+
+    def _series(self, name: str) -> dict[Labels, float]:
+        """A counter's values by its labels in sorted order."""
+        series: dict[Labels, float] = defaultdict(float)
+        for labels, value in self.counters[name].items():
+            series[tuple(sorted(labels))] += value
+        return series
 
     def value(self, name: str, **labels: str) -> float:
-        return self.counters[name].get(tuple(sorted(labels.items())), 0.0)
+        return self._series(name).get(tuple(sorted(labels.items())), 0.0)
 
     def render(self) -> str:
         lines = []
@@ -39,7 +48,7 @@ class Metrics:
             if name in self.gauges:
                 lines.append(f"{name} {self.gauges[name]():g}")
                 continue
-            for labels, value in sorted(self.counters[name].items()):
+            for labels, value in sorted(self._series(name).items()):
                 rendered = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
                 lines.append(f"{name}{{{rendered}}} {value:g}" if rendered else f"{name} {value:g}")
         return "\n".join(lines) + "\n"

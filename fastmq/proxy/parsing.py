@@ -15,8 +15,9 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass
-from typing import Any, Literal, overload
+from typing import Any, Literal, cast, overload
 
+from fastmq.proxy._native.produce import plain_values
 from fastmq.proxy.backend import OutgoingMessages
 from fastmq.proxy.http import HttpError, Request
 from fastmq.proxy.state import AckToken, StateError, check_name
@@ -25,14 +26,14 @@ HEADER_PREFIX = "x-message-header-"
 MESSAGE_FIELDS = frozenset(("value", "base64", "key", "headers", "tags"))
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)          # not frozen: made per request (see fastmq/proxy/state.py's AckToken)
 class ProduceRequest:
     producer: str
     topic: str | None
     messages: OutgoingMessages
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class PullRequest:
     consumer: str
     topic: str | None
@@ -42,7 +43,7 @@ class PullRequest:
     ack: AckToken | None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class AckRequest:
     consumer: str
     topic: str | None
@@ -140,21 +141,17 @@ def _message(fields: Any, index: int) -> Message:
 
 
 def _messages(listed: list[Any]) -> OutgoingMessages:
-    """The messages of a JSON body as columns. A message that is only {"value": text}, the common case, costs
-    a look-up and an encode; the others go through _message, and their keys, headers and tags are placed
+    """The messages of a JSON body as columns. A message that is only {"value": text}, the common case, is
+    encoded in C (plain_values); the others go through _message, and their keys, headers and tags are placed
     into columns at the end."""
-    values: list[bytes] = []
+    encoded, not_plain = plain_values(listed)
     others: list[tuple[int, Message]] = []
-    for index, fields in enumerate(listed):
-        if type(fields) is dict and len(fields) == 1:
-            text = fields.get("value")
-            if type(text) is str:
-                values.append(text.encode())
-                continue
-        message = _message(fields, index)
-        values.append(message[0])
+    for index in not_plain:
+        message = _message(listed[index], index)
+        encoded[index] = message[0]
         if message[KEY] is not None or message[HEADERS] is not None or message[TAGS] is not None:
             others.append((index, message))
+    values = cast(list[bytes], encoded)         # every entry is set now
     return OutgoingMessages(values, _column(others, KEY, len(values)), _column(others, HEADERS, len(values)),
                             _column(others, TAGS, len(values)))
 

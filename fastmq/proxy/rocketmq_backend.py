@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import orjson
+
 from fastmq.rocketmq import Message, Producer, RocketMQError, TopicNotFoundError
 from fastmq.rocketmq._native.messages import decode_messages
 from fastmq.rocketmq.client import ClientInstance
@@ -118,8 +120,11 @@ class RocketMQBackend(Backend):
         count = len(outgoing)
         self.observed(topic, queue, result.queue_offset + count)
         # The ids are the messages' UNIQ_KEY (what RocketMQ's tools call msgId), a batch's joined by commas.
-        return SentMessages([queue] * count, list(range(result.queue_offset, result.queue_offset + count)),
-                            [-1] * count, result.msg_id.split(","))
+        results: list[dict[str, Any]] = [{"queue": queue, "offset": result.queue_offset + n, "timestamp": -1}
+                                         for n in range(count)]
+        for entry, message_id in zip(results, result.msg_id.split(",")):
+            entry["id"] = message_id
+        return SentMessages(orjson.dumps(results), count)
 
     # ---- queues and offsets -------------------------------------------------------------------------------
 

@@ -32,34 +32,31 @@ class Script:
         self.sha = hashlib.sha1(self.source).hexdigest().encode()
 
 
-def _encode(value: Any) -> bytes:
-    if isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode()
-    if isinstance(value, int):
-        return b"%d" % value
-    return str(value).encode()
+Arg = bytes | str | int
+
+
+def _command(args: tuple[Arg, ...]) -> bytes:
+    """A command of `args` (bytes, str as UTF-8, int in decimal), packed by hiredis in C: a third of the time of
+    packing argument by argument in Python."""
+    command: bytes = hiredis.pack_command(args)  # type: ignore[arg-type]  # its stub takes a tuple of one item
+    return command
 
 
 class Packed:
     """Arguments packed once, to be sent after others many times (the queues' bounds of a topic)."""
 
-    def __init__(self, args: Sequence[Any]) -> None:
+    def __init__(self, args: Sequence[Arg]) -> None:
         self.count = len(args)
-        self.data = b"".join(_bulk(_encode(a)) for a in args)
+        command = _command(tuple(args))
+        self.data = command[command.index(b"\r\n") + 2:]      # the arguments, without the array's header
 
 
-def _bulk(arg: bytes) -> bytes:
-    return b"$%d\r\n%b\r\n" % (len(arg), arg)
-
-
-def pack(args: Sequence[bytes], packed: Packed | None = None) -> bytes:
-    parts = [b"*%d\r\n" % (len(args) + (packed.count if packed is not None else 0))]
-    parts += [_bulk(arg) for arg in args]
-    if packed is not None:
-        parts.append(packed.data)
-    return b"".join(parts)
+def pack(args: tuple[Arg, ...], packed: Packed | None = None) -> bytes:
+    """A command of `args`, then those packed already."""
+    command = _command(args)
+    if packed is None:
+        return command
+    return b"*%d\r\n%b%b" % (len(args) + packed.count, command[command.index(b"\r\n") + 2:], packed.data)
 
 
 class _Pipe(asyncio.Protocol):
@@ -98,7 +95,7 @@ class _Pipe(asyncio.Protocol):
             if not future.done():
                 future.set_exception(ScriptError(f"the connection to Redis was lost: {self.lost}"))
 
-    def call(self, args: Sequence[bytes], packed: Packed | None = None) -> asyncio.Future[Any]:
+    def call(self, args: tuple[Arg, ...], packed: Packed | None = None) -> asyncio.Future[Any]:
         """The command's arguments, then those packed already."""
         self.outgoing.add(pack(args, packed))
         future = self.loop.create_future()
@@ -134,26 +131,26 @@ class ScriptRunner:
         loop = asyncio.get_running_loop()
         _, pipe = await loop.create_connection(lambda: _Pipe(loop), self._host, self._port)
         if self._password is not None:
-            auth = [b"AUTH"] + ([_encode(self._username)] if self._username else []) + [_encode(self._password)]
+            auth: tuple[Arg, ...] = (b"AUTH", self._username, self._password) if self._username else (
+                b"AUTH", self._password)
             await pipe.call(auth)
         if self._db:
-            await pipe.call([b"SELECT", _encode(self._db)])
+            await pipe.call((b"SELECT", self._db))
         self._pipe = pipe
         return pipe
 
-    async def run(self, script: Script, keys: Sequence[Any], args: Sequence[Any], packed: Packed | None = None
+    async def run(self, script: Script, keys: Sequence[Arg], args: Sequence[Arg], packed: Packed | None = None
                   ) -> Any:
         """EVALSHA with the keys, the args, then the packed args."""
         pipe = self._pipe
         if pipe is None or pipe.lost is not None:
             pipe = await self._connected()
-        tail = [b"%d" % len(keys), *[_encode(k) for k in keys], *[_encode(a) for a in args]]
         try:
-            return await pipe.call([b"EVALSHA", script.sha, *tail], packed)
+            return await pipe.call((b"EVALSHA", script.sha, len(keys), *keys, *args), packed)
         except ScriptError as exc:
             if not str(exc).startswith("NOSCRIPT"):
                 raise
-        return await pipe.call([b"EVAL", script.source, *tail], packed)
+        return await pipe.call((b"EVAL", script.source, len(keys), *keys, *args), packed)
 
     def close(self) -> None:
         if self._pipe is not None and self._pipe.transport is not None:

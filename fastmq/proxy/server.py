@@ -87,8 +87,11 @@ def serve(config: ProxyConfig, backend: Backend, host: str, port: int, *, log_le
                 finally:
                     self._captured_signals.clear()
 
+    # No X-Forwarded-* rewriting (the proxy reads no client address; uvicorn's middleware for it cost a call per
+    # request) and no Server header.
     settings = uvicorn.Config(app, loop="uvloop", http=_coalescing_protocol(), lifespan="on", access_log=False,
-                              log_level=log_level, timeout_graceful_shutdown=GRACEFUL_S, log_config=None)
+                              log_level=log_level, timeout_graceful_shutdown=GRACEFUL_S, log_config=None,
+                              proxy_headers=False, server_header=False)
     server = Server(settings)
     server.run(sockets=[listening_socket(host, port)])
     return server.started or app.closing        # a stop asked for while starting is no failure to start

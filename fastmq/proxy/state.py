@@ -44,14 +44,27 @@ class StateError(ValueError):
     """A name or token that the state cannot hold (the HTTP layer answers 400)."""
 
 
+# Names found good, so that the few a proxy serves are matched once, not several times per request; emptied
+# when it holds CHECKED_NAMES (clientIds come and go).
+_checked: set[str] = set()
+CHECKED_NAMES = 4096
+
+
 def check_name(kind: str, value: object) -> str:
     """Consumers, producers, topics and clientIds: Kafka's topic alphabet, so that keys cannot collide."""
+    if type(value) is str and value in _checked:
+        return value
     if not isinstance(value, str) or not _NAME.match(value):
         raise StateError(f"{kind} must be 1 to 249 characters of A-Z a-z 0-9 . _ -, not {value!r}")
+    if len(_checked) >= CHECKED_NAMES:
+        _checked.clear()
+    _checked.add(value)
     return value
 
 
-@dataclass(frozen=True)
+# The values made per request are slotted dataclasses, not frozen ones: a frozen dataclass costs four times as
+# much to make (object.__setattr__ per field), and a consume+ack makes about six of them.
+@dataclass(slots=True)
 class AckToken:
     """broker:queue:offset:next_offset:timestamp (the seed's format): the locked range and the lock's time."""
 
@@ -77,7 +90,7 @@ class AckToken:
         return f"{self.queue}:{self.offset}:{self.next_offset}:{self.lock}"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class QueueBounds:
     """What a proxy knows of a queue from the broker: its first stored offset and its end offset."""
 
@@ -86,7 +99,7 @@ class QueueBounds:
     high: int
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Lock:
     """A queue locked for one client: deliver from `offset`; `attempts` counts the deliveries of this offset."""
 
@@ -100,7 +113,7 @@ class Lock:
         return AckToken(self.queue, self.offset, next_offset, self.lock)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Choice:
     """The outcome of choose+lock: `lock` when a queue was locked, else why not: "empty" (no queue with
     backlog is free), "paused", or "limited" (retry after retry_after_ms)."""
@@ -131,29 +144,40 @@ ACK_OK = "ok"
 # offsets are not the committed ones (another lock delivered them since).
 ACK_EXPIRED, ACK_STALE = "expired", "stale"
 
-# Every script reads the hash once (HGETALL into the table h), works on the table, and writes what changed
-# with one HSET at the end (flush): a choose over many queues costs two hash commands, not dozens.
+# Every script reads the hash once into the table h (choose and reset: all of it, HGETALL; ack and nack: the
+# fields of their one queue that check() reads, HMGET), works on the table, and writes what changed with one HSET
+# at the end (flush): a choose over many queues costs two hash commands, not dozens. Redis' CPU per consume+ack
+# is mostly these scripts: an ack reading the whole hash (9 fields per queue) and a mark() formatting every value
+# it compares cost about as much as the rest of a round trip's work in the proxy.
 _COMMON = """
 local key = KEYS[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local h, changed = {}, {}
-local flat = redis.call('HGETALL', key)
-for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
+local function load_all()
+  local flat = redis.call('HGETALL', key)
+  for i = 1, #flat, 2 do h[flat[i]] = flat[i + 1] end
+end
+local function load_queue(queue)
+  local names = {queue .. '/owned', queue .. '/lock', queue .. '/committed'}
+  local values = redis.call('HMGET', key, unpack(names))
+  for i = 1, #names do
+    if values[i] then h[names[i]] = values[i] end
+  end
+end
 local function num(queue, name, default)
   local v = h[queue .. '/' .. name]
   if v then return tonumber(v) end
   return default
 end
 local dirty = {}
--- Set a field in h; flush() writes the fields that changed.
+-- Set a field in h (integers, kept as their decimal text); flush() writes the fields that changed.
 local function mark(queue, name, value)
   local f = queue .. '/' .. name
-  local text = string.format('%.0f', value)
-  if h[f] ~= text then
-    if not dirty[f] then dirty[f] = true; table.insert(changed, f) end
-    h[f] = text
-  end
+  local old = h[f]
+  if old and tonumber(old) == value then return end
+  if not dirty[f] then dirty[f] = true; table.insert(changed, f) end
+  h[f] = string.format('%.0f', value)
 end
 local function flush()
   local args = {}
@@ -181,6 +205,7 @@ end
 # none), ack offset, ack next_offset, ack lock, then n, then n * (queue, low, high).
 # Returns {ack verdict or '', outcome, queue, offset, high, lock, attempts} (outcome 'limited': queue = delay).
 CHOOSE_LUA = _COMMON + """
+load_all()
 local lease = tonumber(ARGV[1])
 local start, rotate, ttl = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local verdict = ''
@@ -238,6 +263,7 @@ return finish({verdict, 'empty'})
 
 # KEYS: state hash. ARGV: queue, offset, next_offset, lock, lease_ms. Returns the verdict.
 ACK_LUA = _COMMON + """
+load_queue(ARGV[1])
 local verdict = ack(ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]))
 flush()
 return verdict
@@ -247,6 +273,7 @@ return verdict
 # handed out again (from the same offset) after the delay. Returns the verdict.
 NACK_LUA = _COMMON + """
 local queue, offset, lock = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+load_queue(queue)
 local verdict = check(queue, offset, lock, tonumber(ARGV[4]))
 if verdict == 'ok' then
   mark(queue, 'owned', 0); mark(queue, 'retry', now + tonumber(ARGV[5])); mark(queue, 'access', now)
@@ -258,6 +285,7 @@ return verdict
 # KEYS: state hash. ARGV: n, n * (queue, offset). Moves committed offsets, dropping locks, delays and attempts:
 # whatever was handed out under an old lock can no longer be acked.
 RESET_LUA = _COMMON + """
+load_all()
 local n = tonumber(ARGV[1])
 for i = 0, n - 1 do
   local queue, offset = ARGV[2 + 2 * i], tonumber(ARGV[3 + 2 * i])

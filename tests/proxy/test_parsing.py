@@ -119,6 +119,42 @@ def test_query_parser_answers_a_mapping_or_a_4xx(raw):
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in query.items())
 
 
+@settings(max_examples=60)
+@given(st.text(st.sampled_from("ab=&%+;1 \u00e9"), max_size=30) | st.lists(st.just("a=1"), max_size=120).map("&".join))
+def test_query_parser_reads_what_parse_qsl_reads(text):
+    """The fast path (no % or +) and parse_qsl answer the same, and refuse the same (too many fields)."""
+    from urllib.parse import parse_qsl
+
+    raw = text.encode("latin-1", "replace")
+    try:
+        expected = parse_qsl(raw.decode("latin-1"), keep_blank_values=True, strict_parsing=False, max_num_fields=100)
+    except ValueError:
+        with pytest.raises(HttpError):
+            parse_query(raw)
+        return
+    names = [name for name, _ in expected]
+    if len(set(names)) < len(names):
+        with pytest.raises(HttpError):
+            parse_query(raw)
+    else:
+        assert parse_query(raw) == dict(expected)
+
+
+@examples
+@given(st.lists(st.fixed_dictionaries({"value": st.text(max_size=10)}) | JSON_VALUES, max_size=8))
+def test_plain_messages_are_encoded_in_c_and_the_others_left_to_the_parser(listed):
+    from fastmq.proxy._native.produce import plain_values
+
+    plain = [type(m) is dict and len(m) == 1 and type(m.get("value")) is str for m in listed]
+    try:
+        expected = [m["value"].encode() if is_plain else None for m, is_plain in zip(listed, plain)]
+    except UnicodeEncodeError:
+        with pytest.raises(UnicodeEncodeError):
+            plain_values(listed)
+        return
+    assert plain_values(listed) == (expected, [i for i, is_plain in enumerate(plain) if not is_plain])
+
+
 def test_config_file(tmp_path):
     path = tmp_path / "proxy.toml"
     path.write_text('namespace = "n"\n[producers.w]\ntopic = "t"\nrate = 5\n'

@@ -17,7 +17,7 @@ from collections import deque, namedtuple
 from functools import partial
 from itertools import repeat
 from sys import getrefcount
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence, TypeVar, overload
 
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka.aio.config import REQUEST_TIMEOUT_MS, bound_loop, client_options
@@ -30,6 +30,7 @@ from fastmq.kafka.structs import RecordMetadata, TopicPartition
 _MISSING = object()
 
 Headers = Sequence[tuple[str, bytes | None]] | None
+Outcome = TypeVar("Outcome")
 
 # What BatchBuilder.append returns: the record's place in the batch (offset), its estimated encoded size and
 # timestamp; crc is None (v2 batches carry one CRC for the whole batch).
@@ -139,13 +140,28 @@ class AIOKafkaProducer(Lifetime[Producer]):
         return self._futures.track(await self._append_waiting(producer, topic, value, key, partition, timestamp_ms,
                                                               headers))
 
+    @overload
     async def send_many(self, topic: str, values: Sequence[Any], *, keys: Sequence[Any] | None = None,
                         headers: Sequence[Headers] | None = None, partition: int | None = None,
-                        timestamp_ms: int | None = None) -> asyncio.Future[list[RecordMetadata]]:
+                        timestamp_ms: int | None = None, outcome: None = None
+                        ) -> asyncio.Future[list[RecordMetadata]]: ...
+
+    @overload
+    async def send_many(self, topic: str, values: Sequence[Any], *, keys: Sequence[Any] | None = None,
+                        headers: Sequence[Headers] | None = None, partition: int | None = None,
+                        timestamp_ms: int | None = None, outcome: Callable[[list[Any]], Outcome]
+                        ) -> asyncio.Future[Outcome]: ...
+
+    async def send_many(self, topic: str, values: Sequence[Any], *, keys: Sequence[Any] | None = None,
+                        headers: Sequence[Headers] | None = None, partition: int | None = None,
+                        timestamp_ms: int | None = None,
+                        outcome: Callable[[list[Any]], Any] | None = None) -> asyncio.Future[Any]:
         """Queue many records in order (keys and headers, when given, hold one entry per value, None for none).
         Returns, once every record is in a batch, one asyncio future of their RecordMetadata in the same order:
         set when all are acknowledged, or failing with the first record's error once all are done. No asyncio
-        future is made per record: the records cost about what fastmq's Producer.send() costs."""
+        future is made per record: the records cost about what fastmq's Producer.send() costs. Given `outcome`,
+        the future is set to outcome(records) instead (the records are fastmq FutureRecordMetadata, all done),
+        or fails with what it raises: a caller that wants less than a RecordMetadata per record."""
         producer = self.engine()
         count = len(values)
         for name, column in (("keys", keys), ("headers", headers)):
@@ -159,7 +175,7 @@ class AIOKafkaProducer(Lifetime[Producer]):
         rows = zip(nothing if keys is None else keys, values, nothing if headers is None else headers,
                    repeat(timestamp_ms))
         return RecordGroup(await self._append_rows(producer, topic, partition, rows,
-                                                   _size_bound(values, keys, headers)), self._futures).future
+                                                   _size_bound(values, keys, headers)), self._futures, outcome).future
 
     async def _append_rows(self, producer: Producer, topic: str, partition: int | None,
                            rows: Iterable[tuple[Any, Any, Headers, int | None]], size: int) -> list[Any]:
