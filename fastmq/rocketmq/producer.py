@@ -20,19 +20,13 @@ from typing import Any, Callable, Sequence
 
 from fastmq._native.store_codec import java_hash
 from fastmq.io.errors import NetworkError
-from fastmq.rocketmq._native.messages import (
-    DEFAULT_COMPRESS_THRESHOLD,
-    compress_body,
-    encode_batch_body,
-    message_properties,
-    send_header,
-)
-from fastmq.rocketmq._native.remoting import SERIALIZE_ROCKETMQ, RemotingCommand
+from fastmq.rocketmq._native.messages import DEFAULT_COMPRESS_THRESHOLD, SendEncoder
+from fastmq.rocketmq._native.remoting import SERIALIZE_ROCKETMQ, RemotingCommand, decode_command
 from fastmq.rocketmq.acl import Credentials
 from fastmq.rocketmq.client import ClientInstance
 from fastmq.rocketmq.errors import RocketMQError, SendFailedError, TopicNotFoundError, broker_error
-from fastmq.rocketmq.message import Message, SendResult, SendStatus, UniqueIdGenerator
-from fastmq.rocketmq.protocol import DEFAULT_TOPIC, PROPERTY_TRANSACTION_PREPARED, RequestCode, TransactionType
+from fastmq.rocketmq.message import Message, SendResult, SendStatus, message_ids
+from fastmq.rocketmq.protocol import DEFAULT_TOPIC, PROPERTY_TRANSACTION_PREPARED, TransactionType
 from fastmq.rocketmq.route import MessageQueue
 
 _log = logging.getLogger(__name__)
@@ -90,7 +84,12 @@ class Producer:
         self.instance = instance if instance is not None else ClientInstance(
             namesrv_addr, request_timeout=send_timeout, serialize_type=serialize_type, credentials=credentials)
         self.remoting = self.instance.remoting
-        self._ids = UniqueIdGenerator()
+        self._encoder = SendEncoder(group, message_ids(), default_topic=DEFAULT_TOPIC,
+                                    default_topic_queue_nums=default_topic_queue_nums,
+                                    compress_threshold=compress_threshold)
+        # Signing needs the request's fields, and JSON headers are written from them: such requests are encoded
+        # by the remoting client from the decoded frame (a cost only they pay).
+        self._reencode = self.remoting.credentials is not None or self.remoting.serialize_type != SERIALIZE_ROCKETMQ
         self._round_robin = itertools.count()
         self._from_default: set[str] = set()
         self._closed = False
@@ -225,28 +224,23 @@ class Producer:
 
     def _encode(self, send: _Send, queue: MessageQueue, oneway: bool = False) -> tuple[bytes, int, list[str]]:
         now_ms = int(time.time() * 1000)
+        opaque = self.remoting.next_opaque()
         if send.batch:
-            ids = [self._ids.next_id(now_ms) for _ in send.messages]
-            body = encode_batch_body([
-                (m.body, message_properties(m.tags, m.keys, m.properties, 0, m.wait_store, uniq), m.flag)
-                for m, uniq in zip(send.messages, ids)])
-            fields = send_header(self.group, queue.topic, queue.queue_id, 0, now_ms, 0,
-                                 message_properties(wait_store=True), broker_name=queue.broker_name, batch=True,
-                                 default_topic=DEFAULT_TOPIC, default_topic_queue_nums=self.default_topic_queue_nums)
-            frame, opaque = self.remoting.encode(RequestCode.SEND_BATCH_MESSAGE, fields, body, oneway=oneway)
-            return frame, opaque, ids
-        message = send.messages[0]
-        uniq = self._ids.next_id(now_ms)
-        payload, sys_flag = compress_body(message.body, self.compress_threshold)
-        if message.properties and message.properties.get(PROPERTY_TRANSACTION_PREPARED) == "true":
-            sys_flag |= TransactionType.PREPARED      # a half message: stored aside until END_TRANSACTION
-        properties = message_properties(message.tags, message.keys, message.properties, message.delay_level,
-                                        message.wait_store, uniq)
-        fields = send_header(self.group, queue.topic, queue.queue_id, sys_flag, now_ms, message.flag, properties,
-                             broker_name=queue.broker_name, default_topic=DEFAULT_TOPIC,
-                             default_topic_queue_nums=self.default_topic_queue_nums)
-        frame, opaque = self.remoting.encode(RequestCode.SEND_MESSAGE_V2, fields, payload, oneway=oneway)
-        return frame, opaque, [uniq]
+            frame, ids = self._encoder.encode_batch(opaque, send.messages, queue.topic, queue.queue_id,
+                                                    queue.broker_name, now_ms, oneway)
+        else:
+            message = send.messages[0]
+            # a half message is stored aside until END_TRANSACTION
+            prepared = (TransactionType.PREPARED if message.properties
+                        and message.properties.get(PROPERTY_TRANSACTION_PREPARED) == "true" else 0)
+            frame, uniq = self._encoder.encode_message(opaque, message, queue.topic, queue.queue_id,
+                                                       queue.broker_name, prepared, now_ms, oneway)
+            ids = [uniq]
+        if self._reencode:
+            request = decode_command(frame, with_total=True)
+            frame, _ = self.remoting.encode(request.code, request.ext_fields, request.body, oneway=oneway,
+                                            opaque=opaque)
+        return frame, opaque, ids
 
     def _attempt(self, send: _Send, may_block: bool) -> None:
         send.attempts += 1

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from collections import deque
 from concurrent.futures import Future
 from typing import Any, Callable
@@ -42,6 +43,7 @@ _log = logging.getLogger(__name__)
 
 ResponseCallback = Callable[[RemotingCommand | None, BaseException | None], Any]
 MAX_IN_FLIGHT = 1 << 20      # per connection: RocketMQ pipelines freely; the send timeout bounds the wait
+CLOSE_LINGER = 1.0           # at most this long at close for queued requests to be written
 
 
 class RocketMQAdapter(ProtocolAdapter):
@@ -237,12 +239,18 @@ class RemotingClient:
             return
         self._closed = True
         done = threading.Event()
+        linger_until = time.monotonic() + min(timeout, CLOSE_LINGER)
 
         def shut() -> None:
             self._drain()
-            self.loop.call_later(0.05, close_pool)
+            self.loop.call_soon(close_when_written)     # after the next iteration's flush
 
-        def close_pool() -> None:
+        def close_when_written() -> None:
+            # The last requests (oneway sends, unregistrations) leave before the sockets close; no fixed wait.
+            if time.monotonic() < linger_until and any(
+                    conn is not None and conn.pending_output for conn in map(self.pool.connection, self.pool.nodes)):
+                self.loop.call_later(0.001, close_when_written)
+                return
             self.pool.close()
             done.set()
 
