@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 import time
 from concurrent.futures import Future
+from concurrent.futures._base import PENDING, RUNNING
 from typing import Any, Callable, Sequence
 
 from fastmq._native.store_codec import java_hash
@@ -41,14 +43,47 @@ def select_by_hash(queues: Sequence[MessageQueue], message: Message, key: Any) -
     return queues[abs(java_hash(str(key))) % len(queues)]
 
 
+class SendFuture(Future[SendResult]):
+    """The Future of one send. It shares its producer's Condition instead of making one of its own: a
+    concurrent.futures.Future makes a Condition (a dozen objects for the cyclic collector) per send, and with
+    thousands of sends in flight the collector's passes over them cost more than the rest of a send. result()
+    and exception() wait until this future is done (a wakeup may be another future's) or the timeout passes."""
+
+    def __init__(self, condition: threading.Condition) -> None:     # the attributes Future.__init__ sets
+        self._condition = condition
+        self._state = PENDING
+        self._result = None
+        self._exception = None
+        self._waiters: list[Any] = []
+        self._done_callbacks: list[Callable[[Future[SendResult]], object]] = []
+
+    def _wait(self, timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._condition:
+            while self._state == PENDING or self._state == RUNNING:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return
+                self._condition.wait(remaining)
+
+    def result(self, timeout: float | None = None) -> SendResult:
+        self._wait(timeout)
+        return super().result(0)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._wait(timeout)
+        return super().exception(0)
+
+
 class _Send:
-    """One send and its attempts."""
+    """One send and its attempts; called with the broker's answer to an attempt (or its error)."""
 
-    __slots__ = ("messages", "batch", "queue", "selector", "arg", "deadline", "attempts", "last_broker", "future",
-                 "msg_ids", "last_error")
+    __slots__ = ("producer", "messages", "batch", "queue", "selector", "arg", "deadline", "attempts", "last_broker",
+                 "future", "msg_ids", "last_error", "target")
 
-    def __init__(self, messages: list[Message], batch: bool, queue: MessageQueue | None,
+    def __init__(self, producer: Producer, messages: list[Message], batch: bool, queue: MessageQueue | None,
                  selector: QueueSelector | None, arg: Any, deadline: float) -> None:
+        self.producer = producer
         self.messages = messages
         self.batch = batch
         self.queue = queue
@@ -57,9 +92,14 @@ class _Send:
         self.deadline = deadline
         self.attempts = 0
         self.last_broker: str | None = None
-        self.future: Future[SendResult] = Future()
+        self.future = SendFuture(producer._condition)
         self.msg_ids: list[str] = []
         self.last_error: BaseException | None = None
+        self.target: MessageQueue | None = None         # the queue of the attempt in flight
+
+    def __call__(self, response: RemotingCommand | None, error: BaseException | None) -> None:
+        assert self.target is not None          # set before the attempt is handed over
+        self.producer._answered(self, self.target, response, error)
 
 
 class Producer:
@@ -92,6 +132,7 @@ class Producer:
         self._reencode = self.remoting.credentials is not None or self.remoting.serialize_type != SERIALIZE_ROCKETMQ
         self._round_robin = itertools.count()
         self._from_default: set[str] = set()
+        self._condition = threading.Condition()     # shared by the futures of its sends (SendFuture)
         self._closed = False
         self.instance.register(self)
 
@@ -120,7 +161,7 @@ class Producer:
         """Send without waiting for (or getting) an answer; no retries."""
         self._check_open()
         self._check_size(message.body)
-        send = _Send([message], False, queue, selector, arg, time.monotonic() + self.send_timeout)
+        send = _Send(self, [message], False, queue, selector, arg, time.monotonic() + self.send_timeout)
         target = self._choose(send, may_block=True)
         frame, opaque, _ = self._encode(send, target, oneway=True)
         self.remoting.invoke_frame(self.instance.master_address(target.broker_name, target.topic), frame, opaque,
@@ -174,7 +215,7 @@ class Producer:
         self._check_open()
         for message in messages:
             self._check_size(message.body)
-        send = _Send(messages, batch, queue, selector, arg,
+        send = _Send(self, messages, batch, queue, selector, arg,
                      time.monotonic() + (self.send_timeout if timeout is None else timeout))
         self._attempt(send, may_block=True)
         return send
@@ -255,9 +296,8 @@ class Producer:
         if remaining <= 0:
             self._failed(send, send.last_error or SendFailedError("the send timeout passed"), retriable=False)
             return
-        self.remoting.invoke_frame(address, frame, opaque,
-                                   lambda response, error: self._answered(send, queue, response, error),
-                                   timeout=remaining)
+        send.target = queue
+        self.remoting.invoke_frame(address, frame, opaque, send, timeout=remaining)
 
     def _answered(self, send: _Send, queue: MessageQueue, response: RemotingCommand | None,
                   error: BaseException | None) -> None:

@@ -191,7 +191,7 @@ class RemotingClient:
                 conn.request(frame, None if callback is None else (lambda _f, e: callback(None, e)),
                              expect_response=False, timeout=timeout)
             else:
-                conn.request(frame, None if callback is None else response_callback(callback), opaque,
+                conn.request(frame, None if callback is None else DecodingCallback(callback), opaque,
                              timeout=timeout)
         except Exception as exc:     # the connection closed under us, or the opaque is in use
             self._fail(item, exc)
@@ -261,18 +261,25 @@ class RemotingClient:
             self.loop.close(timeout)
 
 
-def response_callback(callback: ResponseCallback) -> Callable[[Any, BaseException | None], None]:
-    def on_frame(frame: Any, error: BaseException | None) -> None:
+class DecodingCallback:
+    """The connection's callback of a request: decodes the response frame for the request's ResponseCallback. An
+    object rather than a closure: one allocation per request instead of three."""
+
+    __slots__ = ("callback",)
+
+    def __init__(self, callback: ResponseCallback) -> None:
+        self.callback = callback
+
+    def __call__(self, frame: Any, error: BaseException | None) -> None:
         if error is not None:
-            callback(None, error)
+            self.callback(None, error)
             return
         try:
             command = decode_command(frame)
         except Exception as exc:
-            callback(None, exc)
+            self.callback(None, exc)
             return
-        callback(command, None)
-    return on_frame
+        self.callback(command, None)
 
 
 def future_callback(future: Future[Any]) -> ResponseCallback:

@@ -331,7 +331,7 @@ messages = st.builds(
 
 @given(message=messages, opaque=st.integers(0, 2**31 - 1), queue_id=st.integers(0, 1000),
        born=st.integers(MONTH_START, MONTH_START + 2**33), counter=st.integers(0, 2**16 - 1), oneway=st.booleans())
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=60, deadline=None)
 def test_send_requests_are_what_the_java_client_writes(message, opaque, queue_id, born, counter, oneway):
     encoder = SendEncoder("group", UniqueIdGenerator(PREFIX, MONTH_START, counter), compress_threshold=40)
     wire, uniq = encoder.encode_message(opaque, message, "topic", queue_id, "broker-a", 4, born, oneway)
@@ -345,7 +345,7 @@ def test_send_requests_are_what_the_java_client_writes(message, opaque, queue_id
 
 
 @given(batch=st.lists(messages, min_size=1, max_size=5), counter=st.integers(0, 2**16 - 1))
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=40, deadline=None)
 def test_batches_are_what_message_decoder_encode_messages_writes(batch, counter):
     encoder = SendEncoder("group", UniqueIdGenerator(PREFIX, MONTH_START, counter))
     wire, ids = encoder.encode_batch(7, batch, "topic", 2, "broker-a", MONTH_START + 5)
