@@ -127,9 +127,6 @@ class Producer:
         self._encoder = SendEncoder(group, message_ids(), default_topic=DEFAULT_TOPIC,
                                     default_topic_queue_nums=default_topic_queue_nums,
                                     compress_threshold=compress_threshold)
-        # Signing needs the request's fields, and JSON headers are written from them: such requests are encoded
-        # by the remoting client from the decoded frame (a cost only they pay).
-        self._reencode = self.remoting.credentials is not None or self.remoting.serialize_type != SERIALIZE_ROCKETMQ
         self._round_robin = itertools.count()
         self._from_default: set[str] = set()
         self._condition = threading.Condition()     # shared by the futures of its sends (SendFuture)
@@ -277,7 +274,10 @@ class Producer:
             frame, uniq = self._encoder.encode_message(opaque, message, queue.topic, queue.queue_id,
                                                        queue.broker_name, prepared, now_ms, oneway)
             ids = [uniq]
-        if self._reencode:
+        if self.remoting.credentials is not None or self.remoting.serialize_type != SERIALIZE_ROCKETMQ:
+            # Signing needs the request's fields, and JSON headers are written from them: such requests are
+            # encoded by the remoting client from the decoded frame (a cost only they pay). Asked per request:
+            # session credentials are replaced when they expire.
             request = decode_command(frame, with_total=True)
             frame, _ = self.remoting.encode(request.code, request.ext_fields, request.body, oneway=oneway,
                                             opaque=opaque)
