@@ -11,6 +11,12 @@ process of its own) and against Apache RocketMQ's (apache broker), the same work
 compares them (the CPU per record is the client's).
 
 Run: pytest benches/bench_rocketmq.py --benchmark-only -s    (FASTMQ_BENCH_ROCKETMQ_COUNT=N for fewer messages)
+
+Oneway sends are not flow-controlled by the broker's answers: from about 100k messages on (1 GiB broker heap, loaded
+2-core machine) Apache's broker fills its send queue and answers SYSTEM_BUSY ([OVERLOAD] ... start flow control)
+to the closing sync send, and the Java client fails with RemotingTooMuchRequestException (its bench program then
+hung in Netty's channel registration). Sync sends run at about 2k a second per client (one round trip each):
+at 1M that is some 25 minutes for the three; run them with a smaller COUNT.
 """
 from __future__ import annotations
 

@@ -4,6 +4,11 @@ Every request carries AccessKey (and SecurityToken when there is one) among its 
 Base64(HmacSHA1(secretKey, the values of all other extFields in key order, as UTF-8, then the body)). The values
 are signed as they travel: booleans lower case, numbers in decimal (the codec writes them so). A broker checks
 a request by computing the same signature over what arrived (signature(), shared by both sides).
+
+Session credentials (an STS token, the Java client's SessionCredentials with its securityToken) are
+Credentials(access_key, secret_key, security_token): the token travels as the SecurityToken field and is signed
+in its key order with the others, as AclClientRPCHook does. They expire: a client's `remoting.credentials`
+(ClientInstance.remoting) may be replaced with fresh ones at any time; requests encoded from then on use them.
 """
 from __future__ import annotations
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import enum
-import itertools
 import os
 import random
 import socket
@@ -10,10 +9,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fastmq.rocketmq._native.messages import MessageExt
+from fastmq.rocketmq._native.messages import MessageExt, UniqueIdGenerator
 from fastmq.rocketmq.route import MessageQueue
 
-__all__ = ["Message", "MessageExt", "SendResult", "SendStatus", "UniqueIdGenerator"]
+__all__ = ["Message", "MessageExt", "SendResult", "SendStatus", "UniqueIdGenerator", "message_ids"]
 
 
 class Message:
@@ -59,22 +58,14 @@ class SendResult:
     transaction_id: str | None = None
 
 
-class UniqueIdGenerator:
-    """UNIQ_KEY values as Java's MessageClientIDSetter lays them out: address, pid and a per-process random
-    part, then the milliseconds since the month began and a counter; 32 upper-case hex digits."""
-
-    def __init__(self) -> None:
-        try:
-            address = socket.inet_aton(socket.gethostbyname(socket.gethostname()))
-        except OSError:
-            address = b"\x7f\x00\x00\x01"
-        self._prefix = (address + (os.getpid() & 0xFFFF).to_bytes(2, "big")
-                        + random.getrandbits(32).to_bytes(4, "big")).hex().upper()
-        self._counter = itertools.count(random.getrandbits(16))
-        start = time.localtime()
-        self._month_start_ms = int(time.mktime((start.tm_year, start.tm_mon, 1, 0, 0, 0, 0, 0, -1)) * 1000)
-
-    def next_id(self, now_ms: int | None = None) -> str:
-        """The next id; now_ms (milliseconds since the epoch) saves a clock read to a caller that has it."""
-        elapsed = ((int(time.time() * 1000) if now_ms is None else now_ms) - self._month_start_ms) & 0xFFFFFFFF
-        return f"{self._prefix}{elapsed:08X}{next(self._counter) & 0xFFFF:04X}"
+def message_ids() -> UniqueIdGenerator:
+    """A generator of this process's UNIQ_KEY values: the prefix is the host's address, the pid and a random
+    part, the clock part counts from the start of the month (fastmq/rocketmq/_native/messages.pyx lays them out)."""
+    try:
+        address = socket.inet_aton(socket.gethostbyname(socket.gethostname()))
+    except OSError:
+        address = b"\x7f\x00\x00\x01"
+    prefix = (address + (os.getpid() & 0xFFFF).to_bytes(2, "big") + random.getrandbits(32).to_bytes(4, "big")).hex()
+    start = time.localtime()
+    month_start_ms = int(time.mktime((start.tm_year, start.tm_mon, 1, 0, 0, 0, 0, 0, -1)) * 1000)
+    return UniqueIdGenerator(prefix.upper(), month_start_ms, random.getrandbits(16))

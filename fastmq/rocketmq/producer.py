@@ -14,25 +14,21 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 import time
 from concurrent.futures import Future
+from concurrent.futures._base import PENDING, RUNNING
 from typing import Any, Callable, Sequence
 
 from fastmq._native.store_codec import java_hash
 from fastmq.io.errors import NetworkError
-from fastmq.rocketmq._native.messages import (
-    DEFAULT_COMPRESS_THRESHOLD,
-    compress_body,
-    encode_batch_body,
-    message_properties,
-    send_header,
-)
-from fastmq.rocketmq._native.remoting import SERIALIZE_ROCKETMQ, RemotingCommand
+from fastmq.rocketmq._native.messages import DEFAULT_COMPRESS_THRESHOLD, SendEncoder
+from fastmq.rocketmq._native.remoting import SERIALIZE_ROCKETMQ, RemotingCommand, decode_command
 from fastmq.rocketmq.acl import Credentials
 from fastmq.rocketmq.client import ClientInstance
 from fastmq.rocketmq.errors import RocketMQError, SendFailedError, TopicNotFoundError, broker_error
-from fastmq.rocketmq.message import Message, SendResult, SendStatus, UniqueIdGenerator
-from fastmq.rocketmq.protocol import DEFAULT_TOPIC, PROPERTY_TRANSACTION_PREPARED, RequestCode, TransactionType
+from fastmq.rocketmq.message import Message, SendResult, SendStatus, message_ids
+from fastmq.rocketmq.protocol import DEFAULT_TOPIC, PROPERTY_TRANSACTION_PREPARED, TransactionType
 from fastmq.rocketmq.route import MessageQueue
 
 _log = logging.getLogger(__name__)
@@ -47,14 +43,47 @@ def select_by_hash(queues: Sequence[MessageQueue], message: Message, key: Any) -
     return queues[abs(java_hash(str(key))) % len(queues)]
 
 
+class SendFuture(Future[SendResult]):
+    """The Future of one send. It shares its producer's Condition instead of making one of its own: a
+    concurrent.futures.Future makes a Condition (a dozen objects for the cyclic collector) per send, and with
+    thousands of sends in flight the collector's passes over them cost more than the rest of a send. result()
+    and exception() wait until this future is done (a wakeup may be another future's) or the timeout passes."""
+
+    def __init__(self, condition: threading.Condition) -> None:     # the attributes Future.__init__ sets
+        self._condition = condition
+        self._state = PENDING
+        self._result = None
+        self._exception = None
+        self._waiters: list[Any] = []
+        self._done_callbacks: list[Callable[[Future[SendResult]], object]] = []
+
+    def _wait(self, timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._condition:
+            while self._state == PENDING or self._state == RUNNING:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return
+                self._condition.wait(remaining)
+
+    def result(self, timeout: float | None = None) -> SendResult:
+        self._wait(timeout)
+        return super().result(0)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._wait(timeout)
+        return super().exception(0)
+
+
 class _Send:
-    """One send and its attempts."""
+    """One send and its attempts; called with the broker's answer to an attempt (or its error)."""
 
-    __slots__ = ("messages", "batch", "queue", "selector", "arg", "deadline", "attempts", "last_broker", "future",
-                 "msg_ids", "last_error")
+    __slots__ = ("producer", "messages", "batch", "queue", "selector", "arg", "deadline", "attempts", "last_broker",
+                 "future", "msg_ids", "last_error", "target")
 
-    def __init__(self, messages: list[Message], batch: bool, queue: MessageQueue | None,
+    def __init__(self, producer: Producer, messages: list[Message], batch: bool, queue: MessageQueue | None,
                  selector: QueueSelector | None, arg: Any, deadline: float) -> None:
+        self.producer = producer
         self.messages = messages
         self.batch = batch
         self.queue = queue
@@ -63,9 +92,14 @@ class _Send:
         self.deadline = deadline
         self.attempts = 0
         self.last_broker: str | None = None
-        self.future: Future[SendResult] = Future()
+        self.future = SendFuture(producer._condition)
         self.msg_ids: list[str] = []
         self.last_error: BaseException | None = None
+        self.target: MessageQueue | None = None         # the queue of the attempt in flight
+
+    def __call__(self, response: RemotingCommand | None, error: BaseException | None) -> None:
+        assert self.target is not None          # set before the attempt is handed over
+        self.producer._answered(self, self.target, response, error)
 
 
 class Producer:
@@ -90,9 +124,12 @@ class Producer:
         self.instance = instance if instance is not None else ClientInstance(
             namesrv_addr, request_timeout=send_timeout, serialize_type=serialize_type, credentials=credentials)
         self.remoting = self.instance.remoting
-        self._ids = UniqueIdGenerator()
+        self._encoder = SendEncoder(group, message_ids(), default_topic=DEFAULT_TOPIC,
+                                    default_topic_queue_nums=default_topic_queue_nums,
+                                    compress_threshold=compress_threshold)
         self._round_robin = itertools.count()
         self._from_default: set[str] = set()
+        self._condition = threading.Condition()     # shared by the futures of its sends (SendFuture)
         self._closed = False
         self.instance.register(self)
 
@@ -121,7 +158,7 @@ class Producer:
         """Send without waiting for (or getting) an answer; no retries."""
         self._check_open()
         self._check_size(message.body)
-        send = _Send([message], False, queue, selector, arg, time.monotonic() + self.send_timeout)
+        send = _Send(self, [message], False, queue, selector, arg, time.monotonic() + self.send_timeout)
         target = self._choose(send, may_block=True)
         frame, opaque, _ = self._encode(send, target, oneway=True)
         self.remoting.invoke_frame(self.instance.master_address(target.broker_name, target.topic), frame, opaque,
@@ -175,7 +212,7 @@ class Producer:
         self._check_open()
         for message in messages:
             self._check_size(message.body)
-        send = _Send(messages, batch, queue, selector, arg,
+        send = _Send(self, messages, batch, queue, selector, arg,
                      time.monotonic() + (self.send_timeout if timeout is None else timeout))
         self._attempt(send, may_block=True)
         return send
@@ -225,28 +262,26 @@ class Producer:
 
     def _encode(self, send: _Send, queue: MessageQueue, oneway: bool = False) -> tuple[bytes, int, list[str]]:
         now_ms = int(time.time() * 1000)
+        opaque = self.remoting.next_opaque()
         if send.batch:
-            ids = [self._ids.next_id(now_ms) for _ in send.messages]
-            body = encode_batch_body([
-                (m.body, message_properties(m.tags, m.keys, m.properties, 0, m.wait_store, uniq), m.flag)
-                for m, uniq in zip(send.messages, ids)])
-            fields = send_header(self.group, queue.topic, queue.queue_id, 0, now_ms, 0,
-                                 message_properties(wait_store=True), broker_name=queue.broker_name, batch=True,
-                                 default_topic=DEFAULT_TOPIC, default_topic_queue_nums=self.default_topic_queue_nums)
-            frame, opaque = self.remoting.encode(RequestCode.SEND_BATCH_MESSAGE, fields, body, oneway=oneway)
-            return frame, opaque, ids
-        message = send.messages[0]
-        uniq = self._ids.next_id(now_ms)
-        payload, sys_flag = compress_body(message.body, self.compress_threshold)
-        if message.properties and message.properties.get(PROPERTY_TRANSACTION_PREPARED) == "true":
-            sys_flag |= TransactionType.PREPARED      # a half message: stored aside until END_TRANSACTION
-        properties = message_properties(message.tags, message.keys, message.properties, message.delay_level,
-                                        message.wait_store, uniq)
-        fields = send_header(self.group, queue.topic, queue.queue_id, sys_flag, now_ms, message.flag, properties,
-                             broker_name=queue.broker_name, default_topic=DEFAULT_TOPIC,
-                             default_topic_queue_nums=self.default_topic_queue_nums)
-        frame, opaque = self.remoting.encode(RequestCode.SEND_MESSAGE_V2, fields, payload, oneway=oneway)
-        return frame, opaque, [uniq]
+            frame, ids = self._encoder.encode_batch(opaque, send.messages, queue.topic, queue.queue_id,
+                                                    queue.broker_name, now_ms, oneway)
+        else:
+            message = send.messages[0]
+            # a half message is stored aside until END_TRANSACTION
+            prepared = (TransactionType.PREPARED if message.properties
+                        and message.properties.get(PROPERTY_TRANSACTION_PREPARED) == "true" else 0)
+            frame, uniq = self._encoder.encode_message(opaque, message, queue.topic, queue.queue_id,
+                                                       queue.broker_name, prepared, now_ms, oneway)
+            ids = [uniq]
+        if self.remoting.credentials is not None or self.remoting.serialize_type != SERIALIZE_ROCKETMQ:
+            # Signing needs the request's fields, and JSON headers are written from them: such requests are
+            # encoded by the remoting client from the decoded frame (a cost only they pay). Asked per request:
+            # session credentials are replaced when they expire.
+            request = decode_command(frame, with_total=True)
+            frame, _ = self.remoting.encode(request.code, request.ext_fields, request.body, oneway=oneway,
+                                            opaque=opaque)
+        return frame, opaque, ids
 
     def _attempt(self, send: _Send, may_block: bool) -> None:
         send.attempts += 1
@@ -261,9 +296,8 @@ class Producer:
         if remaining <= 0:
             self._failed(send, send.last_error or SendFailedError("the send timeout passed"), retriable=False)
             return
-        self.remoting.invoke_frame(address, frame, opaque,
-                                   lambda response, error: self._answered(send, queue, response, error),
-                                   timeout=remaining)
+        send.target = queue
+        self.remoting.invoke_frame(address, frame, opaque, send, timeout=remaining)
 
     def _answered(self, send: _Send, queue: MessageQueue, response: RemotingCommand | None,
                   error: BaseException | None) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from fastmq.rocketmq import Credentials, Message, Producer, PullConsumer, SendFailedError, compat
-from tests.support.rocketmq import RocketMQCluster, unique
+from fastmq.rocketmq import Credentials, Message, Producer, PullConsumer, SendFailedError, SendStatus, compat
+from tests.support.rocketmq import RocketMQCluster, call, unique
 from tests.support.servers import SERVER_LOGS
 from tests.support.waiting import wait_for
 
@@ -21,6 +21,7 @@ AUTHENTICATION = {
     "innerClientAuthenticationCredentials": f'{{"accessKey":"{USER}","secretKey":"{PASSWORD}"}}',
 }
 NO_PERMISSION = 16
+GET_MAX_OFFSET = 30
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +56,29 @@ def test_bad_or_missing_signature_is_refused(acl_server, credentials):
         with pytest.raises(SendFailedError) as refused:
             producer.send(Message(unique("acl"), b"refused"))
     assert refused.value.code == NO_PERMISSION
+
+
+def test_session_credentials_sign_their_token_and_can_be_replaced(acl_server):
+    topic = unique("acl-sts")
+    session = Credentials(USER, PASSWORD, "sts-session-token")
+    with Producer(unique("acl-sts"), acl_server.namesrv_addr, credentials=session, send_timeout=10.0,
+                  retry_times=0) as producer:
+        assert producer.send(Message(topic, b"with a token")).status is SendStatus.SEND_OK
+        producer.remoting.credentials = Credentials(USER, "expired", "old-token")
+        with pytest.raises(SendFailedError) as refused:
+            producer.send(Message(topic, b"refused"))
+        assert refused.value.code == NO_PERMISSION
+        producer.remoting.credentials = Credentials(USER, PASSWORD, "renewed-token")
+        assert producer.send(Message(topic, b"renewed")).status is SendStatus.SEND_OK
+
+
+def test_the_broker_checks_the_signed_token(acl_server):
+    # the token is part of what is signed: one added after signing (or changed) no longer matches
+    fields = {"topic": unique("acl-sts"), "queueId": 0}
+    signed = Credentials(USER, PASSWORD, "sts-session-token").sign(fields)
+    added = dict(Credentials(USER, PASSWORD).sign(fields), SecurityToken="sts-session-token")
+    codes = [call(acl_server.broker_addr, GET_MAX_OFFSET, request, timeout=10).code for request in (signed, added)]
+    assert codes[0] != NO_PERMISSION and codes[1] == NO_PERMISSION
 
 
 def test_compat_session_credentials(acl_server):

@@ -18,12 +18,12 @@ from fastmq._native.frames import RocketMQFrameSplitter
 from fastmq.errors import CompressionError, CorruptDataError, ProtocolError, TruncatedError
 from fastmq.rocketmq._native.messages import (
     SYSFLAG_COMPRESSED_ZLIB,
+    SendEncoder,
+    UniqueIdGenerator,
     compress_body,
     decode_batch_body,
     decode_messages,
-    encode_batch_body,
     message_properties,
-    send_header,
 )
 from fastmq.rocketmq._native.remoting import (
     FLAG_ONEWAY,
@@ -35,6 +35,7 @@ from fastmq.rocketmq._native.remoting import (
     encode_frame,
     response_opaque,
 )
+from fastmq.rocketmq.message import Message
 from tests.support.shared import golden_path
 
 MAGIC_V1 = -626843481
@@ -293,30 +294,84 @@ def test_every_truncation_of_a_pull_body_raises(cut):
             decode_messages(data[:cut] if cut else b"\x00")
 
 
-def test_send_header_and_properties():
+def test_message_properties():
     props = message_properties("TagA", ["k1", "k2"], {"user": "v"}, delay_level=3, uniq_key="AB")
     assert props == b"user\x01v\x02TAGS\x01TagA\x02KEYS\x01k1 k2\x02DELAY\x013\x02WAIT\x01true\x02UNIQ_KEY\x01AB\x02"
-    fields = send_header("g", "t", 2, 0, 123, 0, props, broker_name="broker-a")
-    assert fields["a"] == "g" and fields["b"] == "t" and fields["e"] == "2" and fields["g"] == "123"
-    assert fields["i"] == props.decode() and fields["m"] == "false" and fields["n"] == "broker-a"
     with pytest.raises(ValueError, match="separators"):
         message_properties("bad\x01tag")
     with pytest.raises(ValueError, match="32767"):
         message_properties(properties={"k": "v" * 40000})
 
 
-@given(st.lists(st.tuples(st.binary(max_size=50), st.dictionaries(st.text("ab", min_size=1, max_size=3),
-                                                                   st.text("xy", max_size=3), max_size=3), i32),
-                max_size=5))
-@settings(max_examples=100, deadline=None)
-def test_batch_bodies_match_message_decoder_encode_message(items):
-    encoded = [(body, "".join(f"{k}\x01{v}\x02" for k, v in props.items()).encode(), flag)
-               for body, props, flag in items]
-    data = encode_batch_body(encoded)
-    expected = b"".join(struct.pack(">iiiii", 22 + len(b) + len(p), 0, 0, f, len(b)) + b + struct.pack(">h", len(p)) + p
-                        for b, p, f in encoded)
-    assert data == expected
-    assert decode_batch_body(data) == items
+PREFIX = "7F0000010ABC12345678"
+MONTH_START = 1_700_000_000_000
+
+
+def send_request(code: int, opaque: int, flag: int, fields: list[tuple[str, str]], body: bytes) -> bytes:
+    """A SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE frame as the Java client writes it, `total` included."""
+    data = frame(SERIALIZE_ROCKETMQ, binary_header(code, 3, 453, opaque, flag, None, dict(fields)), body)
+    return struct.pack(">i", len(data)) + data
+
+
+def send_fields(topic: str, queue_id: int, sys_flag: int, born: int, flag: int, properties: bytes, batch: bool,
+                broker: str) -> list[tuple[str, str]]:
+    return [("a", "group"), ("b", topic), ("c", "TBW102"), ("d", "4"), ("e", str(queue_id)), ("f", str(sys_flag)),
+            ("g", str(born)), ("h", str(flag)), ("i", properties.decode()), ("j", "0"), ("k", "false"),
+            ("m", "true" if batch else "false"), ("n", broker)]
+
+
+plain = st.text(st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=8)
+messages = st.builds(
+    lambda body, tags, keys, props, delay, wait, flag: Message("topic", body, tags=tags, keys=keys,
+                                                               properties=props, delay_level=delay,
+                                                               wait_store=wait, flag=flag),
+    st.binary(max_size=60), st.none() | plain, st.none() | plain | st.lists(plain, max_size=3),
+    st.none() | st.dictionaries(plain.filter(bool), plain, max_size=3), st.integers(0, 18), st.booleans(), i32)
+
+
+@given(message=messages, opaque=st.integers(0, 2**31 - 1), queue_id=st.integers(0, 1000),
+       born=st.integers(MONTH_START, MONTH_START + 2**33), counter=st.integers(0, 2**16 - 1), oneway=st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_send_requests_are_what_the_java_client_writes(message, opaque, queue_id, born, counter, oneway):
+    encoder = SendEncoder("group", UniqueIdGenerator(PREFIX, MONTH_START, counter), compress_threshold=40)
+    wire, uniq = encoder.encode_message(opaque, message, "topic", queue_id, "broker-a", 4, born, oneway)
+    assert uniq == f"{PREFIX}{(born - MONTH_START) & 0xFFFFFFFF:08X}{counter:04X}"
+    body, compressed = compress_body(message.body, 40)
+    properties = message_properties(message.tags, message.keys, message.properties, message.delay_level,
+                                    message.wait_store, uniq)
+    assert wire == send_request(310, opaque, 2 if oneway else 0,
+                                send_fields("topic", queue_id, 4 | compressed, born, message.flag, properties,
+                                            False, "broker-a"), body)
+
+
+@given(batch=st.lists(messages, min_size=1, max_size=5), counter=st.integers(0, 2**16 - 1))
+@settings(max_examples=40, deadline=None)
+def test_batches_are_what_message_decoder_encode_messages_writes(batch, counter):
+    encoder = SendEncoder("group", UniqueIdGenerator(PREFIX, MONTH_START, counter))
+    wire, ids = encoder.encode_batch(7, batch, "topic", 2, "broker-a", MONTH_START + 5)
+    assert ids == [f"{PREFIX}00000005{(counter + i) & 0xFFFF:04X}" for i in range(len(batch))]
+    items = [(m.body, message_properties(m.tags, m.keys, m.properties, 0, m.wait_store, uniq), m.flag)
+             for m, uniq in zip(batch, ids)]
+    body = b"".join(struct.pack(">iiiii", 22 + len(b) + len(p), 0, 0, f, len(b)) + b + struct.pack(">h", len(p)) + p
+                    for b, p, f in items)
+    assert wire == send_request(320, 7, 0, send_fields("topic", 2, 0, MONTH_START + 5, 0, b"WAIT\x01true\x02", True,
+                                                       "broker-a"), body)
+    assert decode_batch_body(decode_command(wire, with_total=True).body) == [
+        (b, dict(part.split("\x01") for part in p.decode().split("\x02") if part), f) for b, p, f in items]
+
+
+def test_send_requests_refuse_separators_and_oversized_properties():
+    encoder = SendEncoder("group", UniqueIdGenerator(PREFIX, MONTH_START, 0))
+    for bad in (Message("t", b"", tags="a\x02b"), Message("t", b"", keys=["k", "x\x01"]),
+                Message("t", b"", properties={"k": "v\x01"})):
+        with pytest.raises(ValueError, match="separators"):
+            encoder.encode_message(1, bad, "t", 0, "b", 0, MONTH_START)
+        with pytest.raises(ValueError, match="separators"):
+            encoder.encode_batch(1, [bad], "t", 0, "b", MONTH_START)
+    with pytest.raises(ValueError, match="32767"):
+        encoder.encode_message(1, Message("t", b"", tags="t" * 40000), "t", 0, "b", 0, MONTH_START)
+    with pytest.raises(ValueError, match="prefix"):
+        UniqueIdGenerator("short", MONTH_START, 0)
 
 
 @given(st.binary(max_size=100))
@@ -329,12 +384,11 @@ def test_arbitrary_batch_bodies_decode_or_raise(data):
 
 
 def test_bad_batch_bodies_are_refused():
-    good = encode_batch_body([(b"body", b"a\x01b\x02", 0)])
+    good = struct.pack(">iiiii", 22 + 4 + 4, 0, 0, 0, 4) + b"body" + struct.pack(">h", 4) + b"a\x01b\x02"
+    assert decode_batch_body(good) == [(b"body", {"a": "b"}, 0)]
     with pytest.raises(TruncatedError):
         decode_batch_body(good[:-1])
     with pytest.raises(CorruptDataError, match="announces 3"):
         decode_batch_body(struct.pack(">i", 3) + good[4:])
     with pytest.raises(CorruptDataError, match="body length"):
         decode_batch_body(good[:16] + struct.pack(">i", 999) + good[20:])
-    with pytest.raises(TypeError):
-        encode_batch_body([(b"body", "str props", 0)])

@@ -1,11 +1,16 @@
 """fastmq/rocketmq/producer.py against Apache RocketMQ: every kind of send, read back by a pull consumer."""
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import threading
+
 import pytest
 
 from fastmq.rocketmq import Message, MessageQueue, Producer, RocketMQError, SendStatus
 from fastmq.rocketmq._native.remoting import SERIALIZE_JSON
 from fastmq.rocketmq.consumer import PullConsumer
+from fastmq.rocketmq.producer import SendFuture
 from tests.support.rocketmq import unique
 from tests.support.waiting import wait_for
 
@@ -55,6 +60,31 @@ def test_async_oneway_and_batch_sends_all_arrive(rocketmq_server, producer):
                                     + [b"batch-%d" % i for i in range(10)] + [b"oneway-%d" % i for i in range(5)])
     by_queue = [m for m in read_all(rocketmq_server.namesrv_addr, topic, 10, "B")]
     assert sorted(m.queue_offset for m in by_queue) == list(range(batch.queue_offset, batch.queue_offset + 10))
+
+
+def test_send_futures_sharing_a_condition_wait_for_their_own_result():
+    condition = threading.Condition()
+    mine, other = SendFuture(condition), SendFuture(condition)
+    waited: list = []
+    waiter = threading.Thread(target=lambda: waited.append(mine.result(30)))
+    waiter.start()
+    wait_for(lambda: condition._waiters, timeout=10, message="the waiter never waited")  # type: ignore[attr-defined]
+    other.set_result("other's")           # wakes the waiter, whose future is still pending
+    mine.set_result("mine")
+    waiter.join(30)
+    assert waited == ["mine"]
+    with pytest.raises(concurrent.futures.TimeoutError):
+        SendFuture(condition).result(0.01)
+    late = SendFuture(condition)
+    late.set_exception(ValueError("refused"))
+    assert isinstance(late.exception(1), ValueError)
+    # what callers of concurrent.futures and asyncio do with a send's future
+    done, _ = concurrent.futures.wait([mine, other, late], timeout=1)
+    assert len(done) == 3
+
+    async def awaited() -> object:
+        return await asyncio.wait_for(asyncio.wrap_future(mine), 1)
+    assert asyncio.run(awaited()) == "mine"
 
 
 def test_orderly_sends_keep_a_key_on_one_queue(rocketmq_server, producer):

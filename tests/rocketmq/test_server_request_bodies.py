@@ -83,4 +83,14 @@ def test_signature_covers_sorted_values_then_the_body():
     content = b"ak" + b"false" + b"3" + b"t" + b"body"      # AccessKey, batch, queueId, topic
     expected = base64.b64encode(hmac.new(b"sk", content, hashlib.sha1).digest()).decode()
     assert signed == {"topic": "t", "queueId": "3", "batch": "false", "AccessKey": "ak", "Signature": expected}
-    assert Credentials("ak", "sk", "token").sign({}, None)["SecurityToken"] == "token"
+
+
+def test_a_session_token_is_signed_in_its_key_order():
+    # SessionCredentials' securityToken: AclClientRPCHook puts SecurityToken beside AccessKey into the sorted map
+    # it signs (upper-case keys sort first, as Java's String.compareTo orders them)
+    signed = Credentials("ak", "sk", "sts-token").sign({"topic": "t", "queueId": 3, "Zone": "z"}, b"body")
+    content = b"ak" + b"sts-token" + b"z" + b"3" + b"t" + b"body"     # AccessKey, SecurityToken, Zone, queueId, topic
+    expected = base64.b64encode(hmac.new(b"sk", content, hashlib.sha1).digest()).decode()
+    assert signed["SecurityToken"] == "sts-token" and signed["Signature"] == expected
+    assert signed["Signature"] != Credentials("ak", "sk").sign({"topic": "t", "queueId": 3, "Zone": "z"},
+                                                               b"body")["Signature"]

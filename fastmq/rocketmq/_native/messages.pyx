@@ -9,28 +9,36 @@ PROPERTIES: name \\x01 value \\x02, repeated (TAGS, KEYS space-separated, WAIT, 
 SYSFLAG of a sent message: COMPRESSED 0x1 with the codec in bits 8-10 (ZLIB 3 << 8; the broker and old clients
     read 0 as zlib too), MULTI_TAGS 0x2, transaction type bits 2-3. Bodies of at least compress_threshold bytes
     (RocketMQ: 4 KiB) are zlib-compressed, as the Java producer does; batches never are.
-SEND_BATCH_MESSAGE (320): the same header with m = true; the body is each message as MessageDecoder.encodeMessage
-    writes it, back to back:
+SEND_BATCH_MESSAGE (320): the same header with m = true, sysFlag and flag 0, properties WAIT=true; the body is each
+    message as MessageDecoder.encodeMessage writes it, back to back:
         [TOTALSIZE i32][MAGICCODE i32 = 0][BODYCRC i32 = 0][FLAG i32][BODYLENGTH i32][BODY]
         [PROPERTIESLENGTH i16][PROPERTIES]
 Pull response body (PULL_MESSAGE 11, code SUCCESS): CommitLog records back to back, in the layout documented at
     the top of fastmq/_native/store_codec.pyx; decode_messages reads them with the store's record parser (one
     decoder for the file and the wire) into MessageExt objects, checking BODYCRC and inflating compressed bodies.
-Message ids: UNIQ_KEY is the client's id (32 hex digits); the offset id (offset_msg_id) is hex(store host address
-    and port, CommitLog offset i64), upper case.
+Message ids: UNIQ_KEY is the client's id, 32 upper-case hex digits as Java's MessageClientIDSetter lays them out:
+    a 20-digit prefix (address, pid, a per-process random part), the milliseconds since the month began (8 digits,
+    wrapping) and a counter (4 digits, wrapping). The offset id (offset_msg_id) is hex(store host address and
+    port, CommitLog offset i64), upper case.
+SendEncoder writes a whole SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE request (frame, ROCKETMQ binary header with the
+    fields in the order a..k, m, n; properties; body) into one buffer from the Message objects: the producer's
+    only encoder (a signed or JSON-header request is re-encoded from the decoded frame).
 """
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
-from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memcpy
 
-from fastmq._native.buffer cimport WriteBuffer, load_i32be, store_i32be
+from fastmq._native.buffer cimport WriteBuffer, load_i32be, store_i16be, store_i32be
 from fastmq._native.checksum cimport crc32_of
 from fastmq._native.store_codec cimport (
     RECORD_BLANK, RECORD_CORRUPT, RECORD_END, RECORD_INCOMPLETE, RECORD_OK, RecordLayout, RecordStatus,
     SYSFLAG_COMPRESSED, parse_properties, parse_record,
+)
+from fastmq.rocketmq._native.remoting cimport (
+    begin_binary_header, begin_frame, end_binary_header, end_frame, put_ext, put_ext_int, put_ext_str,
 )
 
 import zlib
@@ -250,58 +258,6 @@ def compress_body(body, Py_ssize_t threshold=DEFAULT_COMPRESS_THRESHOLD, int lev
     return zlib.compress(body, level), SYSFLAG_COMPRESSED_ZLIB
 
 
-def send_header(str producer_group, str topic, int32_t queue_id, int32_t sys_flag, int64_t born_timestamp,
-                int32_t flag, properties, str broker_name=None, int32_t reconsume_times=0,
-                int32_t max_reconsume_times=-1, bint batch=False, str default_topic="TBW102",
-                int32_t default_topic_queue_nums=4) -> dict:
-    """The extFields of SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE (single-letter names: see the module doc)."""
-    cdef dict fields = {
-        "a": producer_group, "b": topic, "c": default_topic, "d": str(default_topic_queue_nums),
-        "e": str(queue_id), "f": str(sys_flag), "g": str(born_timestamp), "h": str(flag),
-        "i": properties if isinstance(properties, str) else bytes(properties).decode("utf-8"),
-        "j": str(reconsume_times), "k": "false", "m": "true" if batch else "false",
-    }
-    if max_reconsume_times >= 0:
-        fields["l"] = str(max_reconsume_times)
-    if broker_name is not None:
-        fields["n"] = broker_name
-    return fields
-
-
-def encode_batch_body(list items) -> bytes:
-    """SEND_BATCH_MESSAGE's body from (body, properties bytes, flag) triples (see the module doc)."""
-    cdef WriteBuffer out = WriteBuffer(4096)
-    cdef Py_buffer body
-    cdef Py_ssize_t properties_length
-    cdef const char* properties
-    cdef tuple item
-    for item in items:
-        if len(item) != 3:
-            raise ValueError("batch items are (body, properties, flag) triples")
-        properties_obj = item[1]
-        if not isinstance(properties_obj, bytes):
-            raise TypeError(f"batch item properties are bytes, not {type(properties_obj).__name__}")
-        properties = PyBytes_AS_STRING(properties_obj)
-        properties_length = len(<bytes>properties_obj)
-        if properties_length > MAX_PROPERTIES_BYTES:
-            raise ValueError(f"message properties are {properties_length} bytes, at most {MAX_PROPERTIES_BYTES} fit")
-        PyObject_GetBuffer(item[0], &body, PyBUF_SIMPLE)
-        try:
-            if BATCH_ITEM_FIXED_SIZE + body.len + properties_length > 0x7FFFFFFF:
-                raise ValueError("a batch item exceeds 2 GiB")
-            out.put_i32(<int32_t>(BATCH_ITEM_FIXED_SIZE + body.len + properties_length))
-            out.put_i32(0)
-            out.put_i32(0)
-            out.put_i32(<int32_t>item[2])
-            out.put_i32(<int32_t>body.len)
-            out.put_bytes(<const char*>body.buf, body.len)
-            out.put_i16(<int16_t>properties_length)
-            out.put_bytes(properties, properties_length)
-        finally:
-            PyBuffer_Release(&body)
-    return PyBytes_FromStringAndSize(out.pointer_at(0), out.size())
-
-
 def decode_batch_body(data) -> list:
     """The (body, properties dict, flag) of each message of a SEND_BATCH_MESSAGE body (what a broker reads)."""
     cdef Py_buffer view
@@ -339,3 +295,219 @@ def decode_batch_body(data) -> list:
         return result
     finally:
         PyBuffer_Release(&view)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Message ids and whole send requests
+# ---------------------------------------------------------------------------------------------------------
+
+cdef enum:
+    REQUEST_SEND_MESSAGE_V2 = 310
+    REQUEST_SEND_BATCH_MESSAGE = 320
+    SERIALIZE_ROCKETMQ = 1
+    FLAG_ONEWAY = 2
+    LANGUAGE_PYTHON = 3
+    CLIENT_VERSION = 453                            # remoting.pyx's VERSION
+    UNIQ_ID_LENGTH = 32
+    UNIQ_PREFIX_LENGTH = 20
+
+cdef const char* HEX_DIGITS = b"0123456789ABCDEF"
+
+
+@cython.final
+cdef class UniqueIdGenerator:
+    """UNIQ_KEY values (see the module doc) after a 20-hex-digit prefix (fastmq.rocketmq.message makes it)."""
+
+    cdef bytes prefix
+    cdef int64_t month_start_ms
+    cdef uint32_t counter
+
+    def __init__(self, str prefix, int64_t month_start_ms, uint32_t counter_start):
+        if len(prefix) != UNIQ_PREFIX_LENGTH or not all(c in "0123456789ABCDEF" for c in prefix):
+            raise ValueError(f"a message id prefix is {UNIQ_PREFIX_LENGTH} upper-case hex digits, not {prefix!r}")
+        self.prefix = prefix.encode("ascii")
+        self.month_start_ms = month_start_ms
+        self.counter = counter_start
+
+    cdef void write_id(self, char* out, int64_t now_ms) noexcept:
+        cdef uint32_t elapsed = <uint32_t>((now_ms - self.month_start_ms) & 0xFFFFFFFF)
+        cdef uint32_t count = self.counter & 0xFFFF
+        cdef int i
+        self.counter += 1
+        memcpy(out, PyBytes_AS_STRING(self.prefix), UNIQ_PREFIX_LENGTH)
+        for i in range(8):
+            out[UNIQ_PREFIX_LENGTH + 7 - i] = HEX_DIGITS[(elapsed >> (4 * i)) & 0xF]
+        for i in range(4):
+            out[UNIQ_PREFIX_LENGTH + 11 - i] = HEX_DIGITS[(count >> (4 * i)) & 0xF]
+
+    def next_id(self, int64_t now_ms) -> str:
+        """The next id; now_ms is the time in milliseconds since the epoch."""
+        cdef char out[UNIQ_ID_LENGTH]
+        self.write_id(out, now_ms)
+        return PyUnicode_DecodeUTF8(out, UNIQ_ID_LENGTH, NULL)
+
+
+cdef int put_property(WriteBuffer out, const char* name, Py_ssize_t name_length, const char* value,
+                      Py_ssize_t value_length) except -1:
+    out.put_bytes(name, name_length)
+    out.put_i8(1)
+    out.put_bytes(value, value_length)
+    out.put_i8(2)
+    return 0
+
+
+cdef int put_str_property(WriteBuffer out, const char* name, Py_ssize_t name_length, str value) except -1:
+    # separators inside the value would split it (encode_properties refuses them too)
+    cdef Py_ssize_t n
+    cdef Py_ssize_t i
+    cdef const char* p = PyUnicode_AsUTF8AndSize(value, &n)
+    for i in range(n):
+        if p[i] == 1 or p[i] == 2:
+            raise ValueError(f"property {name[:name_length].decode('ascii')!r} contains the separators "
+                             f"\\x01 / \\x02")
+    return put_property(out, name, name_length, p, n)
+
+
+cdef Py_ssize_t put_properties(WriteBuffer out, message, bint with_delay, const char* uniq) except -1:
+    # A message's PROPERTIES as message_properties() writes them; returns their length. User properties take
+    # that (dict) path; the usual message (tags, keys, the system properties) is written here.
+    cdef Py_ssize_t start = out.size()
+    cdef Py_ssize_t n
+    cdef bytes encoded
+    cdef int delay_level = message.delay_level if with_delay else 0
+    tags = message.tags
+    keys = message.keys
+    if message.properties:
+        encoded = message_properties(tags, keys, message.properties, delay_level, message.wait_store,
+                                     PyUnicode_DecodeUTF8(uniq, UNIQ_ID_LENGTH, NULL))
+        out.put_bytes(PyBytes_AS_STRING(encoded), len(encoded))
+        return len(encoded)
+    if tags:
+        put_str_property(out, b"TAGS", 4, tags)
+    if keys:
+        put_str_property(out, b"KEYS", 4, keys if isinstance(keys, str) else " ".join(keys))
+    if delay_level > 0:
+        put_str_property(out, b"DELAY", 5, str(delay_level))
+    if message.wait_store:
+        put_property(out, b"WAIT", 4, b"true", 4)
+    else:
+        put_property(out, b"WAIT", 4, b"false", 5)
+    put_property(out, b"UNIQ_KEY", 8, uniq, UNIQ_ID_LENGTH)
+    n = out.size() - start
+    if n > MAX_PROPERTIES_BYTES:
+        raise ValueError(f"message properties are {n} bytes, at most {MAX_PROPERTIES_BYTES} fit")
+    return n
+
+
+@cython.final
+cdef class SendEncoder:
+    """The SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE requests of one producer group, each written whole into one frame.
+
+    A message's UNIQ_KEY comes from `ids`; bodies of at least compress_threshold bytes are zlib-compressed (single
+    messages only: compress_body). `sys_flag` adds bits the caller decides (a transaction's PREPARED).
+    """
+
+    cdef str group
+    cdef str default_topic
+    cdef int32_t default_topic_queue_nums
+    cdef Py_ssize_t compress_threshold
+    cdef readonly UniqueIdGenerator ids
+
+    def __init__(self, str group, UniqueIdGenerator ids, *, str default_topic="TBW102",
+                 int32_t default_topic_queue_nums=4, Py_ssize_t compress_threshold=DEFAULT_COMPRESS_THRESHOLD):
+        self.group = group
+        self.ids = ids
+        self.default_topic = default_topic
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.compress_threshold = compress_threshold
+
+    cdef Py_ssize_t begin(self, WriteBuffer out, int code, int opaque, bint oneway, str topic, int32_t queue_id,
+                          int32_t sys_flag, int64_t born_ms, int32_t flag) except -1:
+        # the header up to "i" (properties), which the caller writes; returns where its value length goes
+        cdef Py_ssize_t ext_start
+        begin_frame(out)
+        ext_start = begin_binary_header(out, code, opaque, FLAG_ONEWAY if oneway else 0, LANGUAGE_PYTHON,
+                                        CLIENT_VERSION, None)
+        put_ext_str(out, b"a", 1, self.group)
+        put_ext_str(out, b"b", 1, topic)
+        put_ext_str(out, b"c", 1, self.default_topic)
+        put_ext_int(out, b"d", 1, self.default_topic_queue_nums)
+        put_ext_int(out, b"e", 1, queue_id)
+        put_ext_int(out, b"f", 1, sys_flag)
+        put_ext_int(out, b"g", 1, born_ms)
+        put_ext_int(out, b"h", 1, flag)
+        out.put_i16(1)
+        out.put_bytes(b"i", 1)
+        out.put_i32(0)
+        return ext_start
+
+    cdef int finish(self, WriteBuffer out, Py_ssize_t ext_start, bint batch, str broker_name) except -1:
+        put_ext(out, b"j", 1, b"0", 1)
+        put_ext(out, b"k", 1, b"false", 5)
+        if batch:
+            put_ext(out, b"m", 1, b"true", 4)
+        else:
+            put_ext(out, b"m", 1, b"false", 5)
+        if broker_name is not None:
+            put_ext_str(out, b"n", 1, broker_name)
+        end_binary_header(out, ext_start, SERIALIZE_ROCKETMQ)
+        return 0
+
+    def encode_message(self, int opaque, message, str topic, int32_t queue_id, str broker_name, int32_t sys_flag,
+                       int64_t born_ms, bint oneway=False) -> tuple:
+        """(frame, UNIQ_KEY) of a SEND_MESSAGE_V2 of `message` (a fastmq.rocketmq.Message) to the queue."""
+        cdef WriteBuffer out = WriteBuffer(256)
+        cdef char uniq[UNIQ_ID_LENGTH]
+        cdef Py_ssize_t ext_start
+        cdef Py_ssize_t length_at
+        cdef Py_buffer view
+        body, compressed = compress_body(message.body, self.compress_threshold)
+        sys_flag |= compressed
+        self.ids.write_id(uniq, born_ms)
+        ext_start = self.begin(out, REQUEST_SEND_MESSAGE_V2, opaque, oneway, topic, queue_id, sys_flag, born_ms,
+                               message.flag)
+        length_at = out.size() - 4
+        store_i32be(out.pointer_at(length_at), <int32_t>put_properties(out, message, True, uniq))
+        self.finish(out, ext_start, False, broker_name)
+        PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
+        try:
+            out.put_bytes(<const char*>view.buf, view.len)
+        finally:
+            PyBuffer_Release(&view)
+        return end_frame(out), PyUnicode_DecodeUTF8(uniq, UNIQ_ID_LENGTH, NULL)
+
+    def encode_batch(self, int opaque, list messages, str topic, int32_t queue_id, str broker_name,
+                     int64_t born_ms, bint oneway=False) -> tuple:
+        """(frame, [UNIQ_KEY, ...]) of a SEND_BATCH_MESSAGE of `messages` (one topic, no delay levels)."""
+        cdef WriteBuffer out = WriteBuffer(256 + 200 * len(messages))
+        cdef char uniq[UNIQ_ID_LENGTH]
+        cdef Py_ssize_t ext_start
+        cdef Py_ssize_t item_start
+        cdef Py_ssize_t properties_length
+        cdef Py_buffer view
+        cdef list ids = []
+        ext_start = self.begin(out, REQUEST_SEND_BATCH_MESSAGE, opaque, oneway, topic, queue_id, 0, born_ms, 0)
+        store_i32be(out.pointer_at(out.size() - 4), 10)
+        out.put_bytes(b"WAIT\x01true\x02", 10)
+        self.finish(out, ext_start, True, broker_name)
+        for message in messages:
+            self.ids.write_id(uniq, born_ms)
+            ids.append(PyUnicode_DecodeUTF8(uniq, UNIQ_ID_LENGTH, NULL))
+            PyObject_GetBuffer(message.body, &view, PyBUF_SIMPLE)
+            try:
+                item_start = out.size()
+                out.claim(16)                   # TOTALSIZE, MAGICCODE 0, BODYCRC 0, FLAG: filled below
+                out.put_i32(<int32_t>view.len)
+                out.put_bytes(<const char*>view.buf, view.len)
+                out.put_i16(0)
+                properties_length = put_properties(out, message, False, uniq)
+                if out.size() - item_start > 0x7FFFFFFF:
+                    raise ValueError("a batch item exceeds 2 GiB")
+                store_i32be(out.pointer_at(item_start), <int32_t>(out.size() - item_start))
+                store_i32be(out.pointer_at(item_start + 4), 0)
+                store_i32be(out.pointer_at(item_start + 8), 0)
+                store_i32be(out.pointer_at(item_start + 12), <int32_t>message.flag)
+                store_i16be(out.pointer_at(item_start + 20 + view.len), <int16_t>properties_length)
+            finally:
+                PyBuffer_Release(&view)
+        return end_frame(out), ids

@@ -27,7 +27,7 @@ cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
-from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp
 
 from fastmq._native.buffer cimport (
@@ -64,6 +64,8 @@ LANGUAGES = {
     "HTTP": 8, "GO": 9, "PHP": 10, "OMS": 11, "RUST": 12, "NODE_JS": 13,
 }
 LANGUAGE_NAMES = {number: name for name, number in LANGUAGES.items()}
+# One decoder for every JSON header: json.loads(..., strict=False) would build a decoder and its scanner per call.
+cdef object LENIENT_JSON = json.JSONDecoder(strict=False)
 
 
 cdef str text_of(object value, str what):
@@ -199,11 +201,16 @@ cdef int put_text(WriteBuffer out, object value, bint long_length, str what, obj
     return 0
 
 
-cdef int put_binary_header(WriteBuffer out, int code, int opaque, dict ext_fields, int flag, int language,
-                           int version, str remark) except -1:
+cdef int begin_frame(WriteBuffer out) except -1:
+    # room for `total` and the serialize-type/header-length word, written at the end
+    out.claim(8)
+    return 0
+
+
+cdef Py_ssize_t begin_binary_header(WriteBuffer out, int code, int opaque, int flag, int language, int version,
+                                    str remark) except -1:
+    # The fixed part and the remark; returns where the extFields length goes (end_binary_header fills it).
     cdef Py_ssize_t ext_start
-    cdef Py_ssize_t n
-    cdef const char* p
     out.put_i16(<int16_t>code)
     out.put_i8(<char>language)
     out.put_i16(<int16_t>version)
@@ -215,6 +222,60 @@ cdef int put_binary_header(WriteBuffer out, int code, int opaque, dict ext_field
         put_text(out, remark, True, "the remark")
     ext_start = out.size()
     out.put_i32(0)
+    return ext_start
+
+
+cdef int put_ext(WriteBuffer out, const char* key, Py_ssize_t key_length, const char* value,
+                 Py_ssize_t value_length) except -1:
+    out.put_i16(<int16_t>key_length)
+    out.put_bytes(key, key_length)
+    out.put_i32(<int32_t>value_length)
+    out.put_bytes(value, value_length)
+    return 0
+
+
+cdef int put_ext_str(WriteBuffer out, const char* key, Py_ssize_t key_length, str value) except -1:
+    cdef Py_ssize_t n
+    cdef const char* p = PyUnicode_AsUTF8AndSize(value, &n)
+    return put_ext(out, key, key_length, p, n)
+
+
+cdef int put_ext_int(WriteBuffer out, const char* key, Py_ssize_t key_length, int64_t value) except -1:
+    # in decimal, as Java's String.valueOf writes it
+    cdef char digits[24]
+    cdef int n = 0
+    cdef int i
+    cdef uint64_t magnitude = <uint64_t>(-(value + 1)) + 1 if value < 0 else <uint64_t>value
+    while True:
+        digits[23 - n] = <char>(48 + magnitude % 10)
+        n += 1
+        magnitude //= 10
+        if magnitude == 0:
+            break
+    if value < 0:
+        n += 1
+        digits[24 - n] = b'-'
+    return put_ext(out, key, key_length, &digits[24 - n], n)
+
+
+cdef int end_binary_header(WriteBuffer out, Py_ssize_t ext_start, int serialize_type) except -1:
+    # the extFields length and the header-length word; the body follows
+    cdef Py_ssize_t header_length = out.size() - 8
+    store_i32be(out.pointer_at(ext_start), <int32_t>(out.size() - ext_start - 4))
+    if header_length > MAX_HEADER_LENGTH:
+        raise ValueError(f"remoting header of {header_length} bytes exceeds the 24-bit length field")
+    store_u32be(out.pointer_at(4), (<uint32_t>serialize_type << 24) | <uint32_t>header_length)
+    return 0
+
+
+cdef bytes end_frame(WriteBuffer out):
+    store_i32be(out.pointer_at(0), <int32_t>(out.size() - 4))
+    return PyBytes_FromStringAndSize(out.pointer_at(0), out.size())
+
+
+cdef int put_binary_header(WriteBuffer out, int code, int opaque, dict ext_fields, int flag, int language,
+                           int version, str remark) except -1:
+    cdef Py_ssize_t ext_start = begin_binary_header(out, code, opaque, flag, language, version, remark)
     if ext_fields:
         for key, value in ext_fields.items():
             if value is None:
@@ -223,7 +284,7 @@ cdef int put_binary_header(WriteBuffer out, int code, int opaque, dict ext_field
                 raise TypeError(f"extFields keys are strings, not {type(key).__name__}")
             put_text(out, key, False, "an extFields key")
             put_text(out, value, True, "extFields[{!r}]", key)
-    store_i32be(out.pointer_at(ext_start), <int32_t>(out.size() - ext_start - 4))
+    end_binary_header(out, ext_start, SERIALIZE_ROCKETMQ_TYPE)
     return 0
 
 
@@ -245,26 +306,25 @@ def encode_frame(int code, int opaque, dict ext_fields=None, body=None, int flag
     cdef Py_ssize_t header_length
     cdef bytes header
     cdef Py_buffer view
-    out.claim(8)
+    begin_frame(out)
     if serialize_type == SERIALIZE_ROCKETMQ_TYPE:
         put_binary_header(out, code, opaque, ext_fields, flag, language, version, remark)
     elif serialize_type == SERIALIZE_JSON_TYPE:
         header = json_header(code, opaque, ext_fields, flag, language, version, remark)
         out.put_bytes(PyBytes_AS_STRING(header), len(header))
+        header_length = out.size() - 8
+        if header_length > MAX_HEADER_LENGTH:
+            raise ValueError(f"remoting header of {header_length} bytes exceeds the 24-bit length field")
+        store_u32be(out.pointer_at(4), <uint32_t>header_length)
     else:
         raise ValueError(f"unknown serialize type {serialize_type}")
-    header_length = out.size() - 8
-    if header_length > MAX_HEADER_LENGTH:
-        raise ValueError(f"remoting header of {header_length} bytes exceeds the 24-bit length field")
     if body is not None:
         PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
         try:
             out.put_bytes(<const char*>view.buf, view.len)
         finally:
             PyBuffer_Release(&view)
-    store_i32be(out.pointer_at(0), <int32_t>(out.size() - 4))
-    store_u32be(out.pointer_at(4), (<uint32_t>serialize_type << 24) | <uint32_t>header_length)
-    return PyBytes_FromStringAndSize(out.pointer_at(0), out.size())
+    return end_frame(out)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -307,7 +367,7 @@ cdef RemotingCommand decode_json_header(RemotingCommand cmd, const char* p, Py_s
     cdef dict fields = {}
     text = utf8(p, n, "the JSON header")
     try:
-        header = json.loads(text, strict=False)
+        header = LENIENT_JSON.decode(text)
     except ValueError as exc:
         raise CorruptDataError(f"remoting JSON header does not parse: {exc}") from None
     if not isinstance(header, dict):

@@ -1,0 +1,17 @@
+# cython: language_level=3
+"""The remoting frame writer's steps, for encoders that write a whole request into one buffer (messages.pyx's
+SendEncoder): begin_frame, begin_binary_header, put_ext* per extFields entry, end_binary_header, then the body,
+then end_frame. The layouts are documented at the top of remoting.pyx."""
+from libc.stdint cimport int64_t
+
+from fastmq._native.buffer cimport WriteBuffer
+
+cdef int begin_frame(WriteBuffer out) except -1
+cdef Py_ssize_t begin_binary_header(WriteBuffer out, int code, int opaque, int flag, int language, int version,
+                                    str remark) except -1
+cdef int put_ext(WriteBuffer out, const char* key, Py_ssize_t key_length, const char* value,
+                 Py_ssize_t value_length) except -1
+cdef int put_ext_str(WriteBuffer out, const char* key, Py_ssize_t key_length, str value) except -1
+cdef int put_ext_int(WriteBuffer out, const char* key, Py_ssize_t key_length, int64_t value) except -1
+cdef int end_binary_header(WriteBuffer out, Py_ssize_t ext_start, int serialize_type) except -1
+cdef bytes end_frame(WriteBuffer out)
