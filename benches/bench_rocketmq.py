@@ -8,7 +8,8 @@ CPU time per message (all its threads); the broker's is not counted.
 
 Then the brokers: fastmq's producer and consumer against the embedded broker (fastmq broker, `fastmq broker` in a
 process of its own) and against Apache RocketMQ's (apache broker), the same work on both; the time is what
-compares them (the CPU per record is the client's).
+compares them. Their rows give the client's CPU per record and the broker's (broker_cpu_per_record: its whole
+process tree, read from /proc; the embedded broker's process holds its namesrv too).
 
 Run: pytest benches/bench_rocketmq.py --benchmark-only -s    (FASTMQ_BENCH_ROCKETMQ_COUNT=N for fewer messages)
 """
@@ -24,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from fastmq.broker.process import BrokerProcess
+from benches.process_cpu import tree_cpu_seconds
 from fastmq.rocketmq import Message, Producer, PullConsumer
 from tests.support.rocketmq import RocketMQCluster, unique
 from tests.support.servers import APACHE_ROCKETMQ, free_port
@@ -139,17 +141,23 @@ def fastmq_consume(namesrv: str, topic: str, count: int) -> None:
             seen += len(consumer.poll(1.0))
 
 
-def measured(bench, count: int, work, cpu_of=None) -> None:
-    """One round of work(); records CPU time per message (this process's, or what cpu_of() reports)."""
+def measured(bench, count: int, work, cpu_of=None, server_pid: int | None = None) -> None:
+    """One round of work(); records CPU time per message (this process's, or what cpu_of() reports), and the
+    server's when its pid is given."""
     cpu = {}
 
     def round_() -> None:
         started = time.process_time()
+        server_started = tree_cpu_seconds(server_pid) if server_pid else 0.0
         reported = work()
         cpu["ns"] = reported if cpu_of else (time.process_time() - started) * 1e9
+        if server_pid:
+            cpu["server_ns"] = (tree_cpu_seconds(server_pid) - server_started) * 1e9
 
     bench.pedantic(round_, rounds=1, iterations=1)
     bench.extra_info["cpu_per_record_ns"] = round(cpu["ns"] / count)
+    if server_pid:
+        bench.extra_info["broker_cpu_per_record_ns"] = round(cpu["server_ns"] / count)
 
 
 @pytest.mark.parametrize("mode", ["sync", "async", "oneway", "batch"])
@@ -186,19 +194,20 @@ def test_consume_100_bytes(compare, cluster, request, loaded, impl):
 @pytest.fixture(scope="module")
 def embedded(tmp_path_factory):
     """The embedded broker in a process of its own (`fastmq broker`), as Apache's runs in its JVM: the bench
-    process holds only the client. Its namesrv address."""
+    process holds only the client. (its namesrv address, its pid)."""
     namesrv, rocketmq = free_port(), free_port()
     process = BrokerProcess(tmp_path_factory.mktemp("bench-embedded") / "data", port=free_port(),
                             args=["--rocketmq", f"127.0.0.1:{rocketmq}", "--namesrv", f"127.0.0.1:{namesrv}"])
     process.start()
     try:
-        yield f"127.0.0.1:{namesrv}"
+        yield f"127.0.0.1:{namesrv}", process.process.pid
     finally:
         process.stop()
 
 
-def namesrv_of(server: str, cluster, embedded) -> str:
-    return cluster.namesrv_addr if server == "apache" else embedded
+def server_of(server: str, cluster, embedded) -> tuple[str, int]:
+    """(namesrv address, the broker's pid)."""
+    return (cluster.namesrv_addr, cluster.broker.pid) if server == "apache" else embedded
 
 
 @pytest.mark.parametrize("mode", ["sync", "async", "batch"])
@@ -206,16 +215,18 @@ def namesrv_of(server: str, cluster, embedded) -> str:
 def test_broker_receives_100_bytes(compare, cluster, embedded, server, mode):
     bench = compare(f"rocketmq broker, produce 100 B, {mode}", f"{server} broker", items=COUNT,
                     nbytes=COUNT * len(BODY))
-    with Producer(unique("bench-broker"), namesrv_of(server, cluster, embedded), send_timeout=30.0) as producer:
+    namesrv, pid = server_of(server, cluster, embedded)
+    with Producer(unique("bench-broker"), namesrv, send_timeout=30.0) as producer:
         producer.send(Message(unique("warm"), BODY))
-        measured(bench, COUNT, lambda: fastmq_produce(producer, mode, unique(f"bench-broker-{mode}"), COUNT))
+        measured(bench, COUNT, lambda: fastmq_produce(producer, mode, unique(f"bench-broker-{mode}"), COUNT),
+                 server_pid=pid)
 
 
 @pytest.mark.parametrize("server", ["fastmq", "apache"])
 def test_broker_serves_100_bytes(compare, cluster, embedded, server):
-    namesrv = namesrv_of(server, cluster, embedded)
+    namesrv, pid = server_of(server, cluster, embedded)
     topic = unique("bench-broker-consume")
     with Producer(unique("bench-broker"), namesrv, send_timeout=30.0) as producer:
         fastmq_produce(producer, "batch", topic, COUNT)
     bench = compare("rocketmq broker, consume 100 B", f"{server} broker", items=COUNT, nbytes=COUNT * len(BODY))
-    measured(bench, COUNT, lambda: fastmq_consume(namesrv, topic, COUNT))
+    measured(bench, COUNT, lambda: fastmq_consume(namesrv, topic, COUNT), server_pid=pid)

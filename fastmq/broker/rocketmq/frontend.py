@@ -25,7 +25,7 @@ from fastmq._native import store_codec
 from fastmq.broker.config import ListenerConfig
 from fastmq.broker.errors import CoreError, TopicError
 from fastmq.broker.frontends import FrontEnd
-from fastmq.broker.rocketmq.acl import AccessChecker
+from fastmq.broker.rocketmq.acl import AccessChecker, AclConfig
 from fastmq.broker.rocketmq.clients import ClientTable
 from fastmq.broker.rocketmq.consumers import notify_ids_changed
 from fastmq.broker.rocketmq.handlers import handler_table
@@ -93,12 +93,14 @@ class RocketMQFrontEnd(FrontEnd):
                                         self.deliver_scheduled, broker.clock)
         self.remoting_listeners: list[RemotingListener] = []
         self.transactions = Transactions(self)
-        self.acl: AccessChecker | None = None       # the signature check of every request, when ACL is on
-        if self.settings.acl_enable:
+        self.acl: AccessChecker | None = None       # the check of every request, when ACL is on
+        if self.settings.acl_file:
+            self.acl = AccessChecker(AclConfig.load(self.settings.acl_file))
+        elif self.settings.acl_enable:
             if not broker.config.users:
                 raise ConfigurationError("the rocketmq option acl_enable needs the broker's users (access key = "
-                                         "user name, secret key = password)")
-            self.acl = AccessChecker(broker.config.users)
+                                         "user name, secret key = password) or an account file (acl_file)")
+            self.acl = AccessChecker(AclConfig.of_users(broker.config.users))
         self._timers: dict[str, TimerHandle] = {}     # periodic work by name -> its next run
         self._registrar: RemotingClient | None = None  # to the namesrvs of namesrv_addr
         self._closed = False

@@ -29,7 +29,7 @@ from fastmq.rocketmq.protocol import RequestCode, ResponseCode
 from fastmq.store import PutMessageResult
 from fastmq.store.config import PERM_WRITE
 from fastmq.store.errors import MessageIllegalError, StoreError
-from fastmq.store.message import PROPERTY_UNIQ_KEY, pack_host
+from fastmq.store.message import PROPERTY_UNIQ_KEY
 from fastmq.store.store_config import FlushDiskType
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -43,13 +43,6 @@ PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 DEFAULT_RESEND_LEVEL = 3
 MAX_INT = 2 ** 31 - 1
-
-
-def born_host_of(request: Request) -> bytes | None:
-    peer = request.conn.peer
-    if isinstance(peer, tuple) and "." in str(peer[0]):
-        return pack_host((peer[0], peer[1]))
-    return None
 
 
 def _properties(text: str) -> dict[str, str]:
@@ -92,7 +85,7 @@ def send(front: RocketMQFrontEnd, request: Request) -> None:
     flag = request.integer("flag", 0, -2 ** 31, MAX_INT)
     reconsume_times = request.integer("reconsumeTimes", 0, 0, MAX_INT)
     properties = _properties(request.fields.get("properties", ""))
-    host = born_host_of(request)
+    host = request.session.born_host
     try:
         if request.code == RequestCode.SEND_BATCH_MESSAGE:
             try:
