@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import hmac
+import importlib
 import ipaddress
 import json
 import os
@@ -158,22 +159,20 @@ class AclConfig:
                 text = file.read()
         except OSError as exc:
             raise ConfigurationError(f"the RocketMQ ACL file cannot be read: {exc}") from None
-        try:
-            if text.lstrip().startswith("{"):
-                data = json.loads(text)
-            else:
-                try:
-                    import yaml
-                except ImportError:
-                    raise ConfigurationError(f"{path} is YAML: install PyYAML (pip install pyyaml) or write the "
-                                             "same structure as JSON") from None
-                data = yaml.safe_load(text)
-        except ValueError as exc:          # json's and yaml's errors (YAMLError is no ValueError: below)
-            raise ConfigurationError(f"{path} does not parse: {exc}") from None
-        except Exception as exc:
-            if type(exc).__module__.startswith("yaml"):
+        if text.lstrip().startswith("{"):
+            try:
+                return cls.parse(json.loads(text), str(path))
+            except ValueError as exc:
                 raise ConfigurationError(f"{path} does not parse: {exc}") from None
-            raise
+        try:
+            yaml = importlib.import_module("yaml")    # PyYAML is no dependency of fastmq: asked for here only
+        except ImportError:
+            raise ConfigurationError(f"{path} is YAML: install PyYAML (pip install pyyaml) or write the same "
+                                     "structure as JSON") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigurationError(f"{path} does not parse: {exc}") from None
         return cls.parse(data, str(path))
 
     @classmethod
@@ -207,14 +206,19 @@ def _strings(value: Any, what: str) -> list[str]:
     return items
 
 
+def _key(entry: dict[str, Any], name: str, where: str) -> str:
+    key = entry.get(name)
+    if not isinstance(key, str) or len(key) < MIN_KEY_LENGTH:
+        shown = f"{len(key)} characters" if isinstance(key, str) else type(key).__name__   # no secret in a log
+        raise ConfigurationError(f"{where}: an account's {name} is a string of {MIN_KEY_LENGTH} characters or more, "
+                                 f"not {shown}")
+    return key
+
+
 def _account(entry: Any, where: str) -> Account:
     if not isinstance(entry, dict):
         raise ConfigurationError(f"{where}: an account is a mapping, not {type(entry).__name__}")
-    access_key, secret_key = entry.get("accessKey"), entry.get("secretKey")
-    for name, key in (("accessKey", access_key), ("secretKey", secret_key)):
-        if not isinstance(key, str) or len(key) < MIN_KEY_LENGTH:
-            raise ConfigurationError(f"{where}: an account's {name} is a string of {MIN_KEY_LENGTH} characters "
-                                     f"or more, not {key!r}")
+    access_key, secret_key = _key(entry, "accessKey", where), _key(entry, "secretKey", where)
     what = f"{where}: account {access_key}"
     admin = entry.get("admin", False)
     if not isinstance(admin, bool):
