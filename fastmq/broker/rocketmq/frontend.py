@@ -22,6 +22,7 @@ import re
 from typing import TYPE_CHECKING, Any, Callable
 
 from fastmq._native import store_codec
+from fastmq._native.store_codec import MessageBatch
 from fastmq.broker.config import ListenerConfig
 from fastmq.broker.errors import CoreError, TopicError
 from fastmq.broker.frontends import FrontEnd
@@ -278,8 +279,12 @@ class RocketMQFrontEnd(FrontEnd):
                           properties.get(PROPERTY_KEYS), properties.get(PROPERTY_UNIQ_KEY), born_host)
         except (TypeError, ValueError) as exc:
             raise RequestError(f"message refused: {exc}", ResponseCode.MESSAGE_ILLEGAL) from None
-        result = store.append_batch(batch)
-        self.broker.stats.put(topic, len(items), result.size)
+        return self.append(batch)
+
+    def append(self, batch: MessageBatch) -> PutMessageResult:
+        """Store a filled batch and count it."""
+        result = self.broker.store.append_batch(batch)
+        self.broker.stats.put(batch.topic, batch.count, result.size)
         return result
 
     def deliver_scheduled(self, message: StoredMessage, topic: str, queue_id: int) -> None:

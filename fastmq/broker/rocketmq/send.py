@@ -20,11 +20,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fastmq._native import store_codec
+from fastmq.broker.rocketmq._native.rocketmq_store import fill_batch
 from fastmq.broker.rocketmq.remoting import Request, RequestError
 from fastmq.broker.rocketmq.system_topics import RETRY_PREFIX
 from fastmq.broker.rocketmq.transactions import is_prepared
 from fastmq.errors import FastMQError
-from fastmq.rocketmq._native.messages import decode_batch_body
 from fastmq.rocketmq.protocol import RequestCode, ResponseCode
 from fastmq.store import PutMessageResult
 from fastmq.store.config import PERM_WRITE
@@ -88,13 +88,14 @@ def send(front: RocketMQFrontEnd, request: Request) -> None:
     host = request.session.born_host
     try:
         if request.code == RequestCode.SEND_BATCH_MESSAGE:
+            batch = front.broker.store.commit_log.new_batch(topic, queue_id, sys_flag)
             try:
-                items = decode_batch_body(request.body)
+                added = fill_batch(batch, request.body, born, host)
             except (ValueError, FastMQError) as exc:
-                raise RequestError(f"batch body does not decode: {exc}", ResponseCode.MESSAGE_ILLEGAL) from None
-            if not items:
+                raise RequestError(f"batch refused: {exc}", ResponseCode.MESSAGE_ILLEGAL) from None
+            if not added:
                 raise RequestError("an empty batch", ResponseCode.MESSAGE_ILLEGAL)
-            result = front.put(topic, queue_id, items, born, host, sys_flag)
+            result = front.append(batch)
             _stored(front, request, topic, queue_id, result, ",".join(result.msg_ids))
             return
         if is_prepared(sys_flag):
