@@ -25,7 +25,8 @@ Apache 4.9 leaves to the signature alone: SEND_BATCH_MESSAGE 320 (the topic PUB,
 QUERY_CONSUMER_OFFSET 14 (as 15). A refused request is answered NO_PERMISSION (16) with the reason as remark,
 as Apache RocketMQ 5 answers (4.9 answered SYSTEM_ERROR with the AclException's text), and nothing of it is done.
 
-Without an account file the accounts are the broker's users (BrokerConfig.users, access key = user name, secret
+The account file is read again when it changes (checked every second by the front end; a file that does not
+load leaves the accounts as they were). Without an account file the accounts are the broker's users (BrokerConfig.users, access key = user name, secret
 key = password), admin accounts that may use every topic and group.
 """
 from __future__ import annotations

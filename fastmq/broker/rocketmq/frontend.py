@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import random
 import re
 from typing import TYPE_CHECKING, Any, Callable
@@ -60,6 +61,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 CLIENT_SCAN_INTERVAL_S = 10.0
+ACL_FILE_CHECK_INTERVAL_S = 1.0
 UNREGISTER_TIMEOUT_S = 2.0
 IPV4 = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
 
@@ -74,6 +76,15 @@ def registration_request(registration: Registration, topics: Any) -> tuple[dict[
     return fields, json_body({"topicConfigSerializeWrapper": {"topicConfigTable": table,
                                                               "dataVersion": registration.data_version},
                               "filterServerList": []})
+
+
+def file_version(path: str) -> tuple[int, int] | None:
+    """(modification time in ns, size) of a file, None when it cannot be read."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status.st_mtime_ns, status.st_size
 
 
 def _registered(address: str, response: Any, error: BaseException | None) -> None:
@@ -95,7 +106,9 @@ class RocketMQFrontEnd(FrontEnd):
         self.remoting_listeners: list[RemotingListener] = []
         self.transactions = Transactions(self)
         self.acl: AccessChecker | None = None       # the check of every request, when ACL is on
+        self._acl_file_version: tuple[int, int] | None = None     # (mtime ns, size) of the account file read
         if self.settings.acl_file:
+            self._acl_file_version = file_version(self.settings.acl_file)
             self.acl = AccessChecker(AclConfig.load(self.settings.acl_file))
         elif self.settings.acl_enable:
             if not broker.config.users:
@@ -141,6 +154,23 @@ class RocketMQFrontEnd(FrontEnd):
         self._every("scan_clients", CLIENT_SCAN_INTERVAL_S, self._scan_clients)
         self._every("check_transactions", self.settings.transaction_check_interval_ms / 1000.0,
                     self.transactions.check)
+        if self.settings.acl_file:
+            self._every("acl_file", ACL_FILE_CHECK_INTERVAL_S, self._reload_acl_file)
+
+    def _reload_acl_file(self) -> None:
+        """Read the account file again once it changed, as Apache's AclFileWatchService does; a file that does
+        not load leaves the accounts as they were."""
+        assert self.acl is not None
+        version = file_version(self.settings.acl_file)
+        if version == self._acl_file_version:
+            return
+        self._acl_file_version = version
+        try:
+            self.acl.config = AclConfig.load(self.settings.acl_file)
+        except ConfigurationError as exc:
+            log.error("the RocketMQ ACL file changed but does not load, the accounts stay as they were: %s", exc)
+            return
+        log.info("RocketMQ ACL accounts read again from %s", self.settings.acl_file)
 
     def _every(self, name: str, interval: float, work: Callable[[], None]) -> None:
         def run() -> None:

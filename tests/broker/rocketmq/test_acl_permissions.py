@@ -17,6 +17,7 @@ from fastmq.broker.rocketmq.acl import DENY, PUB, SUB, AclConfig, AddressPattern
 from fastmq.errors import ConfigurationError
 from fastmq.rocketmq import Credentials
 from tests import rocketmq_java
+from tests.support.waiting import wait_for
 
 from .conftest import FAST_DELAY_LEVELS, Remoting, broker_address, rocketmq_broker
 
@@ -162,6 +163,24 @@ def test_global_white_remote_addresses_let_anyone_in(tmp_path):
         connection = Remoting(broker_address(embedded))
         try:
             assert connection.call(SEND_V2, send_fields("anyone"), b"x").code == SUCCESS
+        finally:
+            connection.close()
+
+
+def test_a_changed_account_file_is_read_again(tmp_path):
+    path = tmp_path / "plain_acl.yml"
+    path.write_text(ACL_FILE)
+    with rocketmq_broker(tmp_path / "data", front_end_options={"rocketmq": {"acl_file": str(path)}}) as embedded:
+        connection = Remoting(broker_address(embedded))
+        try:
+            assert code_of(connection, SEND_V2, send_fields("t-other"), READER, b"x") == NO_PERMISSION
+            path.write_text("accounts: [unclosed\n")       # a broken file changes nothing
+            front = next(front for front in embedded.broker.front_ends if hasattr(front, "acl"))
+            embedded.broker.loop.run_in_loop(front._reload_acl_file, timeout=10)
+            assert code_of(connection, SEND_V2, send_fields("t-pub"), READER, b"x") == SUCCESS
+            path.write_text(ACL_FILE.replace("defaultTopicPerm: DENY", "defaultTopicPerm: PUB"))
+            wait_for(lambda: code_of(connection, SEND_V2, send_fields("t-other"), READER, b"x") == SUCCESS,
+                     timeout=10, interval=0.2, message="the changed file was not read again")
         finally:
             connection.close()
 
