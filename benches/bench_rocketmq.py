@@ -9,7 +9,9 @@ CPU time per message (all its threads); the broker's is not counted.
 Then the brokers: fastmq's producer and consumer against the embedded broker (fastmq broker, `fastmq broker` in a
 process of its own) and against Apache RocketMQ's (apache broker), the same work on both; the time is what
 compares them. Their rows give the client's CPU per record and the broker's (broker_cpu_per_record: its whole
-process tree, read from /proc; the embedded broker's process holds its namesrv too).
+process tree, read from /proc; the embedded broker's process holds its namesrv too) and how long its threads
+waited, runnable, for a CPU (broker_cpu_wait_per_record: the scheduler's share of its latency on a loaded
+machine).
 
 Run: pytest benches/bench_rocketmq.py --benchmark-only -s    (FASTMQ_BENCH_ROCKETMQ_COUNT=N for fewer messages)
 """
@@ -25,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from fastmq.broker.process import BrokerProcess
-from benches.process_cpu import tree_cpu_seconds
+from benches.process_cpu import run_delay_seconds, tree_cpu_seconds
 from fastmq.rocketmq import Message, Producer, PullConsumer
 from tests.support.rocketmq import RocketMQCluster, unique
 from tests.support.servers import APACHE_ROCKETMQ, free_port
@@ -152,15 +154,18 @@ def measured(bench, count: int, work, cpu_of=None, server_pid: int | None = None
     def round_() -> None:
         started = time.process_time()
         server_started = tree_cpu_seconds(server_pid) if server_pid else 0.0
+        server_waited = run_delay_seconds(server_pid) if server_pid else 0.0
         reported = work()
         cpu["ns"] = reported if cpu_of else (time.process_time() - started) * 1e9
         if server_pid:
             cpu["server_ns"] = (tree_cpu_seconds(server_pid) - server_started) * 1e9
+            cpu["server_wait_ns"] = (run_delay_seconds(server_pid) - server_waited) * 1e9
 
     bench.pedantic(round_, rounds=1, iterations=1)
     bench.extra_info["cpu_per_record_ns"] = round(cpu["ns"] / count)
     if server_pid:
         bench.extra_info["broker_cpu_per_record_ns"] = round(cpu["server_ns"] / count)
+        bench.extra_info["broker_cpu_wait_per_record_ns"] = round(cpu["server_wait_ns"] / count)
 
 
 @pytest.mark.parametrize("mode", ["sync", "async", "oneway", "batch"])
