@@ -8,7 +8,10 @@ CPU time per message (all its threads); the broker's is not counted.
 
 Then the brokers: fastmq's producer and consumer against the embedded broker (fastmq broker, `fastmq broker` in a
 process of its own) and against Apache RocketMQ's (apache broker), the same work on both; the time is what
-compares them (the CPU per record is the client's).
+compares them. Their rows give the client's CPU per record and the broker's (broker_cpu_per_record: its whole
+process tree, read from /proc; the embedded broker's process holds its namesrv too) and how long its threads
+waited, runnable, for a CPU (broker_cpu_wait_per_record: the scheduler's share of its latency on a loaded
+machine).
 
 Run: pytest benches/bench_rocketmq.py --benchmark-only -s    (FASTMQ_BENCH_ROCKETMQ_COUNT=N for fewer messages)
 
@@ -30,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from fastmq.broker.process import BrokerProcess
+from benches.process_cpu import run_delay_seconds, tree_cpu_seconds
 from fastmq.rocketmq import Message, Producer, PullConsumer
 from tests.support.rocketmq import RocketMQCluster, unique
 from tests.support.servers import APACHE_ROCKETMQ, free_port
@@ -38,6 +42,7 @@ BODY = b"x" * 100
 COUNT = int(os.environ.get("FASTMQ_BENCH_ROCKETMQ_COUNT", 1_000_000))
 ASYNC_IN_FLIGHT = 10_000
 BATCH = 100
+CONSUME_TIMEOUT_S = 1800
 JAVA_SOURCE = Path(__file__).parent / "java" / "RocketMQBench.java"
 PYPI_PROGRAM = Path(__file__).with_name("rocketmq_pypi_client.py")
 # Sync sends of a full-size run take far longer than the suite's per-test limit.
@@ -140,22 +145,33 @@ def fastmq_consume(namesrv: str, topic: str, count: int) -> None:
     with PullConsumer(unique("bench-fastmq"), namesrv, consume_from_where="CONSUME_FROM_FIRST_OFFSET",
                       auto_commit=False) as consumer:
         consumer.subscribe(topic)
-        seen = 0
+        seen, deadline = 0, time.monotonic() + CONSUME_TIMEOUT_S
         while seen < count:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"consumed {seen} of {count} messages of {topic} in {CONSUME_TIMEOUT_S} s")
             seen += len(consumer.poll(1.0))
 
 
-def measured(bench, count: int, work, cpu_of=None) -> None:
-    """One round of work(); records CPU time per message (this process's, or what cpu_of() reports)."""
+def measured(bench, count: int, work, cpu_of=None, server_pid: int | None = None) -> None:
+    """One round of work(); records CPU time per message (this process's, or what cpu_of() reports), and the
+    server's when its pid is given."""
     cpu = {}
 
     def round_() -> None:
         started = time.process_time()
+        server_started = tree_cpu_seconds(server_pid) if server_pid else 0.0
+        server_waited = run_delay_seconds(server_pid) if server_pid else 0.0
         reported = work()
         cpu["ns"] = reported if cpu_of else (time.process_time() - started) * 1e9
+        if server_pid:
+            cpu["server_ns"] = (tree_cpu_seconds(server_pid) - server_started) * 1e9
+            cpu["server_wait_ns"] = (run_delay_seconds(server_pid) - server_waited) * 1e9
 
     bench.pedantic(round_, rounds=1, iterations=1)
     bench.extra_info["cpu_per_record_ns"] = round(cpu["ns"] / count)
+    if server_pid:
+        bench.extra_info["broker_cpu_per_record_ns"] = round(cpu["server_ns"] / count)
+        bench.extra_info["broker_cpu_wait_per_record_ns"] = round(cpu["server_wait_ns"] / count)
 
 
 @pytest.mark.parametrize("mode", ["sync", "async", "oneway", "batch"])
@@ -192,19 +208,23 @@ def test_consume_100_bytes(compare, cluster, request, loaded, impl):
 @pytest.fixture(scope="module")
 def embedded(tmp_path_factory):
     """The embedded broker in a process of its own (`fastmq broker`), as Apache's runs in its JVM: the bench
-    process holds only the client. Its namesrv address."""
+    process holds only the client. (its namesrv address, its pid). CommitLog files of 1 GiB, Apache's
+    mappedFileSizeCommitLog: with smaller ones, a shared disk over 85% full (the forced-cleanup ratio both brokers
+    apply) had the embedded broker delete the consume rows' messages before they were read."""
     namesrv, rocketmq = free_port(), free_port()
     process = BrokerProcess(tmp_path_factory.mktemp("bench-embedded") / "data", port=free_port(),
-                            args=["--rocketmq", f"127.0.0.1:{rocketmq}", "--namesrv", f"127.0.0.1:{namesrv}"])
+                            args=["--rocketmq", f"127.0.0.1:{rocketmq}", "--namesrv", f"127.0.0.1:{namesrv}",
+                                  "--commit-log-file-size", str(1 << 30)])
     process.start()
     try:
-        yield f"127.0.0.1:{namesrv}"
+        yield f"127.0.0.1:{namesrv}", process.process.pid
     finally:
         process.stop()
 
 
-def namesrv_of(server: str, cluster, embedded) -> str:
-    return cluster.namesrv_addr if server == "apache" else embedded
+def server_of(server: str, cluster, embedded) -> tuple[str, int]:
+    """(namesrv address, the broker's pid)."""
+    return (cluster.namesrv_addr, cluster.broker.pid) if server == "apache" else embedded
 
 
 @pytest.mark.parametrize("mode", ["sync", "async", "batch"])
@@ -212,16 +232,18 @@ def namesrv_of(server: str, cluster, embedded) -> str:
 def test_broker_receives_100_bytes(compare, cluster, embedded, server, mode):
     bench = compare(f"rocketmq broker, produce 100 B, {mode}", f"{server} broker", items=COUNT,
                     nbytes=COUNT * len(BODY))
-    with Producer(unique("bench-broker"), namesrv_of(server, cluster, embedded), send_timeout=30.0) as producer:
+    namesrv, pid = server_of(server, cluster, embedded)
+    with Producer(unique("bench-broker"), namesrv, send_timeout=30.0) as producer:
         producer.send(Message(unique("warm"), BODY))
-        measured(bench, COUNT, lambda: fastmq_produce(producer, mode, unique(f"bench-broker-{mode}"), COUNT))
+        measured(bench, COUNT, lambda: fastmq_produce(producer, mode, unique(f"bench-broker-{mode}"), COUNT),
+                 server_pid=pid)
 
 
 @pytest.mark.parametrize("server", ["fastmq", "apache"])
 def test_broker_serves_100_bytes(compare, cluster, embedded, server):
-    namesrv = namesrv_of(server, cluster, embedded)
+    namesrv, pid = server_of(server, cluster, embedded)
     topic = unique("bench-broker-consume")
     with Producer(unique("bench-broker"), namesrv, send_timeout=30.0) as producer:
         fastmq_produce(producer, "batch", topic, COUNT)
     bench = compare("rocketmq broker, consume 100 B", f"{server} broker", items=COUNT, nbytes=COUNT * len(BODY))
-    measured(bench, COUNT, lambda: fastmq_consume(namesrv, topic, COUNT))
+    measured(bench, COUNT, lambda: fastmq_consume(namesrv, topic, COUNT), server_pid=pid)

@@ -34,3 +34,15 @@ def process_tree_cpu(pid: int) -> dict[int, tuple[str, float]]:
 def tree_cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process and all its descendants."""
     return sum(cpu for _, cpu in process_tree_cpu(pid).values())
+
+
+def run_delay_seconds(pid: int) -> float:
+    """Time the process's threads spent runnable but waiting for a CPU (the second field of each thread's
+    /proc/PID/task/TID/schedstat): on a loaded machine, how much of a server's latency is the scheduler's."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[1])
+        except (OSError, IndexError, ValueError):      # a thread that ended meanwhile
+            continue
+    return total / 1e9

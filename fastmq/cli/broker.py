@@ -82,6 +82,8 @@ def _front_end_options(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
                           "auth_http_request_method": args.nsqd_auth_http_request_method}
     if args.rocketmq_acl:
         options["rocketmq"] = {"acl_enable": True}
+    if args.rocketmq_acl_file:
+        options["rocketmq"] = {"acl_file": args.rocketmq_acl_file}
     return options
 
 
@@ -164,6 +166,9 @@ def register(commands: argparse._SubParsersAction, bench_targets: argparse._SubP
     broker.add_argument("--rocketmq-acl", action="store_true",
                         help="RocketMQ clients must sign their requests (ACL 1.0) as one of the users of "
                              "--users-file / --user (access key = name, secret key = password)")
+    broker.add_argument("--rocketmq-acl-file", metavar="PATH",
+                        help="RocketMQ ACL 1.0 with the accounts, permissions and white addresses of this file "
+                             "(plain_acl.yml's shape; YAML needs PyYAML, or the same as JSON)")
     broker.add_argument("--nsqd-auth-http-address", action="append", default=[], metavar="HOST:PORT",
                         help="nsqd's --auth-http-address (repeatable: asked in turn): NSQ clients must AUTH, "
                              "checked by these auth servers")

@@ -1,6 +1,6 @@
 // Drives Apache RocketMQ's Java client (org.apache.rocketmq:rocketmq-client, pinned in tests/support/servers.py)
 // against a namesrv + broker, scenario by scenario, in one JVM. Usage: RocketMQPeer NAMESRV RUN_ID [SCENARIO
-// [ACCESS_KEY SECRET_KEY]] (the acl scenario runs only when named, against a broker with ACL on).
+// [ACCESS_KEY SECRET_KEY [SECURITY_TOKEN]]] (the acl scenarios run only when named, against a broker with ACL on).
 // Every scenario prints one line "RESULT <scenario> key=value ..." (or "FAIL <scenario> <reason>") that the
 // Python test reads; each is bounded in time. Topics and groups carry RUN_ID so that runs never share state.
 import java.nio.charset.StandardCharsets;
@@ -27,6 +27,7 @@ public class RocketMQPeer {
     static String run;
     static String accessKey;
     static String secretKey;
+    static String securityToken;
 
     public static void main(String[] args) throws Exception {
         namesrv = args[0];
@@ -34,14 +35,16 @@ public class RocketMQPeer {
         String only = args.length > 2 ? args[2] : "";
         accessKey = args.length > 4 ? args[3] : "";
         secretKey = args.length > 4 ? args[4] : "";
+        securityToken = args.length > 5 ? args[5] : null;
         Map<String, Callable<String>> scenarios = new LinkedHashMap<>();
         scenarios.put("produce_pull", RocketMQPeer::producePull);
         scenarios.put("push_retry_dlq", RocketMQPeer::pushRetryDlq);
         scenarios.put("broadcast", RocketMQPeer::broadcast);
         scenarios.put("orderly", RocketMQPeer::orderly);
         scenarios.put("acl", RocketMQPeer::acl);
+        scenarios.put("acl_perms", RocketMQPeer::aclPerms);
         for (Map.Entry<String, Callable<String>> scenario : scenarios.entrySet()) {
-            if (only.isEmpty() ? scenario.getKey().equals("acl") : !only.equals(scenario.getKey())) continue;
+            if (only.isEmpty() ? scenario.getKey().startsWith("acl") : !only.equals(scenario.getKey())) continue;
             long started = System.currentTimeMillis();
             try {
                 String result = scenario.getValue().call();
@@ -289,9 +292,24 @@ public class RocketMQPeer {
             + " unsigned=" + refusedCode(topic, null);
     }
 
+    // Per-topic permissions of plain_acl.yml (the broker's account file names t-pub, t-sub and t-deny) for a
+    // session account: one send to each, signed with SessionCredentials holding the security token, and one
+    // signed with a wrong token.
+    static String aclPerms() throws Exception {
+        RPCHook hook = new AclClientRPCHook(new SessionCredentials(accessKey, secretKey, securityToken));
+        RPCHook wrongToken = new AclClientRPCHook(new SessionCredentials(accessKey, secretKey, securityToken + "-x"));
+        return "t_pub=" + refusedCode("t-pub", hook, "aclp-pub-" + run)
+            + " t_sub=" + refusedCode("t-sub", hook, "aclp-sub-" + run)
+            + " t_deny=" + refusedCode("t-deny", hook, "aclp-deny-" + run)
+            + " wrong_token=" + refusedCode("t-pub", wrongToken, "aclp-token-" + run);
+    }
+
     // The response code of a refused send (or "sent" when the broker took it).
     static String refusedCode(String topic, RPCHook hook) throws Exception {
-        String group = "aclx-" + (hook == null ? "unsigned-" : "wrong-") + run;
+        return refusedCode(topic, hook, "aclx-" + (hook == null ? "unsigned-" : "wrong-") + run);
+    }
+
+    static String refusedCode(String topic, RPCHook hook, String group) throws Exception {
         DefaultMQProducer producer = client(new DefaultMQProducer(group, hook), group);
         producer.setSendMsgTimeout(15_000);
         producer.setRetryTimesWhenSendFailed(0);

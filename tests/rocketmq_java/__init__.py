@@ -39,8 +39,9 @@ def compiled_classpath() -> str:
 
 
 def run(namesrv: str, work_dir: Path, timeout: float = 240.0, scenario: str = "",
-        credentials: tuple[str, str] | None = None) -> tuple[dict[str, dict[str, str]], str]:
-    """Run every scenario (or the one named; acl signs with credentials, access and secret key); returns ({scenario: {key: value}} of the RESULT lines, the whole output). A scenario
+        credentials: tuple[str, ...] | None = None) -> tuple[dict[str, dict[str, str]], str]:
+    """Run every scenario (or the one named; the acl scenarios sign with credentials: access key, secret key and a
+    security token or none); returns ({scenario: {key: value}} of the RESULT lines, the whole output). A scenario
     that failed is absent, its FAIL line and stack trace in the output. The client keeps its logs and the local
     offsets of broadcasting consumers in work_dir (by default they go to the home directory, and would carry
     offsets from one run to the next); topics and groups are named after work_dir's name."""

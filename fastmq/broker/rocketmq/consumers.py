@@ -19,7 +19,7 @@ import json
 from typing import TYPE_CHECKING
 
 from fastmq.broker.offsets import CommittedOffset
-from fastmq.broker.rocketmq.clients import HeartbeatError, parse_heartbeat
+from fastmq.broker.rocketmq.clients import HeartbeatData, HeartbeatError, parse_heartbeat
 from fastmq.broker.rocketmq.namesrv import json_body, parse_json_body
 from fastmq.broker.rocketmq.remoting import Request, RequestError
 from fastmq.rocketmq.protocol import RequestCode, ResponseCode
@@ -81,11 +81,16 @@ def earliest_store_time(front: RocketMQFrontEnd, request: Request) -> None:
     request.respond(fields={"timestamp": max(timestamp, 0)})
 
 
-def heartbeat(front: RocketMQFrontEnd, request: Request) -> None:
+def heartbeat_data(request: Request) -> HeartbeatData:
+    """The HeartbeatData a HEART_BEAT carries."""
     try:
-        data = parse_heartbeat(parse_json_body(request, "HEART_BEAT"))
+        return parse_heartbeat(parse_json_body(request, "HEART_BEAT"))
     except HeartbeatError as exc:
         raise RequestError(f"not a HeartbeatData: {exc}") from None
+
+
+def heartbeat(front: RocketMQFrontEnd, request: Request) -> None:
+    data = heartbeat_data(request)
     session = request.session
     session.info.client_id = data.client_id
     for consumer in data.consumers:

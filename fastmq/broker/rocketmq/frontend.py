@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import random
 import re
 from typing import TYPE_CHECKING, Any, Callable
 
 from fastmq._native import store_codec
+from fastmq._native.store_codec import MessageBatch
 from fastmq.broker.config import ListenerConfig
 from fastmq.broker.errors import CoreError, TopicError
 from fastmq.broker.frontends import FrontEnd
-from fastmq.broker.rocketmq.acl import AccessChecker
+from fastmq.broker.rocketmq.acl import AccessChecker, AclConfig
 from fastmq.broker.rocketmq.clients import ClientTable
 from fastmq.broker.rocketmq.consumers import notify_ids_changed
 from fastmq.broker.rocketmq.handlers import handler_table
@@ -59,6 +61,7 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger(__name__)
 
 CLIENT_SCAN_INTERVAL_S = 10.0
+ACL_FILE_CHECK_INTERVAL_S = 1.0
 UNREGISTER_TIMEOUT_S = 2.0
 IPV4 = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
 
@@ -73,6 +76,15 @@ def registration_request(registration: Registration, topics: Any) -> tuple[dict[
     return fields, json_body({"topicConfigSerializeWrapper": {"topicConfigTable": table,
                                                               "dataVersion": registration.data_version},
                               "filterServerList": []})
+
+
+def file_version(path: str) -> tuple[int, int] | None:
+    """(modification time in ns, size) of a file, None when it cannot be read."""
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status.st_mtime_ns, status.st_size
 
 
 def _registered(address: str, response: Any, error: BaseException | None) -> None:
@@ -93,12 +105,16 @@ class RocketMQFrontEnd(FrontEnd):
                                         self.deliver_scheduled, broker.clock)
         self.remoting_listeners: list[RemotingListener] = []
         self.transactions = Transactions(self)
-        self.acl: AccessChecker | None = None       # the signature check of every request, when ACL is on
-        if self.settings.acl_enable:
+        self.acl: AccessChecker | None = None       # the check of every request, when ACL is on
+        self._acl_file_version: tuple[int, int] | None = None     # (mtime ns, size) of the account file read
+        if self.settings.acl_file:
+            self._acl_file_version = file_version(self.settings.acl_file)
+            self.acl = AccessChecker(AclConfig.load(self.settings.acl_file))
+        elif self.settings.acl_enable:
             if not broker.config.users:
                 raise ConfigurationError("the rocketmq option acl_enable needs the broker's users (access key = "
-                                         "user name, secret key = password)")
-            self.acl = AccessChecker(broker.config.users)
+                                         "user name, secret key = password) or an account file (acl_file)")
+            self.acl = AccessChecker(AclConfig.of_users(broker.config.users))
         self._timers: dict[str, TimerHandle] = {}     # periodic work by name -> its next run
         self._registrar: RemotingClient | None = None  # to the namesrvs of namesrv_addr
         self._closed = False
@@ -138,6 +154,23 @@ class RocketMQFrontEnd(FrontEnd):
         self._every("scan_clients", CLIENT_SCAN_INTERVAL_S, self._scan_clients)
         self._every("check_transactions", self.settings.transaction_check_interval_ms / 1000.0,
                     self.transactions.check)
+        if self.settings.acl_file:
+            self._every("acl_file", ACL_FILE_CHECK_INTERVAL_S, self._reload_acl_file)
+
+    def _reload_acl_file(self) -> None:
+        """Read the account file again once it changed, as Apache's AclFileWatchService does; a file that does
+        not load leaves the accounts as they were."""
+        assert self.acl is not None
+        version = file_version(self.settings.acl_file)
+        if version == self._acl_file_version:
+            return
+        self._acl_file_version = version
+        try:
+            self.acl.config = AclConfig.load(self.settings.acl_file)
+        except ConfigurationError as exc:
+            log.error("the RocketMQ ACL file changed but does not load, the accounts stay as they were: %s", exc)
+            return
+        log.info("RocketMQ ACL accounts read again from %s", self.settings.acl_file)
 
     def _every(self, name: str, interval: float, work: Callable[[], None]) -> None:
         def run() -> None:
@@ -276,8 +309,12 @@ class RocketMQFrontEnd(FrontEnd):
                           properties.get(PROPERTY_KEYS), properties.get(PROPERTY_UNIQ_KEY), born_host)
         except (TypeError, ValueError) as exc:
             raise RequestError(f"message refused: {exc}", ResponseCode.MESSAGE_ILLEGAL) from None
-        result = store.append_batch(batch)
-        self.broker.stats.put(topic, len(items), result.size)
+        return self.append(batch)
+
+    def append(self, batch: MessageBatch) -> PutMessageResult:
+        """Store a filled batch and count it."""
+        result = self.broker.store.append_batch(batch)
+        self.broker.stats.put(batch.topic, batch.count, result.size)
         return result
 
     def deliver_scheduled(self, message: StoredMessage, topic: str, queue_id: int) -> None:

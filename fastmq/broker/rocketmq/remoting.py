@@ -27,6 +27,7 @@ from fastmq.io import Listener, Reply, ServerConnection, ServerHandler
 from fastmq.io.errors import ConnectionClosedError, LoopClosedError
 from fastmq.rocketmq._native.remoting import FLAG_ONEWAY, FLAG_RESPONSE, LANGUAGE_NAMES, decode_command, encode_frame
 from fastmq.rocketmq.protocol import ResponseCode
+from fastmq.store.message import pack_host
 
 if TYPE_CHECKING:  # pragma: no cover
     from fastmq.broker.broker import Broker
@@ -46,12 +47,13 @@ class RequestError(FastMQError):
 
 
 class Session:
-    __slots__ = ("info", "language", "version")
+    __slots__ = ("info", "language", "version", "born_host")
 
-    def __init__(self, info: ConnectionInfo) -> None:
+    def __init__(self, info: ConnectionInfo, born_host: bytes | None = None) -> None:
         self.info = info
         self.language = "OTHER"
         self.version = 0
+        self.born_host = born_host      # the peer's address as stored messages' BORNHOST (None: not IPv4)
 
 
 class Request:
@@ -207,7 +209,9 @@ class RemotingListener(ServerHandler):
         peer = conn.peer
         info = self.broker.connections.opened(id(conn), f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple)
                                               else str(peer), f"{self.config.protocol}:{self.config.security_protocol}")
-        conn.session = Session(info)
+        # packed once: ipaddress's parsing was 6% of the broker's time per SEND_BATCH_MESSAGE
+        conn.session = Session(info, pack_host((peer[0], peer[1]))
+                               if isinstance(peer, tuple) and "." in str(peer[0]) else None)
 
     def connection_lost(self, conn: ServerConnection, error: BaseException) -> None:
         self.broker.connections.closed(id(conn))

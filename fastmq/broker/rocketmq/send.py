@@ -20,16 +20,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fastmq._native import store_codec
+from fastmq.broker.rocketmq._native.rocketmq_store import fill_batch
 from fastmq.broker.rocketmq.remoting import Request, RequestError
 from fastmq.broker.rocketmq.system_topics import RETRY_PREFIX
 from fastmq.broker.rocketmq.transactions import is_prepared
 from fastmq.errors import FastMQError
-from fastmq.rocketmq._native.messages import decode_batch_body
 from fastmq.rocketmq.protocol import RequestCode, ResponseCode
 from fastmq.store import PutMessageResult
 from fastmq.store.config import PERM_WRITE
 from fastmq.store.errors import MessageIllegalError, StoreError
-from fastmq.store.message import PROPERTY_UNIQ_KEY, pack_host
+from fastmq.store.message import PROPERTY_UNIQ_KEY
 from fastmq.store.store_config import FlushDiskType
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -43,13 +43,6 @@ PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
 PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 DEFAULT_RESEND_LEVEL = 3
 MAX_INT = 2 ** 31 - 1
-
-
-def born_host_of(request: Request) -> bytes | None:
-    peer = request.conn.peer
-    if isinstance(peer, tuple) and "." in str(peer[0]):
-        return pack_host((peer[0], peer[1]))
-    return None
 
 
 def _properties(text: str) -> dict[str, str]:
@@ -92,16 +85,17 @@ def send(front: RocketMQFrontEnd, request: Request) -> None:
     flag = request.integer("flag", 0, -2 ** 31, MAX_INT)
     reconsume_times = request.integer("reconsumeTimes", 0, 0, MAX_INT)
     properties = _properties(request.fields.get("properties", ""))
-    host = born_host_of(request)
+    host = request.session.born_host
     try:
         if request.code == RequestCode.SEND_BATCH_MESSAGE:
+            batch = front.broker.store.commit_log.new_batch(topic, queue_id, sys_flag)
             try:
-                items = decode_batch_body(request.body)
+                added = fill_batch(batch, request.body, born, host)
             except (ValueError, FastMQError) as exc:
-                raise RequestError(f"batch body does not decode: {exc}", ResponseCode.MESSAGE_ILLEGAL) from None
-            if not items:
+                raise RequestError(f"batch refused: {exc}", ResponseCode.MESSAGE_ILLEGAL) from None
+            if not added:
                 raise RequestError("an empty batch", ResponseCode.MESSAGE_ILLEGAL)
-            result = front.put(topic, queue_id, items, born, host, sys_flag)
+            result = front.append(batch)
             _stored(front, request, topic, queue_id, result, ",".join(result.msg_ids))
             return
         if is_prepared(sys_flag):

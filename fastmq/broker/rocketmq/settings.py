@@ -29,6 +29,7 @@ class RocketMQSettings:
     transaction_check_interval_ms: int = 30_000   # how often undecided half messages are looked at
     transaction_check_max: int = 15           # checks of one half message before it is dropped
     acl_enable: bool = False                  # requests must be signed by one of the broker's users (acl.py)
+    acl_file: str = ""                        # or by an account of this file in plain_acl.yml's shape (ACL on)
     # Name servers of other processes to register with ("host:port", or RocketMQ's "a:9876;b:9876"); a namesrv
     # listener of this broker is always told, in-process.
     namesrv_addr: tuple[str, ...] = ()

@@ -258,40 +258,41 @@ def compress_body(body, Py_ssize_t threshold=DEFAULT_COMPRESS_THRESHOLD, int lev
     return zlib.compress(body, level), SYSFLAG_COMPRESSED_ZLIB
 
 
+cdef int read_batch_item(const char* data, Py_ssize_t pos, Py_ssize_t length, BatchItem* item) except -1:
+    cdef const char* p = data + pos
+    cdef Py_ssize_t left = length - pos
+    if left < BATCH_ITEM_FIXED_SIZE:
+        raise TruncatedError(f"batch item at byte {pos}: {left} bytes, at least {BATCH_ITEM_FIXED_SIZE} needed")
+    item.total = load_i32be(p)
+    if item.total < BATCH_ITEM_FIXED_SIZE:
+        raise CorruptDataError(f"batch item at byte {pos} announces {item.total} bytes")
+    if item.total > left:
+        raise TruncatedError(f"batch item at byte {pos} announces {item.total} bytes, {left} left")
+    item.flag = load_i32be(p + 12)
+    item.body_length = load_i32be(p + 16)
+    if item.body_length < 0 or item.body_length > item.total - BATCH_ITEM_FIXED_SIZE:
+        raise CorruptDataError(f"batch item at byte {pos}: body length {item.body_length} out of range")
+    item.body = p + 20
+    item.properties_length = <int16_t>((<uint8_t>p[20 + item.body_length] << 8) | <uint8_t>p[21 + item.body_length])
+    if item.properties_length != item.total - BATCH_ITEM_FIXED_SIZE - item.body_length:
+        raise CorruptDataError(f"batch item at byte {pos}: lengths do not add up to {item.total}")
+    item.properties = p + 22 + item.body_length
+    return 0
+
+
 def decode_batch_body(data) -> list:
     """The (body, properties dict, flag) of each message of a SEND_BATCH_MESSAGE body (what a broker reads)."""
     cdef Py_buffer view
-    cdef const char* p
     cdef Py_ssize_t pos = 0
-    cdef Py_ssize_t left
-    cdef int32_t total
-    cdef int32_t body_length
-    cdef int16_t properties_length
+    cdef BatchItem item
     cdef list result = []
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
-        p = <const char*>view.buf
         while pos < view.len:
-            left = view.len - pos
-            if left < BATCH_ITEM_FIXED_SIZE:
-                raise TruncatedError(f"batch item at byte {pos}: {left} bytes, at least {BATCH_ITEM_FIXED_SIZE} "
-                                     f"needed")
-            total = load_i32be(p + pos)
-            if total < BATCH_ITEM_FIXED_SIZE:
-                raise CorruptDataError(f"batch item at byte {pos} announces {total} bytes")
-            if total > left:
-                raise TruncatedError(f"batch item at byte {pos} announces {total} bytes, {left} left")
-            body_length = load_i32be(p + pos + 16)
-            if body_length < 0 or body_length > total - BATCH_ITEM_FIXED_SIZE:
-                raise CorruptDataError(f"batch item at byte {pos}: body length {body_length} out of range")
-            properties_length = <int16_t>((<uint8_t>p[pos + 20 + body_length] << 8)
-                                          | <uint8_t>p[pos + 21 + body_length])
-            if properties_length != total - BATCH_ITEM_FIXED_SIZE - body_length:
-                raise CorruptDataError(f"batch item at byte {pos}: lengths do not add up to {total}")
-            result.append((PyBytes_FromStringAndSize(p + pos + 20, body_length),
-                           parse_properties(p + pos + 22 + body_length, properties_length),
-                           load_i32be(p + pos + 12)))
-            pos += total
+            read_batch_item(<const char*>view.buf, pos, view.len, &item)
+            result.append((PyBytes_FromStringAndSize(item.body, item.body_length),
+                           parse_properties(item.properties, item.properties_length), item.flag))
+            pos += item.total
         return result
     finally:
         PyBuffer_Release(&view)
