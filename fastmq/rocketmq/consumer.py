@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import math
 import threading
 import time
 from collections import deque
@@ -296,7 +297,8 @@ class ConsumerBase:
 
     def _work(self) -> None:
         next_rebalance = 0.0
-        next_commit = time.monotonic() + AUTO_COMMIT_INTERVAL
+        # Without auto_commit the commit deadline never comes: a deadline in the past made every wait 0 s (a spin)
+        next_commit = time.monotonic() + AUTO_COMMIT_INTERVAL if self.auto_commit else math.inf
         while not self._closed:
             now = time.monotonic()
             if self._resets:

@@ -3,6 +3,7 @@ broadcasting, where a new group starts."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 import pytest
 
@@ -63,6 +64,26 @@ def test_commit_seek_and_resume_where_the_group_left(rocketmq_server, filled_top
         second.subscribe(filled_topic)
         rest = poll_until(second, 8)
         assert sorted(m.queue_offset for m in rest) == [3, 3, 3, 3, 4, 4, 4, 4]
+
+
+class CountedEvent(threading.Event):
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits = 0
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits += 1
+        return super().wait(timeout)
+
+
+def test_a_consumer_without_auto_commit_waits_instead_of_spinning(rocketmq_server, monkeypatch):
+    """The worker's commit deadline passed once and was never moved on without auto_commit: it waited 0 s in a loop."""
+    monkeypatch.setattr("fastmq.rocketmq.consumer.AUTO_COMMIT_INTERVAL", 0.05)
+    with PullConsumer(unique("idle"), rocketmq_server.namesrv_addr, auto_commit=False) as consumer:
+        consumer._wake = counted = CountedEvent()
+        counted.set()
+        time.sleep(0.5)     # ten of the shortened commit intervals pass
+        assert counted.waits < 20
 
 
 def test_assigned_queues_and_consume_from_last(rocketmq_server, producer):
