@@ -6,28 +6,32 @@ at $SPARK_KAFKA_VERSION, else the installed pyspark's version, else 4.2.0: the n
 written). Also: the same read yielding tuples instead of Arrow batches (why the source yields Arrow), the
 source's reader alone without Spark (fetch + columnar decode + Arrow build in this process), and the raw
 columnar decode of the same record sets (already fetched), for how close Spark's overhead lets a read come to
-the decoder. Rates are best of RUNS after one warm-up run. Every line also gives CPU time per record: the CPU
-of this process and all its children (Spark's JVM, its Python workers, the broker) over the runs, divided by
-the records; on a shared machine that figure is steadier than the wall clock, and rows per CPU-second is the
-rate per fully used core.
+the decoder. Every action runs once to warm up, then RUNS rounds take fastmq and the connector in turn (the
+first queries of a JVM run while its JIT compiles Spark, and the load on a shared machine drifts: both fall on
+each alike); rates are medians of the rounds. Every read is checked to return all the records. Every line also
+gives CPU time per record: the CPU of this process and all its children (Spark's JVM by thread: task threads,
+JIT compilers, GC, other; its Python workers; the broker) over the runs, divided by the records; on a shared
+machine that figure is steadier than the wall clock, and rows per CPU-second is the rate per fully used core.
 
 Run: python benches/bench_spark.py            (BENCH_SPARK_RECORDS=200000 for a short run)
 """
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any, Callable
 
 from benches.process_cpu import process_tree_cpu
 
 RECORDS = int(os.environ.get("BENCH_SPARK_RECORDS", 2_000_000))
 WRITES = RECORDS // 2
 PARTITIONS = 4
-RUNS = 2
+RUNS = 5
 VALUE = b"x" * 100
 CONNECTOR = "spark-sql-kafka-0-10_2.13"
 POM = """<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>
@@ -86,39 +90,89 @@ def _kind(command: str) -> str:
     return "broker" if "fastmq broker" in command else "bench"
 
 
-def cpu_by_kind(since: dict[int, tuple[str, float]]) -> Counter:
-    """CPU seconds used since the snapshot `since` (process_tree_cpu) by this process tree, by kind of process.
-    A process that ended meanwhile is not counted (Spark ends idle Python workers), one started is in full."""
-    used: Counter = Counter()
+def _jvm_thread_kind(name: str) -> str:
+    """Spark's JVM threads by what they do: running tasks, compiling (JIT), collecting garbage, the rest."""
+    if name.startswith("Executor task"):
+        return "tasks"
+    if "CompilerThre" in name:
+        return "JIT"
+    return "GC" if "GC" in name or name.startswith("G1") else "other"
+
+
+def cpu_snapshot() -> dict[tuple[int, str], tuple[str, float]]:
+    """{(pid, "" or a JVM thread id): (kind, CPU seconds)} of this process tree: processes by kind, Spark's JVM
+    by thread ("jvm tasks", "jvm JIT", ...), from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found: dict[tuple[int, str], tuple[str, float]] = {}
     for pid, (command, cpu) in process_tree_cpu(os.getpid()).items():
-        used[_kind(command)] += cpu - since.get(pid, (command, 0.0))[1]
+        kind = _kind(command)
+        if kind != "jvm":
+            found[(pid, "")] = (kind, cpu)
+            continue
+        for task in Path(f"/proc/{pid}/task").glob("*"):
+            try:
+                stat = (task / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            name = stat[stat.index("(") + 1:stat.rindex(")")]
+            found[(pid, task.name)] = (f"jvm {_jvm_thread_kind(name)}", (int(fields[11]) + int(fields[12])) / tick)
+    return found
+
+
+def cpu_by_kind(since: dict[tuple[int, str], tuple[str, float]]) -> Counter:
+    """CPU seconds used since the snapshot `since` (cpu_snapshot), by kind. A process or thread that ended
+    meanwhile is not counted (Spark ends idle Python workers and pool threads), one started is in full."""
+    used: Counter = Counter()
+    for key, (kind, cpu) in cpu_snapshot().items():
+        used[kind] += cpu - since.get(key, (kind, 0.0))[1]
     return used
 
 
 class Measured:
-    """The best rate of RUNS runs after one warm-up, and CPU seconds per record over the RUNS runs."""
+    """Runs of one action: the median rate, and CPU seconds per record by kind over all runs."""
 
-    def __init__(self, action, rows: int) -> None:
-        action()                                # warm-up: the first query of a JVM is slower
-        best = float("inf")
-        before = process_tree_cpu(os.getpid())
-        for _ in range(RUNS):
-            started = time.perf_counter()
-            action()
-            best = min(best, time.perf_counter() - started)
-        self.cpu = cpu_by_kind(before)
-        self.rate = rows / best
-        self.rows = rows
+    def __init__(self, action: Callable[[], Any], rows: int, check: Any = None) -> None:
+        self.action, self.rows, self.check = action, rows, check
+        self.walls: list[float] = []
+        self.cpu: Counter = Counter()
+
+    def run(self) -> None:
+        before = cpu_snapshot()
+        started = time.perf_counter()
+        result = self.action()
+        self.walls.append(time.perf_counter() - started)
+        self.cpu.update(cpu_by_kind(before))
+        if self.check is not None and result != self.check:
+            raise RuntimeError(f"a run gave {result}, not {self.check}: records lost under the bench (the store "
+                               "deletes files when the disk is nearly full), or a wrong read")
+
+    @property
+    def rate(self) -> float:
+        return self.rows / statistics.median(self.walls)
 
     def cpu_per_record(self, kind: str | None = None) -> float:
         used = self.cpu[kind] if kind else sum(self.cpu.values())
-        return used / (self.rows * RUNS)
+        return used / (self.rows * len(self.walls))
 
     def describe(self) -> str:
         parts = ", ".join(f"{kind} {self.cpu_per_record(kind) * 1e9:.0f}" for kind in sorted(self.cpu)
-                          if self.cpu[kind] > 0)
+                          if self.cpu_per_record(kind) * 1e9 >= 0.5)
         return (f"{self.rate / 1e6:.2f}M rows/s, CPU {self.cpu_per_record() * 1e9:.0f} ns/record ({parts}), "
                 f"{1 / self.cpu_per_record() / 1e6:.2f}M rows per CPU-second")
+
+
+def measure(actions: dict[str, Callable[[], Any]], rows: int, check: Any = None, runs: int = RUNS) \
+        -> dict[str, Measured]:
+    """Each action once to warm up (the first queries of a JVM run while its JIT compiles Spark), then `runs`
+    rounds that take the actions in turn, so that load on the machine and the JIT's progress fall on all alike."""
+    measured = {name: Measured(action, rows, check) for name, action in actions.items()}
+    for action in actions.values():
+        action()
+    for _ in range(runs):
+        for m in measured.values():
+            m.run()
+    return measured
 
 
 def main() -> None:
@@ -151,7 +205,9 @@ def main() -> None:
             return TupleReader(parse_options(self.options), schema)
 
     jars = connector_jars()
-    broker = BrokerProcess().start()
+    # One CommitLog file holds all the bench's data: the store deletes its older files when the disk is over
+    # 85% full (it was, on the shared machine, and reads came back short), never the one being written.
+    broker = BrokerProcess(args=["--commit-log-file-size", str(2 << 30)]).start()
     try:
         servers = broker.bootstrap_servers
         with Admin(servers) as admin:
@@ -183,7 +239,7 @@ def main() -> None:
             for records in record_sets:
                 read_columns(records)
 
-        alone, raw = Measured(reader_alone, rows), Measured(raw_decode, rows)
+        alone, raw = measure({"alone": reader_alone, "raw": raw_decode}, rows).values()
         print(f"reader without Spark (fetch + columnar decode + Arrow, 1 process): {alone.describe()}")
         print(f"raw columnar decode of the fetched record sets (1 process): {raw.describe()}")
 
@@ -197,12 +253,22 @@ def main() -> None:
             return (spark.read.format(fmt).option("kafka.bootstrap.servers", servers)
                     .option("subscribe", "bench-read").load())
 
-        reads: dict[tuple[str, str], Measured] = {}
-        for fmt in ("fastmq", "kafka", "fastmq-tuples"):
-            reads[(fmt, "count")] = Measured(lambda: load(fmt).count(), rows)
-            reads[(fmt, "sum")] = Measured(lambda: load(fmt).selectExpr("sum(length(value))").collect(), rows)
+        def count(fmt: str) -> Callable[[], int]:
+            return lambda: load(fmt).count()
+
+        def total_length(fmt: str) -> Callable[[], int]:
+            return lambda: load(fmt).selectExpr("sum(length(value))").collect()[0][0]
+
+        reads = {("count", fmt): m for fmt, m in measure({f: count(f) for f in ("fastmq", "kafka")}, rows,
+                                                           check=rows).items()}
+        reads.update({("sum", fmt): m for fmt, m in measure({f: total_length(f) for f in ("fastmq", "kafka")},
+                                                             rows, check=rows * len(VALUE)).items()})
+        # Tuples take ten times as long: one run each, for the reason the source yields Arrow.
+        reads.update({("count", "tuples"): measure({"t": count("fastmq-tuples")}, rows, rows, runs=1)["t"],
+                      ("sum", "tuples"): measure({"t": total_length("fastmq-tuples")}, rows, rows * len(VALUE),
+                                                 runs=1)["t"]})
         for what in ("count", "sum"):
-            ours, theirs, tuples = reads[("fastmq", what)], reads[("kafka", what)], reads[("fastmq-tuples", what)]
+            ours, theirs, tuples = reads[(what, "fastmq")], reads[(what, "kafka")], reads[(what, "tuples")]
             print(f"read {rows} x 100 B, {PARTITIONS} partitions, {what}: ratio {ours.rate / theirs.rate:.2f}x "
                   f"(target 1.5x), CPU per record ratio {theirs.cpu_per_record() / ours.cpu_per_record():.2f}x\n"
                   f"  fastmq:          {ours.describe()}\n  Kafka connector: {theirs.describe()}\n"
@@ -219,7 +285,7 @@ def main() -> None:
             source.write.format(fmt).option("kafka.bootstrap.servers", servers) \
                 .option("topic", f"bench-write-{'fastmq' if fmt == 'fastmq' else 'kafka'}").mode("append").save()
 
-        ours, theirs = Measured(lambda: write("fastmq"), WRITES), Measured(lambda: write("kafka"), WRITES)
+        ours, theirs = measure({"fastmq": lambda: write("fastmq"), "kafka": lambda: write("kafka")}, WRITES).values()
         print(f"write {WRITES} x 100 B: ratio {ours.rate / theirs.rate:.2f}x (target 1.0x), CPU per record ratio "
               f"{theirs.cpu_per_record() / ours.cpu_per_record():.2f}x\n  fastmq:          {ours.describe()}\n"
               f"  Kafka connector: {theirs.describe()}")

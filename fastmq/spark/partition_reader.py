@@ -38,7 +38,7 @@ from fastmq.kafka.protocol.schema import ZERO_UUID
 from fastmq.kafka.structs import TopicPartition
 from fastmq.spark.offsets import shared_consumer
 from fastmq.spark.options import KafkaOptions
-from fastmq.spark.schema import ConstantColumns, spark_batch
+from fastmq.spark.schema import ConstantColumns, numpy_to_arrow, spark_batch
 
 _log = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ def records_to_spark(records: Any, batches: list[tuple[int, int, int]], start: i
         record_types = types[np.searchsorted(firsts, offsets, side="right") - 1]
         if -1 in kinds:
             keep = record_types >= 0
-        timestamp_types = pa.array(record_types, pa.int32())
+        timestamp_types = numpy_to_arrow(record_types, pa.int32())
     batch = spark_batch(table, topic=topic, partition=partition, timestamp_types=timestamp_types,
                         include_headers=include_headers, constants=constants)
     # A compressed batch comes whole even when the fetch began inside it; the range may end inside one.
@@ -188,7 +188,7 @@ def records_to_spark(records: Any, batches: list[tuple[int, int, int]], start: i
     first, stop = int(np.searchsorted(offsets, start)), int(np.searchsorted(offsets, end))
     if keep[first:stop].all() and keep.sum() == stop - first:
         return batch.slice(first, stop - first)
-    return batch.filter(pa.array(keep))
+    return batch.filter(numpy_to_arrow(keep, pa.bool_()))
 
 
 class PartitionReader:

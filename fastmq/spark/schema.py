@@ -60,9 +60,18 @@ class ConstantColumns:
                     if data else np.zeros(size + 1, dtype=np.int32)
                 array = pa.Array.from_buffers(type_, size, [None, pa.py_buffer(offsets), pa.py_buffer(data * size)])
             else:
-                array = pa.array(np.full(size, value, dtype=type_.to_pandas_dtype()), type=type_)
+                array = numpy_to_arrow(np.full(size, value, dtype=type_.to_pandas_dtype()), type_)
             self._cache[key] = array
         return array.slice(0, count)
+
+
+def numpy_to_arrow(values: np.ndarray, type_: pa.DataType) -> pa.Array:
+    """A 1-d numpy array of a fixed-width type (bool packed to bits) as an Arrow array over the same memory.
+    Not pa.array(values): on a numpy array that imports pandas, a second or more of CPU in every fresh Python
+    worker (profiled), where nothing else of the read needs pandas."""
+    if values.dtype == np.bool_:
+        return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(np.packbits(values, bitorder="little"))])
+    return pa.Array.from_buffers(type_, len(values), [None, pa.py_buffer(np.ascontiguousarray(values))])
 
 
 def spark_batch(table: pa.Table, *, topic: str, partition: int, timestamp_types: pa.Array,
@@ -95,7 +104,8 @@ def _null_when_empty(headers: pa.ListArray) -> pa.ListArray:
     if lengths.all():
         return headers.cast(HEADER_TYPE)
     if headers.offset or offsets[0].as_py():        # a slice: rebase the offsets so that values start at 0
-        headers = pa.ListArray.from_arrays(pa.array(offsets.to_numpy() - offsets[0].as_py(), pa.int32()),
+        headers = pa.ListArray.from_arrays(numpy_to_arrow(offsets.to_numpy() - offsets[0].as_py(), pa.int32()),
                                            headers.flatten())
         offsets = headers.offsets
-    return pa.ListArray.from_arrays(offsets, headers.values, type=HEADER_TYPE, mask=pa.array(lengths == 0))
+    return pa.ListArray.from_arrays(offsets, headers.values, type=HEADER_TYPE,
+                                    mask=numpy_to_arrow(lengths == 0, pa.bool_()))
