@@ -124,6 +124,14 @@ class PartitionLogs:
     def last_stable_offset(self, topic: str, partition: int) -> int:
         return self.transactions.last_stable_offset((topic, partition), self.high_watermark(topic, partition))
 
+    def offsets(self, topic: str, partition: int) -> tuple[int, int, int]:
+        """(log start, high watermark, last stable offset) at once, as a Fetch answers them for every partition."""
+        start, end = self.store.get_offset_range(topic, partition)
+        moved = self._log_starts.offsets.get((topic, partition))
+        if moved is not None and moved > start:
+            start = moved
+        return start, end, self.transactions.last_stable_offset((topic, partition), end)
+
     def delete_records(self, entries: list[tuple[str, int, int]], on_durable: Callable[[bool], None]) -> list[int]:
         """Move the log starts of (topic, partition, offset) entries up to offset (-1: the high watermark); the
         new log starts. on_durable(ok) once they are written. The caller checked the offsets are within the logs.
