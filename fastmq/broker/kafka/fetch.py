@@ -207,7 +207,8 @@ class FetchHold:
     def on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
         """The store's arrival listener: runs in the appending thread, so the work moves to the I/O thread."""
         if self.loop.in_loop_thread():
-            self._note((topic, queue_id))
+            if self._by_key:                     # the common case, in a producer's every append: nobody waits
+                self._note((topic, queue_id))
         else:
             self.loop.call_soon_threadsafe(self._note, (topic, queue_id))
 
