@@ -172,7 +172,9 @@ class FlushConsumeQueueService(ServiceThread):
         store = self.store
         dispatched_timestamp = store.last_dispatched_timestamp
         least_pages = 0 if thorough else self.config.flush_consume_queue_least_pages
-        dirty = [consume_queue for consume_queue in store.consume_queues() if consume_queue.dirty]
+        # Chosen here, not in the pool: with thousands of queues most hold too few dirty pages for a round, and a
+        # task each cost more than the flushes (a fifth of a consuming broker's CPU at 4096 partitions).
+        dirty = [consume_queue for consume_queue in store.consume_queues() if consume_queue.flush_due(least_pages)]
         if len(dirty) > 1:
             with ThreadPoolExecutor(min(CONSUME_QUEUE_FLUSH_THREADS, len(dirty)), "ConsumeQueueFlush") as pool:
                 for _ in pool.map(lambda consume_queue: consume_queue.flush(least_pages), dirty):

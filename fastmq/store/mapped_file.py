@@ -423,6 +423,12 @@ class MappedFileQueue:
 
     # -- flush ------------------------------------------------------------------------------------------------
 
+    def flush_due(self, least_pages: int) -> bool:
+        """Whether flush(least_pages) would sync something: the file at flushed_where has enough dirty pages (or is
+        full and not all flushed). No system call, so a flush round can skip thousands of quiet queues cheaply."""
+        mapped = self.find_mapped_file_by_offset(self.flushed_where, self.flushed_where == 0)
+        return mapped is not None and mapped.is_able_to_flush(least_pages)
+
     def flush(self, least_pages: int) -> tuple[bool, int]:
         """Flush from flushed_where on (every file up to the written end). Returns (something was flushed,
         STORETIMESTAMP of the newest flushed message, 0 if unknown)."""

@@ -487,6 +487,11 @@ class MessageStore:
         consume_queue = self.consume_queue_table.get((topic, queue_id))
         return consume_queue.get_max_offset_in_queue() if consume_queue is not None else 0
 
+    def get_offset_range(self, topic: str, queue_id: int) -> tuple[int, int]:
+        """(get_min_offset, get_max_offset) of the queue, with one lookup."""
+        consume_queue = self.consume_queue_table.get((topic, queue_id))
+        return consume_queue.offset_range() if consume_queue is not None else (0, 0)
+
     def get_min_phy_offset(self) -> int:
         return self.commit_log.get_min_offset()
 

@@ -189,3 +189,16 @@ def test_bytes_anywhere_in_a_sparse_consume_queue_file_never_crash_recovery(tmp_
                 assert message.body == b"m%d" % message.queue_offset
     except FastMQError:
         pass
+
+
+def test_offset_range_is_the_min_and_max_offsets(tmp_path):
+    store = MessageStore(tmp_path, small_config(mapped_file_size_consume_queue=200))
+    try:
+        assert store.get_offset_range("T", 0) == (0, 0)
+        for i in range(25):
+            store.put_message("T", 0, b"m%d" % i)
+        consume_queue = store.find_consume_queue("T", 0)
+        consume_queue.min_logic_offset = 12 * 20
+        assert store.get_offset_range("T", 0) == (store.get_min_offset("T", 0), store.get_max_offset("T", 0)) == (12, 25)
+    finally:
+        store.close()

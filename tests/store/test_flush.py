@@ -114,3 +114,19 @@ def test_request_flush_fails_pending_callbacks_when_the_service_stops(open_store
     outcomes = []
     service.request_flush(service.flushed_offset + 100, outcomes.append)
     assert outcomes == [False]
+
+
+def test_a_flush_round_takes_only_queues_with_enough_dirty_pages(open_store):
+    # Thousands of queues holding a page or less each: a round that is not thorough leaves them to the thorough
+    # one, without a task each.
+    store = open_store(flush_interval_consume_queue_ms=3_600_000, flush_consume_queue_least_pages=2)
+    store.put_message("T", 0, b"x")
+    for i in range(2 * 4096 // 20 + 1):
+        store.put_message("T", 1, b"%d" % i)
+    quiet, busy = store.find_consume_queue("T", 0), store.find_consume_queue("T", 1)
+    assert quiet.dirty and not quiet.flush_due(2) and quiet.flush_due(0)
+    assert busy.flush_due(2)
+    store.flush_consume_queue_service.flush(thorough=False)
+    assert quiet.dirty and not busy.flush_due(2)
+    store.flush_consume_queue_service.flush(thorough=True)
+    assert not quiet.dirty and not quiet.flush_due(0)

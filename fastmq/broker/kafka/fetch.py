@@ -48,7 +48,7 @@ class FetchResult:
     total: int                                   # record bytes in it
     errors: bool                                 # whether a partition has an error
     keys: list[tuple[str, int]]                  # the partitions read (where a parked fetch waits)
-    told: list[tuple[SessionPartition, tuple[int, int, int]]]   # what the session learns once it is sent
+    told: list[tuple[SessionPartition, tuple[int, int, int]]]   # what the session learns (start, end, stable)
 
     def send(self, request: Request) -> None:
         for entry, values in self.told:
@@ -62,7 +62,6 @@ def run_fetch(request: Request, body: Any, plan: FetchPlan) -> FetchResult:
     by_id = request.version >= TOPIC_ID_VERSION
     remaining = min(body.max_bytes if request.version >= 3 else 0x7FFFFFFF, broker.config.fetch_max_bytes)
     read_committed = body.isolation_level == 1
-    session = plan.session
     total = 0
     errors = False
     keys = []
@@ -78,11 +77,14 @@ def run_fetch(request: Request, body: Any, plan: FetchPlan) -> FetchResult:
             errors = True
             continue
         name = topic.name
-        keys.append((name, index))
-        start = logs.log_start_offset(name, index)
-        end = logs.high_watermark(name, index)
-        stable = logs.last_stable_offset(name, index)
+        key = (name, index)
+        keys.append(key)
+        values = logs.offsets(name, index)
+        start, end, stable = values
         offset = target.fetch_offset
+        entry = target.entry
+        if plan.incremental and entry is not None and offset == end and entry.told == values:
+            continue                             # nothing new: an incremental answer leaves it out
         records = b""
         code = NONE
         aborted = None
@@ -102,14 +104,11 @@ def run_fetch(request: Request, body: Any, plan: FetchPlan) -> FetchResult:
                 if read_committed:
                     aborted = [AbortedTransaction(producer_id=producer_id, first_offset=first)
                                for producer_id, first in logs.transactions.aborted_transactions(
-                                   (name, index), offset, next_offset)]
-        if session is not None:
-            entry = session.partitions.get((name, index))
-            values = (end, stable, start)
-            if plan.incremental and not records and code == NONE and entry is not None and entry.told == values:
-                continue                         # nothing new: an incremental answer leaves it out
-            if entry is not None:
-                told.append((entry, values))
+                                   key, offset, next_offset)]
+        if entry is not None:
+            if plan.incremental and not records and code == NONE and entry.told == values:
+                continue
+            told.append((entry, values))
         _add(topics, target, PartitionData(
             partition_index=index, error_code=code, high_watermark=end, last_stable_offset=stable,
             log_start_offset=start, aborted_transactions=(aborted or []) if read_committed else None,
@@ -208,7 +207,8 @@ class FetchHold:
     def on_arrival(self, topic: str, queue_id: int, max_offset: int) -> None:
         """The store's arrival listener: runs in the appending thread, so the work moves to the I/O thread."""
         if self.loop.in_loop_thread():
-            self._note((topic, queue_id))
+            if self._by_key:                     # the common case, in a producer's every append: nobody waits
+                self._note((topic, queue_id))
         else:
             self.loop.call_soon_threadsafe(self._note, (topic, queue_id))
 

@@ -45,7 +45,7 @@ class SessionPartition:
     fetch_offset: int
     max_bytes: int
     topic_id: uuid.UUID
-    told: tuple[int, int, int] | None = None     # (high watermark, last stable, log start) last answered
+    told: tuple[int, int, int] | None = None     # (log start, high watermark, last stable) last answered
 
 
 class FetchSession:
@@ -93,7 +93,7 @@ class FetchSessionCache:
         self._sessions.pop(session_id, None)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Target:
     """One partition a Fetch reads (or answers an error for)."""
 
@@ -103,6 +103,7 @@ class Target:
     partition: int
     fetch_offset: int
     max_bytes: int
+    entry: SessionPartition | None = None    # its place in the fetch session, if it has one
 
 
 @dataclasses.dataclass
@@ -138,7 +139,7 @@ def plan_fetch(broker: Broker, cache: FetchSessionCache, version: int, body: Any
             for target in requested:
                 known = _known_topic(target)
                 if known is not None:
-                    session.partitions[(known.name, target.partition)] = SessionPartition(
+                    target.entry = session.partitions[(known.name, target.partition)] = SessionPartition(
                         target.fetch_offset, target.max_bytes, known.topic_id)
         return FetchPlan(requested, session)
     session = cache.get(session_id)
@@ -165,10 +166,13 @@ def plan_fetch(broker: Broker, cache: FetchSessionCache, version: int, body: Any
         else:
             entry.fetch_offset, entry.max_bytes = target.fetch_offset, target.max_bytes
     targets = errors
+    topics = broker.topics
+    topic: Topic | None = None
     for (name, partition), entry in session.partitions.items():
-        topic = broker.topics.get(name)
+        if topic is None or topic.name != name:          # a session lists a topic's partitions together
+            topic = topics.get(name)
         targets.append(Target(name, entry.topic_id if by_id else ZERO_UUID, topic, partition, entry.fetch_offset,
-                              entry.max_bytes))
+                              entry.max_bytes, entry))
     return FetchPlan(targets, session, incremental=True)
 
 

@@ -124,6 +124,14 @@ class PartitionLogs:
     def last_stable_offset(self, topic: str, partition: int) -> int:
         return self.transactions.last_stable_offset((topic, partition), self.high_watermark(topic, partition))
 
+    def offsets(self, topic: str, partition: int) -> tuple[int, int, int]:
+        """(log start, high watermark, last stable offset) at once, as a Fetch answers them for every partition."""
+        start, end = self.store.get_offset_range(topic, partition)
+        moved = self._log_starts.offsets.get((topic, partition))
+        if moved is not None and moved > start:
+            start = moved
+        return start, end, self.transactions.last_stable_offset((topic, partition), end)
+
     def delete_records(self, entries: list[tuple[str, int, int]], on_durable: Callable[[bool], None]) -> list[int]:
         """Move the log starts of (topic, partition, offset) entries up to offset (-1: the high watermark); the
         new log starts. on_durable(ok) once they are written. The caller checked the offsets are within the logs.
@@ -158,17 +166,21 @@ class PartitionLogs:
             return AppendResult(exc.errno, message=str(exc))
         except ProtocolError as exc:          # framing that is not even a batch
             return AppendResult(kerrors.CorruptRecordError.errno, message=str(exc))
-        if not transactional and any(entry[6] for entry in produced):
-            return AppendResult(TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                message="transactional records need the request's transactional id")
-        duplicate = self._check_sequences(topic.name, partition, produced)
-        if duplicate is not None:
-            return duplicate
-        for producer_id, epoch, _first, _last, _count, _ts, in_transaction in produced:
-            refusal = self.transactions.check((topic.name, partition), producer_id, epoch) if in_transaction else None
-            if refusal is not None:
-                return AppendResult(kafka_code(refusal), message=f"producer {producer_id} epoch {epoch} has no open "
-                                                                 f"transaction on {topic.name}-{partition}")
+        # Batches of a plain producer (no producer id, no transaction) skip the producer bookkeeping, which is
+        # most of a small batch's cost here.
+        with_producer = False
+        for entry in produced:
+            if entry[6]:
+                if not transactional:
+                    return AppendResult(TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                        message="transactional records need the request's transactional id")
+                with_producer = True
+            elif entry[0] >= 0:
+                with_producer = True
+        if with_producer:
+            refused = self._check_producers(topic.name, partition, produced)
+            if refused is not None:
+                return refused
         try:
             result = store.append_batch(batch)
         except MessageIllegalError as exc:
@@ -177,13 +189,14 @@ class PartitionLogs:
             log.error("appending to %s-%d failed: %s", topic.name, partition, exc)
             return AppendResult(KAFKA_STORAGE_ERROR, message=str(exc))
         base_offset = result.queue_offset
-        offset = base_offset
-        for producer_id, epoch, first, last, count, _max_timestamp, in_transaction in produced:
-            if producer_id >= 0:
-                self.producers.record(topic.name, partition, producer_id, epoch, first, last, offset)
-            if in_transaction:
-                self.transactions.appended((topic.name, partition), producer_id, offset)
-            offset += count
+        if with_producer:
+            offset = base_offset
+            for producer_id, epoch, first, last, count, _max_timestamp, in_transaction in produced:
+                if producer_id >= 0:
+                    self.producers.record(topic.name, partition, producer_id, epoch, first, last, offset)
+                if in_transaction:
+                    self.transactions.appended((topic.name, partition), producer_id, offset)
+                offset += count
         self.stats.put(topic.name, batch.count, len(records))
         return AppendResult(NONE, base_offset, self.log_start_offset(topic.name, partition), result.end_offset,
                             appended=True, log_append_time=append_time)
@@ -200,6 +213,20 @@ class PartitionLogs:
 
     def when_flushed(self, position: int, callback: Callable[[bool], None]) -> None:
         self.store.when_flushed(position, callback)
+
+    def _check_producers(self, topic: str, partition: int, produced: list[tuple[int, int, int, int, int, int, bool]]
+                         ) -> AppendResult | None:
+        """None to append; else the answer: a duplicate's original offset, a sequence error, or a transactional
+        batch whose transaction is not open on the partition."""
+        duplicate = self._check_sequences(topic, partition, produced)
+        if duplicate is not None:
+            return duplicate
+        for producer_id, epoch, _first, _last, _count, _ts, in_transaction in produced:
+            refusal = self.transactions.check((topic, partition), producer_id, epoch) if in_transaction else None
+            if refusal is not None:
+                return AppendResult(kafka_code(refusal), message=f"producer {producer_id} epoch {epoch} has no open "
+                                                                 f"transaction on {topic}-{partition}")
+        return None
 
     def _check_sequences(self, topic: str, partition: int, produced: list[tuple[int, int, int, int, int, int, bool]]
                          ) -> AppendResult | None:
