@@ -17,6 +17,10 @@ On the I/O loop thread (a poll hook of the client's loop):
   (see _to_visit), so that a turn costs what changed, not the number of assigned partitions;
 - responses are decoded there, by the compiled RecordDecoder (many record sets per call), straight into
   ConsumerRecords, so that poll() only slices lists;
+- what a turn, a request or a response does per partition (sorting the partitions to visit, marking them in
+  flight, matching a response's partitions to what was sent, queueing the decoded fetches) is compiled, in
+  fastmq/kafka/_native/fetch_state.pyx with the partition's state: a Fetch lists every fetchable partition of
+  its node, so over thousands of partitions that work comes back for a few records each;
 - with Fetch v7+ a fetch session (KIP-227) per node: after a full request the broker remembers the
   partitions and offsets, and later requests carry only what changed (and forget what is no longer fetched);
   brokers that create no session (Tansu) get full requests every time;
@@ -42,6 +46,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Collection
 
 from fastmq.kafka._native.fetch import RecordDecoder
+from fastmq.kafka._native.fetch_state import (
+    CompletedFetch, changed_partitions, complete_fetches, end_fetch, sort_response, sort_visits, start_fetch,
+    take_touched,
+)
 from fastmq.errors import ProtocolError
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
@@ -86,21 +94,6 @@ class FetchConfig:
             f"isolation_level must be 'read_uncommitted' or 'read_committed', not {self.isolation_level!r}")
 
 
-@dataclass(slots=True)
-class CompletedFetch:
-    """One partition of one Fetch response, decoded, waiting for the user."""
-
-    state: PartitionState
-    epoch: int                  # the partition's epoch when the fetch was sent
-    position: int               # where the user's position must be for the next record to be handed out
-    records: list[Any]
-    next_offset: int            # position once every record is handed out (control batches count)
-    error: BaseException | None
-    bytes_per_record: float = 0.0
-    index: int = 0
-    size: int = 0               # bytes of the fetched record set, counted against the buffer budget
-
-
 @dataclass
 class FetchSession:
     """A node's fetch session (KIP-227), as the client sees it."""
@@ -123,7 +116,7 @@ class FetchSession:
             return 0, -1, list(wanted), []
         if self.session_id == 0 or self.epoch == 0:
             return self.session_id, 0, list(wanted), []
-        send = [tp for tp, position in wanted.items() if self.partitions.get(tp) != position]
+        send = changed_partitions(wanted, self.partitions)
         forget = [tp for tp in self.partitions if tp not in wanted]
         return self.session_id, self.epoch, send, forget
 
@@ -199,41 +192,12 @@ class Fetcher:
         wait: float | None = None
         cluster = self.client.cluster
         room = self.config.fetch_max_bytes - self.buffered_bytes() - sum(self._reserved.values())
-        fetches: dict[Any, list[tuple[PartitionState, int, int]]] = {}
-        resets: dict[Any, list[tuple[PartitionState, int]]] = {}
         unavailable: dict[TopicPartition, str] = {}
-        leaderless: list[PartitionState] = []
         visit, wait = self._to_visit(assignment, now, room, wait, unavailable)
         self.partitions_visited += len(visit)
         with self.subscriptions.lock:
-            for state in visit:
-                if assignment.get(state.tp) is not state:
-                    continue                        # revoked since it was touched
-                if now < state.retry_at:
-                    self._retry_due = min(self._retry_due, state.retry_at)
-                    continue
-                epoch = state.epoch
-                if state.reset_to is not None:
-                    if state.reset_epoch == epoch:
-                        continue                    # a lookup is on the wire; its answer rescans
-                    leader = cluster.leader_for(state.tp)
-                    if leader < 0:
-                        leaderless.append(state)
-                        continue
-                    resets.setdefault(leader, []).append((state, epoch))
-                    continue
-                if (state.position is None or state.paused or state.in_flight
-                        or state.queued - state.drained >= PREFETCH_DEPTH):
-                    continue                        # a change, the fetch's answer or drain() touches it again
-                if state.fetch_epoch != epoch:
-                    state.fetch_offset = state.position
-                    state.fetch_epoch = epoch
-                leader = cluster.leader_for(state.tp)
-                if leader < 0:
-                    leaderless.append(state)
-                    continue
-                assert state.fetch_offset is not None   # set from the position above in this epoch at the latest
-                fetches.setdefault(leader, []).append((state, epoch, state.fetch_offset))
+            fetches, resets, leaderless, retry_due = sort_visits(visit, assignment, now, cluster, PREFETCH_DEPTH)
+        self._retry_due = min(self._retry_due, retry_due)
         self._leaderless = leaderless
         if leaderless:
             self._no_leader([state.tp for state in leaderless], unavailable)
@@ -280,9 +244,7 @@ class Fetcher:
             elif node not in self._fetching_nodes:
                 wait = self._blocked_wait(node, now, wait, self._parked[node], unavailable)
         visit.update(dict.fromkeys(self._leaderless))
-        touched = self._touched
-        while touched:
-            visit[touched.popleft()] = None
+        take_touched(self._touched, visit)
         for node in list(self._parked_resets):
             if node not in self._resetting_nodes and self.client.ready(node):
                 visit.update(dict.fromkeys(self._parked_resets.pop(node)))
@@ -376,7 +338,7 @@ class Fetcher:
         # The leader epoch the metadata names goes with each partition (KIP-320): a leader that moved on since
         # answers FENCED_LEADER_EPOCH (the metadata is stale: refreshed, then fetched again) instead of serving
         # from a log that a newer leader may have truncated.
-        wanted = {state.tp: (fetch_offset, cluster.leader_epoch_for(state.tp)) for state, _, fetch_offset in items}
+        wanted, sent = start_fetch(items, cluster)
         use_sessions = config.enable_incremental_fetch_sessions and version >= FETCH_SESSION_MIN_VERSION
         session_id, session_epoch, send, forget = session.build(wanted, use_sessions)
         F = kp.FetchRequest
@@ -401,9 +363,6 @@ class Fetcher:
             forgotten_topics_data=[F.ForgottenTopic(topic=name, topic_id=topic_id(name), partitions=parts)
                                    for name, parts in forgotten.items()],
             rack_id=config.client_rack)
-        sent = {state.tp: (state, epoch, fetch_offset) for state, epoch, fetch_offset in items}
-        for state, _, _ in items:
-            state.in_flight = True
         self._fetching_nodes.add(node)
         self._reserved[node] = max_bytes
         # The broker may hold the request for max_wait_ms before answering: allow for that on top.
@@ -423,9 +382,7 @@ class Fetcher:
     def _fetch_done(self, node: Any, sent: dict[TopicPartition, tuple[PartitionState, int, int]]) -> None:
         self._fetching_nodes.discard(node)
         self._reserved.pop(node, None)
-        for state, _, _ in sent.values():
-            state.in_flight = False
-        self._touched.extend(state for state, _, _ in sent.values())
+        end_fetch(sent, self._touched)
 
     # ---- the loop thread: responses ----------------------------------------------------------------------
 
@@ -461,62 +418,25 @@ class Fetcher:
         if version >= TOPIC_ID_MIN_VERSION:
             self._topic_ids()
         completed = 0
-        assignment = self.subscriptions.assignment
-        answered: set[TopicPartition] = set()
-        parts: list[tuple[Any, str, int, int, Any]] = []                # decode_many()'s arguments ...
-        targets: list[tuple[PartitionState, int, int, int]] = []        # ... and where each result goes
-        for topic_response in response.responses:
-            topic = topic_response.topic if version < TOPIC_ID_MIN_VERSION else \
-                self._topic_names.get(topic_response.topic_id)
-            if topic is None:
-                continue
-            for data in topic_response.partitions:
-                entry = sent.get(TopicPartition(topic, data.partition_index))
-                if entry is None:
-                    continue
-                state, epoch, fetch_offset = entry
-                answered.add(state.tp)
-                if state.epoch != epoch or assignment.get(state.tp) is not state:
-                    continue                        # sought, paused or revoked while the fetch was out
-                if data.error_code:
-                    completed += self._partition_error(state, epoch, fetch_offset, data.error_code, now)
-                    continue
-                state.highwater = data.high_watermark
-                if data.last_stable_offset >= 0:
-                    state.last_stable_offset = data.last_stable_offset
-                if data.log_start_offset >= 0:
-                    state.log_start_offset = data.log_start_offset
-                records = data.records
-                if records is None or not len(records):
-                    continue
-                parts.append((records, topic, data.partition_index, fetch_offset, data.aborted_transactions))
-                targets.append((state, epoch, fetch_offset, len(records)))
+        parts, targets, errors, unlearned = sort_response(
+            response.responses, version >= TOPIC_ID_MIN_VERSION, self._topic_names, sent,
+            self.subscriptions.assignment)
+        for state, epoch, fetch_offset, code in errors:
+            completed += self._partition_error(state, epoch, fetch_offset, code, now)
         # The record sets are decoded apart from the loop above: many at a time in the compiled decoder,
         # which lets the collector run once per DECODE_CHUNK_RECORDS, not once per 700 records.
         index = 0
         while index < len(parts):
             results, end = self.decoder.decode_many(parts, index, DECODE_CHUNK_RECORDS)
-            for (state, epoch, fetch_offset, size), (decoded, next_offset, decode_error) in zip(
-                    targets[index:end], results):
-                state.fetch_offset = next_offset
-                # A response of control batches or aborted records only still moves the position past them
-                # (drain() does that for an empty CompletedFetch); else later fetches would not follow on.
-                if decoded or decode_error is not None or next_offset != fetch_offset:
-                    count = len(decoded)
-                    self.records_fetched += count
-                    self.completed.append(CompletedFetch(state, epoch, fetch_offset, decoded, next_offset,
-                                                         decode_error, size / count if count else 0.0, size=size))
-                    self.bytes_buffered += size
-                    state.queued += 1
-                    completed += 1
-                    if decode_error is not None:
-                        state.retry_at = now + backoff     # do not spin on a batch that cannot be read
+            queued, records, nbytes = complete_fetches(targets, index, results, self.completed, now + backoff)
+            self.records_fetched += records
+            self.bytes_buffered += nbytes
+            completed += queued
             index = end
             if completed and index < len(parts):
                 with self.wakeup:                           # the user may hand these out meanwhile
                     self.wakeup.notify_all()
-        if session.session_id and any(state.highwater is None for tp, (state, _, _) in sent.items()
-                                      if tp not in answered):
+        if session.session_id and unlearned:
             # An incremental answer leaves out partitions without news, but this one's high watermark was
             # never learned (its first answer was an error, e.g. an offset out of range, then reset): ask
             # in full next time, which answers every partition, so that "at the end" becomes known.
