@@ -16,7 +16,11 @@ On the I/O loop thread (a poll hook of the client's loop):
   out, a node free again); the whole assignment only after a change of it, of a position or of the metadata
   (see _to_visit), so that a turn costs what changed, not the number of assigned partitions;
 - responses are decoded there, by the compiled RecordDecoder (many record sets per call), straight into
-  ConsumerRecords, so that poll() only slices lists;
+  ConsumerRecords, so that poll() only slices lists; as the user hands them out: no more record sets are
+  decoded while DECODE_AHEAD_BYTES of them wait decoded (the rest of a response waits as it came). A Fetch
+  over thousands of partitions brings a quarter of the budget, 12.5 MiB or 110k records of 100 B, and
+  decoded at once those were 40 MB of new objects each time, most of the consumer's page faults at 4096
+  partitions; a partition whose record set waits stays in flight;
 - what a turn, a request or a response does per partition (sorting the partitions to visit, marking them in
   flight, matching a response's partitions to what was sent, queueing the decoded fetches) is compiled, in
   fastmq/kafka/_native/fetch_state.pyx with the partition's state: a Fetch lists every fetchable partition of
@@ -62,6 +66,7 @@ _log = logging.getLogger(__name__)
 
 PREFETCH_DEPTH = 2              # completed fetches buffered per partition before it is fetched no more
 DECODE_CHUNK_RECORDS = 20000   # records decoded per call of the compiled decoder (one GC run, one GIL hold)
+DECODE_AHEAD_BYTES = 4 << 20    # record sets decoded and not handed out yet, at most, before more are decoded
 REQUESTS_PER_BUDGET = 4         # a Fetch asks for this share of the buffer budget (fetch_max_bytes)
 FETCH_SESSION_MIN_VERSION = 7
 TOPIC_ID_MIN_VERSION = 13
@@ -167,6 +172,9 @@ class Fetcher:
         # flight may still bring (loop thread).
         self.bytes_buffered = 0
         self.bytes_released = 0
+        # Responses' record sets not decoded yet, in order: [decode_many()'s parts, their targets, next index].
+        self._undecoded: deque[list[Any]] = deque()
+        self._undecoded_bytes = 0
         self.max_bytes_buffered = 0     # the most ever buffered at once, for metrics and tests
         self.request_bytes = max(config.fetch_max_bytes // REQUESTS_PER_BUDGET, 1)   # a Fetch's max_bytes
         self._reserved: dict[Any, int] = {}
@@ -184,6 +192,8 @@ class Fetcher:
     def _maintain(self) -> float | None:
         if self._closed:
             return None
+        if self._undecoded:                         # drain() woke the loop: the user handed records out
+            self._decode_ahead(time.monotonic() + self.config.retry_backoff_ms / 1000.0)
         assignment = self.subscriptions.assignment
         if not assignment:
             self.unavailable = {}
@@ -418,24 +428,15 @@ class Fetcher:
         if version >= TOPIC_ID_MIN_VERSION:
             self._topic_ids()
         completed = 0
-        parts, targets, errors, unlearned = sort_response(
+        parts, targets, errors, unlearned, nbytes = sort_response(
             response.responses, version >= TOPIC_ID_MIN_VERSION, self._topic_names, sent,
             self.subscriptions.assignment)
         for state, epoch, fetch_offset, code in errors:
             completed += self._partition_error(state, epoch, fetch_offset, code, now)
-        # The record sets are decoded apart from the loop above: many at a time in the compiled decoder,
-        # which lets the collector run once per DECODE_CHUNK_RECORDS, not once per 700 records.
-        index = 0
-        while index < len(parts):
-            results, end = self.decoder.decode_many(parts, index, DECODE_CHUNK_RECORDS)
-            queued, records, nbytes = complete_fetches(targets, index, results, self.completed, now + backoff)
-            self.records_fetched += records
-            self.bytes_buffered += nbytes
-            completed += queued
-            index = end
-            if completed and index < len(parts):
-                with self.wakeup:                           # the user may hand these out meanwhile
-                    self.wakeup.notify_all()
+        if parts:
+            self._undecoded.append([parts, targets, 0])
+            self._undecoded_bytes += nbytes
+            completed += self._decode_ahead(now + backoff)
         if session.session_id and unlearned:
             # An incremental answer leaves out partitions without news, but this one's high watermark was
             # never learned (its first answer was an error, e.g. an offset out of range, then reset): ask
@@ -449,6 +450,30 @@ class Fetcher:
         if completed:
             with self.wakeup:
                 self.wakeup.notify_all()
+
+    def _decode_ahead(self, retry_at: float) -> int:
+        """Decodes waiting record sets, DECODE_CHUNK_RECORDS records per call of the decoder (which lets the
+        collector run once per call, not once per 700 records), while less than DECODE_AHEAD_BYTES of them wait
+        decoded; returns the fetches queued for the user."""
+        queued_total = 0
+        while self._undecoded and self.bytes_buffered - self.bytes_released < DECODE_AHEAD_BYTES:
+            pending = self._undecoded[0]
+            parts, targets, index = pending
+            results, end = self.decoder.decode_many(parts, index, DECODE_CHUNK_RECORDS)
+            queued, records, nbytes, decoded_bytes = complete_fetches(targets, index, results, self.completed,
+                                                                      self._touched, retry_at)
+            self.records_fetched += records
+            self.bytes_buffered += nbytes
+            self._undecoded_bytes -= decoded_bytes
+            queued_total += queued
+            if end < len(parts):
+                pending[2] = end
+            else:
+                self._undecoded.popleft()
+            if queued:
+                with self.wakeup:                   # the user may hand these out meanwhile
+                    self.wakeup.notify_all()
+        return queued_total
 
     def _partition_error(self, state: PartitionState, epoch: int, fetch_offset: int, code: int, now: float) -> int:
         """Handle a partition's error code; returns 1 when an error was queued for the user."""
@@ -537,8 +562,8 @@ class Fetcher:
     # ---- the user's thread --------------------------------------------------------------------------------
 
     def buffered_bytes(self) -> int:
-        """Bytes of fetched record sets waiting in the buffers (any thread; a moment's snapshot)."""
-        return self.bytes_buffered - self.bytes_released
+        """Bytes of fetched record sets waiting in the buffers, decoded or not (any thread; a moment's snapshot)."""
+        return self.bytes_buffered - self.bytes_released + self._undecoded_bytes
 
     def has_buffered(self) -> bool:
         return self._current is not None or bool(self.completed) or bool(self.errors)
@@ -687,6 +712,8 @@ class Fetcher:
         self.completed.clear()
         self._current = None
         self.bytes_released = self.bytes_buffered
+        self._undecoded.clear()
+        self._undecoded_bytes = 0
 
 
 def _earlier(current: float | None, candidate: float) -> float:

@@ -195,16 +195,17 @@ def sort_response(responses, bint by_topic_id, dict topic_names not None, dict s
                   dict assignment not None):
     """Walks a FetchResponse's partitions against what was sent: (decode_many()'s parts for the record sets to
     decode, where each goes [(state, epoch, fetch_offset, size)], partition errors [(state, epoch, fetch_offset,
-    error_code)], whether a partition left out of the answer never learned its high watermark). Takes the high
-    watermark, last stable and log start offsets; skips partitions sought, paused or revoked while the fetch was
-    out and those answered without records."""
+    error_code)], whether a partition left out of the answer never learned its high watermark, the bytes of the
+    record sets). Takes the high watermark, last stable and log start offsets; skips partitions sought, paused or
+    revoked while the fetch was out and those answered without records. A partition with a record set to decode
+    stays in flight until complete_fetches() has it: it is fetched again from where that record set ends."""
     cdef set answered = set()
     cdef list parts = [], targets = [], errors = []
     cdef tuple entry
     cdef PartitionState state
     cdef long long epoch
     cdef object topic, records, key
-    cdef Py_ssize_t size
+    cdef Py_ssize_t size, nbytes = 0
     for topic_response in responses:
         topic = topic_names.get(topic_response.topic_id) if by_topic_id else topic_response.topic
         if topic is None:
@@ -235,12 +236,14 @@ def sort_response(responses, bint by_topic_id, dict topic_names not None, dict s
                 continue
             parts.append((records, topic, data.partition_index, entry[2], data.aborted_transactions))
             targets.append((state, epoch, entry[2], size))
+            state.in_flight = True
+            nbytes += size
     cdef bint unlearned = False
     for key, entry in sent.items():
         if (<PartitionState>entry[0]).highwater is None and key not in answered:
             unlearned = True
             break
-    return parts, targets, errors, unlearned
+    return parts, targets, errors, unlearned, nbytes
 
 
 def take_touched(touched, dict visit not None):
@@ -250,11 +253,13 @@ def take_touched(touched, dict visit not None):
         visit[touched.popleft()] = None
 
 
-def complete_fetches(list targets not None, Py_ssize_t start, list results not None, completed, double retry_at):
+def complete_fetches(list targets not None, Py_ssize_t start, list results not None, completed, touched,
+                     double retry_at):
     """Queues decode_many()'s results (one per targets[start:]) for the user as CompletedFetches, moving each
-    partition's fetch offset on; a partition whose record set could not be decoded waits until retry_at.
-    Returns (fetches queued, records in them, bytes of their record sets)."""
-    cdef Py_ssize_t i, count, queued = 0, records = 0, nbytes = 0, size
+    partition's fetch offset on and ending its fetch (appended to `touched`); a partition whose record set could
+    not be decoded waits until retry_at. Returns (fetches queued, records in them, bytes of their record sets,
+    bytes of all the record sets decoded)."""
+    cdef Py_ssize_t i, count, queued = 0, records = 0, nbytes = 0, decoded_bytes = 0, size
     cdef tuple target, result
     cdef PartitionState state
     cdef list decoded
@@ -269,6 +274,9 @@ def complete_fetches(list targets not None, Py_ssize_t start, list results not N
         next_offset = result[1]
         error = result[2]
         state.fetch_offset = next_offset
+        state.in_flight = False
+        touched.append(state)
+        decoded_bytes += size
         # A response of control batches or aborted records only still moves the position past them (drain()
         # does that for an empty CompletedFetch); else later fetches would not follow on.
         if decoded or error is not None or next_offset != fetch_offset:
@@ -281,4 +289,4 @@ def complete_fetches(list targets not None, Py_ssize_t start, list results not N
             nbytes += size
             if error is not None:
                 state.retry_at = retry_at           # do not spin on a batch that cannot be read
-    return queued, records, nbytes
+    return queued, records, nbytes, decoded_bytes

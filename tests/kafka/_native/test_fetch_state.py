@@ -106,9 +106,10 @@ def test_a_response_is_matched_to_what_was_sent_and_queued_for_the_user():
                   F.PartitionData(partition_index=2, error_code=1, high_watermark=-1),
                   F.PartitionData(partition_index=9, high_watermark=1, records=batch(0, 1))]   # never asked for
     response = [F.FetchableTopicResponse(topic="t", partitions=parts_data)]
-    parts, targets, errors, unlearned = sort_response(response, False, {}, sent, assignment)
+    parts, targets, errors, unlearned, nbytes = sort_response(response, False, {}, sent, assignment)
     assert [part[1:4] for part in parts] == [("t", 0, 5)] and targets == [(s[0], 0, 5, len(batch(5, 3)))]
-    assert errors == [(s[2], 0, 5, 1)]
+    assert errors == [(s[2], 0, 5, 1)] and nbytes == len(batch(5, 3))
+    assert s[0].in_flight and not s[2].in_flight    # in flight until its record set is decoded
     assert (s[0].highwater, s[0].last_stable_offset, s[0].log_start_offset, s[1].highwater) == (8, 8, 0, None)
     assert unlearned                                # partition 3 was left out and never had a high watermark
     s[3].highwater = 4
@@ -123,12 +124,15 @@ def test_a_response_is_matched_to_what_was_sent_and_queued_for_the_user():
     decoder = make_decoder(check_crcs=True, read_committed=False, key_deserializer=None, value_deserializer=None)
     results, end = decoder.decode_many(parts, 0, 20000)
     completed: deque[CompletedFetch] = deque()
-    assert complete_fetches(targets, 0, results, completed, 99.0) == (1, 3, len(batch(5, 3)))
+    touched: deque[PartitionState] = deque()
+    size = len(batch(5, 3))
+    assert complete_fetches(targets, 0, results, completed, touched, 99.0) == (1, 3, size, size)
+    assert not s[0].in_flight and list(touched) == [s[0]]
     fetch = completed[0]
     assert (fetch.state, fetch.epoch, fetch.position, fetch.next_offset, fetch.error, fetch.index) == (
         s[0], 0, 5, 8, None, 0)
     assert [record.value for record in fetch.records] == [b"v5", b"v6", b"v7"]
-    assert fetch.size == len(batch(5, 3)) and fetch.bytes_per_record == fetch.size / 3
+    assert fetch.size == size and fetch.bytes_per_record == size / 3
     assert s[0].fetch_offset == 8 and s[0].queued == 1 and s[0].retry_at == 0.0
 
 
@@ -141,5 +145,5 @@ def test_a_record_set_that_cannot_be_read_is_queued_with_its_error_and_backs_the
     decoder = make_decoder(check_crcs=True, read_committed=False, key_deserializer=None, value_deserializer=None)
     results, _ = decoder.decode_many([(bytes(bad), "t", 0, 0, None)], 0, 20000)
     completed: deque[CompletedFetch] = deque()
-    assert complete_fetches(targets, 0, results, completed, 99.0) == (1, 0, len(bad))
+    assert complete_fetches(targets, 0, results, completed, deque(), 99.0) == (1, 0, len(bad), len(bad))
     assert completed[0].error is not None and completed[0].records == [] and state.retry_at == 99.0
