@@ -16,7 +16,15 @@ On the I/O loop thread (a poll hook of the client's loop):
   out, a node free again); the whole assignment only after a change of it, of a position or of the metadata
   (see _to_visit), so that a turn costs what changed, not the number of assigned partitions;
 - responses are decoded there, by the compiled RecordDecoder (many record sets per call), straight into
-  ConsumerRecords, so that poll() only slices lists;
+  ConsumerRecords, so that poll() only slices lists; as the user hands them out: no more record sets are
+  decoded while DECODE_AHEAD_BYTES of them wait decoded (the rest of a response waits as it came). A Fetch
+  over thousands of partitions brings a quarter of the budget, 12.5 MiB or 110k records of 100 B, and
+  decoded at once those were 40 MB of new objects each time, most of the consumer's page faults at 4096
+  partitions; a partition whose record set waits stays in flight;
+- what a turn, a request or a response does per partition (sorting the partitions to visit, marking them in
+  flight, matching a response's partitions to what was sent, queueing the decoded fetches) is compiled, in
+  fastmq/kafka/_native/fetch_state.pyx with the partition's state: a Fetch lists every fetchable partition of
+  its node, so over thousands of partitions that work comes back for a few records each;
 - with Fetch v7+ a fetch session (KIP-227) per node: after a full request the broker remembers the
   partitions and offsets, and later requests carry only what changed (and forget what is no longer fetched);
   brokers that create no session (Tansu) get full requests every time;
@@ -42,6 +50,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Collection
 
 from fastmq.kafka._native.fetch import RecordDecoder
+from fastmq.kafka._native.fetch_state import (
+    CompletedFetch, changed_partitions, complete_fetches, end_fetch, sort_response, sort_visits, start_fetch,
+    take_touched,
+)
 from fastmq.errors import ProtocolError
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
@@ -54,6 +66,7 @@ _log = logging.getLogger(__name__)
 
 PREFETCH_DEPTH = 2              # completed fetches buffered per partition before it is fetched no more
 DECODE_CHUNK_RECORDS = 20000   # records decoded per call of the compiled decoder (one GC run, one GIL hold)
+DECODE_AHEAD_BYTES = 4 << 20    # record sets decoded and not handed out yet, at most, before more are decoded
 REQUESTS_PER_BUDGET = 4         # a Fetch asks for this share of the buffer budget (fetch_max_bytes)
 FETCH_SESSION_MIN_VERSION = 7
 TOPIC_ID_MIN_VERSION = 13
@@ -86,21 +99,6 @@ class FetchConfig:
             f"isolation_level must be 'read_uncommitted' or 'read_committed', not {self.isolation_level!r}")
 
 
-@dataclass(slots=True)
-class CompletedFetch:
-    """One partition of one Fetch response, decoded, waiting for the user."""
-
-    state: PartitionState
-    epoch: int                  # the partition's epoch when the fetch was sent
-    position: int               # where the user's position must be for the next record to be handed out
-    records: list[Any]
-    next_offset: int            # position once every record is handed out (control batches count)
-    error: BaseException | None
-    bytes_per_record: float = 0.0
-    index: int = 0
-    size: int = 0               # bytes of the fetched record set, counted against the buffer budget
-
-
 @dataclass
 class FetchSession:
     """A node's fetch session (KIP-227), as the client sees it."""
@@ -123,7 +121,7 @@ class FetchSession:
             return 0, -1, list(wanted), []
         if self.session_id == 0 or self.epoch == 0:
             return self.session_id, 0, list(wanted), []
-        send = [tp for tp, position in wanted.items() if self.partitions.get(tp) != position]
+        send = changed_partitions(wanted, self.partitions)
         forget = [tp for tp in self.partitions if tp not in wanted]
         return self.session_id, self.epoch, send, forget
 
@@ -174,6 +172,9 @@ class Fetcher:
         # flight may still bring (loop thread).
         self.bytes_buffered = 0
         self.bytes_released = 0
+        # Responses' record sets not decoded yet, in order: [decode_many()'s parts, their targets, next index].
+        self._undecoded: deque[list[Any]] = deque()
+        self._undecoded_bytes = 0
         self.max_bytes_buffered = 0     # the most ever buffered at once, for metrics and tests
         self.request_bytes = max(config.fetch_max_bytes // REQUESTS_PER_BUDGET, 1)   # a Fetch's max_bytes
         self._reserved: dict[Any, int] = {}
@@ -191,6 +192,8 @@ class Fetcher:
     def _maintain(self) -> float | None:
         if self._closed:
             return None
+        if self._undecoded:                         # drain() woke the loop: the user handed records out
+            self._decode_ahead(time.monotonic() + self.config.retry_backoff_ms / 1000.0)
         assignment = self.subscriptions.assignment
         if not assignment:
             self.unavailable = {}
@@ -199,41 +202,12 @@ class Fetcher:
         wait: float | None = None
         cluster = self.client.cluster
         room = self.config.fetch_max_bytes - self.buffered_bytes() - sum(self._reserved.values())
-        fetches: dict[Any, list[tuple[PartitionState, int, int]]] = {}
-        resets: dict[Any, list[tuple[PartitionState, int]]] = {}
         unavailable: dict[TopicPartition, str] = {}
-        leaderless: list[PartitionState] = []
         visit, wait = self._to_visit(assignment, now, room, wait, unavailable)
         self.partitions_visited += len(visit)
         with self.subscriptions.lock:
-            for state in visit:
-                if assignment.get(state.tp) is not state:
-                    continue                        # revoked since it was touched
-                if now < state.retry_at:
-                    self._retry_due = min(self._retry_due, state.retry_at)
-                    continue
-                epoch = state.epoch
-                if state.reset_to is not None:
-                    if state.reset_epoch == epoch:
-                        continue                    # a lookup is on the wire; its answer rescans
-                    leader = cluster.leader_for(state.tp)
-                    if leader < 0:
-                        leaderless.append(state)
-                        continue
-                    resets.setdefault(leader, []).append((state, epoch))
-                    continue
-                if (state.position is None or state.paused or state.in_flight
-                        or state.queued - state.drained >= PREFETCH_DEPTH):
-                    continue                        # a change, the fetch's answer or drain() touches it again
-                if state.fetch_epoch != epoch:
-                    state.fetch_offset = state.position
-                    state.fetch_epoch = epoch
-                leader = cluster.leader_for(state.tp)
-                if leader < 0:
-                    leaderless.append(state)
-                    continue
-                assert state.fetch_offset is not None   # set from the position above in this epoch at the latest
-                fetches.setdefault(leader, []).append((state, epoch, state.fetch_offset))
+            fetches, resets, leaderless, retry_due = sort_visits(visit, assignment, now, cluster, PREFETCH_DEPTH)
+        self._retry_due = min(self._retry_due, retry_due)
         self._leaderless = leaderless
         if leaderless:
             self._no_leader([state.tp for state in leaderless], unavailable)
@@ -280,9 +254,7 @@ class Fetcher:
             elif node not in self._fetching_nodes:
                 wait = self._blocked_wait(node, now, wait, self._parked[node], unavailable)
         visit.update(dict.fromkeys(self._leaderless))
-        touched = self._touched
-        while touched:
-            visit[touched.popleft()] = None
+        take_touched(self._touched, visit)
         for node in list(self._parked_resets):
             if node not in self._resetting_nodes and self.client.ready(node):
                 visit.update(dict.fromkeys(self._parked_resets.pop(node)))
@@ -376,7 +348,7 @@ class Fetcher:
         # The leader epoch the metadata names goes with each partition (KIP-320): a leader that moved on since
         # answers FENCED_LEADER_EPOCH (the metadata is stale: refreshed, then fetched again) instead of serving
         # from a log that a newer leader may have truncated.
-        wanted = {state.tp: (fetch_offset, cluster.leader_epoch_for(state.tp)) for state, _, fetch_offset in items}
+        wanted, sent = start_fetch(items, cluster)
         use_sessions = config.enable_incremental_fetch_sessions and version >= FETCH_SESSION_MIN_VERSION
         session_id, session_epoch, send, forget = session.build(wanted, use_sessions)
         F = kp.FetchRequest
@@ -401,9 +373,6 @@ class Fetcher:
             forgotten_topics_data=[F.ForgottenTopic(topic=name, topic_id=topic_id(name), partitions=parts)
                                    for name, parts in forgotten.items()],
             rack_id=config.client_rack)
-        sent = {state.tp: (state, epoch, fetch_offset) for state, epoch, fetch_offset in items}
-        for state, _, _ in items:
-            state.in_flight = True
         self._fetching_nodes.add(node)
         self._reserved[node] = max_bytes
         # The broker may hold the request for max_wait_ms before answering: allow for that on top.
@@ -423,9 +392,7 @@ class Fetcher:
     def _fetch_done(self, node: Any, sent: dict[TopicPartition, tuple[PartitionState, int, int]]) -> None:
         self._fetching_nodes.discard(node)
         self._reserved.pop(node, None)
-        for state, _, _ in sent.values():
-            state.in_flight = False
-        self._touched.extend(state for state, _, _ in sent.values())
+        end_fetch(sent, self._touched)
 
     # ---- the loop thread: responses ----------------------------------------------------------------------
 
@@ -461,62 +428,16 @@ class Fetcher:
         if version >= TOPIC_ID_MIN_VERSION:
             self._topic_ids()
         completed = 0
-        assignment = self.subscriptions.assignment
-        answered: set[TopicPartition] = set()
-        parts: list[tuple[Any, str, int, int, Any]] = []                # decode_many()'s arguments ...
-        targets: list[tuple[PartitionState, int, int, int]] = []        # ... and where each result goes
-        for topic_response in response.responses:
-            topic = topic_response.topic if version < TOPIC_ID_MIN_VERSION else \
-                self._topic_names.get(topic_response.topic_id)
-            if topic is None:
-                continue
-            for data in topic_response.partitions:
-                entry = sent.get(TopicPartition(topic, data.partition_index))
-                if entry is None:
-                    continue
-                state, epoch, fetch_offset = entry
-                answered.add(state.tp)
-                if state.epoch != epoch or assignment.get(state.tp) is not state:
-                    continue                        # sought, paused or revoked while the fetch was out
-                if data.error_code:
-                    completed += self._partition_error(state, epoch, fetch_offset, data.error_code, now)
-                    continue
-                state.highwater = data.high_watermark
-                if data.last_stable_offset >= 0:
-                    state.last_stable_offset = data.last_stable_offset
-                if data.log_start_offset >= 0:
-                    state.log_start_offset = data.log_start_offset
-                records = data.records
-                if records is None or not len(records):
-                    continue
-                parts.append((records, topic, data.partition_index, fetch_offset, data.aborted_transactions))
-                targets.append((state, epoch, fetch_offset, len(records)))
-        # The record sets are decoded apart from the loop above: many at a time in the compiled decoder,
-        # which lets the collector run once per DECODE_CHUNK_RECORDS, not once per 700 records.
-        index = 0
-        while index < len(parts):
-            results, end = self.decoder.decode_many(parts, index, DECODE_CHUNK_RECORDS)
-            for (state, epoch, fetch_offset, size), (decoded, next_offset, decode_error) in zip(
-                    targets[index:end], results):
-                state.fetch_offset = next_offset
-                # A response of control batches or aborted records only still moves the position past them
-                # (drain() does that for an empty CompletedFetch); else later fetches would not follow on.
-                if decoded or decode_error is not None or next_offset != fetch_offset:
-                    count = len(decoded)
-                    self.records_fetched += count
-                    self.completed.append(CompletedFetch(state, epoch, fetch_offset, decoded, next_offset,
-                                                         decode_error, size / count if count else 0.0, size=size))
-                    self.bytes_buffered += size
-                    state.queued += 1
-                    completed += 1
-                    if decode_error is not None:
-                        state.retry_at = now + backoff     # do not spin on a batch that cannot be read
-            index = end
-            if completed and index < len(parts):
-                with self.wakeup:                           # the user may hand these out meanwhile
-                    self.wakeup.notify_all()
-        if session.session_id and any(state.highwater is None for tp, (state, _, _) in sent.items()
-                                      if tp not in answered):
+        parts, targets, errors, unlearned, nbytes = sort_response(
+            response.responses, version >= TOPIC_ID_MIN_VERSION, self._topic_names, sent,
+            self.subscriptions.assignment)
+        for state, epoch, fetch_offset, code in errors:
+            completed += self._partition_error(state, epoch, fetch_offset, code, now)
+        if parts:
+            self._undecoded.append([parts, targets, 0])
+            self._undecoded_bytes += nbytes
+            completed += self._decode_ahead(now + backoff)
+        if session.session_id and unlearned:
             # An incremental answer leaves out partitions without news, but this one's high watermark was
             # never learned (its first answer was an error, e.g. an offset out of range, then reset): ask
             # in full next time, which answers every partition, so that "at the end" becomes known.
@@ -529,6 +450,30 @@ class Fetcher:
         if completed:
             with self.wakeup:
                 self.wakeup.notify_all()
+
+    def _decode_ahead(self, retry_at: float) -> int:
+        """Decodes waiting record sets, DECODE_CHUNK_RECORDS records per call of the decoder (which lets the
+        collector run once per call, not once per 700 records), while less than DECODE_AHEAD_BYTES of them wait
+        decoded; returns the fetches queued for the user."""
+        queued_total = 0
+        while self._undecoded and self.bytes_buffered - self.bytes_released < DECODE_AHEAD_BYTES:
+            pending = self._undecoded[0]
+            parts, targets, index = pending
+            results, end = self.decoder.decode_many(parts, index, DECODE_CHUNK_RECORDS)
+            queued, records, nbytes, decoded_bytes = complete_fetches(targets, index, results, self.completed,
+                                                                      self._touched, retry_at)
+            self.records_fetched += records
+            self.bytes_buffered += nbytes
+            self._undecoded_bytes -= decoded_bytes
+            queued_total += queued
+            if end < len(parts):
+                pending[2] = end
+            else:
+                self._undecoded.popleft()
+            if queued:
+                with self.wakeup:                   # the user may hand these out meanwhile
+                    self.wakeup.notify_all()
+        return queued_total
 
     def _partition_error(self, state: PartitionState, epoch: int, fetch_offset: int, code: int, now: float) -> int:
         """Handle a partition's error code; returns 1 when an error was queued for the user."""
@@ -617,8 +562,8 @@ class Fetcher:
     # ---- the user's thread --------------------------------------------------------------------------------
 
     def buffered_bytes(self) -> int:
-        """Bytes of fetched record sets waiting in the buffers (any thread; a moment's snapshot)."""
-        return self.bytes_buffered - self.bytes_released
+        """Bytes of fetched record sets waiting in the buffers, decoded or not (any thread; a moment's snapshot)."""
+        return self.bytes_buffered - self.bytes_released + self._undecoded_bytes
 
     def has_buffered(self) -> bool:
         return self._current is not None or bool(self.completed) or bool(self.errors)
@@ -767,6 +712,8 @@ class Fetcher:
         self.completed.clear()
         self._current = None
         self.bytes_released = self.bytes_buffered
+        self._undecoded.clear()
+        self._undecoded_bytes = 0
 
 
 def _earlier(current: float | None, candidate: float) -> float:

@@ -5,7 +5,8 @@ Two threads share this state. The user's thread (poll, seek, commit) owns the co
 loop thread (the fetcher) owns the fetch offset that runs ahead of it. A partition's `epoch` ties them
 together: every seek, offset reset, pause or reassignment bumps it, and fetched data stamped with an older
 epoch is dropped instead of handed out. Changes of position and epoch happen under `lock`, so that the loop
-thread (offset resets) and the user's thread (seeks) never interleave half-way.
+thread (offset resets) and the user's thread (seeks) never interleave half-way. A partition's state
+(PartitionState) is compiled, with the fetcher's loops over many partitions (fastmq/kafka/_native/fetch_state.pyx).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from enum import Enum
 from typing import Any
 
 from fastmq.kafka import errors as kerrors
+from fastmq.kafka._native.fetch_state import PartitionState as PartitionState
 from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition
 
 EARLIEST = -2       # ListOffsets timestamps: the log start ...
@@ -38,48 +40,6 @@ class SubscriptionType(Enum):
     TOPICS = 1          # subscribe(topics): group-managed
     PATTERN = 2         # subscribe(pattern=...): group-managed, topics follow the metadata
     USER = 3            # assign(): no group management
-
-
-class PartitionState:
-    """One assigned partition."""
-
-    __slots__ = ("tp", "position", "leader_epoch", "epoch", "paused", "reset_to", "reset_epoch", "highwater",
-                 "last_stable_offset", "log_start_offset", "fetch_offset", "fetch_epoch", "in_flight",
-                 "queued", "drained", "retry_at")
-
-    def __init__(self, tp: TopicPartition) -> None:
-        self.tp = tp
-        self.position: int | None = None        # next offset handed to the user (user thread)
-        self.leader_epoch = -1                  # leader epoch of the last record handed out
-        self.epoch = 0                          # bumped whenever fetched data becomes stale
-        self.paused = False
-        self.reset_to: int | None = None        # EARLIEST / LATEST: an offset lookup is wanted
-        self.reset_epoch = -1                   # epoch of the reset request in flight (loop thread)
-        self.highwater: int | None = None       # from the last fetch response
-        self.last_stable_offset: int | None = None
-        self.log_start_offset: int | None = None
-        # Loop thread only:
-        self.fetch_offset: int | None = None    # next offset to fetch, valid while fetch_epoch == epoch
-        self.fetch_epoch = -1
-        self.in_flight = False                  # a fetch for this partition is on the wire
-        self.queued = 0                         # completed fetches buffered so far (loop thread) ...
-        self.drained = 0                        # ... and handed out or dropped (user thread): one writer each
-        self.retry_at = 0.0                     # no fetch or reset before this monotonic time
-
-    @property
-    def has_position(self) -> bool:
-        return self.position is not None
-
-    @property
-    def awaiting_reset(self) -> bool:
-        return self.reset_to is not None
-
-    def is_fetchable(self) -> bool:
-        return self.position is not None and not self.paused
-
-    def __repr__(self) -> str:
-        return (f"<PartitionState {self.tp.topic}-{self.tp.partition} position={self.position} epoch={self.epoch}"
-                f"{' paused' if self.paused else ''}{' reset' if self.reset_to is not None else ''}>")
 
 
 class SubscriptionState:

@@ -60,7 +60,17 @@ def caught_up_consumer(servers: str, **options) -> Iterator[tuple[Consumer, str]
     with Consumer(bootstrap_servers=servers, auto_offset_reset="earliest", **options) as consumer:
         consumer.assign([TopicPartition(topic, p) for p in range(PARTITIONS)])
         assert sum(map(len, read(consumer, total).values())) == total
+        # Record sets are decoded as they are handed out, and a partition is fetched on only once its record set
+        # is decoded: the Fetch that moves the last ones on may leave after the user read them. Wait for it.
+        wait_for(lambda: positions_in_session(consumer), WAIT, interval=0.05,
+                 message="the fetch session holding every partition at its position")
         yield consumer, topic
+
+
+def positions_in_session(consumer: Consumer) -> bool:
+    held = {tp: position for session in list(consumer._fetcher._sessions.values())
+            for tp, (position, _) in dict(session.partitions).items()}
+    return all(held.get(tp) == consumer.position(tp) for tp in consumer.assignment())
 
 
 def test_a_1024_partition_topic_is_read_once_in_order_within_the_buffer_budget(embedded_broker):
