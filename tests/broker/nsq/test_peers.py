@@ -2,6 +2,8 @@
 consume with several connections, requeue, touch; what they publish reads through fastmq's client and back."""
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from fastmq.broker import EmbeddedBroker
@@ -29,6 +31,8 @@ def test_pynsq_writer_and_reader(nsqd, pki, features):
     options = {"plain": {}, "snappy": {"snappy": True}, "deflate": {"deflate": True},
                "tls": {"tls_v1": True, "tls_options": {"ca_certs": pki.ca_file}}}[features]
     topic = f"pynsq_{features}"
+    # pynsq takes the thread's current loop: a test that ran asyncio.run() before left none to take
+    asyncio.set_event_loop(asyncio.new_event_loop())
     loop = tornado.ioloop.IOLoop.current()
     answers = []
     writer = nsq.Writer([nsqd], **options)
@@ -68,6 +72,8 @@ def test_pynsq_writer_and_reader(nsqd, pki, features):
         reader.close()
     for conn in list(writer.conns.values()):
         conn.close()
+    loop.close(all_fds=True)
+    asyncio.set_event_loop(None)
     assert answers == [b"OK", b"OK", b"OK"]
     assert sorted({body for body, _ in seen}) == [b"deferred", b"p1", b"p2", b"p3", b"requeue"]
     assert (b"requeue", 2) in seen
