@@ -186,6 +186,7 @@ cdef class RecordDecoder:
         return results, index
 
     cdef tuple _decode(self, records, str topic, int32_t partition, int64_t fetch_offset, aborted_transactions):
+        # Called with the collector held off by decode() / decode_many()
         cdef list out = []
         cdef int64_t next_offset = fetch_offset
         cdef Py_buffer view
@@ -202,12 +203,6 @@ cdef class RecordDecoder:
         if self.read_committed and aborted_transactions:
             control = ControlState(aborted_transactions)
         PyObject_GetBuffer(records, &view, PyBUF_SIMPLE)
-        # Every record allocated counts towards the collector's next run although it is untracked at once,
-        # so that a response of 100k records set off 140 collections, and with them the older generations'
-        # walks over everything the process holds (a third of the decoding time over 4096 partitions).
-        # The collector waits for the call instead: it cannot free a record anyway, and one young
-        # collection after it sees what a deserializer may have left.
-        gc_was_enabled = PyGC_Disable()
         try:
             data = <const char*>view.buf
             size = view.len
