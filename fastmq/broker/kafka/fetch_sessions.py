@@ -149,10 +149,10 @@ def plan_fetch(broker: Broker, cache: FetchSessionCache, version: int, body: Any
         return INVALID_FETCH_SESSION_EPOCH
     session.epoch = epoch + 1 if epoch < 0x7FFFFFFF else 1
     for forgotten in body.forgotten_topics_data:
-        topic = _resolve(broker, by_id, forgotten.topic, forgotten.topic_id)
-        if topic is not None:
+        gone = _resolve(broker, by_id, forgotten.topic, forgotten.topic_id)
+        if gone is not None:
             for partition in forgotten.partitions:
-                session.partitions.pop((topic.name, partition), None)
+                session.partitions.pop((gone.name, partition), None)
     errors = []
     for target in requested:
         known = _known_topic(target)
