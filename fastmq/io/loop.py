@@ -30,7 +30,6 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable, Protocol
 
-from fastmq._native.nonblocking import eventfd_reset, eventfd_signal, poll_now
 from fastmq.io.errors import LoopClosedError
 
 _log = logging.getLogger(__name__)
@@ -94,7 +93,7 @@ class _Wakeup:
 
     def handle_events(self, events: int) -> None:
         try:
-            eventfd_reset(self.fd)        # holding the GIL (fastmq/_native/nonblocking.pyx says why)
+            os.eventfd_read(self.fd)
         except BlockingIOError:
             pass
 
@@ -111,7 +110,6 @@ class IOLoop:
     def __init__(self, name: str = "fastmq-io") -> None:
         self.name = name
         self._epoll = select.epoll()
-        self._epoll_fd = self._epoll.fileno()
         self._wakeup = _Wakeup()
         self._handlers: dict[int, EventHandler] = {}
         self._epoll.register(self._wakeup.fd, EPOLLIN)
@@ -216,7 +214,7 @@ class IOLoop:
         # Only the first hand-over after the loop went to sleep pays for the syscall.
         self._sleeping = False
         try:
-            eventfd_signal(self._wakeup.fd)
+            os.eventfd_write(self._wakeup.fd, 1)
         except OSError:  # pragma: no cover - the counter cannot overflow at one write per sleep
             pass
 
@@ -392,8 +390,7 @@ class IOLoop:
                 else:
                     self._sleeping = True
         try:
-            # A poll that cannot wait keeps the GIL (fastmq/_native/nonblocking.pyx says why).
-            events = poll_now(self._epoll_fd) if timeout == 0 else self._epoll.poll(timeout)
+            events = self._epoll.poll(timeout)
         except InterruptedError:  # pragma: no cover - PEP 475 retries, kept for clarity
             events = []
         self._sleeping = False

@@ -32,7 +32,6 @@ from collections import deque
 from itertools import islice
 from typing import Any, Callable, Sequence
 
-from fastmq._native.nonblocking import recv_into, send_parts
 from fastmq.errors import ProtocolError
 from fastmq.io.codecs import StreamCodec
 from fastmq.io.errors import ConnectionClosedError, NotReadyError, TLSError, UpgradeError
@@ -443,7 +442,7 @@ class Stream:
 
     def _write_plain(self) -> None:
         out = self._out
-        fd = self._sock.fileno()
+        sock = self._sock
         batch: Sequence[Any]    # the queued parts themselves, or a copy of the first IOV_MAX of them
         # More than IOV_MAX parts take several sendmsg calls; stop at the first short write.
         for _ in range(_WRITES_PER_FLUSH):
@@ -453,7 +452,7 @@ class Stream:
                 batch = list(islice(out, IOV_MAX))
                 batch_bytes = sum(len(part) for part in batch)
             try:
-                sent = send_parts(fd, batch)    # keeps the GIL (fastmq/_native/nonblocking.pyx says why)
+                sent = sock.sendmsg(batch)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
@@ -560,8 +559,7 @@ class Stream:
             codec = self._codec
             target = splitter.writable(self._recv_size) if codec is None else self._raw
             try:
-                # A plain socket is read holding the GIL (fastmq/_native/nonblocking.pyx says why).
-                received = sock.recv_into(target) if self._tls else recv_into(sock.fileno(), target)
+                received = sock.recv_into(target)
             except (BlockingIOError, InterruptedError, ssl.SSLWantReadError):
                 return
             except ssl.SSLWantWriteError:
