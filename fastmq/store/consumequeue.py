@@ -100,12 +100,9 @@ class ConsumeQueue:
     def offset_range(self) -> tuple[int, int]:
         """(get_min_offset_in_queue(), get_max_offset_in_queue()) in one call: a Fetch asks it of every partition
         of its session."""
-        files = self.mapped_file_queue.files
-        if not files:
-            return self.min_logic_offset // CQ_STORE_UNIT_SIZE, 0
-        last = files[-1]
-        return (max(self.min_logic_offset, files[0].file_from_offset) // CQ_STORE_UNIT_SIZE,
-                (last.file_from_offset + last.wrote_position) // CQ_STORE_UNIT_SIZE)
+        queue = self.mapped_file_queue
+        return (max(self.min_logic_offset, queue.get_min_offset()) // CQ_STORE_UNIT_SIZE,
+                queue.get_max_offset() // CQ_STORE_UNIT_SIZE)
 
     def get_unit(self, queue_offset: int) -> tuple[int, int, int] | None:
         """(commitlog offset, size, tags code) of one unit, None if it is not readable."""

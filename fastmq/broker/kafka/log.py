@@ -114,7 +114,10 @@ class PartitionLogs:
     # -- offsets ----------------------------------------------------------------------------------------------
 
     def log_start_offset(self, topic: str, partition: int) -> int:
-        start = self.store.get_min_offset(topic, partition)
+        return self._after_deleted_records(topic, partition, self.store.get_min_offset(topic, partition))
+
+    def _after_deleted_records(self, topic: str, partition: int, start: int) -> int:
+        # The store's first offset, or the log start DeleteRecords moved past it
         moved = self._log_starts.offsets.get((topic, partition))
         return start if moved is None else max(start, moved)
 
@@ -127,10 +130,8 @@ class PartitionLogs:
     def offsets(self, topic: str, partition: int) -> tuple[int, int, int]:
         """(log start, high watermark, last stable offset) at once, as a Fetch answers them for every partition."""
         start, end = self.store.get_offset_range(topic, partition)
-        moved = self._log_starts.offsets.get((topic, partition))
-        if moved is not None and moved > start:
-            start = moved
-        return start, end, self.transactions.last_stable_offset((topic, partition), end)
+        return (self._after_deleted_records(topic, partition, start), end,
+                self.transactions.last_stable_offset((topic, partition), end))
 
     def delete_records(self, entries: list[tuple[str, int, int]], on_durable: Callable[[bool], None]) -> list[int]:
         """Move the log starts of (topic, partition, offset) entries up to offset (-1: the high watermark); the
