@@ -27,6 +27,7 @@ from fastmq.broker.frontends import DEFAULT_PROTOCOL, FrontEnd, front_end_class
 from fastmq.broker.groups import GroupManager, GroupSettings, Member
 from fastmq.broker.idempotence import ProducerStateManager
 from fastmq.broker.offsets import OffsetStore
+from fastmq.broker.periodic import PeriodicWork
 from fastmq.broker.persist import ConfigWriter
 from fastmq.broker.stats import BrokerStats, ConnectionRegistry
 from fastmq.broker.topics import TopicManager
@@ -80,9 +81,9 @@ class Broker:
         self.front_ends: list[FrontEnd] = []
         self._addresses: dict[int, tuple[str, int]] = {}     # id(listener config) -> bound (host, port)
         self._closed = False
-        self._periodic_timer: Any = None
         self.store = MessageStore(config.data_dir, config.store_config())
         self.loop = IOLoop("fastmq-broker")
+        self._periodic = PeriodicWork(self.loop)
         self.writer = ConfigWriter()
         try:
             identity = BrokerIdentityFile(self.store.root / "config")
@@ -116,7 +117,9 @@ class Broker:
                 front.start()
                 for listener, address in zip(front.listeners, front.addresses):
                     self._addresses[id(listener)] = address
-            self.loop.call_soon_threadsafe(self._schedule_periodic)
+            intervals = [ms for ms in (config.producer_state_snapshot_interval_ms, config.stats_interval_ms) if ms > 0]
+            if intervals:
+                self._periodic.every("broker upkeep", min(intervals) / 1000.0, self._upkeep)
         except BaseException:
             self.close()
             raise
@@ -196,32 +199,18 @@ class Broker:
         return (set(self.groups.groups) | self.offsets.groups()
                 | set(self.store.subscription_group_manager.subscription_group_table))
 
-    def _schedule_periodic(self) -> None:
-        intervals = [ms for ms in (self.config.producer_state_snapshot_interval_ms, self.config.stats_interval_ms)
-                     if ms > 0]
-        if intervals and not self._closed:
-            self._periodic_timer = self.loop.call_later(min(intervals) / 1000.0, self._periodic)
-
-    def _periodic(self) -> None:
-        self._periodic_timer = None
-        if self._closed:
-            return
-        try:
-            self.producers.save()
-            for front in self.front_ends:
-                front.upkeep()
-            if self.config.stats_interval_ms > 0:
-                self._stats_file.snapshot = self.stats_snapshot()
-                self.writer.write(self._stats_file)
-        except Exception:
-            log.exception("periodic broker upkeep failed")
-        self._schedule_periodic()
+    def _upkeep(self) -> None:
+        self.producers.save()
+        for front in self.front_ends:
+            front.upkeep()
+        if self.config.stats_interval_ms > 0:
+            self._stats_file.snapshot = self.stats_snapshot()
+            self.writer.write(self._stats_file)
 
     # -- shutdown ---------------------------------------------------------------------------------------------
 
     def _stop_in_loop(self) -> None:
-        if self._periodic_timer is not None:
-            self._periodic_timer.cancel()
+        self._periodic.stop()
         for front in self.front_ends:
             try:
                 front.close()

@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable, Protocol
 from fastmq.broker.errors import CoreError
 from fastmq.broker.offsets import CommittedOffset, OffsetStore
 from fastmq.broker.partition_transactions import PartitionTransactions
+from fastmq.broker.periodic import PeriodicWork
 from fastmq.broker.persist import ConfigWriter
 from fastmq.store.config import ConfigManager, _require_dict
 
@@ -167,8 +168,7 @@ class TransactionCoordinator:
         self.known_partition = known_partition
         self.settings = settings or TransactionSettings()
         self.transactions: dict[str, Transaction] = {}
-        self._timer: Any = None
-        self._closed = False
+        self._periodic = PeriodicWork(scheduler)
         self._file = TransactionStateFile(config_dir)
         self._file.load()
         self.transactions.update(self._file.transactions)
@@ -181,7 +181,8 @@ class TransactionCoordinator:
                 log.info("transaction %r: completing %s after a restart", txn.transactional_id, txn.state.name)
                 self._seal(txn)
                 self._complete(txn, txn.state == TxnState.PREPARE_COMMIT, lambda error: None)
-        self._schedule()
+        self._periodic.every("transaction timeout check", self.settings.abort_check_interval_ms / 1000.0,
+                             self.check_timeouts)
 
     # -- InitProducerId ---------------------------------------------------------------------------------------
 
@@ -408,18 +409,6 @@ class TransactionCoordinator:
 
     # -- timeouts and expiry ----------------------------------------------------------------------------------
 
-    def _schedule(self) -> None:
-        if not self._closed:
-            self._timer = self.scheduler.call_later(self.settings.abort_check_interval_ms / 1000.0, self._check)
-
-    def _check(self) -> None:
-        self._timer = None
-        try:
-            self.check_timeouts()
-        except Exception:
-            log.exception("transaction timeout check failed")
-        self._schedule()
-
     def check_timeouts(self) -> None:
         """Abort timed-out transactions, finish ones whose completion failed, forget idle ids."""
         now = self.clock()
@@ -473,7 +462,4 @@ class TransactionCoordinator:
         return lambda ok: self.scheduler.call_soon_threadsafe(callback, ok)
 
     def close(self) -> None:
-        self._closed = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._periodic.stop()

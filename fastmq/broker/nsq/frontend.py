@@ -24,6 +24,7 @@ from fastmq.broker.nsq.auth import REQUEST_METHODS, AuthServerError, AuthState, 
 from fastmq.broker.nsq.channels import Channel
 from fastmq.broker.nsq.nsqd import NSQDListener
 from fastmq.broker.offsets import CommittedOffset
+from fastmq.broker.periodic import PeriodicWork
 from fastmq.broker.topics import STORE_RULES, Topic, TopicConfigDef, TopicRules
 from fastmq.errors import ConfigurationError
 from fastmq.store.message import Message
@@ -54,7 +55,7 @@ class NSQFrontEnd(FrontEnd):
         super().__init__(broker, listeners)
         self.nsqd_listeners: list[NSQDListener] = []
         self.channels: dict[str, dict[str, Channel]] = {}
-        self._scan_timer: Any = None
+        self._periodic = PeriodicWork(broker.loop)
         self._scans = 0
         self._committed: dict[tuple[str, str], list[int]] = {}
         options = broker.config.front_end_options.get("nsq", {})
@@ -72,11 +73,10 @@ class NSQFrontEnd(FrontEnd):
             self.nsqd_listeners.append(NSQDListener(self, listener))
             self.addresses.append(self.nsqd_listeners[-1].address)
         self.broker.loop.run_in_loop(self._restore_channels, timeout=30)
-        self._scan_timer = self.broker.loop.call_later(SCAN_INTERVAL, self._scan)
+        self._periodic.every("NSQ channel scan", SCAN_INTERVAL, self._scan)
 
     def close(self) -> None:
-        if self._scan_timer is not None:
-            self._scan_timer.cancel()
+        self._periodic.stop()
         for listener in self.nsqd_listeners:
             listener.close()
         self._commit_positions()
@@ -198,7 +198,6 @@ class NSQFrontEnd(FrontEnd):
         self._scans += 1
         if self._scans % COMMIT_EVERY == 0:
             self._commit_positions()
-        self._scan_timer = self.broker.loop.call_later(SCAN_INTERVAL, self._scan)
 
     def _forget(self, topic: str) -> None:
         self.channels.pop(topic, None)

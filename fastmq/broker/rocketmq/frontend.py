@@ -20,13 +20,14 @@ import logging
 import os
 import random
 import re
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from fastmq._native import store_codec
 from fastmq._native.store_codec import MessageBatch
 from fastmq.broker.config import ListenerConfig
 from fastmq.broker.errors import CoreError, TopicError
 from fastmq.broker.frontends import FrontEnd
+from fastmq.broker.periodic import PeriodicWork
 from fastmq.broker.rocketmq.acl import AccessChecker, AclConfig
 from fastmq.broker.rocketmq.clients import ClientTable
 from fastmq.broker.rocketmq.consumers import notify_ids_changed
@@ -48,7 +49,7 @@ from fastmq.broker.rocketmq.transactions import Transactions
 from fastmq.broker.rocketmq.system_topics import RETRY_PREFIX, SCHEDULE_TOPIC, dlq_topic, retry_topic
 from fastmq.broker.topics import STORE_RULES
 from fastmq.errors import ConfigurationError
-from fastmq.io import ServerConnection, TimerHandle
+from fastmq.io import ServerConnection
 from fastmq.rocketmq.protocol import ResponseCode
 from fastmq.rocketmq.remoting import RemotingClient
 from fastmq.store import PutMessageResult, StoredMessage, TopicConfig
@@ -115,7 +116,7 @@ class RocketMQFrontEnd(FrontEnd):
                 raise ConfigurationError("the rocketmq option acl_enable needs the broker's users (access key = "
                                          "user name, secret key = password) or an account file (acl_file)")
             self.acl = AccessChecker(AclConfig.of_users(broker.config.users))
-        self._timers: dict[str, TimerHandle] = {}     # periodic work by name -> its next run
+        self._periodic = PeriodicWork(broker.loop)
         self._registrar: RemotingClient | None = None  # to the namesrvs of namesrv_addr
         self._closed = False
         broker.store.add_arrival_listener(self.hold.on_arrival)
@@ -150,12 +151,12 @@ class RocketMQFrontEnd(FrontEnd):
 
     def _start_periodic(self) -> None:
         self.register()
-        self._every("register", self.settings.register_interval_ms / 1000.0, self.register)
-        self._every("scan_clients", CLIENT_SCAN_INTERVAL_S, self._scan_clients)
-        self._every("check_transactions", self.settings.transaction_check_interval_ms / 1000.0,
-                    self.transactions.check)
+        self._periodic.every("register", self.settings.register_interval_ms / 1000.0, self.register)
+        self._periodic.every("scan_clients", CLIENT_SCAN_INTERVAL_S, self._scan_clients)
+        self._periodic.every("check_transactions", self.settings.transaction_check_interval_ms / 1000.0,
+                             self.transactions.check)
         if self.settings.acl_file:
-            self._every("acl_file", ACL_FILE_CHECK_INTERVAL_S, self._reload_acl_file)
+            self._periodic.every("acl_file", ACL_FILE_CHECK_INTERVAL_S, self._reload_acl_file)
 
     def _reload_acl_file(self) -> None:
         """Read the account file again once it changed, as Apache's AclFileWatchService does; a file that does
@@ -171,17 +172,6 @@ class RocketMQFrontEnd(FrontEnd):
             log.error("the RocketMQ ACL file changed but does not load, the accounts stay as they were: %s", exc)
             return
         log.info("RocketMQ ACL accounts read again from %s", self.settings.acl_file)
-
-    def _every(self, name: str, interval: float, work: Callable[[], None]) -> None:
-        def run() -> None:
-            if self._closed:
-                return
-            try:
-                work()
-            except Exception:
-                log.exception("periodic %s failed", name)
-            self._timers[name] = self.broker.loop.call_later(interval, run)
-        self._timers[name] = self.broker.loop.call_later(interval, run)
 
     def _scan_clients(self) -> None:
         for connection in self.clients.scan_expired():
@@ -342,8 +332,7 @@ class RocketMQFrontEnd(FrontEnd):
 
     def close(self) -> None:
         self._closed = True
-        for timer in self._timers.values():
-            timer.cancel()
+        self._periodic.stop()
         for listener in self.remoting_listeners:
             listener.close()
         self.hold.close()

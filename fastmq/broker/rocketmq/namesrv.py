@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 from fastmq.broker.config import ListenerConfig
 from fastmq.broker.frontends import FrontEnd
+from fastmq.broker.periodic import PeriodicWork
 from fastmq.broker.rocketmq.remoting import Handler, RemotingListener, Request, RequestError
 from fastmq.broker.rocketmq.routes import SCAN_INTERVAL_S, KVConfigFile, QueueData, Registration, RouteTables
-from fastmq.io import TimerHandle
 from fastmq.rocketmq.protocol import MASTER_ID, RequestCode, ResponseCode
 from fastmq.store.config import loads_lenient
 
@@ -85,8 +85,7 @@ class NamesrvFrontEnd(FrontEnd):
         super().__init__(broker, listeners)
         self.routes = RouteTables(KVConfigFile(broker.store.root / "config"), broker.writer.write)
         self.remoting_listeners: list[RemotingListener] = []
-        self._scan_timer: TimerHandle | None = None
-        self._closed = False
+        self._periodic = PeriodicWork(broker.loop)
 
     def start(self) -> None:
         handlers = self.handler_table()
@@ -94,29 +93,22 @@ class NamesrvFrontEnd(FrontEnd):
             self.remoting_listeners.append(RemotingListener(self.broker, listener, handlers,
                                                             self.routes.connection_closed))
             self.addresses.append(self.remoting_listeners[-1].address)
-        self.broker.loop.call_soon_threadsafe(self._schedule_scan)
+        self._periodic.every("namesrv broker scan", SCAN_INTERVAL_S, self._scan)
 
     @property
     def address(self) -> str:
         """host:port of the first namesrv listener (what brokers and clients are given)."""
         return self.remoting_listeners[0].advertised
 
-    def _schedule_scan(self) -> None:
-        if not self._closed:
-            self._scan_timer = self.broker.loop.call_later(SCAN_INTERVAL_S, self._scan)
-
     def _scan(self) -> None:
         for addr in self.routes.scan_not_active():
             log.warning("broker %s sent no heartbeat for 2 minutes: dropped from the routes", addr)
-        self._schedule_scan()
 
     def stats(self) -> dict[str, Any]:
         return {"namesrv": {"brokers": sorted(self.routes.broker_live), "topics": len(self.routes.topic_queue)}}
 
     def close(self) -> None:
-        self._closed = True
-        if self._scan_timer is not None:
-            self._scan_timer.cancel()
+        self._periodic.stop()
         for listener in self.remoting_listeners:
             listener.close()
 

@@ -47,6 +47,7 @@ from google.protobuf.message import Message
 
 from fastmq.broker.config import ListenerConfig
 from fastmq.broker.frontends import FrontEnd
+from fastmq.broker.periodic import PeriodicWork
 from fastmq.broker.tubemq.balancer import balance, bound_balance
 from fastmq.broker.tubemq.data import TubeMQBrokerFrontEnd
 from fastmq.broker.tubemq.service import Handler, Refusal, RpcService
@@ -116,8 +117,7 @@ class TubeMQMasterFrontEnd(FrontEnd):
         self.groups: dict[str, GroupState] = {}
         self.visit_token = random.getrandbits(62)     # the anti-bypass token brokers check (with users)
         self.auth_token = secrets.token_hex(16)        # the authorized token handed out to authenticated clients
-        self._timer: Any = None
-        self._closed = False
+        self._periodic = PeriodicWork(broker.loop)
 
     def start(self) -> None:
         methods = {
@@ -139,7 +139,7 @@ class TubeMQMasterFrontEnd(FrontEnd):
                       for method, (request_class, handler) in methods.items()}
             self.services.append(RpcService(self.broker.loop, listener, served))
             self.addresses.append(self.services[-1].address)
-        self.broker.loop.call_soon_threadsafe(self._schedule_balance)
+        self._periodic.every("TubeMQ balancing", self.balance_interval, self._balance_all)
 
     def fail_over(self, node: int) -> None:
         """Make master node `node` (the index of its listener) the active one; the others turn standby."""
@@ -390,29 +390,20 @@ class TubeMQMasterFrontEnd(FrontEnd):
 
     # ---- balancing -----------------------------------------------------------------------------------------
 
-    def _schedule_balance(self) -> None:
-        if not self._closed:
-            self._timer = self.broker.loop.call_later(self.balance_interval, self._balance_all)
-
     def _balance_all(self) -> None:
-        try:
-            now = self.broker.loop.time()
-            for client_id, seen in list(self.producers.items()):
-                if now - seen > self.client_timeout:
-                    del self.producers[client_id]
-            for name, group in list(self.groups.items()):
-                for client_id, state in list(group.consumers.items()):
-                    if now - state.last_seen > self.client_timeout:
-                        log.info("TubeMQ consumer %s of group %s timed out", client_id, name)
-                        self._drop_consumer(group, client_id)
-                if not group.consumers:
-                    del self.groups[name]
-                elif not self.standby:
-                    self._balance(name, group)
-        except Exception:
-            log.exception("TubeMQ balancing failed")
-        finally:
-            self._schedule_balance()
+        now = self.broker.loop.time()
+        for client_id, seen in list(self.producers.items()):
+            if now - seen > self.client_timeout:
+                del self.producers[client_id]
+        for name, group in list(self.groups.items()):
+            for client_id, state in list(group.consumers.items()):
+                if now - state.last_seen > self.client_timeout:
+                    log.info("TubeMQ consumer %s of group %s timed out", client_id, name)
+                    self._drop_consumer(group, client_id)
+            if not group.consumers:
+                del self.groups[name]
+            elif not self.standby:
+                self._balance(name, group)
 
     def _balance(self, name: str, group: GroupState) -> None:
         if any(state.sent is not None or state.queued for state in group.consumers.values()):
@@ -454,9 +445,7 @@ class TubeMQMasterFrontEnd(FrontEnd):
                                   for name, group in self.groups.items()}}
 
     def close(self) -> None:
-        self._closed = True
-        if self._timer is not None:
-            self._timer.cancel()
+        self._periodic.stop()
         for service in self.services:
             service.close()
 
