@@ -40,7 +40,6 @@ import hmac
 import logging
 import random
 import secrets
-import zlib
 from typing import TYPE_CHECKING, Any, Iterable
 
 from google.protobuf.message import Message
@@ -57,6 +56,7 @@ from fastmq.tubemq._proto import master_pb2
 from fastmq.tubemq.constants import CONNECT_EVENTS, EventStatus, EventType
 from fastmq.tubemq.errors import ErrorCode
 from fastmq.tubemq.flow import FlowRules
+from fastmq.tubemq.message import checksum
 from fastmq.tubemq.metadata import (
     Partition,
     encode_subscribe_info,
@@ -197,7 +197,7 @@ class TubeMQMasterFrontEnd(FrontEnd):
     def _broker_infos(self) -> tuple[int, list[str]]:
         data = self._data_broker()
         infos = [data.info.encode()] if data is not None else []
-        return zlib.crc32(",".join(infos).encode()) & 0x7FFFFFFF, infos
+        return checksum(",".join(infos).encode()), infos
 
     def _topic_infos(self, topics: Iterable[str]) -> list[str]:
         data = self._data_broker()
