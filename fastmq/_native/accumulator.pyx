@@ -223,13 +223,16 @@ cdef class RecordAccumulator:
 
     # -- the send path ----------------------------------------------------------------------------------
 
-    def send(self, TopicQueues topic, object partition, object key, object value, object headers,
+    def send(self, str topic_name, object partition, object key, object value, object headers,
              object timestamp_ms):
-        """Append one record; key/value are bytes-like or None, headers [(str, bytes-or-None)].
+        """Append one record to the topic named `topic_name`; key/value are bytes-like or None, headers
+        [(str, bytes-or-None)].
 
         Returns a FutureRecordMetadata, or None when the topic's partitions are not known yet (the caller
-        fetches metadata and calls again)."""
-        cdef int32_t count = len(topic.partitions)
+        fetches metadata and calls again). The topic is looked up here, by name, rather than handed in by the
+        caller: a Python-level topic() call per record cost the user thread more than the lookup."""
+        cdef TopicQueues topic = self.topics.get(topic_name)
+        cdef int32_t count = len(topic.partitions) if topic is not None else 0
         cdef int32_t chosen
         cdef Py_buffer key_view, value_view
         cdef bint key_taken = False, value_taken = False
@@ -303,13 +306,15 @@ cdef class RecordAccumulator:
         self.bytes_appended += max(key_len, 0) + max(value_len, 0)
         return batch
 
-    def send_bulk(self, TopicQueues topic, object partition, object values, object keys, object timestamp_ms):
-        """Append many records without a future per record; returns the batches they went into.
+    def send_bulk(self, str topic_name, object partition, object values, object keys, object timestamp_ms):
+        """Append many records to the topic named `topic_name` without a future per record; returns the
+        batches they went into.
 
         values (and keys, or None) are sequences of bytes-like objects (None = null), or pyarrow binary /
         string arrays, whose buffers are read in place. Returns None when the topic's partitions are not
         known yet."""
-        cdef int32_t count = len(topic.partitions)
+        cdef TopicQueues topic = self.topics.get(topic_name)
+        cdef int32_t count = len(topic.partitions) if topic is not None else 0
         cdef int64_t timestamp
         cdef ArrowBinary value_column, key_column
         cdef Py_ssize_t i, n, value_len, key_len
@@ -393,6 +398,7 @@ cdef class RecordAccumulator:
                 # Full: it goes out as it is.
                 batch.state = BATCH_CLOSED
                 queue.open_batch = None
+                queue.busy = True
                 wake = self.ready_set.make_due(queue)
                 if topic.sticky == queue.partition:
                     topic.sticky = -1       # KIP-480: a full batch moves keyless records elsewhere
@@ -433,11 +439,16 @@ cdef class RecordAccumulator:
         # room for the record (FIRST_CAPACITY at least), not the whole reservation: over thousands of partitions
         # most batches hold a few records, and allocating (and freeing) 16 KiB for each cost more than encoding
         # them (13% of a producer's user thread at 4096 partitions); a busy partition's builder grows within its
-        # reservation as its buffer doubles, then into batch_size storage (grow_into).
+        # reservation as its buffer doubles, then into batch_size storage (grow_into). A partition whose last
+        # batch filled up is busy: its next batch reserves and allocates batch_size at once, as it will fill that
+        # too; growing it step by step took the lock batch_size / RESERVE_STEP times and copied its records
+        # five times over (a producer that runs ahead of its sender has no pooled storage to start from).
         cdef ProducerBatch batch = ProducerBatch.__new__(ProducerBatch)
-        cdef bytearray storage = self._reserve(max(need, self.reserve_step), need <= self.batch_size)
+        cdef bint whole = queue.busy and need <= self.batch_size
+        cdef bytearray storage = self._reserve(self.batch_size if whole else max(need, self.reserve_step),
+                                               need <= self.batch_size)
         cdef Py_ssize_t capacity = max(need, FIRST_CAPACITY)
-        if storage is not None:
+        if storage is not None or whole:
             need = capacity = self.batch_size
         else:
             need = max(need, self.reserve_step)
@@ -531,6 +542,7 @@ cdef class RecordAccumulator:
                     break
                 if batch is queue.open_batch:
                     queue.open_batch = None
+                    queue.busy = False      # it goes out before it filled up
                 if self.idempotent and self.producer_id >= 0:
                     if batch.base_sequence < 0:
                         batch.base_sequence = queue.next_sequence
