@@ -112,6 +112,11 @@ class Producer:
                               node_health=NodeHealth(avoid_failing_brokers_after, avoid_failing_brokers_ms / 1000.0),
                               transactions=self._txn)
         self.client.loop.add_poll_hook(self._sender.poll)
+        self._accumulator.unknown_topic = self._send_slow
+        if (type(self).send is Producer.send and key_serializer is None and value_serializer is None
+                and partitioner is None and self._txn is None):
+            # send() below, compiled: a record that needs nothing before the accumulator costs no Python frame.
+            self.send = self._accumulator.send_record  # type: ignore[method-assign]
         self._started = time.monotonic()
 
     # ---- sending --------------------------------------------------------------------------------------------

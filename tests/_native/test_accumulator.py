@@ -563,3 +563,17 @@ def test_a_send_short_of_memory_makes_every_partition_due_and_wakes_the_sender()
     drain_all(acc, now=time.monotonic())            # no linger elapsed: pressure alone made them ready
     blocked.join(5)
     assert not blocked.is_alive() and acc.used_memory == 16384
+
+
+def test_a_partition_whose_batch_filled_up_opens_the_next_one_at_batch_size():
+    """A busy partition's next batch reserves batch_size at once (no growth step by step under the lock); other
+    partitions' batches start with one reserve step."""
+    acc, topic = make(batch_size=64 << 10, buffer_memory=1 << 20, linger_ms=60_000)
+    acc.send(topic, 0, None, b"x" * 100, None, None)
+    assert acc.used_memory == 16 << 10                  # a first batch: one reserve step
+    while len(acc.incomplete) < 2:
+        acc.send(topic, 0, None, b"x" * 100, None, None)
+    full = acc.used_memory
+    assert full >= 2 * (64 << 10)                       # the full one, and the next one whole
+    acc.send(topic, 1, None, b"x" * 100, None, None)
+    assert acc.used_memory == full + (16 << 10)
