@@ -5,10 +5,11 @@ The core knows no protocol: a BatchFormat (batch_builder.pxd) says how records a
 key and a record's metadata look like and which partition a key goes to; fastmq.kafka._native.accumulator plugs
 in Kafka's record batches.
 
-User threads call send(): it picks the partition (explicit, the format's choice for a key, or the topic's sticky
-partition for records without a key), encodes the record straight into the open batch of that partition and
-returns a FutureRecordMetadata: a view onto (batch, index), so completing a batch completes all of its futures
-at once. The sender, on the I/O thread, asks ready() which leaders have something to send, drain()s batches for
+User threads call send() (or send_record(), the same with a producer's signature, which a producer that does
+nothing to records takes as its own send()): it picks the partition (explicit, the format's choice for a key, or
+the topic's sticky partition for records without a key), encodes the record straight into the open batch of that
+partition and returns a FutureRecordMetadata: a view onto (batch, index), so completing a batch completes all of
+its futures at once. The sender, on the I/O thread, asks ready() which leaders have something to send, drain()s batches for
 them, and reports back with complete() / fail() / retry() / split().
 
 Threads: appends to an open batch run under the GIL alone (a BatchBuilder's append calls no Python code, so
