@@ -133,27 +133,23 @@ class _Exchange:
                                f"finished: {self.finished})")
 
     def _head(self, status: int, headers: Any) -> bytes:
-        parts = [_status_line(status), self.connection.default_headers()]
+        lines = b"".join([b"%b: %b\r\n" % (name, value) for name, value in headers])
+        if lines.count(b"\n") != len(headers) or lines.count(b"\r") != len(headers):
+            raise RuntimeError(f"a response header may not hold a line break: {headers!r}")
         length = None
         for name, value in headers:
-            if b"\r" in name or b"\n" in name or b"\r" in value or b"\n" in value:
-                raise RuntimeError(f"a response header may not hold a line break: {name!r}")
             lowered = name.lower()
             if lowered == b"content-length":
                 length = int(value)
             elif lowered == b"connection" and b"close" in value.lower():
                 self.keep_alive = False
-                parts += [name, b": ", value, b"\r\n"]
-                continue
-            parts += [name, b": ", value, b"\r\n"]
         if length is None and status not in (204, 304) and self.scope["method"] != "HEAD":
             self.chunked = True
-            parts.append(b"transfer-encoding: chunked\r\n")
+            lines += b"transfer-encoding: chunked\r\n"
         self.remaining = length or 0
-        if not self.keep_alive:
-            parts.append(b"connection: close\r\n")
-        parts.append(b"\r\n")
-        return b"".join(parts)
+        if not self.keep_alive and b"connection: close" not in lines.lower():
+            lines += b"connection: close\r\n"
+        return b"%b%b%b\r\n" % (_status_line(status), self.connection.default_headers(), lines)
 
 
 class HttpConnection(asyncio.Protocol):
@@ -178,6 +174,7 @@ class HttpConnection(asyncio.Protocol):
         self.url = b""
         self.headers: list[tuple[bytes, bytes]] = []
         self.head_bytes = 0
+        self.expect_continue = False
         self.reading_paused = False
         self.write_paused: asyncio.Future[None] | None = None
         self.closing = False                            # shutdown() asked: close after the current answer
@@ -240,6 +237,7 @@ class HttpConnection(asyncio.Protocol):
         self.url = b""
         self.headers = []
         self.head_bytes = 0
+        self.expect_continue = False
 
     def on_url(self, url: bytes) -> None:
         self.url += url
@@ -247,7 +245,10 @@ class HttpConnection(asyncio.Protocol):
 
     def on_header(self, name: bytes, value: bytes) -> None:
         self._count_head(len(name) + len(value))
-        self.headers.append((name.lower(), value))
+        name = name.lower()
+        if name == b"expect" and value.lower() == b"100-continue":
+            self.expect_continue = True
+        self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         parser = self.parser
@@ -263,8 +264,7 @@ class HttpConnection(asyncio.Protocol):
                  "query_string": url.query or b"", "headers": self.headers, "state": self.app_state.copy()}
         exchange = _Exchange(self, scope)
         exchange.keep_alive = parser.should_keep_alive() and not self.closing
-        exchange.expect_continue = any(name == b"expect" and value.lower() == b"100-continue"
-                                       for name, value in self.headers) if version == "1.1" else False
+        exchange.expect_continue = self.expect_continue and version == "1.1"
         self.reading = exchange
         if self.serving is None:
             self._serve(exchange)
