@@ -51,6 +51,7 @@ class ProxyApp:
         self.closing = False
         self._rotate = itertools.count()
         self._producer_limits: dict[str, RateLimiter] = {}
+        self._request_labels: dict[tuple[str, int], tuple[tuple[str, str], ...]] = {}
         self.routes: dict[tuple[str, str], Callable[[ProxyApp, Request], Awaitable[Reply]]] = {
             ("POST", "/produce"): ProxyApp.produce,
             ("GET", "/message"): ProxyApp.message,
@@ -153,8 +154,11 @@ class ProxyApp:
             await reply.send(send)
         except OSError:
             return
-        self.metrics.add("fastmq_proxy_requests_total", route=route, status=str(reply.status))
-        self.metrics.add("fastmq_proxy_request_seconds_total", time.perf_counter() - started, route=route)
+        labels = self._request_labels.get((route, reply.status))
+        if labels is None:          # routes and statuses are few: their labels are made once
+            labels = self._request_labels[(route, reply.status)] = (("route", route), ("status", str(reply.status)))
+        self.metrics.add("fastmq_proxy_requests_total", labels)
+        self.metrics.add("fastmq_proxy_request_seconds_total", labels[:1], time.perf_counter() - started)
 
     # ---- who asks ------------------------------------------------------------------------------------------
 
@@ -204,7 +208,7 @@ class ProxyApp:
                 raise _limited(limiter.wait_for(1) * 1000, f"producer {producer.name!r}")
             limiter.take(1)
         sent = await self.backend.produce(producer.topic, asked.messages)
-        self.metrics.add("fastmq_proxy_messages_produced_total", sent.count, topic=producer.topic)
+        self.metrics.add("fastmq_proxy_messages_produced_total", (("topic", producer.topic),), sent.count)
         return Reply(200, {"ok": True, "topic": producer.topic, "results": orjson.Fragment(sent.results)})
 
     # ---- consume -------------------------------------------------------------------------------------------
@@ -223,7 +227,7 @@ class ProxyApp:
             if ack is not None:
                 assert verdict is not None          # choose() answers the ack it was given
                 ack_verdict, ack = verdict, None
-                self.metrics.add("fastmq_proxy_acks_total", consumer=consumer.name, verdict=verdict)
+                self.metrics.add("fastmq_proxy_acks_total", (("consumer", consumer.name), ("verdict", verdict)))
             if choice.outcome == "limited":
                 raise _limited(choice.retry_after_ms, f"consumer {consumer.name!r}")
             if choice.outcome == "locked":
@@ -262,7 +266,8 @@ class ProxyApp:
             await self.state.nack(consumer.name, topic, client, lock.token(lock.offset),
                                   lease_ms=consumer.lease_ms, delay_ms=int(POLL_S * 1000))
             return Reply(200, {"ok": True, "status": "empty", "messages": [], "token": None, "ack": ack_verdict})
-        self.metrics.add("fastmq_proxy_messages_delivered_total", len(pulled.messages), consumer=consumer.name)
+        self.metrics.add("fastmq_proxy_messages_delivered_total", (("consumer", consumer.name),),
+                         len(pulled.messages))
         return Reply(200, {
             "ok": True, "status": "locked", "queue": lock.queue, "token": str(lock.token(pulled.next_offset)),
             "attempt": lock.attempts, "lease_ms": consumer.lease_ms, "backlog": max(0, pulled.high - pulled.next_offset),
@@ -278,7 +283,7 @@ class ProxyApp:
                       ("fastmq-attempts", str(lock.attempts - 1).encode())]
             await self.backend.produce(consumer.dead_letters, OutgoingMessages(
                 [m.value or b""], [m.key], [[(k, v or b"") for k, v in m.headers] + origin]))
-            self.metrics.add("fastmq_proxy_dead_letters_total", consumer=consumer.name)
+            self.metrics.add("fastmq_proxy_dead_letters_total", (("consumer", consumer.name),))
             _log.warning("consumer %s: %s:%s offset %d moved to %s after %d attempts", consumer.name, topic,
                          lock.queue, m.offset, consumer.dead_letters, lock.attempts - 1)
         next_offset = pulled.messages[0].offset + 1 if pulled.messages else pulled.next_offset
@@ -289,7 +294,7 @@ class ProxyApp:
         asked = parse_ack(request, MAX_NACK_DELAY_MS)
         consumer, topic, client = await self._consumer(request, asked.consumer, asked.topic, asked.client_id)
         verdict = await self.state.ack(consumer.name, topic, client, asked.token, lease_ms=consumer.lease_ms)
-        self.metrics.add("fastmq_proxy_acks_total", consumer=consumer.name, verdict=verdict)
+        self.metrics.add("fastmq_proxy_acks_total", (("consumer", consumer.name), ("verdict", verdict)))
         return _verdict_reply(verdict, "ack")
 
     async def nack(self, request: Request) -> Reply:

@@ -88,7 +88,8 @@ def parse_query(raw: bytes) -> dict[str, str]:
 
 
 async def read_request(scope: dict[Any, Any], receive: Receive, max_body: int) -> Request:
-    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+    # Header names come lower-case (fastmq/proxy/connection.py makes them so, as ASGI servers do).
+    headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
     declared = headers.get("content-length")
     if declared is not None and (not declared.isdigit() or int(declared) > max_body):
         raise HttpError(413, "too_large", f"the body may hold at most {max_body} bytes")

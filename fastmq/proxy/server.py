@@ -1,5 +1,5 @@
-"""Serving the proxy: uvicorn on uvloop with httptools' HTTP parser (each response written once: coalesce.py),
-one event loop per process. Several
+"""Serving the proxy: uvicorn's server on uvloop, with the proxy's own HTTP/1.1 connections on httptools' parser
+(connection.py says why), one event loop per process. Several
 processes share one port through SO_REUSEPORT (the kernel spreads connections over them); each is a whole,
 stateless proxy, as separate hosts would be.
 
@@ -18,8 +18,8 @@ from typing import Any, Callable, Iterator
 
 from fastmq.proxy.app import ProxyApp
 from fastmq.proxy.backend import Backend
-from fastmq.proxy.coalesce import CoalescedTransport
 from fastmq.proxy.config import ProxyConfig
+from fastmq.proxy.connection import HttpConnection
 
 GRACEFUL_S = 10
 
@@ -53,17 +53,6 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _coalescing_protocol() -> type:
-    """uvicorn's httptools protocol writing each response at once (through a CoalescedTransport)."""
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-
-    class CoalescingHttpToolsProtocol(HttpToolsProtocol):
-        def connection_made(self, transport: Any) -> None:
-            # uvicorn types its transport as asyncio.Transport; CoalescedTransport has every method it calls.
-            super().connection_made(CoalescedTransport(transport, self.loop))  # type: ignore[arg-type]
-    return CoalescingHttpToolsProtocol
-
-
 def serve(config: ProxyConfig, backend: Backend, host: str, port: int, *, log_level: str = "info") -> bool:
     """Run one proxy process until SIGTERM / SIGINT; False when it could not start (Redis or the broker did not
     answer: the log says which)."""
@@ -89,7 +78,7 @@ def serve(config: ProxyConfig, backend: Backend, host: str, port: int, *, log_le
 
     # No X-Forwarded-* rewriting (the proxy reads no client address; uvicorn's middleware for it cost a call per
     # request) and no Server header.
-    settings = uvicorn.Config(app, loop="uvloop", http=_coalescing_protocol(), lifespan="on", access_log=False,
+    settings = uvicorn.Config(app, loop="uvloop", http=HttpConnection, lifespan="on", access_log=False,
                               log_level=log_level, timeout_graceful_shutdown=GRACEFUL_S, log_config=None,
                               proxy_headers=False, server_header=False)
     server = Server(settings)
