@@ -9,6 +9,9 @@ the loop thread from the routes already known, and ask the client to refresh the
 
 Topics the namesrv does not know are sent through the default topic's route (TBW102), as Java does, so that a
 broker with autoCreateTopicEnable creates them.
+
+The bytes of unfinished sends are bounded (max_pending_bytes, fastmq/rocketmq/pending_bytes.py): a caller whose
+request finds no room waits for earlier sends to finish, up to its send timeout.
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from fastmq.rocketmq.acl import Credentials
 from fastmq.rocketmq.client import ClientInstance
 from fastmq.rocketmq.errors import RocketMQError, SendFailedError, TopicNotFoundError, broker_error
 from fastmq.rocketmq.message import Message, SendResult, SendStatus, message_ids
+from fastmq.rocketmq.pending_bytes import DEFAULT_MAX_PENDING_BYTES, PendingBytes
 from fastmq.rocketmq.protocol import DEFAULT_TOPIC, PROPERTY_TRANSACTION_PREPARED, TransactionType
 from fastmq.rocketmq.route import MessageQueue
 
@@ -79,10 +83,11 @@ class _Send:
     """One send and its attempts; called with the broker's answer to an attempt (or its error)."""
 
     __slots__ = ("producer", "messages", "batch", "queue", "selector", "arg", "deadline", "attempts", "last_broker",
-                 "future", "msg_ids", "last_error", "target")
+                 "future", "msg_ids", "last_error", "target", "waited", "reserved")
 
     def __init__(self, producer: Producer, messages: list[Message], batch: bool, queue: MessageQueue | None,
-                 selector: QueueSelector | None, arg: Any, deadline: float) -> None:
+                 selector: QueueSelector | None, arg: Any, deadline: float, waited: bool = False) -> None:
+        self.waited = waited        # the caller waits for the answer (a synchronous send)
         self.producer = producer
         self.messages = messages
         self.batch = batch
@@ -96,10 +101,15 @@ class _Send:
         self.msg_ids: list[str] = []
         self.last_error: BaseException | None = None
         self.target: MessageQueue | None = None         # the queue of the attempt in flight
+        self.reserved = 0                               # bytes of the producer's PendingBytes held
 
     def __call__(self, response: RemotingCommand | None, error: BaseException | None) -> None:
         assert self.target is not None          # set before the attempt is handed over
         self.producer._answered(self, self.target, response, error)
+
+    def written(self, _response: RemotingCommand | None, _error: BaseException | None) -> None:
+        """A oneway send's callback: its bytes are written (or its connection failed; it is never answered)."""
+        self.producer._finish(self)
 
 
 class Producer:
@@ -109,7 +119,7 @@ class Producer:
                  retry_times: int = 2, compress_threshold: int = DEFAULT_COMPRESS_THRESHOLD,
                  max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE, default_topic_queue_nums: int = 4,
                  instance: ClientInstance | None = None, serialize_type: int = SERIALIZE_ROCKETMQ,
-                 credentials: Credentials | None = None) -> None:
+                 credentials: Credentials | None = None, max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES) -> None:
         if instance is None and namesrv_addr is None:
             raise ValueError("a Producer needs namesrv_addr (or a ClientInstance)")
         if retry_times < 0 or send_timeout <= 0:
@@ -130,6 +140,7 @@ class Producer:
         self._round_robin = itertools.count()
         self._from_default: set[str] = set()
         self._condition = threading.Condition()     # shared by the futures of its sends (SendFuture)
+        self._pending = PendingBytes(max_pending_bytes)
         self._closed = False
         self.instance.register(self)
 
@@ -141,7 +152,7 @@ class Producer:
     def send(self, message: Message, *, queue: MessageQueue | None = None, selector: QueueSelector | None = None,
              arg: Any = None, timeout: float | None = None) -> SendResult:
         """Send and wait for the broker's answer. Raises SendFailedError when every attempt failed."""
-        send = self._start([message], False, queue, selector, arg, timeout)
+        send = self._start([message], False, queue, selector, arg, timeout, waited=True)
         return send.future.result(send.deadline - time.monotonic() + 1.0)
 
     def send_async(self, message: Message, *, queue: MessageQueue | None = None,
@@ -161,17 +172,27 @@ class Producer:
         send = _Send(self, [message], False, queue, selector, arg, time.monotonic() + self.send_timeout)
         target = self._choose(send, may_block=True)
         frame, opaque, _ = self._encode(send, target, oneway=True)
-        self.remoting.invoke_frame(self.instance.master_address(target.broker_name, target.topic), frame, opaque,
-                                   None, oneway=True)
+        address = self.instance.master_address(target.broker_name, target.topic)
+        self._pending.reserve(len(frame), send.deadline)
+        send.reserved = len(frame)
+        try:
+            self.remoting.invoke_frame(address, frame, opaque, send.written, oneway=True)
+        except BaseException:
+            self._finish(send)
+            raise
 
     def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
                    timeout: float | None = None) -> SendResult:
         """Send messages of one topic as one SEND_BATCH_MESSAGE (stored as separate messages, one queue)."""
-        return self.send_batch_async(messages, queue=queue, timeout=timeout).result(
-            (timeout or self.send_timeout) + 1.0)
+        send = self._start_batch(messages, queue, timeout, waited=True)
+        return send.future.result(send.deadline - time.monotonic() + 1.0)
 
     def send_batch_async(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
                          timeout: float | None = None) -> Future[SendResult]:
+        return self._start_batch(messages, queue, timeout, waited=False).future
+
+    def _start_batch(self, messages: Sequence[Message], queue: MessageQueue | None, timeout: float | None,
+                     waited: bool) -> _Send:
         messages = list(messages)
         if not messages:
             raise ValueError("a batch needs at least one message")
@@ -180,7 +201,7 @@ class Producer:
             raise ValueError(f"a batch goes to one topic, not {sorted(topics)}")
         if any(m.delay_level > 0 for m in messages):
             raise ValueError("batched messages cannot have a delay level (the broker refuses them)")
-        return self._start(messages, True, queue, None, None, timeout).future
+        return self._start(messages, True, queue, None, None, timeout, waited)
 
     def close(self) -> None:
         if self._closed:
@@ -208,12 +229,12 @@ class Producer:
             raise ValueError(f"message body of {len(body)} bytes exceeds max_message_size {self.max_message_size}")
 
     def _start(self, messages: list[Message], batch: bool, queue: MessageQueue | None,
-               selector: QueueSelector | None, arg: Any, timeout: float | None) -> _Send:
+               selector: QueueSelector | None, arg: Any, timeout: float | None, waited: bool = False) -> _Send:
         self._check_open()
         for message in messages:
             self._check_size(message.body)
         send = _Send(self, messages, batch, queue, selector, arg,
-                     time.monotonic() + (self.send_timeout if timeout is None else timeout))
+                     time.monotonic() + (self.send_timeout if timeout is None else timeout), waited)
         self._attempt(send, may_block=True)
         return send
 
@@ -289,6 +310,9 @@ class Producer:
             queue = self._choose(send, may_block)
             address = self.instance.master_address(queue.broker_name, queue.topic if may_block else None)
             frame, opaque, send.msg_ids = self._encode(send, queue)
+            if not send.reserved:               # the first attempt, on the caller's thread
+                self._pending.reserve(len(frame), send.deadline)
+                send.reserved = len(frame)
         except Exception as exc:
             self._failed(send, exc, retriable=isinstance(exc, RocketMQError) and not may_block)
             return
@@ -297,7 +321,12 @@ class Producer:
             self._failed(send, send.last_error or SendFailedError("the send timeout passed"), retriable=False)
             return
         send.target = queue
-        self.remoting.invoke_frame(address, frame, opaque, send, timeout=remaining)
+        try:
+            self.remoting.invoke_frame(address, frame, opaque, send, timeout=remaining,
+                                       wait=send.waited and may_block)
+        except BaseException:           # the client is closed
+            self._finish(send)
+            raise
 
     def _answered(self, send: _Send, queue: MessageQueue, response: RemotingCommand | None,
                   error: BaseException | None) -> None:
@@ -315,6 +344,7 @@ class Producer:
                 except ValueError as exc:
                     error = RocketMQError(f"the broker's send response is malformed: {exc}")
                 else:
+                    self._finish(send)
                     if not send.future.done():
                         send.future.set_result(result)
                     return
@@ -329,6 +359,7 @@ class Producer:
             self.instance.request_refresh(f"a send failed: {error}")
             self._attempt(send, may_block=False)
             return
+        self._finish(send)
         if send.future.done():
             return
         if isinstance(error, RocketMQError) and send.attempts == 1 and not retriable:
@@ -338,3 +369,9 @@ class Producer:
                                   f"attempt(s): {error}", getattr(error, "code", None))
         failure.__cause__ = error
         send.future.set_exception(failure)
+
+    def _finish(self, send: _Send) -> None:
+        # The send is over: its bytes leave max_pending_bytes.
+        if send.reserved:
+            self._pending.release(send.reserved)
+            send.reserved = 0

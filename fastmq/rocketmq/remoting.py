@@ -2,7 +2,9 @@
 
 Any thread calls `invoke`: the caller encodes the frame (fastmq.rocketmq._native.remoting), the request joins an
 outbox and the loop is woken once (IOLoop.wakeup costs nothing while a wakeup is pending), so a burst of sends is
-one hand-over, not one per message. The loop's poll hook drains the outbox onto the connections (ConnectionPool,
+one hand-over, not one per message. A caller that waits for its answer (call(), a synchronous send) writes the
+request itself when its connection is ready and has nothing queued (Connection.request_now): one wake-up per
+round trip, the loop's on the response, instead of three. The loop's poll hook drains the outbox onto the connections (ConnectionPool,
 one per address); requests to an address still connecting wait for it, and fail with the connection's error if
 it cannot be made. Responses complete their callback on the loop thread.
 
@@ -112,11 +114,18 @@ class RemotingClient:
                             self.serialize_type, remark=remark), opaque
 
     def invoke_frame(self, address: str, frame: Any, opaque: int, callback: ResponseCallback | None, *,
-                     oneway: bool = False, timeout: float | None = None) -> None:
+                     oneway: bool = False, timeout: float | None = None, wait: bool = False) -> None:
         """Send an encoded request; callback(response, None) or callback(None, error) on the loop thread
-        (for a oneway request: callback(None, None) once written)."""
+        (for a oneway request: callback(None, None) once written). wait=True: the caller is about to wait for
+        the answer, and writes the request itself if it can (see the module docstring)."""
         if self._closed:
             raise RocketMQError("the RocketMQ client is closed")
+        if wait and not oneway and not self._outbox:
+            conn = self.pool.connection(address)
+            if conn is not None and conn.request_now(
+                    frame, None if callback is None else DecodingCallback(callback), opaque,
+                    timeout=self.request_timeout if timeout is None else timeout):
+                return
         self._outbox.append((address, frame, opaque, callback, oneway,
                              self.request_timeout if timeout is None else timeout))
         self.loop.wakeup()
@@ -124,16 +133,20 @@ class RemotingClient:
     def invoke(self, address: str, code: int, ext_fields: dict[Any, Any] | None = None, body: Any = None, *,
                timeout: float | None = None) -> Future[RemotingCommand]:
         """A Future of the response (a RemotingCommand; any response code)."""
+        return self._invoke(address, code, ext_fields, body, timeout, False)
+
+    def _invoke(self, address: str, code: int, ext_fields: dict[Any, Any] | None, body: Any,
+                timeout: float | None, wait: bool) -> Future[RemotingCommand]:
         future: Future[RemotingCommand] = Future()
         frame, opaque = self.encode(code, ext_fields, body)
-        self.invoke_frame(address, frame, opaque, future_callback(future), timeout=timeout)
+        self.invoke_frame(address, frame, opaque, future_callback(future), timeout=timeout, wait=wait)
         return future
 
     def call(self, address: str, code: int, ext_fields: dict[Any, Any] | None = None, body: Any = None, *,
              timeout: float | None = None) -> RemotingCommand:
         """invoke() and wait for the response."""
         timeout = self.request_timeout if timeout is None else timeout
-        return self.invoke(address, code, ext_fields, body, timeout=timeout).result(timeout + 1.0)
+        return self._invoke(address, code, ext_fields, body, timeout, True).result(timeout + 1.0)
 
     def oneway(self, address: str, code: int, ext_fields: dict[Any, Any] | None = None, body: Any = None) -> None:
         frame, opaque = self.encode(code, ext_fields, body, oneway=True)
