@@ -10,8 +10,8 @@ the loop thread from the routes already known, and ask the client to refresh the
 Topics the namesrv does not know are sent through the default topic's route (TBW102), as Java does, so that a
 broker with autoCreateTopicEnable creates them.
 
-The bytes of unfinished sends are bounded (max_pending_bytes, fastmq/rocketmq/pending_bytes.py): a caller whose
-request finds no room waits for earlier sends to finish, up to its send timeout.
+Each send's first attempt holds its request's bytes in the client's max_pending_bytes until done
+(fastmq/rocketmq/pending_bytes.py): a caller whose request finds no room waits, up to its send timeout.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from fastmq.rocketmq.acl import Credentials
 from fastmq.rocketmq.client import ClientInstance
 from fastmq.rocketmq.errors import RocketMQError, SendFailedError, TopicNotFoundError, broker_error
 from fastmq.rocketmq.message import Message, SendResult, SendStatus, message_ids
-from fastmq.rocketmq.pending_bytes import DEFAULT_MAX_PENDING_BYTES, PendingBytes
+from fastmq.rocketmq.pending_bytes import DEFAULT_MAX_PENDING_BYTES, SendBufferFullError
 from fastmq.rocketmq.protocol import DEFAULT_TOPIC, PROPERTY_TRANSACTION_PREPARED, TransactionType
 from fastmq.rocketmq.route import MessageQueue
 
@@ -83,7 +83,7 @@ class _Send:
     """One send and its attempts; called with the broker's answer to an attempt (or its error)."""
 
     __slots__ = ("producer", "messages", "batch", "queue", "selector", "arg", "deadline", "attempts", "last_broker",
-                 "future", "msg_ids", "last_error", "target", "waited", "reserved")
+                 "future", "msg_ids", "last_error", "target", "waited")
 
     def __init__(self, producer: Producer, messages: list[Message], batch: bool, queue: MessageQueue | None,
                  selector: QueueSelector | None, arg: Any, deadline: float, waited: bool = False) -> None:
@@ -101,15 +101,10 @@ class _Send:
         self.msg_ids: list[str] = []
         self.last_error: BaseException | None = None
         self.target: MessageQueue | None = None         # the queue of the attempt in flight
-        self.reserved = 0                               # bytes of the producer's PendingBytes held
 
     def __call__(self, response: RemotingCommand | None, error: BaseException | None) -> None:
         assert self.target is not None          # set before the attempt is handed over
         self.producer._answered(self, self.target, response, error)
-
-    def written(self, _response: RemotingCommand | None, _error: BaseException | None) -> None:
-        """A oneway send's callback: its bytes are written (or its connection failed; it is never answered)."""
-        self.producer._finish(self)
 
 
 class Producer:
@@ -120,6 +115,7 @@ class Producer:
                  max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE, default_topic_queue_nums: int = 4,
                  instance: ClientInstance | None = None, serialize_type: int = SERIALIZE_ROCKETMQ,
                  credentials: Credentials | None = None, max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES) -> None:
+        """max_pending_bytes bounds the bytes of unfinished sends (the given ClientInstance's own bound instead)."""
         if instance is None and namesrv_addr is None:
             raise ValueError("a Producer needs namesrv_addr (or a ClientInstance)")
         if retry_times < 0 or send_timeout <= 0:
@@ -132,7 +128,8 @@ class Producer:
         self.default_topic_queue_nums = default_topic_queue_nums
         self._owns_instance = instance is None
         self.instance = instance if instance is not None else ClientInstance(
-            namesrv_addr, request_timeout=send_timeout, serialize_type=serialize_type, credentials=credentials)
+            namesrv_addr, request_timeout=send_timeout, serialize_type=serialize_type, credentials=credentials,
+            max_pending_bytes=max_pending_bytes)
         self.remoting = self.instance.remoting
         self._encoder = SendEncoder(group, message_ids(), default_topic=DEFAULT_TOPIC,
                                     default_topic_queue_nums=default_topic_queue_nums,
@@ -140,7 +137,6 @@ class Producer:
         self._round_robin = itertools.count()
         self._from_default: set[str] = set()
         self._condition = threading.Condition()     # shared by the futures of its sends (SendFuture)
-        self._pending = PendingBytes(max_pending_bytes)
         self._closed = False
         self.instance.register(self)
 
@@ -172,14 +168,8 @@ class Producer:
         send = _Send(self, [message], False, queue, selector, arg, time.monotonic() + self.send_timeout)
         target = self._choose(send, may_block=True)
         frame, opaque, _ = self._encode(send, target, oneway=True)
-        address = self.instance.master_address(target.broker_name, target.topic)
-        self._pending.reserve(len(frame), send.deadline)
-        send.reserved = len(frame)
-        try:
-            self.remoting.invoke_frame(address, frame, opaque, send.written, oneway=True)
-        except BaseException:
-            self._finish(send)
-            raise
+        self.remoting.invoke_frame(self.instance.master_address(target.broker_name, target.topic), frame, opaque,
+                                   None, oneway=True, hold_until=send.deadline)
 
     def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
                    timeout: float | None = None) -> SendResult:
@@ -310,9 +300,6 @@ class Producer:
             queue = self._choose(send, may_block)
             address = self.instance.master_address(queue.broker_name, queue.topic if may_block else None)
             frame, opaque, send.msg_ids = self._encode(send, queue)
-            if not send.reserved:               # the first attempt, on the caller's thread
-                self._pending.reserve(len(frame), send.deadline)
-                send.reserved = len(frame)
         except Exception as exc:
             self._failed(send, exc, retriable=isinstance(exc, RocketMQError) and not may_block)
             return
@@ -323,10 +310,9 @@ class Producer:
         send.target = queue
         try:
             self.remoting.invoke_frame(address, frame, opaque, send, timeout=remaining,
-                                       wait=send.waited and may_block)
-        except BaseException:           # the client is closed
-            self._finish(send)
-            raise
+                                       wait=send.waited and may_block, hold_until=send.deadline if may_block else None)
+        except SendBufferFullError as exc:
+            self._failed(send, exc, retriable=False)
 
     def _answered(self, send: _Send, queue: MessageQueue, response: RemotingCommand | None,
                   error: BaseException | None) -> None:
@@ -344,7 +330,6 @@ class Producer:
                 except ValueError as exc:
                     error = RocketMQError(f"the broker's send response is malformed: {exc}")
                 else:
-                    self._finish(send)
                     if not send.future.done():
                         send.future.set_result(result)
                     return
@@ -359,7 +344,6 @@ class Producer:
             self.instance.request_refresh(f"a send failed: {error}")
             self._attempt(send, may_block=False)
             return
-        self._finish(send)
         if send.future.done():
             return
         if isinstance(error, RocketMQError) and send.attempts == 1 and not retriable:
@@ -369,9 +353,3 @@ class Producer:
                                   f"attempt(s): {error}", getattr(error, "code", None))
         failure.__cause__ = error
         send.future.set_exception(failure)
-
-    def _finish(self, send: _Send) -> None:
-        # The send is over: its bytes leave max_pending_bytes.
-        if send.reserved:
-            self._pending.release(send.reserved)
-            send.reserved = 0

@@ -94,7 +94,7 @@ def test_oneway_sends_the_socket_does_not_take_wait_for_room(rocketmq_server, si
     with Producer(unique("pending"), rocketmq_server.namesrv_addr, send_timeout=10.0,
                   max_pending_bytes=limit) as producer:
         producer.instance.routes[topic] = TopicRoute(topic, {"silent-broker": {0: silent_broker.address}}, [queue])
-        pending = producer._pending
+        pending = producer.remoting.pending
         loop = producer.remoting.loop
         sent = 0
         # The kernel's buffers take a few MiB; then the unwritten requests fill the bound.
