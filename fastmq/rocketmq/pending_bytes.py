@@ -12,15 +12,9 @@ from __future__ import annotations
 import threading
 import time
 
-from fastmq.rocketmq.errors import RocketMQError
+from fastmq.rocketmq.errors import SendBufferFullError
 
 DEFAULT_MAX_PENDING_BYTES = 100 * 1024 * 1024
-
-
-class SendBufferFullError(RocketMQError):
-    """The client's unfinished requests held max_pending_bytes for the whole send timeout."""
-
-    retriable = True
 
 
 class PendingBytes:

@@ -29,9 +29,15 @@ from fastmq.rocketmq._native.messages import DEFAULT_COMPRESS_THRESHOLD, SendEnc
 from fastmq.rocketmq._native.remoting import SERIALIZE_ROCKETMQ, RemotingCommand, decode_command
 from fastmq.rocketmq.acl import Credentials
 from fastmq.rocketmq.client import ClientInstance
-from fastmq.rocketmq.errors import RocketMQError, SendFailedError, TopicNotFoundError, broker_error
+from fastmq.rocketmq.errors import (
+    RocketMQError,
+    SendBufferFullError,
+    SendFailedError,
+    TopicNotFoundError,
+    broker_error,
+)
 from fastmq.rocketmq.message import Message, SendResult, SendStatus, message_ids
-from fastmq.rocketmq.pending_bytes import DEFAULT_MAX_PENDING_BYTES, SendBufferFullError
+from fastmq.rocketmq.pending_bytes import DEFAULT_MAX_PENDING_BYTES
 from fastmq.rocketmq.protocol import DEFAULT_TOPIC, PROPERTY_TRANSACTION_PREPARED, TransactionType
 from fastmq.rocketmq.route import MessageQueue
 

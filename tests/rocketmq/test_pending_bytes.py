@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from fastmq.rocketmq import Message, MessageQueue, Producer
-from fastmq.rocketmq.pending_bytes import PendingBytes, SendBufferFullError
+from fastmq.rocketmq import Message, MessageQueue, Producer, SendBufferFullError
+from fastmq.rocketmq.pending_bytes import PendingBytes
 from fastmq.rocketmq.route import TopicRoute
 from tests.support.rocketmq import unique
 from tests.support.waiting import wait_for
