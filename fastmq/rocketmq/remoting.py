@@ -315,53 +315,45 @@ class _Holding:
     """A connection callback that first gives back the max_pending_bytes its request(s) held. Objects rather than
     closures: one allocation per request instead of three."""
 
-    __slots__ = ("pending", "held")
+    __slots__ = ("target", "pending", "held")
 
-    def __init__(self, pending: PendingBytes, held: int) -> None:
+    def __init__(self, target: Any, pending: PendingBytes, held: int) -> None:
+        self.target = target        # what the subclass calls
         self.pending = pending
         self.held = held
 
-    def _release(self) -> None:
-        if self.held:
-            self.pending.release(self.held)
-
 
 class DecodingCallback(_Holding):
-    """The callback of a request with a response: decodes the response frame for its ResponseCallback."""
+    """The callback of a request with a response: decodes the response frame for its ResponseCallback (target)."""
 
-    __slots__ = ("callback",)
-
-    def __init__(self, callback: ResponseCallback | None, pending: PendingBytes, held: int) -> None:
-        super().__init__(pending, held)
-        self.callback = callback
+    __slots__ = ()
 
     def __call__(self, frame: Any, error: BaseException | None) -> None:
-        self._release()
-        if self.callback is None:
+        if self.held:
+            self.pending.release(self.held)
+        callback: ResponseCallback | None = self.target
+        if callback is None:
             return
         if error is not None:
-            self.callback(None, error)
+            callback(None, error)
             return
         try:
             command = decode_command(frame)
         except Exception as exc:
-            self.callback(None, exc)
+            callback(None, exc)
             return
-        self.callback(command, None)
+        callback(command, None)
 
 
 class Written(_Holding):
-    """The callback of oneway requests written as one: each request's callback(None, error)."""
+    """The callback of oneway requests written as one: each request's callback(None, error) (target: a list)."""
 
-    __slots__ = ("callbacks",)
-
-    def __init__(self, callbacks: list[ResponseCallback], pending: PendingBytes, held: int) -> None:
-        super().__init__(pending, held)
-        self.callbacks = callbacks
+    __slots__ = ()
 
     def __call__(self, _frame: Any, error: BaseException | None) -> None:
-        self._release()
-        for callback in self.callbacks:
+        if self.held:
+            self.pending.release(self.held)
+        for callback in self.target:
             try:
                 callback(None, error)
             except Exception:
