@@ -269,10 +269,13 @@ class Connection(Stream):
     def request_now(self, data: Any, callback: Callback | None, correlation_id: int, *,
                     timeout: float | None = None) -> bool:
         """From any thread: register a request that expects a response (keyed mode) and write it at once from
-        the calling thread, non-blocking; bytes the socket does not take are left to the loop. Returns False,
-        having done nothing, when the connection is not READY, has output queued, is busy writing on the loop,
-        uses TLS or compression, already has correlation_id in flight, or is at max_in_flight: then hand the
-        request to the loop (request()). callback runs on the loop thread, as for request()."""
+        the calling thread, non-blocking; bytes the socket does not take are left to the loop. data is one
+        bytes-like object (a list of parts goes through request()). Returns False, having done nothing, when the
+        connection is not READY, has output queued, is busy writing on the loop, uses TLS or compression,
+        already has correlation_id in flight, or is at max_in_flight: then hand the request to the loop
+        (request()). callback runs on the loop thread, as for request()."""
+        if type(data) is list or type(data) is tuple:
+            return False
         lock = self._write_lock
         if not lock.acquire(False):
             return False

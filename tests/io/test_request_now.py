@@ -56,6 +56,14 @@ def test_it_declines_when_output_is_queued_or_the_id_is_in_flight(loop, echo_ser
     assert held.result(WAIT)[4:] == b"H"
 
 
+def test_it_declines_a_request_in_parts(loop, echo_server, connect, frame):
+    client = connect(echo_server.port)
+    cid = next(_ids)
+    whole = frame(cid, b"Eparts")
+    assert not client.conn.request_now([whole[:5], whole[5:]], None, cid)
+    assert client.conn.in_flight_count == 0
+
+
 def test_it_declines_once_the_connection_is_closed(loop, echo_server, connect, frame):
     client = connect(echo_server.port)
     client.close()
