@@ -5,9 +5,9 @@ connection that queued output once per iteration with one sendmsg over the queue
 are never joined; IOV_MAX parts per call), keeps a partial write's remainder as a memoryview slice, and
 registers EPOLLOUT only while output is pending. The output queue, the socket's writes and the state's change to
 CLOSED are guarded by the stream's write lock, so that a client thread may write a request itself when nothing is
-queued (Connection.request_now); the loop thread is the only one that ever waits for that lock. TLS sockets cannot sendmsg, so small parts are joined into one TLS write
-of up to TLS_COALESCE bytes (encryption copies them anyway); a write that raised SSLWantWriteError is
-retried with the very same buffer, as OpenSSL requires.
+queued (Connection.request_now); the loop thread is the only one that ever waits for that lock. TLS sockets cannot
+sendmsg, so small parts are joined into one TLS write of up to TLS_COALESCE bytes (encryption copies them anyway);
+a write that raised SSLWantWriteError is retried with the very same buffer, as OpenSSL requires.
 
 Reads: recv_into the frame splitter's writable() view, commit(), then every complete frame goes to
 _on_frame (the subclass). A ProtocolError from the splitter or from _on_frame closes this connection

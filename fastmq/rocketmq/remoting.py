@@ -3,11 +3,13 @@
 Any thread calls `invoke`: the caller encodes the frame (fastmq.rocketmq._native.remoting), the request joins an
 outbox and the loop is woken once (IOLoop.wakeup costs nothing while a wakeup is pending), so a burst of sends is
 one hand-over, not one per message. A caller that waits for its answer (call(), a synchronous send) writes the
-request itself when its connection is ready and has nothing queued (Connection.request_now): one wake-up per
-round trip, the loop's on the response, instead of three. Requests handed over with hold_until count against the
-client's max_pending_bytes until they are done (fastmq/rocketmq/pending_bytes.py): the caller waits for room. The loop's poll hook drains the outbox onto the connections (ConnectionPool,
-one per address); requests to an address still connecting wait for it, and fail with the connection's error if
-it cannot be made. Responses complete their callback on the loop thread.
+request itself when its connection is ready and has nothing queued (Connection.request_now): the loop then wakes
+once per round trip, for the response, instead of twice, and no eventfd is written. The loop's poll hook drains
+the outbox onto the connections (ConnectionPool, one per address); a run of oneway requests to one connection
+becomes one unanswered request of many frames. Requests to an address still connecting wait for it, and fail with
+the connection's error if it cannot be made. Responses complete their callback on the loop thread. Requests handed
+over with hold_until count against the client's max_pending_bytes until they are done
+(fastmq/rocketmq/pending_bytes.py): the caller waits for room.
 
 Requests are encoded with ROCKETMQ binary headers by default (written in compiled code; JSON costs about 40 us more
 per request in json.dumps); responses are read in whichever encoding the server chose.
