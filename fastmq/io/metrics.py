@@ -1,9 +1,13 @@
 """Plain counters of one client's network activity, shared by its connections and read by the client.
 
 Attributes are updated on the loop thread and may be read from any thread (each read is of one int or
-float; a snapshot taken while the loop runs may mix two instants).
+float; a snapshot taken while the loop runs may mix two instants). Requests that a client thread wrote itself
+(Connection.request_now) are counted apart, in direct_requests and direct_bytes_out, under a lock of their own:
+an increment from another thread beside the loop's could lose one of the two.
 """
 from __future__ import annotations
+
+import threading
 
 
 class IOMetrics:
@@ -12,7 +16,7 @@ class IOMetrics:
     __slots__ = (
         "bytes_in", "bytes_out", "requests_sent", "responses_received", "request_latency_total",
         "request_latency_max", "request_timeouts", "connections_created", "connections_closed",
-        "connect_failures", "connections_rejected",
+        "connect_failures", "connections_rejected", "direct_requests", "direct_bytes_out", "_direct_lock",
     )
 
     def __init__(self) -> None:
@@ -27,6 +31,16 @@ class IOMetrics:
         self.connections_closed = 0          # connections closed for any reason
         self.connect_failures = 0            # connections that closed before becoming ready
         self.connections_rejected = 0        # accepted sockets closed at once by a connection limit
+        self.direct_requests = 0             # requests written by the thread that made them (not in requests_sent)
+        self.direct_bytes_out = 0            # bytes those threads handed to the kernel (not in bytes_out)
+        self._direct_lock = threading.Lock()
+
+    def count_direct(self, sent: int) -> None:
+        """Count one request written by a client thread, of which `sent` bytes were taken at once (the rest
+        is written by the loop and counted in bytes_out). Any thread."""
+        with self._direct_lock:
+            self.direct_requests += 1
+            self.direct_bytes_out += sent
 
     @property
     def request_latency_avg(self) -> float:
@@ -35,7 +49,7 @@ class IOMetrics:
 
     def snapshot(self) -> dict[str, float]:
         """All counters as a dict, plus request_latency_avg."""
-        values: dict[str, float] = {name: getattr(self, name) for name in self.__slots__}
+        values: dict[str, float] = {name: getattr(self, name) for name in self.__slots__ if name[0] != "_"}
         values["request_latency_avg"] = self.request_latency_avg
         return values
 

@@ -3,9 +3,11 @@
 Writes: callers queue bytes-like objects (whole framed requests or their parts); the loop flushes every
 connection that queued output once per iteration with one sendmsg over the queue (vectored: the parts
 are never joined; IOV_MAX parts per call), keeps a partial write's remainder as a memoryview slice, and
-registers EPOLLOUT only while output is pending. TLS sockets cannot sendmsg, so small parts are joined into one TLS write
-of up to TLS_COALESCE bytes (encryption copies them anyway); a write that raised SSLWantWriteError is
-retried with the very same buffer, as OpenSSL requires.
+registers EPOLLOUT only while output is pending. The output queue, the socket's writes and the state's change to
+CLOSED are guarded by the stream's write lock, so that a client thread may write a request itself when nothing is
+queued (Connection.request_now); the loop thread is the only one that ever waits for that lock. TLS sockets cannot
+sendmsg, so small parts are joined into one TLS write of up to TLS_COALESCE bytes (encryption copies them anyway);
+a write that raised SSLWantWriteError is retried with the very same buffer, as OpenSSL requires.
 
 Reads: recv_into the frame splitter's writable() view, commit(), then every complete frame goes to
 _on_frame (the subclass). A ProtocolError from the splitter or from _on_frame closes this connection
@@ -28,6 +30,7 @@ import enum
 import logging
 import os
 import ssl
+import threading
 from collections import deque
 from itertools import islice
 from typing import Any, Callable, Sequence
@@ -107,6 +110,9 @@ class Stream:
         # (position, callback, deadline): callback(None, None) once _written reaches position
         self._write_marks: deque[tuple[int, Callable[[Any, Any], Any] | None, float]] = deque()
         self._flush_scheduled = False
+        # Held by the loop while it queues or writes output or closes, and by a thread writing a request itself
+        # (which only tries it: it never waits). Re-entrant: a write's completion callbacks may queue more.
+        self._write_lock = threading.RLock()
         self._tls = False
         self._tls_retry = False           # the last TLS write did not complete: repeat the same buffer
         self._tls_read_wants_write = False  # a TLS read needs the socket writable (renegotiation)
@@ -279,6 +285,11 @@ class Stream:
         timeout of a client connection still in its handshake keeps running). Requests wait meanwhile
         (NotReadyError). Raises UpgradeError when the connection is not open, already TLS, or compressed.
         """
+        with self._write_lock:
+            self._start_tls_upgrade(context, server_side, server_hostname, on_done, timeout)
+
+    def _start_tls_upgrade(self, context: ssl.SSLContext, server_side: bool, server_hostname: str | None,
+                           on_done: Callable[[], Any] | None, timeout: float | None) -> None:
         state = self._state
         if state is not READY and state is not HANDSHAKE:
             raise UpgradeError(f"{self} cannot start TLS in the {state.name.lower()} state")
@@ -362,6 +373,10 @@ class Stream:
         before leaves as it is; received bytes past that frame are decoded by codec. Raises UpgradeError when
         the connection is not open or already compressed, or in the middle of a frame.
         """
+        with self._write_lock:
+            self._start_codec(codec)
+
+    def _start_codec(self, codec: StreamCodec) -> None:
         state = self._state
         if state is not READY and state is not HANDSHAKE:
             raise UpgradeError(f"{self} cannot start {codec.name} in the {state.name.lower()} state")
@@ -385,6 +400,10 @@ class Stream:
         The objects are written as they are, without copies: do not modify them until written. The
         write happens at the end of this loop iteration.
         """
+        with self._write_lock:
+            return self._enqueue(data)
+
+    def _enqueue(self, data: Any) -> int:
         kind = type(data)
         if self._codec is not None:
             plain = b"".join(data) if kind is list or kind is tuple else data
@@ -429,6 +448,10 @@ class Stream:
 
     def flush(self) -> None:
         """Write as much queued output as the socket takes now (called by the loop)."""
+        with self._write_lock:
+            self._flush()
+
+    def _flush(self) -> None:
         self._flush_scheduled = False
         state = self._state
         if not self._out or not (state is READY or state is HANDSHAKE):
@@ -637,7 +660,25 @@ class Stream:
         """Close now; everything pending fails with `error` (default: ConnectionClosedError). Idempotent."""
         if self._state is CLOSED:
             return
-        # Closing during an in-place TLS upgrade: the connection was in the state it would return to.
+        with self._write_lock:
+            previous = self._shut(error)
+        error = self.close_error
+        assert error is not None        # set by _shut
+        if self.idle_expiry is not None:
+            self.idle_expiry.remove(self)
+            self.idle_expiry = None
+        self.metrics.connections_closed += 1
+        marks = list(self._write_marks)
+        self._write_marks.clear()
+        for _, callback, _ in marks:
+            if callback is not None:
+                self._run_callback(callback, None, error)
+        self._closed(previous, error)
+
+    def _shut(self, error: BaseException | None) -> ConnectionState:
+        # The state becomes CLOSED and the socket goes under the write lock: a thread writing a request itself
+        # either finished before (its request is failed with the others) or sees CLOSED. Closing during an
+        # in-place TLS upgrade: the connection was in the state it would return to.
         previous = self._state if self._upgrade_resume is None else self._upgrade_resume
         self._state = CLOSED
         self._upgrade_resume = self._upgrade_done = self._pending_tls = None
@@ -657,16 +698,7 @@ class Stream:
                 pass
         self._out.clear()
         self._out_bytes = 0
-        if self.idle_expiry is not None:
-            self.idle_expiry.remove(self)
-            self.idle_expiry = None
-        self.metrics.connections_closed += 1
-        marks = list(self._write_marks)
-        self._write_marks.clear()
-        for _, callback, _ in marks:
-            if callback is not None:
-                self._run_callback(callback, None, error)
-        self._closed(previous, error)
+        return previous
 
     def _closed(self, previous: ConnectionState, error: BaseException) -> None:
         """Subclass hook, run once by close() after the socket is gone."""

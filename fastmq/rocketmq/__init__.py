@@ -9,7 +9,13 @@ from __future__ import annotations
 from fastmq.rocketmq.acl import Credentials
 from fastmq.rocketmq.client import ClientInstance
 from fastmq.rocketmq.consumer import PullConsumer
-from fastmq.rocketmq.errors import BrokerError, RocketMQError, SendFailedError, TopicNotFoundError
+from fastmq.rocketmq.errors import (
+    BrokerError,
+    RocketMQError,
+    SendBufferFullError,
+    SendFailedError,
+    TopicNotFoundError,
+)
 from fastmq.rocketmq.message import Message, MessageExt, SendResult, SendStatus
 from fastmq.rocketmq.producer import Producer, select_by_hash
 from fastmq.rocketmq.protocol import ConsumeFromWhere, MessageModel
@@ -25,6 +31,6 @@ from fastmq.rocketmq.transaction import (
 __all__ = [
     "BrokerError", "ClientInstance", "ConsumeFromWhere", "ConsumeStatus", "Credentials", "LocalTransactionState",
     "Message", "MessageExt", "MessageModel", "MessageQueue", "Producer", "PullConsumer", "PushConsumer",
-    "RocketMQError", "SendFailedError", "SendResult", "SendStatus", "TopicNotFoundError", "TopicRoute",
-    "TransactionListener", "TransactionProducer", "TransactionSendResult", "select_by_hash",
+    "RocketMQError", "SendBufferFullError", "SendFailedError", "SendResult", "SendStatus", "TopicNotFoundError",
+    "TopicRoute", "TransactionListener", "TransactionProducer", "TransactionSendResult", "select_by_hash",
 ]

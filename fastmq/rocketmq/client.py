@@ -24,6 +24,7 @@ from fastmq.rocketmq._native.remoting import SERIALIZE_ROCKETMQ, RemotingCommand
 from fastmq.rocketmq import server_requests
 from fastmq.rocketmq.acl import Credentials
 from fastmq.rocketmq.errors import RocketMQError, TopicNotFoundError, broker_error
+from fastmq.rocketmq.pending_bytes import DEFAULT_MAX_PENDING_BYTES
 from fastmq.rocketmq.protocol import RequestCode, ResponseCode
 from fastmq.rocketmq.remoting import RemotingClient, future_callback
 from fastmq.rocketmq.route import TopicRoute, parse_route
@@ -66,13 +67,13 @@ class ClientInstance:
 
     def __init__(self, namesrv_addr: str | list[str] | None, *, instance_name: str | None = None,
                  request_timeout: float = 3.0, serialize_type: int = SERIALIZE_ROCKETMQ,
-                 credentials: Credentials | None = None) -> None:
+                 credentials: Credentials | None = None, max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES) -> None:
         # None (a producer or consumer given neither a namesrv nor an instance) fails as an empty list does.
         self.namesrvs = [f"{host}:{port}" for host, port in parse_servers(namesrv_addr or "", NAMESRV_PORT)]
         self.client_id = f"{local_ip()}@{instance_name or f'{os.getpid()}#{next(_instances)}'}"
         self.request_timeout = request_timeout
         self.remoting = RemotingClient(request_timeout=request_timeout, serialize_type=serialize_type,
-                                       credentials=credentials)
+                                       credentials=credentials, max_pending_bytes=max_pending_bytes)
         self.remoting.on_server_request = self._server_request
         self.routes: dict[str, TopicRoute] = {}
         self.members: dict[str, Member] = {}

@@ -31,6 +31,13 @@ class SendFailedError(RocketMQError):
     """Every attempt of a send failed within its timeout; __cause__ is the last failure."""
 
 
+class SendBufferFullError(RocketMQError):
+    """The client's unfinished requests held max_pending_bytes for the whole send timeout (the broker takes them
+    slower than they are sent)."""
+
+    retriable = True
+
+
 # Codes for which Java's producer retries on another broker (DefaultMQProducerImpl.sendDefaultImpl).
 RETRIABLE_CODES = frozenset({
     ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SYSTEM_ERROR,

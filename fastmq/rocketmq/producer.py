@@ -9,6 +9,9 @@ the loop thread from the routes already known, and ask the client to refresh the
 
 Topics the namesrv does not know are sent through the default topic's route (TBW102), as Java does, so that a
 broker with autoCreateTopicEnable creates them.
+
+Each send's first attempt holds its request's bytes in the client's max_pending_bytes until done
+(fastmq/rocketmq/pending_bytes.py): a caller whose request finds no room waits, up to its send timeout.
 """
 from __future__ import annotations
 
@@ -26,8 +29,15 @@ from fastmq.rocketmq._native.messages import DEFAULT_COMPRESS_THRESHOLD, SendEnc
 from fastmq.rocketmq._native.remoting import SERIALIZE_ROCKETMQ, RemotingCommand, decode_command
 from fastmq.rocketmq.acl import Credentials
 from fastmq.rocketmq.client import ClientInstance
-from fastmq.rocketmq.errors import RocketMQError, SendFailedError, TopicNotFoundError, broker_error
+from fastmq.rocketmq.errors import (
+    RocketMQError,
+    SendBufferFullError,
+    SendFailedError,
+    TopicNotFoundError,
+    broker_error,
+)
 from fastmq.rocketmq.message import Message, SendResult, SendStatus, message_ids
+from fastmq.rocketmq.pending_bytes import DEFAULT_MAX_PENDING_BYTES
 from fastmq.rocketmq.protocol import DEFAULT_TOPIC, PROPERTY_TRANSACTION_PREPARED, TransactionType
 from fastmq.rocketmq.route import MessageQueue
 
@@ -79,10 +89,11 @@ class _Send:
     """One send and its attempts; called with the broker's answer to an attempt (or its error)."""
 
     __slots__ = ("producer", "messages", "batch", "queue", "selector", "arg", "deadline", "attempts", "last_broker",
-                 "future", "msg_ids", "last_error", "target")
+                 "future", "msg_ids", "last_error", "target", "waited")
 
     def __init__(self, producer: Producer, messages: list[Message], batch: bool, queue: MessageQueue | None,
-                 selector: QueueSelector | None, arg: Any, deadline: float) -> None:
+                 selector: QueueSelector | None, arg: Any, deadline: float, waited: bool = False) -> None:
+        self.waited = waited        # the caller waits for the answer (a synchronous send)
         self.producer = producer
         self.messages = messages
         self.batch = batch
@@ -109,7 +120,8 @@ class Producer:
                  retry_times: int = 2, compress_threshold: int = DEFAULT_COMPRESS_THRESHOLD,
                  max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE, default_topic_queue_nums: int = 4,
                  instance: ClientInstance | None = None, serialize_type: int = SERIALIZE_ROCKETMQ,
-                 credentials: Credentials | None = None) -> None:
+                 credentials: Credentials | None = None, max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES) -> None:
+        """max_pending_bytes bounds the bytes of unfinished sends (the given ClientInstance's own bound instead)."""
         if instance is None and namesrv_addr is None:
             raise ValueError("a Producer needs namesrv_addr (or a ClientInstance)")
         if retry_times < 0 or send_timeout <= 0:
@@ -122,7 +134,8 @@ class Producer:
         self.default_topic_queue_nums = default_topic_queue_nums
         self._owns_instance = instance is None
         self.instance = instance if instance is not None else ClientInstance(
-            namesrv_addr, request_timeout=send_timeout, serialize_type=serialize_type, credentials=credentials)
+            namesrv_addr, request_timeout=send_timeout, serialize_type=serialize_type, credentials=credentials,
+            max_pending_bytes=max_pending_bytes)
         self.remoting = self.instance.remoting
         self._encoder = SendEncoder(group, message_ids(), default_topic=DEFAULT_TOPIC,
                                     default_topic_queue_nums=default_topic_queue_nums,
@@ -141,7 +154,7 @@ class Producer:
     def send(self, message: Message, *, queue: MessageQueue | None = None, selector: QueueSelector | None = None,
              arg: Any = None, timeout: float | None = None) -> SendResult:
         """Send and wait for the broker's answer. Raises SendFailedError when every attempt failed."""
-        send = self._start([message], False, queue, selector, arg, timeout)
+        send = self._start([message], False, queue, selector, arg, timeout, waited=True)
         return send.future.result(send.deadline - time.monotonic() + 1.0)
 
     def send_async(self, message: Message, *, queue: MessageQueue | None = None,
@@ -162,16 +175,20 @@ class Producer:
         target = self._choose(send, may_block=True)
         frame, opaque, _ = self._encode(send, target, oneway=True)
         self.remoting.invoke_frame(self.instance.master_address(target.broker_name, target.topic), frame, opaque,
-                                   None, oneway=True)
+                                   None, oneway=True, hold_until=send.deadline)
 
     def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
                    timeout: float | None = None) -> SendResult:
         """Send messages of one topic as one SEND_BATCH_MESSAGE (stored as separate messages, one queue)."""
-        return self.send_batch_async(messages, queue=queue, timeout=timeout).result(
-            (timeout or self.send_timeout) + 1.0)
+        send = self._start_batch(messages, queue, timeout, waited=True)
+        return send.future.result(send.deadline - time.monotonic() + 1.0)
 
     def send_batch_async(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
                          timeout: float | None = None) -> Future[SendResult]:
+        return self._start_batch(messages, queue, timeout, waited=False).future
+
+    def _start_batch(self, messages: Sequence[Message], queue: MessageQueue | None, timeout: float | None,
+                     waited: bool) -> _Send:
         messages = list(messages)
         if not messages:
             raise ValueError("a batch needs at least one message")
@@ -180,7 +197,7 @@ class Producer:
             raise ValueError(f"a batch goes to one topic, not {sorted(topics)}")
         if any(m.delay_level > 0 for m in messages):
             raise ValueError("batched messages cannot have a delay level (the broker refuses them)")
-        return self._start(messages, True, queue, None, None, timeout).future
+        return self._start(messages, True, queue, None, None, timeout, waited)
 
     def close(self) -> None:
         if self._closed:
@@ -208,12 +225,12 @@ class Producer:
             raise ValueError(f"message body of {len(body)} bytes exceeds max_message_size {self.max_message_size}")
 
     def _start(self, messages: list[Message], batch: bool, queue: MessageQueue | None,
-               selector: QueueSelector | None, arg: Any, timeout: float | None) -> _Send:
+               selector: QueueSelector | None, arg: Any, timeout: float | None, waited: bool = False) -> _Send:
         self._check_open()
         for message in messages:
             self._check_size(message.body)
         send = _Send(self, messages, batch, queue, selector, arg,
-                     time.monotonic() + (self.send_timeout if timeout is None else timeout))
+                     time.monotonic() + (self.send_timeout if timeout is None else timeout), waited)
         self._attempt(send, may_block=True)
         return send
 
@@ -297,7 +314,11 @@ class Producer:
             self._failed(send, send.last_error or SendFailedError("the send timeout passed"), retriable=False)
             return
         send.target = queue
-        self.remoting.invoke_frame(address, frame, opaque, send, timeout=remaining)
+        try:
+            self.remoting.invoke_frame(address, frame, opaque, send, timeout=remaining,
+                                       wait=send.waited and may_block, hold_until=send.deadline if may_block else None)
+        except SendBufferFullError as exc:
+            self._failed(send, exc, retriable=False)
 
     def _answered(self, send: _Send, queue: MessageQueue, response: RemotingCommand | None,
                   error: BaseException | None) -> None:

@@ -2,9 +2,14 @@
 
 Any thread calls `invoke`: the caller encodes the frame (fastmq.rocketmq._native.remoting), the request joins an
 outbox and the loop is woken once (IOLoop.wakeup costs nothing while a wakeup is pending), so a burst of sends is
-one hand-over, not one per message. The loop's poll hook drains the outbox onto the connections (ConnectionPool,
-one per address); requests to an address still connecting wait for it, and fail with the connection's error if
-it cannot be made. Responses complete their callback on the loop thread.
+one hand-over, not one per message. A caller that waits for its answer (call(), a synchronous send) writes the
+request itself when its connection is ready and has nothing queued (Connection.request_now): the loop then wakes
+once per round trip, for the response, instead of twice, and no eventfd is written. The loop's poll hook drains
+the outbox onto the connections (ConnectionPool, one per address); a run of oneway requests to one connection
+becomes one unanswered request of many frames. Requests to an address still connecting wait for it, and fail with
+the connection's error if it cannot be made. Responses complete their callback on the loop thread. Requests handed
+over with hold_until count against the client's max_pending_bytes until they are done
+(fastmq/rocketmq/pending_bytes.py): the caller waits for room.
 
 Requests are encoded with ROCKETMQ binary headers by default (written in compiled code; JSON costs about 40 us more
 per request in json.dumps); responses are read in whichever encoding the server chose.
@@ -37,6 +42,7 @@ from fastmq.rocketmq._native.remoting import (
 )
 from fastmq.rocketmq.acl import Credentials
 from fastmq.rocketmq.errors import RocketMQError
+from fastmq.rocketmq.pending_bytes import DEFAULT_MAX_PENDING_BYTES, PendingBytes
 from fastmq.rocketmq.protocol import ResponseCode
 
 _log = logging.getLogger(__name__)
@@ -79,8 +85,10 @@ class RemotingClient:
 
     def __init__(self, *, connect_timeout: float = 3.0, request_timeout: float = 3.0,
                  serialize_type: int = SERIALIZE_ROCKETMQ, max_frame_size: int = 16 * 1024 * 1024,
-                 name: str = "fastmq-rocketmq", credentials: Credentials | None = None) -> None:
+                 name: str = "fastmq-rocketmq", credentials: Credentials | None = None,
+                 max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES) -> None:
         self.credentials = credentials
+        self.pending = PendingBytes(max_pending_bytes)
         self.serialize_type = serialize_type
         self.request_timeout = request_timeout
         self.on_server_request: Callable[[str, RemotingCommand], RemotingCommand | Future[RemotingCommand] | None] | None = None
@@ -91,7 +99,8 @@ class RemotingClient:
             connections_max_idle_ms=None)
         self.pool.add_listener(self._node_changed)
         self._opaques = itertools.count(1)
-        self._outbox: deque[tuple[str, Any, int, ResponseCallback | None, bool, float]] = deque()
+        # (address, frame, opaque, callback, oneway, timeout, bytes held in self.pending)
+        self._outbox: deque[tuple[str, Any, int, ResponseCallback | None, bool, float, int]] = deque()
         self._waiting: dict[str, deque[Any]] = {}
         self._closed = False
         self.loop.start()
@@ -112,28 +121,46 @@ class RemotingClient:
                             self.serialize_type, remark=remark), opaque
 
     def invoke_frame(self, address: str, frame: Any, opaque: int, callback: ResponseCallback | None, *,
-                     oneway: bool = False, timeout: float | None = None) -> None:
+                     oneway: bool = False, timeout: float | None = None, wait: bool = False,
+                     hold_until: float | None = None) -> None:
         """Send an encoded request; callback(response, None) or callback(None, error) on the loop thread
-        (for a oneway request: callback(None, None) once written)."""
+        (for a oneway request: callback(None, None) once written). wait=True: the caller is about to wait for
+        the answer, and writes the request itself if it can (see the module docstring). hold_until: the request
+        counts against max_pending_bytes until done, and the caller waits for room until this monotonic time
+        (SendBufferFullError)."""
         if self._closed:
             raise RocketMQError("the RocketMQ client is closed")
-        self._outbox.append((address, frame, opaque, callback, oneway,
-                             self.request_timeout if timeout is None else timeout))
+        held = 0
+        if hold_until is not None:
+            held = len(frame)
+            self.pending.reserve(held, hold_until)
+        if timeout is None:
+            timeout = self.request_timeout
+        if wait and not oneway and not self._outbox:
+            conn = self.pool.connection(address)
+            if conn is not None and conn.request_now(frame, DecodingCallback(callback, self.pending, held), opaque,
+                                                     timeout=timeout):
+                return
+        self._outbox.append((address, frame, opaque, callback, oneway, timeout, held))
         self.loop.wakeup()
 
     def invoke(self, address: str, code: int, ext_fields: dict[Any, Any] | None = None, body: Any = None, *,
                timeout: float | None = None) -> Future[RemotingCommand]:
         """A Future of the response (a RemotingCommand; any response code)."""
+        return self._invoke(address, code, ext_fields, body, timeout, False)
+
+    def _invoke(self, address: str, code: int, ext_fields: dict[Any, Any] | None, body: Any,
+                timeout: float | None, wait: bool) -> Future[RemotingCommand]:
         future: Future[RemotingCommand] = Future()
         frame, opaque = self.encode(code, ext_fields, body)
-        self.invoke_frame(address, frame, opaque, future_callback(future), timeout=timeout)
+        self.invoke_frame(address, frame, opaque, future_callback(future), timeout=timeout, wait=wait)
         return future
 
     def call(self, address: str, code: int, ext_fields: dict[Any, Any] | None = None, body: Any = None, *,
              timeout: float | None = None) -> RemotingCommand:
         """invoke() and wait for the response."""
         timeout = self.request_timeout if timeout is None else timeout
-        return self.invoke(address, code, ext_fields, body, timeout=timeout).result(timeout + 1.0)
+        return self._invoke(address, code, ext_fields, body, timeout, True).result(timeout + 1.0)
 
     def oneway(self, address: str, code: int, ext_fields: dict[Any, Any] | None = None, body: Any = None) -> None:
         frame, opaque = self.encode(code, ext_fields, body, oneway=True)
@@ -143,6 +170,8 @@ class RemotingClient:
 
     def _drain(self) -> float | None:
         outbox = self._outbox
+        run: list[tuple[Any, ...]] = []     # consecutive oneway requests to one connection
+        run_conn = None
         while outbox:
             item = outbox.popleft()
             address = item[0]
@@ -154,8 +183,32 @@ class RemotingClient:
             if conn is None:
                 self._connect(address, item)
                 continue
+            if item[4]:
+                if conn is not run_conn and run:
+                    self._submit_oneways(run_conn, run)
+                    run = []
+                run_conn = conn
+                run.append(item)
+                continue
+            if run:
+                self._submit_oneways(run_conn, run)
+                run = []
             self._submit(conn, item)
+        if run:
+            self._submit_oneways(run_conn, run)
         return None
+
+    def _submit_oneways(self, conn: Any, items: list[tuple[Any, ...]]) -> None:
+        # A burst of oneway sends becomes one unanswered request of many frames: one completion when written,
+        # not one per message (and no object per message kept alive until then).
+        try:
+            conn.request([item[1] for item in items],
+                         Written([item[3] for item in items if item[3] is not None], self.pending,
+                                 sum([item[6] for item in items])),
+                         expect_response=False, timeout=items[0][5])
+        except Exception as exc:     # the connection closed under us
+            for item in items:
+                self._fail(item, exc)
 
     def _connect(self, address: str, item: tuple[Any, ...]) -> None:
         try:
@@ -185,19 +238,18 @@ class RemotingClient:
                 self._fail(item, error or ConnectionClosedError(f"cannot connect to {address}"))
 
     def _submit(self, conn: Any, item: tuple[Any, ...]) -> None:
-        _, frame, opaque, callback, oneway, timeout = item
+        _, frame, opaque, callback, oneway, timeout, held = item
+        if oneway:
+            self._submit_oneways(conn, [item])
+            return
         try:
-            if oneway:
-                conn.request(frame, None if callback is None else (lambda _f, e: callback(None, e)),
-                             expect_response=False, timeout=timeout)
-            else:
-                conn.request(frame, None if callback is None else DecodingCallback(callback), opaque,
-                             timeout=timeout)
+            conn.request(frame, DecodingCallback(callback, self.pending, held), opaque, timeout=timeout)
         except Exception as exc:     # the connection closed under us, or the opaque is in use
             self._fail(item, exc)
 
-    @staticmethod
-    def _fail(item: tuple[Any, ...], error: BaseException) -> None:
+    def _fail(self, item: tuple[Any, ...], error: BaseException) -> None:
+        if item[6]:
+            self.pending.release(item[6])
         callback = item[3]
         if callback is not None:
             try:
@@ -261,25 +313,53 @@ class RemotingClient:
             self.loop.close(timeout)
 
 
-class DecodingCallback:
-    """The connection's callback of a request: decodes the response frame for the request's ResponseCallback. An
-    object rather than a closure: one allocation per request instead of three."""
+class _Holding:
+    """A connection callback that first gives back the max_pending_bytes its request(s) held. Objects rather than
+    closures: one allocation per request instead of three."""
 
-    __slots__ = ("callback",)
+    __slots__ = ("target", "pending", "held")
 
-    def __init__(self, callback: ResponseCallback) -> None:
-        self.callback = callback
+    def __init__(self, target: Any, pending: PendingBytes, held: int) -> None:
+        self.target = target        # what the subclass calls
+        self.pending = pending
+        self.held = held
+
+
+class DecodingCallback(_Holding):
+    """The callback of a request with a response: decodes the response frame for its ResponseCallback (target)."""
+
+    __slots__ = ()
 
     def __call__(self, frame: Any, error: BaseException | None) -> None:
+        if self.held:
+            self.pending.release(self.held)
+        callback: ResponseCallback | None = self.target
+        if callback is None:
+            return
         if error is not None:
-            self.callback(None, error)
+            callback(None, error)
             return
         try:
             command = decode_command(frame)
         except Exception as exc:
-            self.callback(None, exc)
+            callback(None, exc)
             return
-        self.callback(command, None)
+        callback(command, None)
+
+
+class Written(_Holding):
+    """The callback of oneway requests written as one: each request's callback(None, error) (target: a list)."""
+
+    __slots__ = ()
+
+    def __call__(self, _frame: Any, error: BaseException | None) -> None:
+        if self.held:
+            self.pending.release(self.held)
+        for callback in self.target:
+            try:
+                callback(None, error)
+            except Exception:
+                _log.exception("RocketMQ oneway callback failed")
 
 
 def future_callback(future: Future[Any]) -> ResponseCallback:

@@ -145,6 +145,18 @@ class EchoServer:
             thread.join(WAIT)
 
 
+def future_callback() -> tuple[Future, Any]:
+    """A Future and the request callback that completes it with the response frame or the error."""
+    future: Future = Future()
+
+    def callback(frame: Any, error: BaseException | None) -> None:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(frame)
+    return future, callback
+
+
 class EchoClient:
     """A Connection driven from the test thread: every call goes through IOLoop.run_in_loop."""
 
@@ -166,13 +178,7 @@ class EchoClient:
     def send(self, command: bytes, body: bytes = b"", *, correlation_id: int | None = None,
              expect_response: bool = True, timeout: float | None = None) -> Future:
         """Queue one request; the returned future gets the response payload or the error."""
-        future: Future = Future()
-
-        def callback(frame: Any, error: BaseException | None) -> None:
-            if error is not None:
-                future.set_exception(error)
-            else:
-                future.set_result(frame)
+        future, callback = future_callback()
 
         def submit() -> None:
             cid = self.conn.next_correlation_id() if correlation_id is None else correlation_id

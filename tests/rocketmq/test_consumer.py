@@ -192,3 +192,34 @@ def test_a_closed_consumer_leaves_its_group(rocketmq_server, filled_topic, produ
     assert group_members(producer.instance, rocketmq_server.broker_addr, group) == [client_id]
     consumer.close()
     assert group_members(producer.instance, rocketmq_server.broker_addr, group) == []
+
+
+def test_a_backlog_is_pulled_two_batches_at_a_time_and_delivered_in_order(rocketmq_server, producer):
+    topic = unique("pipelined")
+    created = producer.send(Message(topic, b"create")).message_queue
+    queue = MessageQueue(topic, created.broker_name, (created.queue_id + 1) % 4)    # an empty queue
+    for start in range(0, 400, 100):
+        producer.send_batch([Message(topic, b"%d" % i) for i in range(start, start + 100)], queue=queue)
+    with PullConsumer(unique("pipelined"), rocketmq_server.namesrv_addr, pull_batch_size=8,
+                      consume_from_where="CONSUME_FROM_FIRST_OFFSET", auto_commit=False) as consumer:
+        remoting = consumer.instance.remoting
+        out = {"now": 0, "most": 0}
+        lock = threading.Lock()
+        invoke_frame = remoting.invoke_frame
+
+        def counting(address, frame, opaque, callback, **options):     # counts the pulls out at once
+            def answered(response, error):
+                with lock:
+                    out["now"] -= 1
+                callback(response, error)
+            with lock:
+                out["now"] += 1
+                out["most"] = max(out["most"], out["now"])
+            invoke_frame(address, frame, opaque, answered, **options)
+
+        remoting.invoke_frame = counting
+        consumer.assign([queue])
+        got = poll_until(consumer, 400)
+    assert [m.queue_offset for m in got] == list(range(400))        # in order, none twice, none missed
+    assert [m.body for m in got] == [b"%d" % i for i in range(400)]
+    assert out["most"] == 2
