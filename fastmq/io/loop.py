@@ -197,6 +197,19 @@ class IOLoop:
             if self._sleeping:
                 self._wake_locked()
 
+    def call_or_hand_over(self, callback: Callable[..., Any], *args: Any) -> bool:
+        """Run callback(*args) now on the loop thread, or hand it to the loop from any other thread. False,
+        with nothing run, once the loop has shut down: for work (an answer, a wake-up) that has nobody left to
+        serve then."""
+        if self.in_loop_thread():
+            callback(*args)
+            return True
+        try:
+            self.call_soon_threadsafe(callback, *args)
+        except LoopClosedError:
+            return False
+        return True
+
     def wakeup(self) -> None:
         """Make the loop run another iteration, with its poll hooks, soon (any thread).
 

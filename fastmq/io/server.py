@@ -74,14 +74,8 @@ class Reply:
             data = [as_buffer(part) for part in data] if type(data) in (list, tuple) else as_buffer(data)
         self._answered = True
         conn = self._conn
-        loop = conn.loop
-        if loop.in_loop_thread():
-            conn._answer(self, data)
-        else:
-            try:
-                loop.call_soon_threadsafe(conn._answer, self, data)
-            except LoopClosedError:
-                pass  # the loop closed its connections already: nobody is left to answer
+        # A closed loop closed its connections already: nobody is left to answer.
+        conn.loop.call_or_hand_over(conn._answer, self, data)
 
     send = __call__
 

@@ -214,3 +214,20 @@ def test_wakeup_makes_a_sleeping_loop_run_its_hooks(loop):
             assert progressed.wait_for(lambda: len(seen) > round_index, WAIT)
     assert seen == list(range(300))
     loop.remove_poll_hook(hook)
+
+
+def test_call_or_hand_over_runs_on_the_loop_thread_and_reports_a_closed_loop():
+    ran_on: list[int] = []
+    loop = IOLoop(name="hand-over")
+    loop.start()
+    try:
+        assert loop.call_or_hand_over(lambda: ran_on.append(threading.get_ident()))
+        wait_for(lambda: ran_on)
+        # From the loop thread itself it runs before returning, not an iteration later.
+        inline = loop.run_in_loop(lambda: (loop.call_or_hand_over(ran_on.append, -1), list(ran_on))[1])
+        assert inline[-1] == -1
+    finally:
+        loop.close(timeout=WAIT)
+    assert ran_on[0] == loop._thread_id != threading.get_ident()
+    assert loop.call_or_hand_over(ran_on.append, -2) is False
+    assert -2 not in ran_on

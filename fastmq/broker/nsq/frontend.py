@@ -180,11 +180,8 @@ class NSQFrontEnd(FrontEnd):
     def _arrived(self, topic: str, queue_id: int, max_offset: int) -> None:
         channels = self.channels.get(topic)
         if channels:
-            loop = self.broker.loop
-            if loop.in_loop_thread():
-                self._dispatch(topic)
-            else:
-                loop.call_soon_threadsafe(self._dispatch, topic)
+            # After the broker's loop shut down there is nobody to deliver to; the message stays in the store.
+            self.broker.loop.call_or_hand_over(self._dispatch, topic)
 
     def _dispatch(self, topic: str) -> None:
         for channel in self.channels.get(topic, {}).values():

@@ -24,7 +24,7 @@ from fastmq.broker.config import ListenerConfig
 from fastmq.broker.stats import ConnectionInfo
 from fastmq.errors import FastMQError, ProtocolError
 from fastmq.io import Listener, Reply, ServerConnection, ServerHandler
-from fastmq.io.errors import ConnectionClosedError, LoopClosedError
+from fastmq.io.errors import ConnectionClosedError
 from fastmq.rocketmq._native.remoting import FLAG_ONEWAY, FLAG_RESPONSE, LANGUAGE_NAMES, decode_command, encode_frame
 from fastmq.rocketmq.protocol import ResponseCode
 from fastmq.store.message import pack_host
@@ -165,14 +165,7 @@ class RemotingListener(ServerHandler):
 
     def send(self, conn: ServerConnection, frame: bytes) -> None:
         """Write an answer or a request of the server's own, from any thread; a closed connection drops it."""
-        loop = self.broker.loop
-        if loop.in_loop_thread():
-            self._send(conn, frame)
-        else:
-            try:
-                loop.call_soon_threadsafe(self._send, conn, frame)
-            except LoopClosedError:
-                pass
+        self.broker.loop.call_or_hand_over(self._send, conn, frame)
 
     def call_client(self, conn: ServerConnection, code: int, fields: dict[str, Any], body: Any,
                     on_answer: Callable[[Any], None], timeout: float) -> None:
