@@ -377,34 +377,37 @@ def fill_batch(MessageBatch batch, records, Py_ssize_t max_batch_bytes, bint ind
         max_timestamp = header.first_timestamp if log_append_time < 0 else log_append_time
         # The values are held, not copied: the arena takes properties only, and grows as they come.
         batch.reserve(header.record_count, 0)
-        for i in range(header.record_count):
-            code = parse_kafka_record(&pos, end, &record)
-            if code:
-                raise_record_error(code, header.base_offset + i)
-            timestamp = log_append_time
-            if timestamp < 0:
-                timestamp = header.first_timestamp + record.timestamp_delta
-            if timestamp > max_timestamp:
-                max_timestamp = timestamp
-            key_is_text = record.key != NULL and is_property_text(record.key, record.key_len)
-            props.clear()
-            encode_properties(&record, key_is_text, props, raw)
-            if transactional:
-                put_property(props, KAFKA_TXN, len(KAFKA_TXN), txn_text, len(txn_text))
-            if i == header.record_count - 1 and header.producer_id != NO_PRODUCER_ID:
-                put_producer_marker(props, &header)
-            if props.size() > MAX_PROPERTIES_LENGTH:
-                raise InvalidRecordError(
-                    f"the key and headers of record {i} take {props.size()} bytes as store properties, "
-                    f"more than the {MAX_PROPERTIES_LENGTH} a message holds")
-            try:
+        # One try around the loop, not one a record: entering a try costs a walk of the exception state.
+        # Only the batch's size checks raise ValueError here (keys are decoded after is_property_text said
+        # they are UTF-8).
+        try:
+            for i in range(header.record_count):
+                code = parse_kafka_record(&pos, end, &record)
+                if code:
+                    raise_record_error(code, header.base_offset + i)
+                timestamp = log_append_time
+                if timestamp < 0:
+                    timestamp = header.first_timestamp + record.timestamp_delta
+                if timestamp > max_timestamp:
+                    max_timestamp = timestamp
+                key_is_text = record.key != NULL and is_property_text(record.key, record.key_len)
+                props.clear()
+                encode_properties(&record, key_is_text, props, raw)
+                if transactional:
+                    put_property(props, KAFKA_TXN, len(KAFKA_TXN), txn_text, len(txn_text))
+                if i == header.record_count - 1 and header.producer_id != NO_PRODUCER_ID:
+                    put_producer_marker(props, &header)
+                if props.size() > MAX_PROPERTIES_LENGTH:
+                    raise InvalidRecordError(
+                        f"the key and headers of record {i} take {props.size()} bytes as store properties, "
+                        f"more than the {MAX_PROPERTIES_LENGTH} a message holds")
                 batch.append(record.value, max(record.value_len, 0), props.pointer_at(0), props.size(), 0,
                              timestamp, 0, NULL, 0, record.value != NULL)
-            except ValueError as exc:
-                raise MessageSizeTooLargeError(str(exc)) from None
-            if index_keys and key_is_text and record.key_len > 0:
-                batch.index_items.append((batch.count - 1, PyUnicode_DecodeUTF8(record.key, record.key_len,
-                                                                                NULL), None))
+                if index_keys and key_is_text and record.key_len > 0:
+                    batch.index_items.append((batch.count - 1, PyUnicode_DecodeUTF8(record.key, record.key_len,
+                                                                                    NULL), None))
+        except ValueError as exc:
+            raise MessageSizeTooLargeError(str(exc)) from None
         if pos != end:
             raise CorruptRecordError(f"record batch at offset {header.base_offset} has bytes after its "
                                      f"{header.record_count} records")
