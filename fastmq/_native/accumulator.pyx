@@ -5,10 +5,11 @@ The core knows no protocol: a BatchFormat (batch_builder.pxd) says how records a
 key and a record's metadata look like and which partition a key goes to; fastmq.kafka._native.accumulator plugs
 in Kafka's record batches.
 
-User threads call send(): it picks the partition (explicit, the format's choice for a key, or the topic's sticky
-partition for records without a key), encodes the record straight into the open batch of that partition and
-returns a FutureRecordMetadata: a view onto (batch, index), so completing a batch completes all of its futures
-at once. The sender, on the I/O thread, asks ready() which leaders have something to send, drain()s batches for
+User threads call send() (or send_record(), the same with a producer's signature, which a producer that does
+nothing to records takes as its own send()): it picks the partition (explicit, the format's choice for a key, or
+the topic's sticky partition for records without a key), encodes the record straight into the open batch of that
+partition and returns a FutureRecordMetadata: a view onto (batch, index), so completing a batch completes all of
+its futures at once. The sender, on the I/O thread, asks ready() which leaders have something to send, drain()s batches for
 them, and reports back with complete() / fail() / retry() / split().
 
 Threads: appends to an open batch run under the GIL alone (a BatchBuilder's append calls no Python code, so
@@ -109,6 +110,7 @@ cdef class RecordAccumulator:
     cdef Py_ssize_t reserve_step            # bytes a batch's reservation grows by
     cdef ReadySet ready_set                 # the partitions that may send now, timers of those that wait
     cdef double next_expiry                 # monotonic seconds before which no unsent batch can expire
+    cdef public object unknown_topic        # send_record()'s call for a topic whose partitions are not known
 
     def __init__(self, BatchFormat batch_format not None, *, Py_ssize_t batch_size=16384, double linger_ms=0,
                  Py_ssize_t buffer_memory=33554432, double max_block_ms=60000, double delivery_timeout_ms=120000,
@@ -223,13 +225,32 @@ cdef class RecordAccumulator:
 
     # -- the send path ----------------------------------------------------------------------------------
 
-    def send(self, TopicQueues topic, object partition, object key, object value, object headers,
+    def send(self, str topic_name, object partition, object key, object value, object headers,
              object timestamp_ms):
-        """Append one record; key/value are bytes-like or None, headers [(str, bytes-or-None)].
+        """Append one record to the topic named `topic_name`; key/value are bytes-like or None, headers
+        [(str, bytes-or-None)].
 
         Returns a FutureRecordMetadata, or None when the topic's partitions are not known yet (the caller
-        fetches metadata and calls again)."""
-        cdef int32_t count = len(topic.partitions)
+        fetches metadata and calls again). The topic is looked up here, by name, rather than handed in by the
+        caller: a Python-level topic() call per record cost the user thread more than the lookup."""
+        return self._send(topic_name, partition, key, value, headers, timestamp_ms)
+
+    def send_record(self, str topic, object value=None, object key=None, object headers=None,
+                    object partition=None, object timestamp_ms=None):
+        """send() with the signature of a producer's send(), for a producer that does nothing to a record
+        before the accumulator (no serializers, partitioner or transaction): the producer takes this method as
+        its send(), so that a record costs the user thread no Python frame (a fifth of what it spent on one).
+        A topic whose partitions are not known yet goes to unknown_topic(topic, value, key, headers, partition,
+        timestamp_ms), the producer's metadata fetch, whose answer is returned."""
+        future = self._send(topic, partition, key, value, headers, timestamp_ms)
+        if future is None:
+            return self.unknown_topic(topic, value, key, headers, partition, timestamp_ms)
+        return future
+
+    cdef object _send(self, str topic_name, object partition, object key, object value, object headers,
+                      object timestamp_ms):
+        cdef TopicQueues topic = self.topics.get(topic_name)
+        cdef int32_t count = len(topic.partitions) if topic is not None else 0
         cdef int32_t chosen
         cdef Py_buffer key_view, value_view
         cdef bint key_taken = False, value_taken = False
@@ -303,13 +324,15 @@ cdef class RecordAccumulator:
         self.bytes_appended += max(key_len, 0) + max(value_len, 0)
         return batch
 
-    def send_bulk(self, TopicQueues topic, object partition, object values, object keys, object timestamp_ms):
-        """Append many records without a future per record; returns the batches they went into.
+    def send_bulk(self, str topic_name, object partition, object values, object keys, object timestamp_ms):
+        """Append many records to the topic named `topic_name` without a future per record; returns the
+        batches they went into.
 
         values (and keys, or None) are sequences of bytes-like objects (None = null), or pyarrow binary /
         string arrays, whose buffers are read in place. Returns None when the topic's partitions are not
         known yet."""
-        cdef int32_t count = len(topic.partitions)
+        cdef TopicQueues topic = self.topics.get(topic_name)
+        cdef int32_t count = len(topic.partitions) if topic is not None else 0
         cdef int64_t timestamp
         cdef ArrowBinary value_column, key_column
         cdef Py_ssize_t i, n, value_len, key_len
@@ -393,6 +416,7 @@ cdef class RecordAccumulator:
                 # Full: it goes out as it is.
                 batch.state = BATCH_CLOSED
                 queue.open_batch = None
+                queue.busy = True
                 wake = self.ready_set.make_due(queue)
                 if topic.sticky == queue.partition:
                     topic.sticky = -1       # KIP-480: a full batch moves keyless records elsewhere
@@ -433,11 +457,16 @@ cdef class RecordAccumulator:
         # room for the record (FIRST_CAPACITY at least), not the whole reservation: over thousands of partitions
         # most batches hold a few records, and allocating (and freeing) 16 KiB for each cost more than encoding
         # them (13% of a producer's user thread at 4096 partitions); a busy partition's builder grows within its
-        # reservation as its buffer doubles, then into batch_size storage (grow_into).
+        # reservation as its buffer doubles, then into batch_size storage (grow_into). A partition whose last
+        # batch filled up is busy: its next batch reserves and allocates batch_size at once, as it will fill that
+        # too; growing it step by step took the lock batch_size / RESERVE_STEP times and copied its records
+        # five times over (a producer that runs ahead of its sender has no pooled storage to start from).
         cdef ProducerBatch batch = ProducerBatch.__new__(ProducerBatch)
-        cdef bytearray storage = self._reserve(max(need, self.reserve_step), need <= self.batch_size)
+        cdef bint whole = queue.busy and need <= self.batch_size
+        cdef bytearray storage = self._reserve(self.batch_size if whole else max(need, self.reserve_step),
+                                               need <= self.batch_size)
         cdef Py_ssize_t capacity = max(need, FIRST_CAPACITY)
-        if storage is not None:
+        if storage is not None or whole:
             need = capacity = self.batch_size
         else:
             need = max(need, self.reserve_step)
@@ -531,6 +560,7 @@ cdef class RecordAccumulator:
                     break
                 if batch is queue.open_batch:
                     queue.open_batch = None
+                    queue.busy = False      # it goes out before it filled up
                 if self.idempotent and self.producer_id >= 0:
                     if batch.base_sequence < 0:
                         batch.base_sequence = queue.next_sequence

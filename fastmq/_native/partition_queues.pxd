@@ -16,6 +16,7 @@ cdef class PartitionQueue:
     cdef int32_t lingering_on               # node whose lingering set holds it, or -1: none
     cdef readonly object batches            # collections.deque of ProducerBatch, oldest first
     cdef ProducerBatch open_batch           # the last batch while it takes records, else None
+    cdef bint busy                          # its last batch closed full: the next one takes batch_size at once
     cdef readonly int32_t next_sequence     # idempotence: sequence of the next drained record
     cdef readonly int in_flight             # batches of this partition in flight
     cdef readonly bint acknowledged         # idempotence: a batch was acknowledged under this producer id

@@ -41,7 +41,7 @@ def records_of(data):
 def make(**config):
     acc = RecordAccumulator(**config)
     acc.update_topic("t", [1, 2, 1, 2])
-    return acc, acc.topic("t")
+    return acc, "t"
 
 
 def test_keyed_records_use_the_java_partitioner_and_keep_order():
@@ -84,7 +84,7 @@ def test_explicit_partition_is_checked():
 
 def test_unknown_topic_returns_none_for_the_caller_to_fetch_metadata():
     acc = RecordAccumulator()
-    assert acc.send(acc.topic("nothing-known"), None, None, b"v", None, None) is None
+    assert acc.send("nothing-known", None, None, b"v", None, None) is None
 
 
 def test_linger_and_readiness():
@@ -105,7 +105,7 @@ def test_linger_and_readiness():
 def test_partitions_without_leader_are_reported():
     acc = RecordAccumulator()
     acc.update_topic("t", [1, -1])
-    acc.send(acc.topic("t"), 1, None, b"v", None, None)
+    acc.send("t", 1, None, b"v", None, None)
     nodes, _, unknown = acc.ready(time.monotonic() + 10)
     assert nodes == {} and unknown == ["t"]
 
@@ -166,7 +166,7 @@ def test_a_reset_producer_id_restamps_unacknowledged_batches_in_order():
 def test_split_halves_until_single_records_keeping_futures_callbacks_and_sequences():
     acc = RecordAccumulator(batch_size=1 << 20)
     acc.update_topic("t", [1])
-    topic = acc.topic("t")
+    topic = "t"
     acc.set_producer_id(9, 1)
     futures = [acc.send(topic, 0, b"k%d" % i, b"%05d" % i + b"v" * 995, [("i", b"%d" % i)], None)
                for i in range(300)]
@@ -321,7 +321,7 @@ def test_abort_fails_everything_unsent_and_refuses_new_records():
 def test_concurrent_senders_lose_nothing():
     acc = RecordAccumulator(batch_size=4096, buffer_memory=1 << 20, max_block_ms=5000)
     acc.update_topic("t", [1, 2])
-    topic = acc.topic("t")
+    topic = "t"
     stop = threading.Event()
     offsets = {}
 
@@ -369,7 +369,7 @@ def ready_partitions(acc, now):
 def test_lingering_partitions_wait_on_the_timer_not_in_the_due_set():
     acc = RecordAccumulator(batch_size=1000, linger_ms=1000)
     acc.update_topic("t", [1] * 500)
-    topic = acc.topic("t")
+    topic = "t"
     start = time.monotonic()
     for p in range(500):
         acc.send(topic, p, None, b"v", None, None)
@@ -484,7 +484,7 @@ def test_batches_reserve_what_they_hold_not_batch_size():
     # 64 partitions x 256 KiB batches would be 16 MiB: the reservations grow with the records instead.
     acc = RecordAccumulator(batch_size=256 * 1024, buffer_memory=2 << 20, max_block_ms=100, linger_ms=60_000)
     acc.update_topic("t", [1] * 64)
-    topic = acc.topic("t")
+    topic = "t"
     for i in range(64 * 10):
         acc.send(topic, i % 64, None, b"x" * 100, None, None)
     assert acc.used_memory == 64 * 16384
@@ -505,7 +505,7 @@ def test_a_batch_reserves_at_least_the_bytes_it_holds_and_lends_them_on_when_ful
     # hold, and a full batch's storage goes to the pool for the next one.
     acc = RecordAccumulator(batch_size=64 * 1024, buffer_memory=1 << 20, linger_ms=60_000)
     acc.update_topic("t", [1])
-    topic = acc.topic("t")
+    topic = "t"
     for i in range(100):
         acc.send(topic, 0, None, b"x" * 1024, None, None)
         assert acc.used_memory >= (i + 1) * 1024
@@ -525,7 +525,7 @@ def test_a_send_waiting_for_memory_writes_into_the_storage_a_finished_batch_leav
     # and reserve a first step of fresh memory.
     acc = RecordAccumulator(batch_size=32768, buffer_memory=2 * 32768, max_block_ms=5000, linger_ms=60_000)
     acc.update_topic("t", [1, 1])
-    topic = acc.topic("t")
+    topic = "t"
     for p in (0, 1):
         for _ in range(32):
             acc.send(topic, p, None, b"x" * 1000, None, None)
@@ -549,7 +549,7 @@ def test_a_send_short_of_memory_makes_every_partition_due_and_wakes_the_sender()
     acc = RecordAccumulator(batch_size=16384, buffer_memory=4 * 16384, max_block_ms=5000, linger_ms=60_000,
                             wakeup=lambda: wakeups.append(1))
     acc.update_topic("t", [1] * 8)
-    topic = acc.topic("t")
+    topic = "t"
     for p in range(4):
         acc.send(topic, p, None, b"v", None, None)
     assert acc.due_partitions == []
@@ -563,3 +563,17 @@ def test_a_send_short_of_memory_makes_every_partition_due_and_wakes_the_sender()
     drain_all(acc, now=time.monotonic())            # no linger elapsed: pressure alone made them ready
     blocked.join(5)
     assert not blocked.is_alive() and acc.used_memory == 16384
+
+
+def test_a_partition_whose_batch_filled_up_opens_the_next_one_at_batch_size():
+    """A busy partition's next batch reserves batch_size at once (no growth step by step under the lock); other
+    partitions' batches start with one reserve step."""
+    acc, topic = make(batch_size=64 << 10, buffer_memory=1 << 20, linger_ms=60_000)
+    acc.send(topic, 0, None, b"x" * 100, None, None)
+    assert acc.used_memory == 16 << 10                  # a first batch: one reserve step
+    while len(acc.incomplete) < 2:
+        acc.send(topic, 0, None, b"x" * 100, None, None)
+    full = acc.used_memory
+    assert full >= 2 * (64 << 10)                       # the full one, and the next one whole
+    acc.send(topic, 1, None, b"x" * 100, None, None)
+    assert acc.used_memory == full + (16 << 10)

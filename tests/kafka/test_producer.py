@@ -446,3 +446,30 @@ def test_an_unknown_option_is_a_configuration_error():
     # As the Consumer and Admin refuse one (the command line prints it as one line): not a TypeError.
     with pytest.raises(kerrors.KafkaConfigurationError, match="bogus"):
         Producer("127.0.0.1:1", bogus=1)
+
+
+def test_send_of_a_producer_that_adds_nothing_is_the_accumulators_compiled_one(embedded_broker):
+    """A producer with no serializer, partitioner or transaction sends straight into the accumulator (no Python
+    frame a record); a topic it does not know yet still goes through the metadata fetch. With a serializer,
+    send() is Producer.send, which applies it; a subclass's own send() is kept."""
+    class Counting(Producer):
+        calls = 0
+
+        def send(self, *args, **kwargs):
+            Counting.calls += 1
+            return super().send(*args, **kwargs)
+
+    topic = topic_name("fast-send")
+    with Producer(embedded_broker.bootstrap_servers, linger_ms=1) as plain, \
+            Producer(embedded_broker.bootstrap_servers, linger_ms=1, value_serializer=str.encode) as serializing, \
+            Counting(embedded_broker.bootstrap_servers, linger_ms=1) as counting:
+        assert plain.send == plain._accumulator.send_record
+        assert plain.send(topic, b"first", partition=0).get(WAIT).offset == 0          # metadata fetched first
+        assert plain.send(topic, value=b"second", key=b"k", partition=0).get(WAIT).offset == 1
+        assert serializing.send.__func__ is Producer.send
+        assert serializing.send(topic, "third", partition=0).get(WAIT).offset == 2
+        assert counting.send(topic, b"fourth", partition=0).get(WAIT).offset == 3 and Counting.calls == 1
+        with pytest.raises(TypeError):
+            plain.send(b"not a str", b"v")
+    assert [r.value for r in read_with_kafka_python(embedded_broker.bootstrap_servers, topic, 4)] == \
+        [b"first", b"second", b"third", b"fourth"]

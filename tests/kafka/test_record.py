@@ -450,7 +450,7 @@ def test_a_producer_batch_is_finished_without_a_second_buffer_of_its_capacity():
     from fastmq.kafka._native.accumulator import RecordAccumulator
     accumulator = RecordAccumulator(batch_size=1 << 20, linger_ms=0)
     accumulator.update_topic("t", [1])
-    topic = accumulator.topic("t")
+    topic = "t"
     later = time.monotonic() + 60
     for _ in range(9000):               # a batch of about 0.9 MiB: its storage has grown to that much
         accumulator.send(topic, 0, None, b"v" * 100, None, None)

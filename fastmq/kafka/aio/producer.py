@@ -193,9 +193,8 @@ class AIOKafkaProducer(Lifetime[Producer]):
         partitioner, the topic's partitions known; transactions and serializers are handled before), which
         saves two Python calls a record."""
         accumulator = producer._accumulator
-        queues = accumulator.topic(topic)
-        if self._options["partitioner"] is None and queues.partition_count:
-            return partial(accumulator.send, queues, partition)
+        if self._options["partitioner"] is None and accumulator.topic(topic).partition_count:
+            return partial(accumulator.send, topic, partition)
 
         def send(key: Any, value: Any, headers: Headers, timestamp_ms: int | None) -> Any:
             return producer.send(topic, value, key, headers, partition, timestamp_ms)
