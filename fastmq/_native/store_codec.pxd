@@ -129,8 +129,10 @@ cdef class DispatchRequest:
 
 
 ctypedef struct PendingMessage:
-    # What a MessageBatch keeps per message until it is encoded; the bytes are in the batch's arena.
+    # What a MessageBatch keeps per message until it is encoded; the bytes are in the batch's arena, or the body in
+    # a buffer the batch holds.
     int64_t data_offset              # where [born host][properties][body] start in the arena
+    const char* held_body            # the body in a held buffer (MessageBatch.hold); NULL: in the arena
     int64_t born_timestamp           # BORNTIMESTAMP
     int64_t tags_code                # ConsumeQueue tags code (Java hashCode of TAGS, 0 without tags)
     int32_t body_length              # BODY bytes
@@ -160,8 +162,13 @@ cdef class MessageBatch:
     cdef readonly int64_t total_bytes             # sum of the record sizes
     cdef readonly int64_t first_queue_offset      # queue offset of message 0 (set by begin)
     cdef readonly int64_t store_timestamp         # STORETIMESTAMP of every message (set by begin)
+    cdef Py_buffer* _held                         # buffers that held bodies point into, released once encoded
+    cdef Py_ssize_t _held_count                   # entries of _held in use
+    cdef Py_ssize_t _held_capacity                # entries of _held allocated
 
     cdef int reserve(self, Py_ssize_t messages, Py_ssize_t data_bytes) except -1
+    cdef const char* hold(self, object source, Py_ssize_t* length) except NULL
+    cdef void release_held(self) noexcept
     cdef int append(self, const char* body, Py_ssize_t body_length, const char* properties,
                     Py_ssize_t properties_length, int64_t tags_code, int64_t born_timestamp, int32_t flag,
-                    const char* born_host, Py_ssize_t born_host_length) except -1
+                    const char* born_host, Py_ssize_t born_host_length, bint body_held) except -1

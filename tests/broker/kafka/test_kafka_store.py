@@ -111,6 +111,44 @@ def test_several_batches_in_one_record_set(store):
     assert batch.count == 3
 
 
+def stored_values(store: MessageStore, start: int, count: int) -> list:
+    data, taken = store.read_records(store.scan_queue("t", 0, start, count))
+    out, _, _ = kafka_store.build_batches(data, taken, 1 << 30)
+    return [r.value for r in DefaultRecordBatch(out)]
+
+
+def test_values_are_held_in_the_produced_record_set_until_they_are_in_the_commit_log(store):
+    # The batch points into the request's bytes instead of copying the values: it keeps that buffer exported (it
+    # cannot be resized, so cannot move) until every message is written, and lets it go at once then.
+    data = bytearray(kafka_batch([(None, b"v%d" % i * 50, [], i) for i in range(20)]))
+    batch = store.new_batch("t", 0)
+    kafka_store.fill_batch(batch, data, 1 << 30)
+    with pytest.raises(BufferError):
+        data.extend(b"more")
+    start = store.append_batch(batch).queue_offset
+    data[:] = bytes(len(data))          # resizable again, and nothing stored depends on these bytes any more
+    data.extend(b"more")
+    assert stored_values(store, start, 20) == [b"v%d" % i * 50 for i in range(20)]
+
+
+def test_a_refused_batch_lets_the_record_set_go_when_it_is_dropped(store):
+    data = bytearray(kafka_batch([(None, b"x", [], 1)]))
+    batch = store.new_batch("t", 0)
+    kafka_store.fill_batch(batch, data, 1 << 30)
+    del batch
+    data.extend(b"more")
+
+
+@pytest.mark.parametrize("codec", [1, 2])      # gzip, snappy
+def test_values_of_several_compressed_batches_each_stay_in_their_own_buffer(store, codec):
+    first = [(None, b"a%d" % i * 30, [], i) for i in range(50)]
+    second = [(b"k", b"b%d" % i * 30, [("h", b"v")], i) for i in range(70)]
+    batch = store.new_batch("t", 0)
+    kafka_store.fill_batch(batch, kafka_batch(first, codec=codec) + kafka_batch(second, codec=codec), 1 << 30)
+    start = store.append_batch(batch).queue_offset
+    assert stored_values(store, start, 120) == [value for _, value, _, _ in first + second]
+
+
 def test_build_batches_respects_max_bytes_but_takes_a_first_record(store):
     records = [(None, b"x" * 100, [], i) for i in range(10)]
     batch = store.new_batch("t", 0)

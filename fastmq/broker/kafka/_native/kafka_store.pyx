@@ -28,8 +28,9 @@ Producer fields:
         ([version i16 = 0][type i16]) follows from KAFKA_CONTROL.
 
 Produce (fill_batch): the record set of one partition of a ProduceRequest (RecordBatch v2 only, CRC-32C checked,
-decompressed) fills a store MessageBatch in one call, copying each value and its properties into the batch's arena:
-no Python object is made per record, and Python runs once per batch.
+decompressed) fills a store MessageBatch in one call: the batch holds the record set (or the decompressed records)
+and each value goes in as a pointer into it, its properties as a copy; the value is copied once, into the
+CommitLog. No Python object is made per record, and Python runs once per batch.
 Fetch (build_batches): CommitLog records back to back (store.read_records) become uncompressed RecordBatches v2,
 one per run of records with the same producer fields: offsets are the QUEUEOFFSETs, timestamps the
 BORNTIMESTAMPs; a run of transactional records is a transactional batch of its producer id and epoch, a marker a
@@ -322,11 +323,10 @@ def fill_batch(MessageBatch batch, records, Py_ssize_t max_batch_bytes, bint ind
     (magic 0/1). Nothing is added to the store here: the caller checks the producer (sequences, transaction)
     and appends the batch, or drops it (a duplicate).
     """
-    cdef Py_buffer view
     cdef const char* data
     cdef const char* pos
     cdef const char* end
-    cdef Py_ssize_t remaining, batch_size
+    cdef Py_ssize_t remaining, batch_size, inflated_size
     cdef BatchHeader header
     cdef RecordView record
     cdef int code
@@ -336,51 +336,51 @@ def fill_batch(MessageBatch batch, records, Py_ssize_t max_batch_bytes, bint ind
     cdef bytes txn_text = None
     cdef WriteBuffer props = WriteBuffer(256)
     cdef WriteBuffer raw = WriteBuffer(256)
-    cdef WriteBuffer inflated = None
+    cdef WriteBuffer inflated
     cdef list produced = []
-    PyObject_GetBuffer(records, &view, PyBUF_SIMPLE)
-    try:
-        data = <const char*>view.buf
-        remaining = view.len
-        if remaining == 0:
-            raise InvalidRecordError("the produce request holds no record batch for this partition")
-        while remaining > 0:
-            if remaining < LOG_OVERHEAD + 5:
-                raise CorruptRecordError(f"{remaining} bytes after the last batch are not a batch")
-            if data[MAGIC_AT] != 2:
-                raise UnsupportedForMessageFormatError(
-                    f"record batches of magic {data[MAGIC_AT]} are not accepted: produce RecordBatch v2 (magic 2)")
-            read_batch_header(data, remaining, &header)
-            batch_size = LOG_OVERHEAD + header.length
-            if batch_size > max_batch_bytes:
-                raise MessageSizeTooLargeError(
-                    f"a record batch of {batch_size} bytes exceeds max.message.bytes ({max_batch_bytes})")
-            if batch_crc(data, batch_size) != header.crc:
-                raise CorruptRecordError(f"record batch at offset {header.base_offset}: CRC-32C mismatch")
-            if header.attributes & CONTROL_BIT:
-                raise InvalidRecordError("control batches are written by brokers, not produced")
-            transactional = header.attributes & TRANSACTIONAL_BIT != 0
-            if transactional:
-                if header.producer_id < 0:
-                    raise InvalidRecordError("a transactional record batch needs a producer id")
-                txn_text = f"{header.producer_id}.{header.producer_epoch}".encode("ascii")
-            if header.record_count <= 0:
-                raise InvalidRecordError("a record batch needs at least one record")
-            pos = data + BATCH_HEADER_SIZE
-            end = data + batch_size
-            if header.attributes & CODEC_MASK != CODEC_NONE:
-                if inflated is None:
-                    inflated = WriteBuffer(max(header.length * 4, 4096))
-                inflated.clear()
-                try:
-                    decompress_into(header.attributes & CODEC_MASK, pos, end - pos, inflated, max_decompressed_size)
-                except CompressionError as exc:
-                    raise CorruptRecordError(f"record batch does not decompress: {exc}") from None
-                pos = inflated.pointer_at(0)
-                end = pos + inflated.size()
-            max_timestamp = header.first_timestamp if log_append_time < 0 else log_append_time
-            # Values and properties take at most what the records take (plus a producer marker).
-            batch.reserve(header.record_count, (end - pos) + 64)
+    data = batch.hold(records, &remaining)
+    if remaining == 0:
+        raise InvalidRecordError("the produce request holds no record batch for this partition")
+    while remaining > 0:
+        if remaining < LOG_OVERHEAD + 5:
+            raise CorruptRecordError(f"{remaining} bytes after the last batch are not a batch")
+        if data[MAGIC_AT] != 2:
+            raise UnsupportedForMessageFormatError(
+                f"record batches of magic {data[MAGIC_AT]} are not accepted: produce RecordBatch v2 (magic 2)")
+        read_batch_header(data, remaining, &header)
+        batch_size = LOG_OVERHEAD + header.length
+        if batch_size > max_batch_bytes:
+            raise MessageSizeTooLargeError(
+                f"a record batch of {batch_size} bytes exceeds max.message.bytes ({max_batch_bytes})")
+        if batch_crc(data, batch_size) != header.crc:
+            raise CorruptRecordError(f"record batch at offset {header.base_offset}: CRC-32C mismatch")
+        if header.attributes & CONTROL_BIT:
+            raise InvalidRecordError("control batches are written by brokers, not produced")
+        transactional = header.attributes & TRANSACTIONAL_BIT != 0
+        if transactional:
+            if header.producer_id < 0:
+                raise InvalidRecordError("a transactional record batch needs a producer id")
+            txn_text = f"{header.producer_id}.{header.producer_epoch}".encode("ascii")
+        if header.record_count <= 0:
+            raise InvalidRecordError("a record batch needs at least one record")
+        pos = data + BATCH_HEADER_SIZE
+        end = data + batch_size
+        if header.attributes & CODEC_MASK != CODEC_NONE:
+            # Each compressed batch its own buffer: the batch holds it for the values that point into it.
+            inflated = WriteBuffer(max(header.length * 4, 4096))
+            try:
+                decompress_into(header.attributes & CODEC_MASK, pos, end - pos, inflated, max_decompressed_size)
+            except CompressionError as exc:
+                raise CorruptRecordError(f"record batch does not decompress: {exc}") from None
+            pos = batch.hold(inflated, &inflated_size)
+            end = pos + inflated_size
+        max_timestamp = header.first_timestamp if log_append_time < 0 else log_append_time
+        # The values are held, not copied: the arena takes properties only, and grows as they come.
+        batch.reserve(header.record_count, 0)
+        # One try around the loop, not one a record: entering a try costs a walk of the exception state.
+        # Only the batch's size checks raise ValueError here (keys are decoded after is_property_text said
+        # they are UTF-8).
+        try:
             for i in range(header.record_count):
                 code = parse_kafka_record(&pos, end, &record)
                 if code:
@@ -401,25 +401,22 @@ def fill_batch(MessageBatch batch, records, Py_ssize_t max_batch_bytes, bint ind
                     raise InvalidRecordError(
                         f"the key and headers of record {i} take {props.size()} bytes as store properties, "
                         f"more than the {MAX_PROPERTIES_LENGTH} a message holds")
-                try:
-                    batch.append(record.value, max(record.value_len, 0), props.pointer_at(0), props.size(), 0,
-                                 timestamp, 0, NULL, 0)
-                except ValueError as exc:
-                    raise MessageSizeTooLargeError(str(exc)) from None
+                batch.append(record.value, max(record.value_len, 0), props.pointer_at(0), props.size(), 0,
+                             timestamp, 0, NULL, 0, record.value != NULL)
                 if index_keys and key_is_text and record.key_len > 0:
                     batch.index_items.append((batch.count - 1, PyUnicode_DecodeUTF8(record.key, record.key_len,
                                                                                     NULL), None))
-            if pos != end:
-                raise CorruptRecordError(f"record batch at offset {header.base_offset} has bytes after its "
-                                         f"{header.record_count} records")
-            produced.append((header.producer_id, header.producer_epoch, header.base_sequence,
-                             <int64_t>header.base_sequence + header.last_offset_delta, header.record_count,
-                             max_timestamp, transactional))
-            data += batch_size
-            remaining -= batch_size
-        return produced
-    finally:
-        PyBuffer_Release(&view)
+        except ValueError as exc:
+            raise MessageSizeTooLargeError(str(exc)) from None
+        if pos != end:
+            raise CorruptRecordError(f"record batch at offset {header.base_offset} has bytes after its "
+                                     f"{header.record_count} records")
+        produced.append((header.producer_id, header.producer_epoch, header.base_sequence,
+                         <int64_t>header.base_sequence + header.last_offset_delta, header.record_count,
+                         max_timestamp, transactional))
+        data += batch_size
+        remaining -= batch_size
+    return produced
 
 
 def add_control_record(MessageBatch batch, int64_t producer_id, int producer_epoch, bint commit,
@@ -434,7 +431,7 @@ def add_control_record(MessageBatch batch, int64_t producer_id, int producer_epo
     put_property(props, KAFKA_CONTROL, len(KAFKA_CONTROL), b"1" if commit else b"0", 1)
     store_i16be(value, 0)
     store_i32be(value + 2, coordinator_epoch)
-    batch.append(value, CONTROL_VALUE_SIZE, props.pointer_at(0), props.size(), 0, timestamp, 0, NULL, 0)
+    batch.append(value, CONTROL_VALUE_SIZE, props.pointer_at(0), props.size(), 0, timestamp, 0, NULL, 0, False)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -7,13 +7,13 @@ decode_batch_body, reads one item):
     [TOTALSIZE i32][MAGICCODE i32][BODYCRC i32][FLAG i32][BODYLENGTH i32][BODY][PROPERTIESLENGTH i16][PROPERTIES]
 TOTALSIZE counts the whole item; PROPERTIES is UTF-8 "name \\x01 value \\x02 ..." text.
 
-fill_batch copies each message's body and properties, as sent, into the batch's arena (MessageBatch.append): no
+fill_batch copies each message's properties, as sent, into the batch's arena (MessageBatch.append), and points
+at its body in the request, which the batch holds until it is in the CommitLog (MessageBatch.hold): no
 bytes, dict or re-encoded properties are made per message, as decode_batch_body + MessageBatch.add did (a quarter
 of the broker's time per batch). Per message only what the store needs as Python objects is made: the TAGS
 value's Java hash (the ConsumeQueue's tags code) and the KEYS / UNIQ_KEY values for the index. Properties must be
 UTF-8 (the store's recovery reads them as text): an item that is not is refused with the whole batch.
 """
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int64_t, uint8_t
 from libc.string cimport memcmp
@@ -37,7 +37,8 @@ cdef inline bint named(const Property* prop, const char* name, Py_ssize_t length
 def fill_batch(MessageBatch batch, data, int64_t born_timestamp, bytes born_host=None) -> int:
     """Append every message of a SEND_BATCH_MESSAGE body to batch; the number appended. TruncatedError or
     CorruptDataError for a body that does not parse, ValueError for a message the batch refuses (too large)."""
-    cdef Py_buffer view
+    cdef const char* start
+    cdef Py_ssize_t length
     cdef BatchItem item
     cdef const char* cursor
     cdef const char* host = NULL
@@ -51,30 +52,27 @@ def fill_batch(MessageBatch batch, data, int64_t born_timestamp, bytes born_host
     if born_host is not None:
         host = born_host
         host_length = len(born_host)
-    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-    try:
-        while pos < view.len:
-            read_batch_item(<const char*>view.buf, pos, view.len, &item)
-            if not is_ascii(item.properties, item.properties_length):
-                PyUnicode_DecodeUTF8(item.properties, item.properties_length, NULL)    # raises for bad UTF-8
-            tags_code = 0
-            keys = None
-            uniq_key = None
-            cursor = item.properties
-            while next_property(&cursor, item.properties + item.properties_length, &prop):
-                if named(&prop, "TAGS", 4):
-                    if prop.value_length:
-                        tags_code = java_string_hash(PyUnicode_DecodeUTF8(prop.value, prop.value_length, NULL))
-                elif named(&prop, "KEYS", 4):
-                    keys = PyUnicode_DecodeUTF8(prop.value, prop.value_length, NULL)
-                elif named(&prop, "UNIQ_KEY", 8):
-                    uniq_key = PyUnicode_DecodeUTF8(prop.value, prop.value_length, NULL)
-            batch.append(item.body, item.body_length, item.properties, item.properties_length, tags_code,
-                         born_timestamp, item.flag, host, host_length)
-            if keys or uniq_key:
-                batch.index_items.append((batch.count - 1, keys, uniq_key))
-            added += 1
-            pos += item.total
-        return added
-    finally:
-        PyBuffer_Release(&view)
+    start = batch.hold(data, &length)
+    while pos < length:
+        read_batch_item(start, pos, length, &item)
+        if not is_ascii(item.properties, item.properties_length):
+            PyUnicode_DecodeUTF8(item.properties, item.properties_length, NULL)    # raises for bad UTF-8
+        tags_code = 0
+        keys = None
+        uniq_key = None
+        cursor = item.properties
+        while next_property(&cursor, item.properties + item.properties_length, &prop):
+            if named(&prop, "TAGS", 4):
+                if prop.value_length:
+                    tags_code = java_string_hash(PyUnicode_DecodeUTF8(prop.value, prop.value_length, NULL))
+            elif named(&prop, "KEYS", 4):
+                keys = PyUnicode_DecodeUTF8(prop.value, prop.value_length, NULL)
+            elif named(&prop, "UNIQ_KEY", 8):
+                uniq_key = PyUnicode_DecodeUTF8(prop.value, prop.value_length, NULL)
+        batch.append(item.body, item.body_length, item.properties, item.properties_length, tags_code,
+                     born_timestamp, item.flag, host, host_length, True)
+        if keys or uniq_key:
+            batch.index_items.append((batch.count - 1, keys, uniq_key))
+        added += 1
+        pos += item.total
+    return added
