@@ -7,6 +7,7 @@ from libc.string cimport memchr
 from cpython cimport array
 
 from fastmq._native.buffer cimport WriteBuffer
+from fastmq._native.checksum cimport crc32_of
 
 cdef enum:
     MESSAGE_MAGIC_CODE = -626843481      # 0xDAA320A7: a record whose topic length is one byte
@@ -107,6 +108,16 @@ cdef inline bint next_property(const char** p, const char* end, Property* out) n
 
 cdef RecordStatus parse_record(const char* p, Py_ssize_t readable, Py_ssize_t room,
                                RecordLayout* r) noexcept nogil
+
+
+cdef inline int32_t body_crc_of(const char* body, Py_ssize_t length) noexcept:
+    # BODYCRC is the body's CRC32 with the sign bit cleared, as Java's UtilAll.crc32 gives it.
+    return <int32_t>(crc32_of(body, length) & 0x7FFFFFFF)
+
+
+cdef inline bint body_crc_matches(const RecordLayout* r) noexcept:
+    return body_crc_of(r.body, r.body_length) == r.body_crc
+
 cdef int32_t java_string_hash(str s) noexcept
 cdef dict parse_properties(const char* p, Py_ssize_t n)   # PROPERTIES as {name: value} (CorruptDataError for bad UTF-8)
 

@@ -39,7 +39,6 @@ from libc.string cimport memcmp, memcpy
 from fastmq._native.buffer cimport (
     WriteBuffer, load_i16be, load_i32be, load_i64be, store_i16be, store_i32be, store_i64be,
 )
-from fastmq._native.checksum cimport crc32_of
 from fastmq._native.queue_codec cimport CQ_STORE_UNIT_SIZE
 
 from fastmq.errors import CorruptDataError, TruncatedError
@@ -168,10 +167,6 @@ cdef RecordStatus parse_record(const char* p, Py_ssize_t readable, Py_ssize_t ro
         return RECORD_CORRUPT
     r.properties = q
     return RECORD_OK
-
-
-cdef inline bint body_crc_matches(const RecordLayout* r) noexcept:
-    return <int32_t>(crc32_of(r.body, r.body_length) & 0x7FFFFFFF) == r.body_crc
 
 
 cdef bint find_property(const char* p, Py_ssize_t n, bytes name, const char** value, Py_ssize_t* value_length):
@@ -505,10 +500,6 @@ cdef inline void write_blank(char* p, Py_ssize_t room) noexcept nogil:
     store_i32be(p + OFFSET_MAGIC, BLANK_MAGIC_CODE)
     release_fence()
     store_i32be(p, <int32_t>room)
-
-
-cdef inline int32_t body_crc_of(const char* body, Py_ssize_t length) noexcept:
-    return <int32_t>(crc32_of(body, length) & 0x7FFFFFFF)
 
 
 def encode_message(buf, Py_ssize_t pos, str topic, int32_t queue_id, int32_t flag, int64_t queue_offset,

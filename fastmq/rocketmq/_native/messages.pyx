@@ -32,10 +32,9 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memcpy
 
 from fastmq._native.buffer cimport WriteBuffer, load_i32be, store_i16be, store_i32be
-from fastmq._native.checksum cimport crc32_of
 from fastmq._native.store_codec cimport (
     RECORD_BLANK, RECORD_CORRUPT, RECORD_END, RECORD_INCOMPLETE, RECORD_OK, RecordLayout, RecordStatus,
-    SYSFLAG_COMPRESSED, parse_properties, parse_record,
+    SYSFLAG_COMPRESSED, body_crc_matches, parse_properties, parse_record,
 )
 from fastmq.rocketmq._native.remoting cimport (
     begin_binary_header, begin_frame, end_binary_header, end_frame, put_ext, put_ext_int, put_ext_str,
@@ -193,7 +192,7 @@ def decode_messages(data, bint check_crc=True, Py_ssize_t max_body_size=DEFAULT_
                 reason = r.error.decode("ascii") if status == RECORD_CORRUPT else (
                     "zero total size" if status == RECORD_END else "an end-of-file blank")
                 raise CorruptDataError(f"bad message record at byte {pos} of the pull body: {reason}")
-            if check_crc and <int32_t>(crc32_of(r.body, r.body_length) & 0x7FFFFFFF) != r.body_crc:
+            if check_crc and not body_crc_matches(&r):
                 raise CorruptDataError(f"message at queue offset {r.queue_offset}: body CRC mismatch")
             msg = MessageExt.__new__(MessageExt)
             try:
