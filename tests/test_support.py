@@ -3,6 +3,7 @@ fail loudly."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.apache_kafka import KafkaCluster
+from tests.support.faults import FaultProxy
 from tests.support.servers import MavenServer, ServerUnavailable, fetch
 from tests.support.waiting import WaitTimeout, wait_for
 
@@ -77,3 +79,24 @@ def test_a_cluster_id_that_starts_with_a_dash_formats(tmp_path):
     cluster._format(node)
     meta = (node.directory / "data" / "meta.properties").read_text()
     assert f"cluster.id={cluster.cluster_id}\n" in meta
+
+
+def test_a_fault_proxys_tap_sees_each_direction_before_it_is_passed_on():
+    seen: list[tuple[int, bool, bytes]] = []
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(5)
+        proxy = FaultProxy(upstream_port=server.getsockname()[1],
+                           tap=lambda number, to_server, data: seen.append((number, to_server, data)))
+        try:
+            with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as client:
+                upstream, _ = server.accept()
+                with upstream:
+                    upstream.settimeout(5)
+                    client.sendall(b"request")
+                    assert upstream.recv(7, socket.MSG_WAITALL) == b"request"
+                    assert seen == [(1, True, b"request")]          # noted before the server had it
+                    upstream.sendall(b"response")
+                    assert client.recv(8, socket.MSG_WAITALL) == b"response"
+                    assert seen[1:] == [(1, False, b"response")]
+        finally:
+            proxy.stop()

@@ -5,21 +5,24 @@ cut_after(n): the connection that carries the next n client->server bytes is cut
 blackhole(): bytes are taken in both directions and dropped, the connections staying open (a peer that went
 silent: only timeouts notice). refuse(): new connections are closed at once. disconnect_all(): every open
 connection is closed now. heal() ends every fault. tls_context: the proxy terminates TLS for the clients (a TLS
-front for a server that has none). Every thread is bounded by stop().
+front for a server that has none). tap(connection, to_server, data) is called with every chunk passed on, before
+it is (a bench records what clients send with it). Every thread is bounded by stop().
 """
 from __future__ import annotations
 
 import socket
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 PUMP_POLL_S = 0.1
 
 
 class FaultProxy:
-    def __init__(self, upstream_port: int, tls_context: Any = None, upstream_host: str = "127.0.0.1") -> None:
+    def __init__(self, upstream_port: int, tls_context: Any = None, upstream_host: str = "127.0.0.1",
+                 tap: Callable[[int, bool, bytes], None] | None = None) -> None:
         self.upstream_host = upstream_host
+        self.tap = tap
         self.upstream_port = upstream_port
         self.tls_context = tls_context
         self.sock = socket.create_server(("127.0.0.1", 0))
@@ -83,11 +86,12 @@ class FaultProxy:
                 client.close()
                 continue
             self.connections += 1
-            thread = threading.Thread(target=self._serve, args=(client,), name="fault-proxy-conn", daemon=True)
+            thread = threading.Thread(target=self._serve, args=(client, self.connections), name="fault-proxy-conn",
+                                      daemon=True)
             self._threads = [known for known in self._threads if known.is_alive()] + [thread]
             thread.start()
 
-    def _serve(self, client: socket.socket) -> None:
+    def _serve(self, client: socket.socket, number: int) -> None:
         try:
             if self.tls_context is not None:
                 client.settimeout(5.0)
@@ -99,8 +103,8 @@ class FaultProxy:
         with self._lock:
             self._sockets += [client, upstream]
         done = threading.Event()
-        pumps = [threading.Thread(target=self._pump, args=(client, upstream, True, done), daemon=True),
-                 threading.Thread(target=self._pump, args=(upstream, client, False, done), daemon=True)]
+        pumps = [threading.Thread(target=self._pump, args=(client, upstream, True, done, number), daemon=True),
+                 threading.Thread(target=self._pump, args=(upstream, client, False, done, number), daemon=True)]
         for pump in pumps:
             pump.start()
         for pump in pumps:
@@ -113,7 +117,8 @@ class FaultProxy:
         while not self._stop.is_set() and time.monotonic() < end:
             time.sleep(min(PUMP_POLL_S / 2, max(0.0, end - time.monotonic())))
 
-    def _pump(self, source: socket.socket, sink: socket.socket, to_server: bool, done: threading.Event) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, to_server: bool, done: threading.Event,
+              number: int) -> None:
         try:
             source.settimeout(PUMP_POLL_S)      # raises when disconnect_all() closed it already
             while not done.is_set() and not self._stop.is_set():
@@ -137,6 +142,8 @@ class FaultProxy:
                             self._cut_after = budget - len(data)
                 elif self._delay:
                     self._hold(self._delay)
+                if self.tap is not None:
+                    self.tap(number, to_server, data)
                 sink.sendall(data)
         except OSError:
             pass
