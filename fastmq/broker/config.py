@@ -168,6 +168,10 @@ class BrokerConfig:
     # Store files mapped at once, each holding two descriptors; the least recently used beyond it are unmapped
     # and mapped again when read (None: a quarter of RLIMIT_NOFILE, at most 4096).
     max_open_mapped_files: int | None = None
+    # Disk use, in percent of the store's file system, above which expired CommitLog files are deleted at once,
+    # files are deleted whether expired or not (each one logged as a warning), and writes are refused (RocketMQ's
+    # diskMaxUsedSpaceRatio, diskSpaceCleanForciblyRatio, diskSpaceWarningLevelRatio).
+    disk_ratios: tuple[int, int, int] = (75, 85, 90)
     store: MessageStoreConfig | None = None
     # Settings of one front end beyond these, by protocol (each front end validates its own, e.g. "rocketmq")
     front_end_options: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
@@ -201,6 +205,10 @@ class BrokerConfig:
             raise ConfigurationError("fetch_max_sessions must be >= 0")
         if self.flush_interval_ms <= 0:
             raise ConfigurationError("flush_interval_ms must be positive")
+        used, forced, full = self.disk_ratios
+        if not 0 < used <= forced <= full <= 100:
+            raise ConfigurationError(f"disk_ratios {used},{forced},{full}: they must rise, within 1..100 "
+                                     f"(expire early, delete whether expired, refuse writes)")
         if self.group_initial_rebalance_delay_ms < 0:
             raise ConfigurationError("group_initial_rebalance_delay_ms must be >= 0")
         if min(self.transaction_max_timeout_ms, self.transaction_abort_check_interval_ms,
@@ -221,6 +229,9 @@ class BrokerConfig:
             # The store's 4 MiB suits local appends at disk speed; records from the network come slower.
             commit_log_reserve_ahead=1 << 20,
             message_index_enable=self.index_keys,
+            disk_max_used_space_ratio=self.disk_ratios[0],
+            disk_space_clean_forcibly_ratio=self.disk_ratios[1],
+            disk_space_warning_level_ratio=self.disk_ratios[2],
             # One record must hold the largest batch's largest record.
             max_message_size=max(4 << 20, self.max_message_bytes),
         )

@@ -53,6 +53,14 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return settings
 
 
+def _disk_ratios(text: str) -> tuple[int, int, int]:
+    parts = text.split(",")
+    if len(parts) != 3 or not all(part.strip().isdigit() for part in parts):
+        raise argparse.ArgumentTypeError(f"wants three whole percentages USED,FORCED,FULL, not {text!r}")
+    used, forced, full = (int(part) for part in parts)
+    return used, forced, full
+
+
 def broker_config(args: argparse.Namespace) -> Any:
     from fastmq.broker import BrokerConfig, ListenerConfig
 
@@ -71,7 +79,7 @@ def broker_config(args: argparse.Namespace) -> Any:
     return BrokerConfig(data_dir=args.data_dir, listeners=listeners, users=_users(args),
                         commit_log_file_size=args.commit_log_file_size, flush_interval_ms=args.flush_interval_ms,
                         index_keys=args.index_keys, max_connections=args.max_connections,
-                        max_open_mapped_files=args.max_open_mapped_files,
+                        max_open_mapped_files=args.max_open_mapped_files, disk_ratios=args.disk_ratios,
                         front_end_options=_front_end_options(args), **_overrides(args))
 
 
@@ -192,6 +200,9 @@ def register(commands: argparse._SubParsersAction, bench_targets: argparse._SubP
     broker.add_argument("--max-open-mapped-files", type=int, metavar="N",
                         help="store files kept mapped at once, two descriptors each; the least recently read "
                              "beyond N are unmapped (default: a quarter of the open-file limit, at most 4096)")
+    broker.add_argument("--disk-ratios", type=_disk_ratios, default=(75, 85, 90), metavar="USED,FORCED,FULL",
+                        help="disk use in percent above which expired CommitLog files go at once, files go "
+                             "whether expired or not (a warning each), and writes are refused (default 75,85,90)")
     broker.add_argument("--users-file", metavar="PATH",
                         help="SASL users (PLAIN, SCRAM-SHA-256/512), one NAME=PASSWORD a line; also read from "
                              "$FASTMQ_BROKER_USERS")

@@ -81,12 +81,18 @@ class CleanCommitLogService:
         for mapped in queue.files[:-1]:
             if deleted >= DELETE_FILES_BATCH_MAX:
                 break
-            if not clean_at_once and now < mapped.last_modified_ms() + reserved_ms:
+            expired = now >= mapped.last_modified_ms() + reserved_ms
+            if not clean_at_once and not expired:
                 break
             if queue.delete_first_files(1) != [mapped]:
                 break
-            log.info("deleted CommitLog file %s (%s)", mapped.path.name,
-                     "disk nearly full" if clean_at_once else "expired")
+            if expired:
+                log.info("deleted CommitLog file %s (expired)", mapped.path.name)
+            else:
+                # Messages go before their retention ends: say so loudly, it is data loss to whoever still reads.
+                log.warning("deleted CommitLog file %s before its retention ended: disk usage is above %d%% "
+                            "(disk_space_clean_forcibly_ratio)", mapped.path.name,
+                            self.config.disk_space_clean_forcibly_ratio)
             deleted += 1
             if self.config.delete_commit_log_files_interval_ms:
                 time.sleep(self.config.delete_commit_log_files_interval_ms / 1000)

@@ -110,3 +110,19 @@ def test_broker_max_open_mapped_files_reaches_the_store(tmp_path):
                          ).store_config().max_open_mapped_files == 32
     default = broker_config(parse(["broker", "--data-dir", str(tmp_path)])).store_config().max_open_mapped_files
     assert default >= 16
+
+
+def test_broker_disk_ratios_reach_the_store_and_bad_ones_are_refused(tmp_path):
+    from fastmq.cli import build_parser
+    from fastmq.cli.broker import broker_config
+
+    parse = build_parser().parse_args
+    store = broker_config(parse(["broker", "--data-dir", str(tmp_path), "--disk-ratios", "90,95,98"])).store_config()
+    assert (store.disk_max_used_space_ratio, store.disk_space_clean_forcibly_ratio,
+            store.disk_space_warning_level_ratio) == (90, 95, 98)
+    default = broker_config(parse(["broker", "--data-dir", str(tmp_path)])).store_config()
+    assert (default.disk_max_used_space_ratio, default.disk_space_clean_forcibly_ratio) == (75, 85)
+    result = run_cli("broker", "--data-dir", str(tmp_path), "--disk-ratios", "90,80,95")
+    assert result.returncode != 0 and "disk_ratios 90,80,95" in result.stderr
+    result = run_cli("broker", "--data-dir", str(tmp_path), "--disk-ratios", "90,95")
+    assert result.returncode != 0 and "USED,FORCED,FULL" in result.stderr
