@@ -13,10 +13,11 @@ import json
 import os
 import sys
 import tempfile
+import time
 from datetime import datetime, timezone
 
 from fastmq.broker import EmbeddedBroker
-from fastmq.kafka import Admin, Consumer, Producer
+from fastmq.kafka import Admin, Consumer, Producer, TopicPartition
 from fastmq.kafka.admin import NewTopic
 
 EVENTS, RESULTS = "events", "window-counts"
@@ -63,11 +64,20 @@ def start_query(spark, servers: str, checkpoint: str):
 def read_results(servers: str) -> list[str]:
     """The results topic as lines 'window 00:00:00  buy=33 click=34 view=33', in window order."""
     windows: dict[str, dict[str, int]] = {}
-    with Consumer(RESULTS, bootstrap_servers=servers, auto_offset_reset="earliest",
-                  consumer_timeout_ms=3000) as consumer:
-        for record in consumer:
-            result = json.loads(record.value)
-            windows.setdefault(result["window"], {})[result["action"]] = result["count"]
+    with Consumer(bootstrap_servers=servers, auto_offset_reset="earliest") as consumer:
+        # Read up to the end offsets the query left, not until the topic is quiet for a while: a busy machine
+        # can take longer than any such pause to hand over the first records.
+        partitions = [TopicPartition(RESULTS, p) for p in sorted(consumer.partitions_for_topic(RESULTS) or ())]
+        consumer.assign(partitions)
+        ends = consumer.end_offsets(partitions)
+        deadline = time.monotonic() + 60
+        while any(consumer.position(tp) < ends[tp] for tp in partitions):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the results topic was not read to its end offsets {ends} in 60 s")
+            for records in consumer.poll(0.5).values():
+                for record in records:
+                    result = json.loads(record.value)
+                    windows.setdefault(result["window"], {})[result["action"]] = result["count"]
     return [f"window {start}  " + " ".join(f"{a}={n}" for a, n in sorted(counts.items()))
             for start, counts in sorted(windows.items())]
 
