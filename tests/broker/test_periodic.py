@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from fastmq.broker.periodic import PeriodicWork
-from fastmq.io import IOLoop
+from tests.support.loops import running_loop
 from tests.support.waiting import WAIT, wait_for
 
 INTERVAL = 0.005
@@ -15,10 +15,8 @@ INTERVAL = 0.005
 
 @pytest.fixture
 def loop():
-    io_loop = IOLoop(name="fastmq-periodic-test")
-    io_loop.start()
-    yield io_loop
-    assert io_loop.close(timeout=WAIT), "the I/O loop thread did not stop"
+    with running_loop("fastmq-periodic-test") as io_loop:
+        yield io_loop
 
 
 def test_work_runs_again_and_again_on_the_loop_thread(loop):

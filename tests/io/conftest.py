@@ -19,6 +19,7 @@ import pytest
 from fastmq._native.frames import KafkaFrameSplitter
 from fastmq.errors import ProtocolError
 from fastmq.io import Connection, IOLoop, ProtocolAdapter
+from tests.support.loops import running_loop
 
 WAIT = 10.0  # the longest any test waits for one event; every wait is bounded
 
@@ -197,10 +198,8 @@ class EchoClient:
 
 @pytest.fixture
 def loop():
-    io_loop = IOLoop(name="fastmq-io-test")
-    io_loop.start()
-    yield io_loop
-    assert io_loop.close(timeout=WAIT), "the I/O loop thread did not stop"
+    with running_loop("fastmq-io-test") as io_loop:
+        yield io_loop
 
 
 @pytest.fixture
