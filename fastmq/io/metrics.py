@@ -2,7 +2,8 @@
 
 Attributes are updated on the loop thread and may be read from any thread (each read is of one int or
 float; a snapshot taken while the loop runs may mix two instants). Requests that a client thread wrote itself
-(Connection.request_now) are counted apart, in direct_requests and direct_bytes_out, under a lock of their own:
+(Connection.request_now) are counted apart, in direct_requests and direct_bytes_out, and so are the responses
+such a thread read itself (direct_responses, direct_bytes_in), under a lock of their own:
 an increment from another thread beside the loop's could lose one of the two.
 """
 from __future__ import annotations
@@ -16,7 +17,8 @@ class IOMetrics:
     __slots__ = (
         "bytes_in", "bytes_out", "requests_sent", "responses_received", "request_latency_total",
         "request_latency_max", "request_timeouts", "connections_created", "connections_closed",
-        "connect_failures", "connections_rejected", "direct_requests", "direct_bytes_out", "_direct_lock",
+        "connect_failures", "connections_rejected", "direct_requests", "direct_bytes_out", "direct_responses",
+        "direct_bytes_in", "_direct_lock",
     )
 
     def __init__(self) -> None:
@@ -33,6 +35,9 @@ class IOMetrics:
         self.connections_rejected = 0        # accepted sockets closed at once by a connection limit
         self.direct_requests = 0             # requests written by the thread that made them (not in requests_sent)
         self.direct_bytes_out = 0            # bytes those threads handed to the kernel (not in bytes_out)
+        self.direct_responses = 0            # responses read by the thread that waited for them (not in
+                                             # responses_received nor in the latency figures)
+        self.direct_bytes_in = 0             # bytes those threads received (not in bytes_in)
         self._direct_lock = threading.Lock()
 
     def count_direct(self, sent: int) -> None:
@@ -41,6 +46,13 @@ class IOMetrics:
         with self._direct_lock:
             self.direct_requests += 1
             self.direct_bytes_out += sent
+
+    def count_direct_read(self, received: int, responses: int) -> None:
+        """Count `received` bytes read by a client thread waiting for its response (Connection.request_now with
+        read_response), and the responses it took itself (0 when it handed what it read to the loop). Any thread."""
+        with self._direct_lock:
+            self.direct_responses += responses
+            self.direct_bytes_in += received
 
     @property
     def request_latency_avg(self) -> float:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import enum
 import logging
 import os
+import socket
 import ssl
 import threading
 from collections import deque
@@ -113,6 +114,12 @@ class Stream:
         # Held by the loop while it queues or writes output or closes, and by a thread writing a request itself
         # (which only tries it: it never waits). Re-entrant: a write's completion callbacks may queue more.
         self._write_lock = threading.RLock()
+        # Held by whoever receives from the socket: the loop in _read, or a client thread reading the response to
+        # its own request (Connection.request_now with read_response); both only try it, neither ever waits.
+        self._read_lock = threading.Lock()
+        self._caller_reading = False      # a client thread reads (or just read) this socket: EPOLLIN is off and the
+                                          # loop reads nothing until that thread hands reading back
+        self._caller_socket: Any = None   # the socket that thread polls: close() wakes it, and it closes the socket
         self._tls = False
         self._tls_retry = False           # the last TLS write did not complete: repeat the same buffer
         self._tls_read_wants_write = False  # a TLS read needs the socket writable (renegotiation)
@@ -170,7 +177,7 @@ class Stream:
         elif state is TLS_HANDSHAKE:
             mask = self._handshake_events
         else:
-            mask = EPOLLIN if self._reading else 0
+            mask = EPOLLIN if self._reading and not self._caller_reading else 0
             if (self._out and not self._tls_write_wants_read) or self._tls_read_wants_write:
                 mask |= EPOLLOUT
         if mask != self._events:
@@ -576,6 +583,15 @@ class Stream:
     # ---- input -----------------------------------------------------------------------------------
 
     def _read(self) -> None:
+        # Skipped while a client thread reads its own response here (it hands reading back to the loop when done).
+        if self._caller_reading or not self._read_lock.acquire(False):
+            return
+        try:
+            self._receive()
+        finally:
+            self._read_lock.release()
+
+    def _receive(self) -> None:
         splitter = self._splitter
         sock = self._sock
         for _ in range(_TLS_READS_PER_EVENT if self._tls else 1):
@@ -693,7 +709,12 @@ class Stream:
         if sock is not None:
             self.loop.remove_handler(self._fd)
             try:
-                sock.close()
+                if sock is self._caller_socket:
+                    # A client thread is polling it: a shutdown wakes that thread, which then closes the socket (closed
+                    # here, its descriptor could be reused under that thread's poll).
+                    sock.shutdown(socket.SHUT_RDWR)
+                else:
+                    sock.close()
             except OSError:
                 pass
         self._out.clear()

@@ -139,7 +139,7 @@ class RemotingClient:
         if wait and not oneway and not self._outbox:
             conn = self.pool.connection(address)
             if conn is not None and conn.request_now(frame, DecodingCallback(callback, self.pending, held), opaque,
-                                                     timeout=timeout):
+                                                     timeout=timeout, read_response=True):
                 return
         self._outbox.append((address, frame, opaque, callback, oneway, timeout, held))
         self.loop.wakeup()

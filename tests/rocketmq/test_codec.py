@@ -111,6 +111,54 @@ def test_json_header_round_trips_through_json(code, opaque, flag, remark, fields
     assert response_opaque(wire[4:]) == (opaque if flag & FLAG_RESPONSE else None)
 
 
+LANGUAGE_NUMBERS = {"JAVA": 0, "CPP": 1, "PYTHON": 3, "GO": 9, "NODE_JS": 13}
+# extFields values as real peers write them: plain strings (Java), strings with escapes or any character, numbers and
+# booleans (the C++ client, ali-ons), nulls (dropped)
+ext_values = texts | st.sampled_from(["7F000001", "DefaultRegion", "caf\u00e9", 'a"b\\c', "\x01\x02"]) \
+    | st.integers(-2**40, 2**40) | st.booleans() | st.none()
+
+
+def java_text(value):
+    """An extFields value as the decoder keeps it: what Java's String.valueOf prints."""
+    return value if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+@given(code=st.integers(-2**31, 2**31 - 1), opaque=i32, flag=st.integers(0, 3), version=st.integers(0, 600),
+       language=st.sampled_from(list(LANGUAGE_NUMBERS)) | st.integers(0, 255) | st.just("COBOL"),
+       remark=st.none() | texts, fields=st.none() | st.dictionaries(st.text(max_size=8), ext_values, max_size=6),
+       order=st.randoms(use_true_random=False), spaced=st.booleans(), ascii_only=st.booleans())
+@settings(max_examples=300, deadline=None)
+def test_json_headers_as_peers_write_them_decode_to_their_fields(code, opaque, flag, version, language, remark,
+                                                                 fields, order, spaced, ascii_only):
+    # Java brokers write fastjson's order without spaces; other peers their own order, spaces, escapes: whatever the
+    # shape (read in one pass, or by the json module), the fields are the ones written.
+    header = {"code": code, "flag": flag, "language": language, "opaque": opaque, "serializeTypeCurrentRPC": "JSON",
+              "version": version, "remark": remark}
+    if fields is not None:
+        header["extFields"] = fields
+    items = list(header.items())
+    order.shuffle(items)
+    text = json.dumps(dict(items), ensure_ascii=ascii_only, separators=(", ", ": ") if spaced else (",", ":"))
+    cmd = decode_command(frame(SERIALIZE_JSON, text.encode(), b"body"))
+    assert (cmd.code, cmd.opaque, cmd.flag, cmd.version, cmd.remark) == (code, opaque, flag, version, remark)
+    assert cmd.language == (language if isinstance(language, int) else LANGUAGE_NUMBERS.get(language, 7))
+    assert cmd.ext_fields == {k: java_text(v) for k, v in (fields or {}).items() if v is not None}
+    assert cmd.body == b"body" and cmd.serialize_type == SERIALIZE_JSON
+
+
+@pytest.mark.parametrize("header, expected", [
+    (b"{}", (0, 0, 0, 7, None, {})),
+    (b' { "code" : -2147483648 , "extFields" : { } } ', (-2147483648, 0, 0, 7, None, {})),
+    (b'{"code":1,"extFields":{"a":"1","a":null}}', (1, 0, 0, 7, None, {})),
+    (b'{"code":1,"extFields":{"a":null,"a":"2"},"remark":"r","remark":null}', (1, 0, 0, 7, None, {"a": "2"})),
+    (b'{"code":1,"opaque":2,"opaque":3,"code":"4"}', (4, 3, 0, 7, None, {})),     # the last one counts
+    (b'{"code":1,"unknown":[1,{"x":2}],"flag":2}', (1, 0, 2, 7, None, {})),
+])
+def test_json_header_corner_cases_decode_as_json_reads_them(header, expected):
+    cmd = decode_command(frame(SERIALIZE_JSON, header))
+    assert (cmd.code, cmd.opaque, cmd.flag, cmd.language, cmd.remark, cmd.ext_fields) == expected
+
+
 def test_the_frame_splitter_cuts_what_the_encoder_writes():
     splitter = RocketMQFrameSplitter()
     wires = [encode_frame(105, i, {"topic": "t"}, b"x" * i, FLAG_RESPONSE, i % 2) for i in range(4)]
@@ -163,6 +211,14 @@ def test_frames_without_a_readable_header_are_refused(wire, error, message):
     (b'{"code": 1, "remark": 5}', "remark"),
     (b'{"code": 1', "does not parse"),
     (b'{"code": "\xff"}', "UTF-8"),
+    (b'{"code": 1, "serializeTypeCurrentRPC": "\xff"}', "UTF-8"),
+    (b'{"code": 01}', "does not parse"),
+    (b'{"code": 1.5}', "expected an integer"),
+    (b'{"code": 2147483648}', "32 bits"),
+    (b'{"code": 1, "language": 256}', "language"),
+    (b'{"code": 1, "flag": true}', "expected an integer"),
+    (b'{"code": 1} x', "does not parse"),
+    (b'{"code": 1,}', "does not parse"),
 ])
 def test_bad_json_headers_are_refused(header, message):
     with pytest.raises(CorruptDataError, match=message):
