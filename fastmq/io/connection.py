@@ -398,7 +398,8 @@ class Connection(Stream):
                 # takes over, in order, before it reads again (the read lock is free, _caller_reading holds it off).
                 self._caller_socket = None
                 self._read_lock.release()
-                self.loop.call_soon_threadsafe(self._take_back_reading, frames, error)
+                # (a loop already shutting down closes this connection itself, failing the request)
+                self.loop.call_or_hand_over(self._take_back_reading, frames, error)
         if entry is not None and entry[0] is not None:
             self._run_callback(entry[0], response, None)
 

@@ -3,8 +3,9 @@
 Any thread calls `invoke`: the caller encodes the frame (fastmq.rocketmq._native.remoting), the request joins an
 outbox and the loop is woken once (IOLoop.wakeup costs nothing while a wakeup is pending), so a burst of sends is
 one hand-over, not one per message. A caller that waits for its answer (call(), a synchronous send) writes the
-request itself when its connection is ready and has nothing queued (Connection.request_now): the loop then wakes
-once per round trip, for the response, instead of twice, and no eventfd is written. The loop's poll hook drains
+request itself when its connection is ready and has nothing queued, and reads the response itself when nothing
+else is in flight there (Connection.request_now with read_response): such a round trip wakes only the caller, and
+the loop not at all. The loop's poll hook drains
 the outbox onto the connections (ConnectionPool, one per address); a run of oneway requests to one connection
 becomes one unanswered request of many frames. Requests to an address still connecting wait for it, and fail with
 the connection's error if it cannot be made. Responses complete their callback on the loop thread. Requests handed

@@ -43,6 +43,20 @@ def test_sync_send_keeps_tags_keys_properties_and_body(rocketmq_server, producer
     assert got[second.msg_id].body == big and got[second.msg_id].flag == 7
 
 
+def test_sync_sends_read_their_own_answers(rocketmq_server, producer):
+    # A synchronous send with nothing else in flight on its connection is answered on the sending thread: the
+    # response does not go through the I/O thread (Connection.request_now with read_response).
+    topic = unique("own-answers")
+    producer.send(Message(topic, b"create"))
+    metrics = producer.remoting.pool.metrics
+    before = metrics.direct_responses
+    results = [producer.send(Message(topic, b"sync-%d" % i)) for i in range(20)]
+    assert [r.status for r in results] == [SendStatus.SEND_OK] * 20
+    assert len({(r.message_queue, r.queue_offset) for r in results}) == 20
+    # Heartbeats and route refreshes of the I/O thread may share a connection now and then: most, not all.
+    assert metrics.direct_responses - before >= 15
+
+
 def test_async_oneway_and_batch_sends_all_arrive(rocketmq_server, producer):
     topic = unique("async")
     producer.send(Message(topic, b"create"))           # the topic exists on the broker from here on
