@@ -10,10 +10,11 @@ code 1.5-1.7x as costly), and every client runs every mode once before the first
 broker compiles its paths on that work and not on the first client measured.
 
 What bounds the rows against Apache (measured at stop 16 on the loaded 2-core machine, per thread from /proc):
-- sync: one round trip per message, and Apache spends 190-300 us of its CPU on each, across four of its threads
-  (Netty's selector and codec threads, SendMessageThread, PutMessageThread: a wake-up each), while fastmq's client
-  spends 60-85 us (Java's 200, PyPI's 190). The round trip is the broker's; fastmq and Java are within the noise
-  of each other, and 3x PyPI (5.5-6.5k round trips/s, 150-180 us each) is below Apache's own CPU per request.
+- sync: one round trip per message, and Apache spends 130-180 us of its CPU on each (190-300 with the client
+  compiler), across four of its threads (Netty's selector and codec threads, SendMessageThread, PutMessageThread:
+  a wake-up each), while fastmq's client spends 55-70 us (Java's 160-200, PyPI's 170-190). The round trip is
+  mostly the broker's: fastmq led Java 1.47-1.48x with both compilers, 0.99-1.21x with the client compiler alone,
+  and 3x PyPI (2.2-2.7k round trips/s, so 130-150 us each) is below Apache's own CPU per request.
 - batch (100 a request): Apache spends 7.4 us of CPU per message with the client compiler, 5.0 with both: half of
   it in the one ReputMessageService thread that re-reads every stored message (its properties into a map), writes
   its ConsumeQueue entry through a FileChannel (a system call per message) and its UNIQ_KEY into the IndexFile;
