@@ -9,20 +9,20 @@ with them.
 kafka_results:
 
 A record's result is its batch's base offset plus its index in the batch, and its timestamp (the broker's
-LogAppendTime when the topic has one, else the record's create time): reading them from the records' C fields
-and writing their digits saves making a RecordMetadata, three ints and a dict per message, which was most of the
-proxy's own work per message of a batched /produce.
+LogAppendTime when the topic has one, else the record's create time): reading them from the batches' C fields
+and writing their digits saves making a future, a RecordMetadata, three ints and a dict per message, which
+were most of the proxy's own work per message of a batched /produce.
 
 Wire format: a JSON array with one object per record, in the records' order, each exactly
     {"queue":"<broker>:<partition>","offset":<offset>,"timestamp":<timestamp>}
 (integers in decimal, -1 for an offset the broker did not answer). Queue names are "<broker>:<partition>" with
 a broker name of A-Z a-z 0-9 . _ - (the backend's own), so nothing in it needs escaping.
 """
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.string cimport memcpy
 
 from fastmq._native.buffer cimport WriteBuffer
-from fastmq._native.producer_batch cimport BATCH_DONE, FutureRecordMetadata, ProducerBatch
+from fastmq._native.producer_batch cimport BATCH_DONE, BATCH_SPLIT, FutureRecordMetadata, ProducerBatch
 
 cdef enum:
     INT_DIGITS = 20             # an int64 in decimal, with its sign
@@ -56,33 +56,46 @@ cdef inline char* put_decimal(char* p, int64_t value) noexcept nogil:
     return p
 
 
-def kafka_results(list records, bytes broker):
-    """(the JSON array of the records' results, {partition: the offset after its last record}) once every record
-    is done; raises the first failed record's error, as its RecordMetadata would."""
-    cdef WriteBuffer out = WriteBuffer(64 + len(records) * 64)
-    cdef FutureRecordMetadata record
+def kafka_results(list batches, const unsigned char[::1] places, int64_t create_time, bytes broker):
+    """(the JSON array of the records' results, {partition: the offset after the batches that hold them}) once
+    every batch is done, from AIOKafkaProducer.send_placed()'s batches and places (per record: its batch's position in
+    `batches` and its index in that batch, as native int32) and the records' create time; raises the first
+    failed batch's error."""
+    cdef Py_ssize_t count = places.shape[0] // (2 * sizeof(int32_t)), index
+    cdef const int32_t* place = <const int32_t*>&places[0] if count else NULL
+    cdef WriteBuffer out = WriteBuffer(64 + count * 64)
+    cdef FutureRecordMetadata follower = FutureRecordMetadata.__new__(FutureRecordMetadata)
     cdef ProducerBatch batch, previous = None
     cdef dict ends = {}
     cdef const char* prefix = broker
-    cdef Py_ssize_t prefix_length = len(broker), index
+    cdef Py_ssize_t prefix_length = len(broker)
     cdef int64_t partition = -1, offset, timestamp
+    cdef int32_t at
     cdef char* p
     cdef char* start
     # The widest object: {"queue":" prefix : partition ","offset": int ,"timestamp": int }, and a comma.
     cdef Py_ssize_t widest = 48 + prefix_length + 3 * INT_DIGITS
     out.claim(1)[0] = c'['
-    for index in range(len(records)):
-        record = <FutureRecordMetadata?>records[index]
-        batch = record._settled_batch()
+    for index in range(count):
+        batch = <ProducerBatch?>batches[place[2 * index]]
+        at = place[2 * index + 1]
+        if batch.state == BATCH_SPLIT:
+            # Its children hold its records now: a record's future knows which (and where in it).
+            follower.batch = batch
+            follower.index = at
+            batch = follower._settled_batch()
+            at = follower.index
+        if batch.state != BATCH_DONE:
+            raise ValueError(f"record {index} of the produce is not acknowledged yet")
+        if batch.error is not None:
+            raise batch.error
         if batch is not previous:
-            if batch.state != BATCH_DONE:
-                raise ValueError(f"record {index} of the produce is not acknowledged yet")
-            if batch.error is not None:
-                raise batch.error
             previous = batch
             partition = batch.topic_partition[1]
-        offset = batch.base_offset + record.index if batch.base_offset >= 0 else -1
-        timestamp = batch.log_append_time if batch.log_append_time >= 0 else record.timestamp
+            if batch.base_offset >= 0 and ends.get(partition, 0) < batch.base_offset + batch.record_count:
+                ends[partition] = batch.base_offset + batch.record_count
+        offset = batch.base_offset + at if batch.base_offset >= 0 else -1
+        timestamp = batch.log_append_time if batch.log_append_time >= 0 else create_time
         start = p = out.claim(widest)
         if index:
             p[0] = c','
@@ -97,8 +110,6 @@ def kafka_results(list records, bytes broker):
         p = put_decimal(p, timestamp)
         p[0] = c'}'
         out.truncate_to(out.size() - widest + (p + 1 - start))
-        if offset >= 0:
-            ends[partition] = offset + 1
     out.claim(1)[0] = c']'
     return bytes(out.detach()), ends
 
