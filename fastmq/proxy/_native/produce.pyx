@@ -1,6 +1,12 @@
 # cython: language_level=3
-"""The per-message work of a /produce: the body's plain messages encoded, and a Kafka answer's per-message
-results written as JSON text straight from the producer's records.
+"""The per-message work of a /produce: the body's plain messages read or encoded, and a Kafka answer's
+per-message results written as JSON text straight from the producer's batches.
+
+plain_batch: the common body, {"producer": P, "topic": T, "messages": [{"value": V}, ...]} (producer and topic
+optional, members in any order, JSON white space anywhere between tokens), every text printable ASCII with no
+escape, is read in one pass: the values are slices of the body, with no dict or str made per message (orjson
+makes both, and they were the largest part of reading a batch). Any other body, valid or not (another member,
+a key, a repeated member, an escape, a non-ASCII text, an empty list), is left to orjson and the Python parser.
 
 plain_values: a message that is only {"value": <text>} (the common case) is its text as UTF-8, taken in one pass
 over the body's list; the others are left to the Python parser (fastmq/proxy/parsing.py), which says what is wrong
@@ -19,7 +25,9 @@ Wire format: a JSON array with one object per record, in the records' order, eac
 a broker name of A-Z a-z 0-9 . _ - (the backend's own), so nothing in it needs escaping.
 """
 from libc.stdint cimport int32_t, int64_t, uint64_t
-from libc.string cimport memcpy
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.unicode cimport PyUnicode_DecodeASCII
+from libc.string cimport memchr, memcmp, memcpy
 
 from fastmq._native.buffer cimport WriteBuffer
 from fastmq._native.producer_batch cimport BATCH_DONE, BATCH_SPLIT, FutureRecordMetadata, ProducerBatch
@@ -112,6 +120,143 @@ def kafka_results(list batches, const unsigned char[::1] places, int64_t create_
         out.truncate_to(out.size() - widest + (p + 1 - start))
     out.claim(1)[0] = c']'
     return bytes(out.detach()), ends
+
+
+cdef enum:
+    QUOTE = 34
+    BACKSLASH = 92
+    FIRST_PRINTABLE = 0x20
+    FIRST_NON_ASCII = 0x80
+    GIVEN_PRODUCER = 1
+    GIVEN_TOPIC = 2
+    GIVEN_MESSAGES = 4
+
+
+cdef inline int peek(const unsigned char* s, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    # The byte at i, or -1 past the end.
+    return s[i] if i < n else -1
+
+
+cdef inline Py_ssize_t skip_space(const unsigned char* s, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    while i < n and (s[i] == c' ' or s[i] == c'\t' or s[i] == c'\n' or s[i] == c'\r'):
+        i += 1
+    return i
+
+
+cdef inline Py_ssize_t plain_text_end(const unsigned char* s, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
+    # s[i] follows a text's opening quote: the index of its closing quote when every byte before it is printable
+    # ASCII and no escape, else -1 (the general parser reads it). memchr finds the quote, and the check of the
+    # bytes before it has no branch a byte (the compiler makes it a vector loop).
+    cdef const unsigned char* quote = <const unsigned char*>memchr(s + i, QUOTE, n - i) if i < n else NULL
+    cdef Py_ssize_t end, j
+    cdef unsigned char bad = 0
+    if quote == NULL:
+        return -1
+    end = quote - s
+    for j in range(i, end):
+        bad |= (s[j] < FIRST_PRINTABLE) | (s[j] >= FIRST_NON_ASCII) | (s[j] == BACKSLASH)
+    return -1 if bad else end
+
+
+cdef inline bint is_key(const unsigned char* s, Py_ssize_t start, Py_ssize_t end, const char* key,
+                        Py_ssize_t length) noexcept nogil:
+    return end - start == length and memcmp(s + start, key, length) == 0
+
+
+def plain_batch(const unsigned char[::1] body):
+    """({"producer": P, "topic": T} of those given, values) of a body of the common shape (see the module
+    docstring), the values as bytes in order; None for any other body."""
+    cdef Py_ssize_t n = body.shape[0], i, end, key_start
+    cdef const unsigned char* s
+    cdef int given = 0
+    cdef dict named = {}
+    cdef list values = []
+    if n == 0:
+        return None
+    s = &body[0]
+    i = skip_space(s, 0, n)
+    if peek(s, i, n) != c'{':
+        return None
+    while True:
+        i = skip_space(s, i + 1, n)
+        if peek(s, i, n) != QUOTE:
+            return None
+        key_start = i + 1
+        end = plain_text_end(s, key_start, n)
+        if end < 0:
+            return None
+        i = skip_space(s, end + 1, n)
+        if peek(s, i, n) != c':':
+            return None
+        i = skip_space(s, i + 1, n)
+        if is_key(s, key_start, end, b"messages", 8) and not given & GIVEN_MESSAGES:
+            given |= GIVEN_MESSAGES
+            i = read_plain_messages(s, i, n, values)
+            if i < 0:
+                return None
+        elif is_key(s, key_start, end, b"producer", 8) and not given & GIVEN_PRODUCER:
+            given |= GIVEN_PRODUCER
+            i = read_plain_name(s, i, n, named, "producer")
+        elif is_key(s, key_start, end, b"topic", 5) and not given & GIVEN_TOPIC:
+            given |= GIVEN_TOPIC
+            i = read_plain_name(s, i, n, named, "topic")
+        else:
+            return None
+        if i < 0:
+            return None
+        i = skip_space(s, i, n)
+        if peek(s, i, n) == c'}':
+            break
+        if peek(s, i, n) != c',':
+            return None
+    if skip_space(s, i + 1, n) != n or not given & GIVEN_MESSAGES:
+        return None
+    return named, values
+
+
+cdef Py_ssize_t read_plain_name(const unsigned char* s, Py_ssize_t i, Py_ssize_t n, dict named,
+                                str name) except -2:
+    # A plain text at i into named[name]; the index after it, or -1.
+    cdef Py_ssize_t end
+    if peek(s, i, n) != QUOTE:
+        return -1
+    end = plain_text_end(s, i + 1, n)
+    if end < 0:
+        return -1
+    named[name] = PyUnicode_DecodeASCII(<const char*>s + i + 1, end - i - 1, NULL)
+    return end + 1
+
+
+cdef Py_ssize_t read_plain_messages(const unsigned char* s, Py_ssize_t i, Py_ssize_t n, list values) except -2:
+    # A non-empty array of {"value": <plain text>} at i, the texts appended to values; the index after it, or -1.
+    cdef Py_ssize_t end
+    if peek(s, i, n) != c'[':
+        return -1
+    while True:
+        i = skip_space(s, i + 1, n)
+        if peek(s, i, n) != c'{':
+            return -1
+        i = skip_space(s, i + 1, n)
+        if i + 7 > n or memcmp(s + i, b'"value"', 7) != 0:
+            return -1
+        i = skip_space(s, i + 7, n)
+        if peek(s, i, n) != c':':
+            return -1
+        i = skip_space(s, i + 1, n)
+        if peek(s, i, n) != QUOTE:
+            return -1
+        end = plain_text_end(s, i + 1, n)
+        if end < 0:
+            return -1
+        values.append(PyBytes_FromStringAndSize(<const char*>s + i + 1, end - i - 1))
+        i = skip_space(s, end + 1, n)
+        if peek(s, i, n) != c'}':
+            return -1
+        i = skip_space(s, i + 1, n)
+        if peek(s, i, n) == c']':
+            return i + 1
+        if peek(s, i, n) != c',':
+            return -1
 
 
 def plain_values(list listed):
