@@ -420,11 +420,14 @@ cdef class RecordAccumulator:
 
     def watch(self, ProducerBatch batch not None, function):
         """Call function(batch, outcome) once `batch` is done (now, when it is), on the thread that finishes
-        it; outcome is its first record's metadata or the batch's error. A batch split meanwhile makes the call
-        when its first child is done (look at its leaves() then)."""
+        it; outcome is `batch` when it succeeded, else its error. A batch split meanwhile makes the call when
+        its first child is done, with that child's outcome (look at its leaves() then)."""
         cdef FutureRecordMetadata first = FutureRecordMetadata.__new__(FutureRecordMetadata)
         first.batch = batch                 # its record 0: a view that follows splits into the first child
         first.timestamp = first.key_size = first.value_size = first.header_size = -1
+        # On success the callback gets the record's "metadata": set to the batch here rather than made (a
+        # RecordMetadata would cost the I/O thread that completes the batch a Python call per watch).
+        first._metadata = batch
         first._register(functools.partial(function, batch), True, True)
 
     cdef ProducerBatch _append_slow(self, TopicQueues topic, PartitionQueue queue, int64_t timestamp,

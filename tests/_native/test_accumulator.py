@@ -642,4 +642,9 @@ def test_watch_calls_once_a_batch_is_done_and_follows_a_split_to_its_first_child
     drain_all(acc)
     assert calls == [batch, second]
     acc.watch(second, lambda done, outcome: calls.append(outcome))      # already done: at once
-    assert calls[-1].offset == 0
+    assert calls[-1] is second
+    (failing,), _ = acc.send_placed("t", 0, [b"v"], None, None, None)
+    acc.watch(failing, lambda done, outcome: calls.append(outcome))
+    nodes, _, _ = acc.ready(now)
+    acc.fail(acc.drain(nodes[1], 1 << 30, now)[0], NotLeaderForPartitionError())
+    assert isinstance(calls[-1], NotLeaderForPartitionError)
