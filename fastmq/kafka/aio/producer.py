@@ -92,6 +92,7 @@ class AIOKafkaProducer(Lifetime[Producer]):
             partitioner=None if partitioner is None else _keyed_partitioner(partitioner), **fastmq_options)
         self._request_timeout = request_timeout_ms / 1000.0
         self._futures = RecordFutures(LoopHandoff(self._loop))
+        self._batch_waiters: BatchWaiters | None = None     # send_placed()'s, made with the engine
 
     # ---- lifetime -----------------------------------------------------------------------------------------
 
@@ -202,7 +203,9 @@ class AIOKafkaProducer(Lifetime[Producer]):
         if placed is None:      # metadata to fetch, or memory to wait for: on a worker thread
             placed = await asyncio.to_thread(_place_waiting, producer, topic, partition, values, keys, headers,
                                              timestamp_ms)
-        return PlacedGroup(*placed, producer._accumulator, self._futures, outcome).future
+        if self._batch_waiters is None:
+            self._batch_waiters = BatchWaiters(producer._accumulator, self._futures)
+        return PlacedGroup(*placed, self._batch_waiters, outcome).future
 
     async def _append_rows(self, producer: Producer, topic: str, partition: int | None,
                            rows: Iterable[tuple[Any, Any, Headers, int | None]], size: int) -> list[Any]:
@@ -423,28 +426,52 @@ class RecordGroup:
             self.future.set_result(result)
 
 
+class BatchWaiters:
+    """The calls waiting for batches to be done, on the loop: one watch of the accumulator per batch however many
+    send_placed() groups wait for it (a batch holds the records of several requests), one call handed over when it
+    is done."""
+
+    def __init__(self, accumulator: Any, futures: RecordFutures) -> None:
+        self._accumulator = accumulator
+        self.futures = futures              # its handoff, and its progress event (memory may be free now)
+        self._waiting: dict[Any, list[Callable[[], None]]] = {}
+        self._done = partial(futures.handoff.submit, self._batch_done)
+
+    def add(self, batch: Any, wake: Callable[[], None]) -> None:
+        """Call wake() on the loop once `batch` is done (or, split, its first child)."""
+        waiting = self._waiting.get(batch)
+        if waiting is None:
+            self._waiting[batch] = [wake]
+            self._accumulator.watch(batch, self._done)
+        else:
+            waiting.append(wake)
+
+    def _batch_done(self, batch: Any, outcome: Any) -> None:
+        self.futures.progress.set()
+        for wake in self._waiting.pop(batch):
+            wake()
+
+
 class PlacedGroup:
     """One asyncio future for the batches holding a send_placed()'s records, set to outcome(batches, places)
-    once all are done. One batch is watched at a time, the first not done yet (a split one stands for its
-    leaves): a callback per batch, none per record."""
+    once all are done. One batch is waited for at a time, the first not done yet (a split one stands for its
+    leaves): nothing per record."""
 
-    __slots__ = ("future", "_batches", "_places", "_pending", "_accumulator", "_futures", "_outcome")
+    __slots__ = ("future", "_batches", "_places", "_pending", "_waiters", "_outcome")
 
-    def __init__(self, batches: list[Any], places: bytearray, accumulator: Any, futures: RecordFutures,
+    def __init__(self, batches: list[Any], places: bytearray, waiters: BatchWaiters,
                  outcome: Callable[[list[Any], bytearray], Any]) -> None:
-        self.future: asyncio.Future[Any] = futures.handoff.loop.create_future()
+        self.future: asyncio.Future[Any] = waiters.futures.handoff.loop.create_future()
         self._batches = batches
         self._places = places
         self._pending = batches[::-1]       # to look at, the next last
-        self._accumulator = accumulator
-        self._futures = futures             # its handoff, and its progress event (memory may be free now)
+        self._waiters = waiters
         self._outcome = outcome
-        self._watch_next()
+        self._wait_next()
 
-    def _watch_next(self, *done: Any) -> None:
+    def _wait_next(self) -> None:
         # Loop thread (a completion is handed over by the I/O thread).
         pending = self._pending
-        self._futures.progress.set()
         while pending:
             batch = pending[-1]
             if batch.is_done:
@@ -455,7 +482,7 @@ class PlacedGroup:
                 pending.pop()
                 pending.extend(reversed(leaves))
                 continue
-            self._accumulator.watch(batch, partial(self._futures.handoff.submit, self._watch_next))
+            self._waiters.add(batch, self._wait_next)
             return
         if self.future.done():              # cancelled by its waiter
             return
