@@ -145,7 +145,7 @@ def measured(bench, process, operations: int, label: str, run) -> None:
     used = tree_cpu_seconds(process.pid) - cpu
     waited = loop_waits(process.pid) - waits
     print(f"\n{label}: {operations} in {elapsed:.2f} s ({operations / elapsed:,.0f}/s wall clock); proxy CPU "
-          f"{used / operations * 1e6:,.1f} us each ({operations / used if used else 0:,.0f}/s per fully used core); "
+          f"{used / operations * 1e6:,.2f} us each ({operations / used if used else 0:,.0f}/s per fully used core); "
           f"event-loop waits {waited / operations:.2f} each")
 
 
@@ -248,7 +248,7 @@ def test_produce_direct_client(compare, setup):
     bench.pedantic(produce, rounds=1, iterations=1)
     elapsed, used = time.perf_counter() - started, time.process_time() - cpu
     print(f"\ndirect fastmq Producer: {count} in {elapsed:.2f} s ({count / elapsed:,.0f}/s wall clock); client CPU "
-          f"{used / count * 1e6:,.1f} us each ({count / used if used else 0:,.0f}/s per fully used core)")
+          f"{used / count * 1e6:,.2f} us each ({count / used if used else 0:,.0f}/s per fully used core)")
 
 
 def piggy_backed(tokens: dict[int, str]) -> "callable":

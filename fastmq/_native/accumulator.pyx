@@ -27,6 +27,7 @@ new batch, or one that outgrows its first reservation, takes pooled storage of a
 (a send waiting for memory takes the next that comes), and a batch that outgrows its first reservation without it
 gets its batch_size of storage in one allocation rather than doubling.
 """
+import functools
 import random
 import threading
 import time
@@ -373,6 +374,61 @@ cdef class RecordAccumulator:
         finally:
             self.appends_in_progress -= 1
         return list(batches)
+
+    def send_placed(self, str topic_name, object partition, list values, object keys, object headers,
+                    object timestamp_ms):
+        """send() of many records in one call, for a caller that answers per record but wants no future per
+        record (the HTTP proxy): returns (batches, places), or None when the topic's partitions are not known
+        yet.
+
+        values[i] is bytes-like or None; keys and headers are None or hold one entry per value (None for none).
+        batches lists the batches the records went into, in the order they were first written to; places holds,
+        per record, two native int32: its batch's position in `batches` and its index in that batch (a batch
+        split later passes its records on to its children, as their futures follow them). watch() says when a
+        batch is done."""
+        cdef TopicQueues topic = self.topics.get(topic_name)
+        cdef Py_ssize_t n = len(values), i
+        cdef FutureRecordMetadata record
+        cdef ProducerBatch previous = None
+        cdef int32_t number = -1
+        cdef dict numbers = {}          # batch -> its position in `batches`
+        cdef list batches = []
+        cdef bytearray places
+        cdef int32_t* place
+        if topic is None or not topic.partitions:
+            return None
+        for name, column in (("keys", keys), ("headers", headers)):
+            if column is not None and len(column) != n:
+                raise ValueError(f"{len(column)} {name} for {n} values")
+        if timestamp_ms is None:
+            timestamp_ms = now_ms()         # one time for all, as one send_bulk() takes
+        places = bytearray(2 * sizeof(int32_t) * n)
+        place = <int32_t*><char*>places
+        for i in range(n):
+            # Each record as send() appends it; its future is dropped at once (a free list's slot, no collection).
+            record = self._send(topic_name, partition, None if keys is None else keys[i], values[i],
+                                None if headers is None else headers[i], timestamp_ms)
+            if record.batch is not previous:
+                previous = record.batch
+                number = numbers.get(previous, -1)
+                if number < 0:
+                    number = numbers[previous] = len(batches)
+                    batches.append(previous)
+            place[2 * i] = number
+            place[2 * i + 1] = record.index
+        return batches, places
+
+    def watch(self, ProducerBatch batch not None, function):
+        """Call function(batch, outcome) once `batch` is done (now, when it is), on the thread that finishes
+        it; outcome is `batch` when it succeeded, else its error. A batch split meanwhile makes the call when
+        its first child is done, with that child's outcome (look at its leaves() then)."""
+        cdef FutureRecordMetadata first = FutureRecordMetadata.__new__(FutureRecordMetadata)
+        first.batch = batch                 # its record 0: a view that follows splits into the first child
+        first.timestamp = first.key_size = first.value_size = first.header_size = -1
+        # On success the callback gets the record's "metadata": set to the batch here rather than made (a
+        # RecordMetadata would cost the I/O thread that completes the batch a Python call per watch).
+        first._metadata = batch
+        first._register(functools.partial(function, batch), True, True)
 
     cdef ProducerBatch _append_slow(self, TopicQueues topic, PartitionQueue queue, int64_t timestamp,
                                     const char* key, Py_ssize_t key_len, const char* value,
@@ -809,3 +865,4 @@ cdef inline bint _borrow(object obj, Py_buffer* view, const char** data, Py_ssiz
     data[0] = <const char*>view.buf
     length[0] = view.len
     return True
+

@@ -4,6 +4,7 @@ positions would only be in the way). A queue is a partition: "kafka:<partition>"
 from __future__ import annotations
 
 import asyncio
+import time
 from functools import partial
 from typing import Any
 
@@ -57,7 +58,7 @@ class KafkaBackend(Backend):
                                      value_deserializer=None)
         self.read_ahead = ReadAhead()
         self._queue_names = QueueNames(self.broker)
-        self._results = partial(kafka_results, broker=self.broker.encode())
+        self._broker_name = self.broker.encode()
 
     async def start(self) -> None:
         self._producer = AIOKafkaProducer(**self._producer_options)      # bound to the running loop
@@ -81,11 +82,14 @@ class KafkaBackend(Backend):
         if messages.tags is not None:
             headers = [_with_tags(record_headers, tags)
                        for record_headers, tags in zip(headers or [None] * len(messages), messages.tags)]
+        # The messages go into the producer's batches in one compiled call (send_placed: no future or other
+        # object per message), and the answer is written from the batches in C (kafka_results).
+        create_time = time.time_ns() // 1_000_000
         try:
-            # One future for the request's messages, not one per message (AIOKafkaProducer.send_many), and the
-            # answer written from the records in C (kafka_results).
-            group = await self._producer.send_many(topic, messages.values, keys=messages.keys, headers=headers,
-                                                   outcome=self._results)
+            group = await self._producer.send_placed(topic, messages.values, keys=messages.keys, headers=headers,
+                                                     timestamp_ms=create_time,
+                                                     outcome=partial(kafka_results, create_time=create_time,
+                                                                     broker=self._broker_name))
             results, ends = await group
         except kerrors.KafkaError as exc:
             raise BackendError(f"the broker refused the messages for topic {topic!r}: {exc}",

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal, cast, overload
 
-from fastmq.proxy._native.produce import plain_values
+from fastmq.proxy._native.produce import plain_batch, plain_values
 from fastmq.proxy.backend import OutgoingMessages
 from fastmq.proxy.http import HttpError, Request
 from fastmq.proxy.state import AckToken, StateError, check_name
@@ -167,6 +167,12 @@ def _column(others: list[tuple[int, Message]], field: int, count: int) -> list[A
     return column
 
 
+def _at_most(listed: list[Any], max_messages: int) -> list[Any]:
+    if len(listed) > max_messages:
+        raise HttpError(413, "too_many_messages", f"at most {max_messages} messages per request")
+    return listed
+
+
 def parse_produce(request: Request, max_messages: int) -> ProduceRequest:
     try:
         return _parse_produce(request, max_messages)
@@ -178,16 +184,18 @@ def parse_produce(request: Request, max_messages: int) -> ProduceRequest:
 def _parse_produce(request: Request, max_messages: int) -> ProduceRequest:
     kind = request.content_type
     if kind == "application/json":
-        body = request.json()
+        # The common body is read in C with no JSON object per message (plain_batch); any other by orjson.
+        plain = plain_batch(request.body)
+        body = plain[0] if plain is not None else request.json()
         producer = name_param(request.param("producer", body), "producer")
         topic = name_param(request.param("topic", body), "topic", required=False)
-        if "messages" in body:
+        if plain is not None:
+            messages = OutgoingMessages(_at_most(plain[1], max_messages))
+        elif "messages" in body:
             listed = body["messages"]
             if not isinstance(listed, list) or not listed:
                 raise HttpError(400, "bad_message", "messages must be a non-empty list")
-            if len(listed) > max_messages:
-                raise HttpError(413, "too_many_messages", f"at most {max_messages} messages per request")
-            messages = _messages(listed)
+            messages = _messages(_at_most(listed, max_messages))
         else:
             messages = _messages([{k: v for k, v in body.items() if k not in ("producer", "topic")}])
         return ProduceRequest(producer, topic, messages)

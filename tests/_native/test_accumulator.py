@@ -577,3 +577,74 @@ def test_a_partition_whose_batch_filled_up_opens_the_next_one_at_batch_size():
     assert full >= 2 * (64 << 10)                       # the full one, and the next one whole
     acc.send(topic, 1, None, b"x" * 100, None, None)
     assert acc.used_memory == full + (16 << 10)
+
+
+def placed(places) -> list[tuple[int, int]]:
+    """send_placed()'s places as (batch number, index in the batch) pairs."""
+    numbers = memoryview(places).cast("i")
+    return list(zip(numbers[::2], numbers[1::2]))
+
+
+def test_send_placed_says_where_each_record_went_as_send_would():
+    acc, topic = make(batch_size=1000)
+    values = [b"value-%d" % i for i in range(300)]
+    keys = [None if i % 3 == 0 else b"key-%d" % (i % 7) for i in range(300)]
+    headers = [[("h", b"%d" % i)] if i % 5 == 0 else None for i in range(300)]
+    batches, places = acc.send_placed(topic, None, values, keys, headers, 1234)
+    assert len(batches) == len(set(batches)) > 4          # keyed records over 4 partitions, batches filled
+    where = placed(places)
+    assert len(where) == 300
+    contents = {}
+    drained = drain_all(acc, contents=contents)
+    assert set(batches) <= set(drained)
+    for i, (number, index) in enumerate(where):
+        batch = batches[number]
+        record = list(RecordBatch(contents[batch]))[index]
+        assert (record.key, record.value, record.timestamp) == (keys[i], values[i], 1234)
+        assert record.headers == (headers[i] or [])
+        if keys[i] is not None:
+            assert batch.topic_partition.partition == kafka_partition(keys[i], 4)
+    assert acc.records_appended == 300
+
+
+def test_send_placed_checks_its_columns_and_knows_no_unknown_topic():
+    acc, topic = make()
+    assert acc.send_placed("elsewhere", None, [b"v"], None, None, None) is None
+    with pytest.raises(ValueError, match="2 keys for 1 values"):
+        acc.send_placed(topic, None, [b"v"], [b"a", b"b"], None, None)
+    with pytest.raises(ValueError, match="Unrecognized partition 4"):
+        acc.send_placed(topic, 4, [b"v"], None, None, None)
+    with pytest.raises(TypeError, match="not str"):
+        acc.send_placed(topic, None, [b"v", "text"], None, None, None)
+    acc, topic = make()
+    (batch,), places = acc.send_placed(topic, 2, [b"v", None, bytearray(b"w")], None, None, None)
+    assert batch.topic_partition.partition == 2 and placed(places) == [(0, 0), (0, 1), (0, 2)]
+    contents = {}
+    drain_all(acc, contents=contents)
+    assert [r.value for r in RecordBatch(contents[batch])] == [b"v", None, b"w"]
+
+
+def test_watch_calls_once_a_batch_is_done_and_follows_a_split_to_its_first_child():
+    acc = RecordAccumulator(batch_size=1 << 20)
+    acc.update_topic("t", [1])
+    (batch,), places = acc.send_placed("t", 0, [b"v" * 1000] * 10, None, None, None)
+    calls = []
+    acc.watch(batch, lambda done, outcome: calls.append(done))
+    now = time.monotonic() + 10
+    nodes, _, _ = acc.ready(now)
+    (drained,) = acc.drain(nodes[1], 1 << 30, now)
+    first, second = acc.split(batch, now)
+    assert calls == [] and batch.leaves() == [first, second]
+    nodes, _, _ = acc.ready(now)
+    acc.complete(acc.drain(nodes[1], 1 << 30, now)[0], 0)
+    assert calls == [batch] and not second.is_done     # the first child is done: the caller looks at the leaves
+    acc.watch(second, lambda done, outcome: calls.append(done))
+    drain_all(acc)
+    assert calls == [batch, second]
+    acc.watch(second, lambda done, outcome: calls.append(outcome))      # already done: at once
+    assert calls[-1] is second
+    (failing,), _ = acc.send_placed("t", 0, [b"v"], None, None, None)
+    acc.watch(failing, lambda done, outcome: calls.append(outcome))
+    nodes, _, _ = acc.ready(now)
+    acc.fail(acc.drain(nodes[1], 1 << 30, now)[0], NotLeaderForPartitionError())
+    assert isinstance(calls[-1], NotLeaderForPartitionError)

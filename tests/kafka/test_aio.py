@@ -14,7 +14,9 @@ from fastmq.kafka.aio import (
 )
 from fastmq.kafka.aio import errors as aio_errors
 from fastmq.kafka.admin import NewTopic
+from fastmq._native.hashing import kafka_partition
 from fastmq.kafka import errors as kerrors
+from tests.support.reading import read_partitions
 
 WAIT = 30.0
 
@@ -474,6 +476,63 @@ class Ticker:
 
     def __exit__(self, *exc) -> None:
         self._task.cancel()
+
+
+def placed_at(batches, places) -> list[tuple[int, int, int]]:
+    """send_placed()'s outcome as each record's (partition, batch number, index in the batch), all batches
+    acknowledged (the proxy's tests check offsets: tests/proxy/test_results.py)."""
+    assert all(batch.is_done and batch.error is None for batch in batches)
+    numbers = memoryview(places).cast("i")
+    return [(batches[n].topic_partition.partition, n, i) for n, i in zip(numbers[::2], numbers[1::2])]
+
+
+def test_send_placed_answers_where_each_record_went(embedded_broker):
+    """send_placed(): the records of one call over several partitions in one compiled append, the outcome given
+    the batches and each record's place in them; a topic whose metadata is not known yet and a buffer too small
+    for the call take a worker thread (the loop keeps running); a partitioner or transactions are refused."""
+    bootstrap = embedded_broker.bootstrap_servers
+    topic, pressed = topic_name(), topic_name()
+    count = 300
+    values = [b"value-%d" % i for i in range(count)]
+    keys = [None if i % 3 == 0 else b"key-%d" % (i % 7) for i in range(count)]
+    headers = [[("n", b"%d" % i)] if i % 2 else None for i in range(count)]
+
+    async def main():
+        await create_topic(bootstrap, topic, partitions=3)
+        await create_topic(bootstrap, pressed)
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=1) as producer:
+            # no metadata of the topic yet: fetched on a worker thread
+            where = await (await producer.send_placed(topic, values, keys=keys, headers=headers,
+                                                      outcome=placed_at))
+            with pytest.raises(ValueError):
+                await producer.send_placed(topic, values, keys=keys[:-1], outcome=placed_at)
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap, max_batch_size=4096, buffer_memory=16384,
+                                    linger_ms=1) as producer:
+            await producer.partitions_for(pressed)
+            with Ticker() as ticker:
+                pressed_where = await (await producer.send_placed(
+                    pressed, [b"%05d" % i + b"x" * 90 for i in range(3000)], outcome=placed_at))
+            assert ticker.ticks > 0
+        assert pressed_where == sorted(pressed_where) and len(set(pressed_where)) == 3000
+        for options in ({"partitioner": lambda key, partitions, available: 0}, {"transactional_id": "placed"}):
+            async with AIOKafkaProducer(bootstrap_servers=bootstrap, **options) as producer:
+                with pytest.raises(kerrors.IllegalStateError, match="send_many"):
+                    await producer.send_placed(topic, [b"v"], outcome=placed_at)
+        return where
+
+    where = run(main())
+    assert len(set(where)) == count and len({p for p, _, _ in where}) == 3
+    for key, (partition, _, _) in zip(keys, where):
+        if key is not None:
+            assert kafka_partition(key, 3) == partition
+    got = read_partitions(bootstrap, topic, 3, count, WAIT)
+    assert len(got) == count
+    # each partition holds its records in the order of their places (batch, then index in it)
+    for partition in range(3):
+        stored = sorted((r.offset, r.key, r.value, list(r.headers)) for r in got if r.partition == partition)
+        placed = sorted((at, i) for i, at in enumerate(where) if at[0] == partition)
+        assert [(key, value, stored_headers) for _, key, value, stored_headers in stored] == [
+            (keys[i], values[i], headers[i] or []) for _, i in placed]
 
 
 def test_event_loop_stays_responsive_while_producing_and_consuming(embedded_broker):

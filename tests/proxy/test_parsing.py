@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 
+import orjson
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -153,6 +154,78 @@ def test_plain_messages_are_encoded_in_c_and_the_others_left_to_the_parser(liste
             plain_values(listed)
         return
     assert plain_values(listed) == (expected, [i for i, is_plain in enumerate(plain) if not is_plain])
+
+
+# Bodies of /produce's common shape, written with JSON white space anywhere between tokens, members in any
+# order, and texts that are sometimes outside what plain_batch reads (non-ASCII, escapes, control characters).
+SPACE = st.sampled_from(["", " ", "\n", "\t ", "\r\n  "])
+TEXTS = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7e), max_size=12) | st.text(max_size=6)
+
+
+@st.composite
+def produce_bodies(draw) -> bytes:
+    def space() -> str:
+        return draw(SPACE)
+
+    def text(value: str) -> str:
+        return space() + json.dumps(value, ensure_ascii=draw(st.booleans())) + space()
+
+    messages = [space() + "{" + text("value") + ":" + text(draw(TEXTS)) + "}" + space()
+                for _ in range(draw(st.integers(0, 5)))]
+    members = {"messages": text("messages") + ":" + space() + "[" + ",".join(messages) + "]" + space()}
+    for name in draw(st.lists(st.sampled_from(["producer", "topic", "key", "messages"]), max_size=3)):
+        members.setdefault(name, text(name) + ":" + text(draw(TEXTS)))
+    ordered = draw(st.permutations(sorted(members)))
+    return (space() + "{" + ",".join(members[name] for name in ordered) + "}" + space()).encode()
+
+
+def plain_body_as_json(plain) -> dict:
+    named, values = plain
+    return {**named, "messages": [{"value": value.decode()} for value in values]}
+
+
+@settings(max_examples=60)
+@given(produce_bodies())
+def test_plain_batch_reads_the_common_body_as_json_reads_it(body):
+    from fastmq.proxy._native.produce import plain_batch
+
+    plain = plain_batch(body)
+    parsed = orjson.loads(body)
+    listed = parsed["messages"]
+    common = (set(parsed) <= {"producer", "topic", "messages"} and listed and body.isascii()
+              and b"\\" not in body and all(isinstance(parsed.get(name, ""), str) for name in ("producer", "topic"))
+              and body.count(b'"messages"') == 1)
+    if common:
+        assert plain is not None
+    if plain is not None:
+        assert plain_body_as_json(plain) == parsed
+
+
+@examples
+@given(st.binary(max_size=200) | produce_bodies().flatmap(
+    lambda body: st.tuples(st.integers(0, len(body)), st.binary(max_size=3)).map(
+        lambda cut: body[:cut[0]] + cut[1] + body[cut[0] + len(cut[1]):])))
+def test_plain_batch_takes_only_what_json_reads_the_same(body):
+    from fastmq.proxy._native.produce import plain_batch
+
+    plain = plain_batch(body)
+    if plain is not None:
+        assert plain_body_as_json(plain) == orjson.loads(body)
+
+
+def test_produce_reads_the_common_body_and_any_other_alike():
+    # the same messages as the common body, and with one member more that only the general parser reads
+    common = json.dumps({"messages": [{"value": "a b"}, {"value": "c"}], "topic": "t"}).encode()
+    other = json.dumps({"messages": [{"value": "a b"}, {"value": "c"}], "topic": "t", "producer": 7}).encode()
+    parsed = parse_produce(request(common, "application/json", {"producer": "p"}), max_messages=2)
+    assert (parsed.producer, parsed.topic, parsed.messages.values) == ("p", "t", [b"a b", b"c"])
+    assert parsed.messages.keys is None and parsed.messages.headers is None and parsed.messages.tags is None
+    with pytest.raises(HttpError) as refusal:
+        parse_produce(request(other, "application/json", {"producer": "p"}), max_messages=2)
+    assert refusal.value.status == 400
+    with pytest.raises(HttpError) as too_many:
+        parse_produce(request(common, "application/json", {"producer": "p"}), max_messages=1)
+    assert too_many.value.status == 413
 
 
 def test_config_file(tmp_path):

@@ -5,10 +5,11 @@
 
 send() encodes the record into its partition's batch on the calling (loop) thread, as fastmq's Producer
 does, and returns an asyncio future; send_many() appends many records and returns one asyncio future for all
-of them (send_batch(), aiokafka's batch API, goes through it). fastmq's I/O thread completes the batch; the futures of its records are
-settled on the loop through a LoopHandoff (one loop wake-up per burst of acknowledgements). What may wait for
-the broker (the first metadata of a topic, a full buffer, AddPartitionsToTxn, flush, transactions, stop)
-runs on a worker thread, so the event loop never blocks.
+of them (send_batch(), aiokafka's batch API, goes through it); send_placed() appends many in one compiled
+call and answers where each went, with no object per record. fastmq's I/O thread completes the batch; the
+futures of its records are settled on the loop through a LoopHandoff (one loop wake-up per burst of
+acknowledgements). What may wait for the broker (the first metadata of a topic, a full buffer,
+AddPartitionsToTxn, flush, transactions, stop) runs on a worker thread, so the event loop never blocks.
 """
 from __future__ import annotations
 
@@ -91,6 +92,7 @@ class AIOKafkaProducer(Lifetime[Producer]):
             partitioner=None if partitioner is None else _keyed_partitioner(partitioner), **fastmq_options)
         self._request_timeout = request_timeout_ms / 1000.0
         self._futures = RecordFutures(LoopHandoff(self._loop))
+        self._batch_waiters: BatchWaiters | None = None     # send_placed()'s, made with the engine
 
     # ---- lifetime -----------------------------------------------------------------------------------------
 
@@ -176,6 +178,34 @@ class AIOKafkaProducer(Lifetime[Producer]):
                    repeat(timestamp_ms))
         return RecordGroup(await self._append_rows(producer, topic, partition, rows,
                                                    _size_bound(values, keys, headers)), self._futures, outcome).future
+
+    async def send_placed(self, topic: str, values: list[Any], *, keys: Sequence[Any] | None = None,
+                          headers: Sequence[Headers] | None = None, partition: int | None = None,
+                          timestamp_ms: int | None = None,
+                          outcome: Callable[[list[Any], bytearray], Outcome]) -> asyncio.Future[Outcome]:
+        """send_many() for a caller that answers per record and wants no object per record (the HTTP proxy):
+        the records go into the accumulator in one compiled call, and the future is set to
+        outcome(batches, places) once every batch holding them is done (or fails with what outcome raises).
+        batches are fastmq ProducerBatch objects; places holds, per record, two native int32: its batch's
+        position in `batches` and its index in that batch (RecordAccumulator.send_placed). Keys hash as the
+        default partitioner does: not for a producer with a custom partitioner or transactions."""
+        producer = self.engine()
+        if self._transactional or self._options["partitioner"] is not None:
+            raise kerrors.IllegalStateError("send_placed() is for a producer without transactions or a custom "
+                                            "partitioner: use send_many()")
+        if self._key_serializer is not None:
+            keys = [self._key_serializer(key) for key in (keys if keys is not None else [None] * len(values))]
+        if self._value_serializer is not None:
+            values = [self._value_serializer(value) for value in values]
+        placed: tuple[list[Any], bytearray] | None = None
+        if self._fits_now(producer, topic, _size_bound(values, keys, headers)):
+            placed = producer._accumulator.send_placed(topic, partition, values, keys, headers, timestamp_ms)
+        if placed is None:      # metadata to fetch, or memory to wait for: on a worker thread
+            placed = await asyncio.to_thread(_place_waiting, producer, topic, partition, values, keys, headers,
+                                             timestamp_ms)
+        if self._batch_waiters is None:
+            self._batch_waiters = BatchWaiters(producer._accumulator, self._futures)
+        return PlacedGroup(*placed, self._batch_waiters, outcome).future
 
     async def _append_rows(self, producer: Producer, topic: str, partition: int | None,
                            rows: Iterable[tuple[Any, Any, Headers, int | None]], size: int) -> list[Any]:
@@ -396,6 +426,90 @@ class RecordGroup:
             self.future.set_result(result)
 
 
+class BatchWaiters:
+    """The calls waiting for batches to be done, on the loop: one watch of the accumulator per batch however many
+    send_placed() groups wait for it (a batch holds the records of several requests), one call handed over when it
+    is done."""
+
+    def __init__(self, accumulator: Any, futures: RecordFutures) -> None:
+        self._accumulator = accumulator
+        self.futures = futures              # its handoff, and its progress event (memory may be free now)
+        self._waiting: dict[Any, list[Callable[[], None]]] = {}
+        self._done = partial(futures.handoff.submit, self._batch_done)
+
+    def add(self, batch: Any, wake: Callable[[], None]) -> None:
+        """Call wake() on the loop once `batch` is done (or, split, its first child)."""
+        waiting = self._waiting.get(batch)
+        if waiting is None:
+            self._waiting[batch] = [wake]
+            self._accumulator.watch(batch, self._done)
+        else:
+            waiting.append(wake)
+
+    def _batch_done(self, batch: Any, outcome: Any) -> None:
+        self.futures.progress.set()
+        for wake in self._waiting.pop(batch):
+            wake()
+
+
+class PlacedGroup:
+    """One asyncio future for the batches holding a send_placed()'s records, set to outcome(batches, places)
+    once all are done. One batch is waited for at a time, the first not done yet (a split one stands for its
+    leaves): nothing per record."""
+
+    __slots__ = ("future", "_batches", "_places", "_pending", "_waiters", "_outcome")
+
+    def __init__(self, batches: list[Any], places: bytearray, waiters: BatchWaiters,
+                 outcome: Callable[[list[Any], bytearray], Any]) -> None:
+        self.future: asyncio.Future[Any] = waiters.futures.handoff.loop.create_future()
+        self._batches = batches
+        self._places = places
+        self._pending = batches[::-1]       # to look at, the next last
+        self._waiters = waiters
+        self._outcome = outcome
+        self._wait_next()
+
+    def _wait_next(self) -> None:
+        # Loop thread (a completion is handed over by the I/O thread).
+        pending = self._pending
+        while pending:
+            batch = pending[-1]
+            if batch.is_done:
+                pending.pop()
+                continue
+            leaves = batch.leaves()
+            if leaves[0] is not batch:      # split: its children hold its records now
+                pending.pop()
+                pending.extend(reversed(leaves))
+                continue
+            self._waiters.add(batch, self._wait_next)
+            return
+        if self.future.done():              # cancelled by its waiter
+            return
+        try:
+            result = self._outcome(self._batches, self._places)
+        except Exception as error:
+            self.future.set_exception(error)
+        else:
+            self.future.set_result(result)
+
+
+def _place_waiting(producer: Producer, topic: str, partition: int | None, values: list[Any], keys: Any,
+                   headers: Any, timestamp_ms: int | None) -> tuple[list[Any], bytearray]:
+    """Worker thread: RecordAccumulator.send_placed() once the topic's partitions are known (fetching its
+    metadata), waiting for buffer memory as Producer.send() does."""
+    accumulator = producer._accumulator
+    placed = accumulator.send_placed(topic, partition, values, keys, headers, timestamp_ms)
+    if placed is None:
+        info = producer.client.topic_metadata(topic, producer.max_block)
+        accumulator.update_topic(topic, info.leaders)
+        placed = accumulator.send_placed(topic, partition, values, keys, headers, timestamp_ms)
+        if placed is None:
+            raise kerrors.KafkaTimeoutError(
+                f"Failed to update metadata for {topic!r} after {producer.max_block:.1f} secs.")
+    return placed
+
+
 def _metadata_of_all(records: list[Any]) -> list[RecordMetadata]:
     """Every record's RecordMetadata; raises the first failed record's error."""
     results = [record.value for record in records]          # None for a record that failed
@@ -481,9 +595,9 @@ class BatchBuilder:
 
 def _size_bound(values: Sequence[Any], keys: Sequence[Any] | None, headers: Sequence[Headers] | None) -> int:
     """At least the buffer memory the accumulator reserves for these records."""
-    size = _RECORD_BOUND * len(values) + sum(len(value) for value in values if value is not None)
+    size = _RECORD_BOUND * len(values) + sum(map(len, filter(None, values)))        # None (and b"") left out
     if keys is not None:
-        size += sum(len(key) for key in keys if key is not None)
+        size += sum(map(len, filter(None, keys)))
     if headers is not None:
         size += sum(len(name) + (len(data) if data is not None else 0) + _HEADER_BOUND
                     for record_headers in headers if record_headers for name, data in record_headers)
