@@ -88,6 +88,8 @@ class ReadOnlyEmptyList(list):
 
 
 NO_HEADERS = ReadOnlyEmptyList()
+PyObject_GC_UnTrack(NO_HEADERS)     # holds nothing, ever: see _records
+cdef object no_headers = NO_HEADERS  # a C global: no module dict lookup per record
 
 
 cdef class ControlState:
@@ -328,14 +330,15 @@ cdef class RecordDecoder:
                     PyObject_GC_UnTrack(pair)     # (str, bytes | None): what the collector would do
                 if self.tuple_headers:
                     headers = PyList_AsTuple(headers)
+                # A header list or tuple holds only untracked pairs; a list joins no cycle unless its reader
+                # builds one in it.
+                PyObject_GC_UnTrack(headers)
             elif self.tuple_headers:
                 headers = ()
                 header_size = MINUS_ONE
             else:
-                headers = NO_HEADERS
+                headers = no_headers
                 header_size = MINUS_ONE
-            # A header list holds only untracked pairs and joins no cycle unless its reader builds one in it.
-            PyObject_GC_UnTrack(headers)
             if rv.key == NULL:
                 key = None
                 key_size = MINUS_ONE
@@ -372,10 +375,11 @@ cdef class RecordDecoder:
             set_item(record, 11, value_size)
             set_item(record, 12, header_size)
             # The collector untracks a tuple once nothing in it can hold a reference cycle; doing it at once
-            # spares every collection a walk over the records waiting in the fetch buffers. The other fields
-            # are str, int, bytes or None.
-            if not (PyObject_GC_IsTracked(headers) or PyObject_GC_IsTracked(key)
-                    or PyObject_GC_IsTracked(value)):
+            # spares every collection a walk over the records waiting in the fetch buffers. The headers are
+            # untracked above and the other fields are str, int, bytes or None, unless a deserializer made the
+            # key or the value: only then is there something to look at.
+            if not ((self.key_deserializer is not None and PyObject_GC_IsTracked(key))
+                    or (self.value_deserializer is not None and PyObject_GC_IsTracked(value))):
                 PyObject_GC_UnTrack(record)
             out.append(record)
         if pos != end:
@@ -416,7 +420,8 @@ cdef class RecordDecoder:
         return next_offset
 
 
-cdef inline void set_item(object record, Py_ssize_t index, object value):
+cdef inline void set_item(object record, Py_ssize_t index, object value) noexcept:
+    # noexcept: it cannot fail, and without it Cython asks PyErr_Occurred() after each of a record's 13 calls.
     Py_INCREF(value)
     PyTuple_SET_ITEM(record, index, value)
 

@@ -99,6 +99,12 @@ def test_records_are_untracked_by_the_collector_only_when_nothing_in_them_can_fo
     deserialized, _, _ = RecordDecoder(ConsumerRecord, tuple_headers=True,
                                        value_deserializer=lambda v: [v]).decode(record_set, "t", 0, 0)
     assert all(gc.is_tracked(r) for r in deserialized)
+    keyed, _, _ = RecordDecoder(ConsumerRecord, key_deserializer=lambda k: [k],
+                                deserialize_null=True).decode(record_set, "t", 0, 0)
+    assert all(gc.is_tracked(r) for r in keyed)
+    atoms, _, _ = RecordDecoder(ConsumerRecord, key_deserializer=bytes,
+                                value_deserializer=bytes.decode).decode(record_set, "t", 0, 0)
+    assert not any(gc.is_tracked(r) for r in atoms) and atoms[0].key == b"k" and atoms[0].value == "v"
 
 
 def test_records_without_headers_share_one_read_only_empty_list_whose_copies_are_plain_lists():
