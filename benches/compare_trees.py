@@ -3,8 +3,9 @@
 A refactor must not cost speed (the core issue's rule: no figure drops by more than 3%). Each measurement runs in a
 fresh child interpreter whose fastmq is the tree's (PYTHONPATH and cwd), in the order A B B A A B ..., so that a change
 in the machine's load, and whatever a run leaves to the one after it, falls on both trees alike; each tree's figure
-is the median of its rounds. The figures are CPU time per record (the child's own process CPU, and the broker's for the broker rows): on a shared machine the one least
-disturbed by other work. Only public names that both trees have are used.
+is the median of its rounds. The figures are CPU time per record (the child's own process CPU, and the broker's for
+the broker rows): on a shared machine the one least disturbed by other work. Only public names that both trees have
+are used.
 
 The consumer reads in interpreters of its own (CONSUMER_READS of them per round, against the broker the producer
 filled; the round's figure is their median): read in the producer's process, right after it, its figure spread
