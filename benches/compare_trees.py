@@ -1,10 +1,11 @@
 """Before/after: the same measurements on two source trees of fastmq, run back to back and interleaved.
 
 A refactor must not cost speed (the core issue's rule: no figure drops by more than 3%). Each measurement runs in a
-fresh child interpreter whose fastmq is the tree's (PYTHONPATH and cwd), in the order A B A B ..., so that a change in
-the machine's load falls on both trees alike; each tree's figure is the median of its rounds. The figures are CPU time
-per record (the child's own process CPU, and the broker's for the broker rows): on a shared machine the one least
-disturbed by other work. Only public names that both trees have are used.
+fresh child interpreter whose fastmq is the tree's (PYTHONPATH and cwd), in the order A B B A A B ..., so that a change
+in the machine's load, and whatever a run leaves to the one after it, falls on both trees alike; each tree's figure
+is the median of its rounds. The figures are CPU time per record (the child's own process CPU, and the broker's for
+the broker rows): on a shared machine the one least disturbed by other work. Only public names that both trees have
+are used.
 
 The consumer reads in interpreters of its own (CONSUMER_READS of them per round, against the broker the producer
 filled; the round's figure is their median): read in the producer's process, right after it, its figure spread
@@ -151,7 +152,12 @@ def main() -> None:
     samples: dict[str, dict[str, list[float]]] = {name: {} for name in trees}
     for round_number in range(args.rounds):
         for program in (RECORDS_PROGRAM, CLIENT_PROGRAM):
-            for name, tree in trees.items():
+            # A B, then B A, so that whatever one run leaves to the next (its broker removing its data, the kernel
+            # reclaiming its memory) does not always fall on the after tree. 155bb0c against itself on the loaded
+            # machine (load 6-8) read +2.4% to +8.1% on every row but the producer's in the fixed order, and
+            # -12% to +6% alternated: there a change of 3% is within the noise.
+            order = list(trees.items()) if round_number % 2 == 0 else list(trees.items())[::-1]
+            for name, tree in order:
                 for figure, value in run_child(tree, program, args.records).items():
                     samples[name].setdefault(figure, []).append(value)
         print(f"round {round_number + 1} of {args.rounds} done", file=sys.stderr)

@@ -99,6 +99,12 @@ def test_records_are_untracked_by_the_collector_only_when_nothing_in_them_can_fo
     deserialized, _, _ = RecordDecoder(ConsumerRecord, tuple_headers=True,
                                        value_deserializer=lambda v: [v]).decode(record_set, "t", 0, 0)
     assert all(gc.is_tracked(r) for r in deserialized)
+    keyed, _, _ = RecordDecoder(ConsumerRecord, key_deserializer=lambda k: [k],
+                                deserialize_null=True).decode(record_set, "t", 0, 0)
+    assert all(gc.is_tracked(r) for r in keyed)
+    atoms, _, _ = RecordDecoder(ConsumerRecord, key_deserializer=bytes,
+                                value_deserializer=bytes.decode).decode(record_set, "t", 0, 0)
+    assert not any(gc.is_tracked(r) for r in atoms) and atoms[0].key == b"k" and atoms[0].value == "v"
 
 
 def test_records_without_headers_share_one_read_only_empty_list_whose_copies_are_plain_lists():
@@ -292,3 +298,34 @@ def test_decoding_leaves_the_garbage_collector_as_it_found_it(enabled):
     finally:
         (gc.enable if was else gc.disable)()
     assert index == 3 and sum(len(records) for records, _, _ in results) == 6000
+
+
+def test_a_large_record_set_is_decoded_with_the_collector_running_and_its_list_leaves_the_young_generation():
+    decoder = RecordDecoder(ConsumerRecord)
+    large = (fastmq_batch(0, 2000, value=bytes(100)), "t", 0, 0, None)      # ~230 KB
+    small = [(fastmq_batch(10 * i, 10, value=bytes(100)), "t", i, 10 * i, None) for i in range(200)]
+    was = gc.isenabled()
+    gc.enable()
+    runs: list[int] = []
+
+    def count(phase, info):
+        if phase == "start":
+            runs.append(info["generation"])
+    gc.callbacks.append(count)
+    try:
+        (records, _, _), = decoder.decode_many([large], 0, 10_000)[0]
+        during_large = len(runs)
+        assert gc.isenabled()
+        young = {id(o) for o in gc.get_objects(generation=0)}
+        runs.clear()
+        results, index = decoder.decode_many(small, 0, 10_000)
+        during_small = len(runs)
+        assert gc.isenabled()
+    finally:
+        gc.callbacks.remove(count)
+        (gc.enable if was else gc.disable)()
+    # 2000 records are about three young collections' worth: they ran while the set was decoded, and the
+    # collection that found its list short moved it out of the young generation.
+    assert during_large >= 2 and len(records) == 2000 and id(records) not in young
+    # 2000 records in 200 small sets: held off until the call's end.
+    assert during_small <= 1 and index == 200 and sum(len(r) for r, _, _ in results) == 2000
