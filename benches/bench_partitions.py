@@ -1,6 +1,7 @@
 """The partition sweep: produce and consume 1M x 100 B spread over P partitions (record i to partition i % P),
 P in {1, 64, 1024, 4096}, fastmq vs confluent-kafka in one run, against the embedded broker and against Apache
-Kafka 4.1.1 (one KRaft node from the test server kit, started by the bench on 127.0.0.1); plus a producer over
+Kafka 4.1.1 (one KRaft node from the test server kit, started by the bench on 127.0.0.1, with index files sized
+to its segments: benches/apache_broker.py); plus a producer over
 1000 topics x 4 partitions. acks=1, linger 10 ms, 256 KiB batches, 256 MiB of buffer memory for both clients.
 
 Each client runs in a process of its own, so that its CPU per record (process time of all its threads: the
