@@ -39,9 +39,9 @@ def broker(request, tmp_path_factory):
         finally:
             embedded.close()
     else:
-        from tests.support.apache_kafka import KafkaCluster
+        from benches.apache_broker import bench_cluster
 
-        with KafkaCluster(tmp_path_factory.mktemp("apache-kafka"), 1) as cluster:
+        with bench_cluster(tmp_path_factory.mktemp("apache-kafka")) as cluster:
             yield types.SimpleNamespace(name="Apache Kafka", bootstrap_servers=cluster.bootstrap_servers)
 
 

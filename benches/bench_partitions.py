@@ -1,6 +1,7 @@
 """The partition sweep: produce and consume 1M x 100 B spread over P partitions (record i to partition i % P),
 P in {1, 64, 1024, 4096}, fastmq vs confluent-kafka in one run, against the embedded broker and against Apache
-Kafka 4.1.1 (one KRaft node from the test server kit, started by the bench on 127.0.0.1); plus a producer over
+Kafka 4.1.1 (one KRaft node from the test server kit, started by the bench on 127.0.0.1, with index files sized
+to its segments: benches/apache_broker.py); plus a producer over
 1000 topics x 4 partitions. acks=1, linger 10 ms, 256 KiB batches, 256 MiB of buffer memory for both clients.
 
 Each client runs in a process of its own, so that its CPU per record (process time of all its threads: the
@@ -25,9 +26,11 @@ import uuid
 
 import pytest
 
+from benches.apache_broker import bench_cluster
 from benches.process_cpu import tree_cpu_seconds
 from fastmq.broker import EmbeddedBroker
-from tests.support.apache_kafka import KafkaCluster
+from tests.support.kafka_wire import Wire
+from tests.support.waiting import wait_for
 
 PROTOCOL = "kafka"
 RECORDS = int(os.environ.get("FASTMQ_BENCH_RECORDS", 1_000_000))
@@ -40,6 +43,8 @@ MEMORY = 256 << 20
 WARM_UP = 300_000
 INDEX_INTERVAL = 4097        # just over Apache Kafka's log.index.interval.bytes
 CLIENT_TIMEOUT = 600.0
+LOGS_TIMEOUT = 300.0          # a broker making thousands of partitions' logs on a loaded machine
+DESCRIBE_LOG_DIRS = 35
 # Above pytest's 300 s a test: making 1000 topics on Apache Kafka and then a slow client's run took longer on a
 # loaded machine, and the test was cut off (confluent-kafka's "1000 topics" line went missing).
 pytestmark = pytest.mark.timeout(3 * CLIENT_TIMEOUT)
@@ -173,6 +178,7 @@ class Target:
     name: str
     bootstrap_servers: str
     pid: int | None = None          # the broker's process when it is not the benchmark's own
+    makes_logs_later: bool = False  # makes a new partition's log after CreateTopics (and answers DescribeLogDirs)
 
     def cpu_seconds(self) -> float:
         return time.process_time() if self.pid is None else tree_cpu_seconds(self.pid)
@@ -186,8 +192,9 @@ def broker(request, tmp_path_factory):
         with EmbeddedBroker() as embedded:
             yield warmed_up(Target("embedded broker", embedded.bootstrap_servers))
     else:
-        with KafkaCluster(tmp_path_factory.mktemp("apache-kafka"), 1, heap="1g") as cluster:
-            yield warmed_up(Target("Apache Kafka 4.1.1", cluster.bootstrap_servers, cluster.nodes[0].process.pid))
+        with bench_cluster(tmp_path_factory.mktemp("apache-kafka"), heap="1g") as cluster:
+            node = cluster.nodes[0]
+            yield warmed_up(Target("Apache Kafka 4.1.1", cluster.bootstrap_servers, node.process.pid, True))
 
 
 def warmed_up(broker: Target) -> Target:
@@ -196,34 +203,37 @@ def warmed_up(broker: Target) -> Target:
     record on the first 500k of one partition, 540-680 ns on the next runs, whichever client sent them), and
     that cost would go to whichever client the sweep runs first."""
     name = f"warm-up-{uuid.uuid4().hex[:6]}"
-    create_topics(broker.bootstrap_servers, [name], 1)
+    create_topics(broker, [name], 1)
     for work in ("produce", "consume"):
         for client in ("fastmq", "confluent-kafka"):
             ClientRun(work, client, broker.bootstrap_servers, [(name, 0)], WARM_UP).go()
     return broker
 
 
-def create_topics(servers: str, names: list[str], partitions: int) -> None:
-    """Creates the topics and makes each partition's log ready before the clock starts, then deletes what that
-    wrote (DeleteRecords), so that consumers read only the bench's records.
+def create_topics(broker: Target, names: list[str], partitions: int) -> None:
+    """Creates the topics, waits until the broker has every partition's log, makes each partition's log ready
+    before the clock starts, then deletes what that wrote (DeleteRecords), so that consumers read only the
+    bench's records.
 
-    A broker makes a new partition's log after it answers CreateTopics (Apache Kafka took tens of seconds for 1024
-    partitions on a loaded machine), and the records a client sends before that come back NOT_LEADER and wait out
-    retry backoffs on the clock. Apache Kafka also pays once per partition for its first index entries: the first
-    write to a segment's memory-mapped offset and time index files is a major page fault each, 2.1 ms of system
-    CPU apiece on this machine (2048 of them for a fresh 1024-partition topic: 4.3 s of the broker's CPU, more than
-    it spends on the 1M records that follow). A topic's first minutes are not what the sweep compares, so each
-    partition gets a record of more than log.index.interval.bytes (4 KiB) and then one more: the second append
-    writes the first index entries."""
+    A broker makes a new partition's log after it answers CreateTopics (Apache Kafka: 20 s for 4000 partitions,
+    3 ms of its CPU each), and a record sent before that comes back NOT_LEADER. Sending at once, the 8000 warming
+    records to 1000 new topics went out 305k times in 44 s (1.3 GB of retried requests the broker parsed and
+    refused) while the logs were made; so the logs are awaited first, as the broker reports them
+    (DescribeLogDirs). Apache Kafka also pays once per partition for its first index entries: the first write to
+    a segment's memory-mapped offset and time index files is a page fault each, which reads around it (see
+    benches/apache_broker.py). A topic's first minutes are not what the sweep compares, so each partition gets
+    a record of more than log.index.interval.bytes (4 KiB) and then one more: the second append writes the
+    first index entries."""
     from fastmq.kafka import Admin, Producer
     from fastmq.kafka.admin import NewTopic
     from fastmq.kafka.structs import TopicPartition
 
+    servers = broker.bootstrap_servers
     with Admin(servers) as admin:
         admin.create_topics([NewTopic(name, partitions, 1) for name in names], timeout=120)
-        # A one-record batch still reserves a batch's first step of buffer memory (16 KiB), held while a new
-        # partition answers NOT_LEADER: 4000 partitions need 64 MiB at once, not the default 32 (a send then waits
-        # max_block_ms and fails, as the Java client's would).
+        if broker.makes_logs_later:
+            wait_for(lambda: logs_made(servers, names, partitions) >= len(names) * partitions, LOGS_TIMEOUT, 0.5,
+                     lambda: f"{logs_made(servers, names, partitions)} of {len(names) * partitions} logs made")
         with Producer(servers, acks=1, enable_idempotence=False, linger_ms=50, buffer_memory=256 << 20) as producer:
             producer.client.add_topics(set(names))     # one metadata request for them all, not one wait a topic
             for value in (b"w" * INDEX_INTERVAL, b""):
@@ -233,6 +243,20 @@ def create_topics(servers: str, names: list[str], partitions: int) -> None:
                 producer.flush(CLIENT_TIMEOUT)
         admin.delete_records({TopicPartition(name, partition): -1 for name in names for partition in range(partitions)},
                              timeout=120)
+
+
+def logs_made(servers: str, names: list[str], partitions: int) -> int:
+    """How many partitions of the topics have their log on the (one) broker, as it says (DescribeLogDirs)."""
+    from fastmq.kafka import protocol as kp
+
+    request = kp.DescribeLogDirsRequest(topics=[kp.DescribeLogDirsRequest.DescribableLogDirTopic(
+        topic=name, partitions=list(range(partitions))) for name in names])
+    wire = Wire(servers.split(",")[0], client_id="bench-logs-made")
+    try:
+        answer = wire.request(DESCRIBE_LOG_DIRS, 1, request)
+    finally:
+        wire.sock.close()
+    return sum(len(topic.partitions) for result in answer.results for topic in result.topics)
 
 
 def measure(compare, broker: Target, group: str, work: str, client: str, targets, count: int) -> None:
@@ -270,7 +294,7 @@ def filled_topics(broker):
     def filled(partitions: int) -> str:
         if partitions not in topics:
             name = f"sweep-filled-{partitions}-{uuid.uuid4().hex[:6]}"
-            create_topics(broker.bootstrap_servers, [name], partitions)
+            create_topics(broker, [name], partitions)
             ClientRun("produce", "fastmq", broker.bootstrap_servers,
                       [(name, p) for p in range(partitions)], RECORDS).go()
             ClientRun("consume", "fastmq", broker.bootstrap_servers,
@@ -284,7 +308,7 @@ def filled_topics(broker):
 @pytest.mark.parametrize("client", ["fastmq", "confluent-kafka"])
 def test_produce_partition_sweep(compare, broker, client, partitions):
     name = f"sweep-{client}-{partitions}-{uuid.uuid4().hex[:6]}"
-    create_topics(broker.bootstrap_servers, [name], partitions)
+    create_topics(broker, [name], partitions)
     measure(compare, broker, f"produce 100 B over {partitions} partitions, {broker.name}", "produce", client,
             [(name, p) for p in range(partitions)], RECORDS)
 
@@ -300,8 +324,11 @@ def test_consume_partition_sweep(compare, broker, filled_topics, client, partiti
 @pytest.mark.parametrize("client", ["fastmq", "confluent-kafka"])
 def test_produce_many_topics(compare, broker, client):
     names = [f"many-{client}-{i}-{uuid.uuid4().hex[:4]}" for i in range(MANY_TOPICS)]
-    create_topics(broker.bootstrap_servers, names, 4)
-    # Record i goes to topic i % 1000 and, per round over the topics, to the next partition.
-    targets = [(names[i % MANY_TOPICS], (i // MANY_TOPICS) % 4) for i in range(MANY_TOPICS * 4)]
+    create_topics(broker, names, 4)
     measure(compare, broker, f"produce 100 B over {MANY_TOPICS} topics x 4 partitions, {broker.name}", "produce",
-            client, targets, RECORDS)
+            client, many_topic_targets(names, 4), RECORDS)
+
+
+def many_topic_targets(names: list[str], partitions: int) -> list[tuple[str, int]]:
+    """Record i goes to topic i % len(names) and, per round over the topics, to the next partition."""
+    return [(names[i % len(names)], (i // len(names)) % partitions) for i in range(len(names) * partitions)]

@@ -14,7 +14,9 @@ the partition sweep's broker column once charged the first client of a fresh JVM
 client of a fresh topic for the first index entries of every partition (two major page faults a partition, about
 2 ms of system CPU each on this machine); see bench_partitions.py.
 
-Run: pytest benches/bench_produce_wire.py --benchmark-only -s
+Cases: P partitions of one topic (FASTMQ_BENCH_PARTITIONS), and the sweep's 1000 topics x 4 partitions.
+
+Run: pytest benches/bench_produce_wire.py --benchmark-only -s  (-k many_topics: the 1000 topics alone)
      FASTMQ_BENCH_PARTITIONS=1,1024 FASTMQ_BENCH_RECORDS=500000 to choose the cases.
 """
 from __future__ import annotations
@@ -29,9 +31,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from benches.bench_partitions import ClientRun, Target, create_topics, warmed_up
+from benches.apache_broker import bench_cluster
+from benches.bench_partitions import MANY_TOPICS, ClientRun, Target, create_topics, many_topic_targets, warmed_up
 from fastmq.kafka.protocol.framing import decode_request, decode_response
-from tests.support.apache_kafka import KafkaCluster
 from tests.support.faults import FaultProxy
 
 PROTOCOL = "kafka"
@@ -165,30 +167,49 @@ def proxied_broker(tmp_path_factory):
     frames = FrameLog()
     proxy = FaultProxy(upstream_port=0, tap=frames)
     try:
-        with KafkaCluster(tmp_path_factory.mktemp("apache-kafka"), 1, heap="1g", proxy_port=proxy.port) as cluster:
+        with bench_cluster(tmp_path_factory.mktemp("apache-kafka"), heap="1g", proxy_port=proxy.port) as cluster:
             node = cluster.nodes[0]
             proxy.upstream_port = node.ports["PROXIED"]
-            yield warmed_up(Target("Apache Kafka 4.1.1", cluster.bootstrap_servers, node.process.pid)), proxy, frames
+            broker = Target("Apache Kafka 4.1.1", cluster.bootstrap_servers, node.process.pid, True)
+            yield warmed_up(broker), proxy, frames
     finally:
         proxy.stop()
 
 
 @pytest.mark.parametrize("partitions", PARTITIONS)
 def test_what_produce_requests_cost_the_broker(benchmark, proxied_broker, partitions):
+    def topic(client: str) -> list[tuple[str, int]]:
+        name = f"wire-{client}-{partitions}-{time.monotonic_ns()}"
+        create_topics(proxied_broker[0], [name], partitions)
+        return [(name, p) for p in range(partitions)]
+
+    capture_and_replay(benchmark, proxied_broker, f"{partitions} partitions", topic)
+
+
+def test_what_many_topics_requests_cost_the_broker(benchmark, proxied_broker):
+    def topics(client: str) -> list[tuple[str, int]]:
+        names = [f"wire-{client}-{i}-{time.monotonic_ns()}" for i in range(MANY_TOPICS)]
+        create_topics(proxied_broker[0], names, 4)
+        return many_topic_targets(names, 4)
+
+    capture_and_replay(benchmark, proxied_broker, f"{MANY_TOPICS} topics x 4 partitions", topics)
+
+
+def capture_and_replay(benchmark, proxied_broker, case: str, make_targets) -> None:
+    """Each client's run through the proxy (on the targets make_targets(client) made for it), what it sent, and
+    the replays of both streams."""
     broker, proxy, log = proxied_broker
     streams: dict[str, tuple[list[bytes], int]] = {}
     for client in CLIENTS:
-        topic = f"wire-{client}-{partitions}-{time.monotonic_ns()}"
-        create_topics(broker.bootstrap_servers, [topic], partitions)
+        targets = make_targets(client)
         first = proxy.connections
         cpu = broker.cpu_seconds()
-        wall, client_cpu = ClientRun("produce", client, proxy.address, [(topic, p) for p in range(partitions)],
-                                     RECORDS).go()
+        wall, client_cpu = ClientRun("produce", client, proxy.address, targets, RECORDS).go()
         cpu = broker.cpu_seconds() - cpu
         lines, frames, records = describe(log.since(first))
         assert records >= RECORDS, f"{client}: {records} records captured of {RECORDS}"
         streams[client] = frames, records
-        print(f"\n-- {client}, {partitions} partitions, through the proxy: {RECORDS / wall:,.0f} msgs/s, client "
+        print(f"\n-- {client}, {case}, through the proxy: {RECORDS / wall:,.0f} msgs/s, client "
               f"{client_cpu / RECORDS * 1e9:.0f} ns, broker {cpu / RECORDS * 1e9:.0f} ns per record")
         for line in lines:
             print("   " + line)
@@ -203,9 +224,9 @@ def test_what_produce_requests_cost_the_broker(benchmark, proxied_broker, partit
                 costs[client].append((broker.cpu_seconds() - cpu) / records * 1e9)
                 assert set(errors) == {0}, f"{client}'s replayed requests failed: {dict(errors)}"
 
-    benchmark.group = f"replayed produce requests, {partitions} partitions, Apache Kafka 4.1.1"
+    benchmark.group = f"replayed produce requests, {case}, Apache Kafka 4.1.1"
     benchmark.pedantic(replays, rounds=1, iterations=1)
     for client, values in costs.items():
-        print(f"   replay of {client}'s {len(streams[client][0])} requests, {partitions} partitions, {WINDOW} in "
+        print(f"   replay of {client}'s {len(streams[client][0])} requests, {case}, {WINDOW} in "
               f"flight: broker CPU per record median {statistics.median(values):.0f} ns "
               f"({', '.join(f'{v:.0f}' for v in values)})")

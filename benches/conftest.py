@@ -143,7 +143,7 @@ def compare(benchmark, request):
 def kafka_broker(request, tmp_path_factory):
     """One Kafka broker for a module's benches, each in turn: Tansu, and Apache Kafka (one KRaft node);
     .name says which (put it in the benchmark's group: the brokers' figures are not comparable)."""
-    from tests.support.apache_kafka import KafkaCluster
+    from benches.apache_broker import bench_cluster
     from tests.support.tansu import start_tansu
 
     if request.param == "tansu":
@@ -152,6 +152,6 @@ def kafka_broker(request, tmp_path_factory):
         yield broker
         broker.stop()
         return
-    with KafkaCluster(tmp_path_factory.mktemp("bench-apache-kafka"), 1) as cluster:
+    with bench_cluster(tmp_path_factory.mktemp("bench-apache-kafka")) as cluster:
         cluster.name = "Apache Kafka"
         yield cluster

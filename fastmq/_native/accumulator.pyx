@@ -46,7 +46,7 @@ from fastmq._native.partition_queues cimport PartitionQueue, TopicQueues
 from fastmq._native.producer_batch cimport (
     BATCH_CLOSED, BATCH_DONE, BATCH_IN_FLIGHT, BATCH_SPLIT, FutureRecordMetadata, ProducerBatch,
 )
-from fastmq._native.ready_set cimport ReadySet
+from fastmq._native.ready_set cimport ReadySet, first_unsent
 
 from fastmq._native.producer_batch import FutureRecordMetadata, ProducerBatch   # re-exported: the sender's types
 
@@ -605,11 +605,7 @@ cdef class RecordAccumulator:
         cdef Py_ssize_t total = 0
         with self.lock:
             for queue in queues:
-                batch = None
-                for candidate in queue.batches:
-                    if (<ProducerBatch>candidate).state != BATCH_IN_FLIGHT:
-                        batch = candidate
-                        break
+                batch = first_unsent(queue)
                 if batch is None or batch.state == BATCH_DONE:
                     continue
                 if taken and total + batch.size_in_bytes > max_request_size:

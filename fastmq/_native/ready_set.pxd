@@ -4,7 +4,20 @@ that linger per leader (see ready_set.pyx)."""
 from libc.stdint cimport int32_t, int64_t
 
 from fastmq._native.partition_queues cimport PartitionQueue
-from fastmq._native.producer_batch cimport ProducerBatch
+from fastmq._native.producer_batch cimport BATCH_IN_FLIGHT, ProducerBatch
+
+
+cdef inline ProducerBatch first_unsent(PartitionQueue queue):
+    # The queue's oldest batch that is not in flight, or None. ready(), the lingering queues a request takes
+    # along and drain() each ask this of every batch they send: with none of the queue's batches in flight (only
+    # drain() puts one in flight, and counts it) that is the first one, read without making a deque iterator.
+    cdef ProducerBatch batch
+    if not queue.in_flight:
+        return queue.batches[0] if queue.batches else None
+    for batch in queue.batches:
+        if batch.state != BATCH_IN_FLIGHT:
+            return batch
+    return None
 
 
 cdef class ReadySet:

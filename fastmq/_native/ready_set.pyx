@@ -15,7 +15,7 @@ cimport cython
 from libc.stdint cimport int32_t
 
 from fastmq._native.partition_queues cimport PartitionQueue
-from fastmq._native.producer_batch cimport BATCH_CLOSED, BATCH_IN_FLIGHT, ProducerBatch
+from fastmq._native.producer_batch cimport BATCH_CLOSED, ProducerBatch
 
 
 cdef object _heappush = heapq.heappush
@@ -79,11 +79,7 @@ cdef class ReadySet:
             queue.lingering_on = -1
             if queue.due or queue.in_flight >= self.max_in_flight or queue.topic.leaders[queue.partition] != node:
                 continue        # already among the queues, or waits for an answer or for metadata
-            first = None
-            for candidate in queue.batches:
-                if (<ProducerBatch>candidate).state != BATCH_IN_FLIGHT:
-                    first = candidate
-                    break
+            first = first_unsent(queue)
             if first is not None and not first.attempts and not (queue.in_flight and self.sends_alone(queue, first)):
                 queues.append(queue)                        # (a retry waits out its backoff)
         return 0
@@ -114,11 +110,7 @@ cdef class ReadySet:
         for queue in list(self.due):
             if queue.in_flight >= self.max_in_flight:
                 continue                    # stays due: an answer frees a slot
-            first = None
-            for candidate in queue.batches:
-                if (<ProducerBatch>candidate).state != BATCH_IN_FLIGHT:
-                    first = candidate
-                    break
+            first = first_unsent(queue)
             if first is None:
                 del self.due[queue]
                 queue.due = False
