@@ -344,8 +344,9 @@ class IOLoop:
             self._wake_locked()
 
     def remove_poll_hook(self, hook: Callable[[], float | None]) -> None:
+        """Stop calling hook; by equality, not identity: every `obj.method` makes a new bound method object."""
         with self._lock:
-            self._hooks = [h for h in self._hooks if h is not hook]
+            self._hooks = [h for h in self._hooks if h != hook]
 
     def schedule_flush(self, stream: Any) -> None:
         """Have stream.flush() called at the end of this iteration. Loop thread only."""

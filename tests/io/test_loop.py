@@ -265,3 +265,23 @@ def test_give_turn_does_nothing_soon_after_a_turn_on_the_loop_thread_or_on_a_clo
     unstarted.give_turn()
     unstarted.close()
     unstarted.give_turn()
+
+
+def test_a_poll_hook_added_as_a_bound_method_is_removed_by_the_same_method(loop):
+    # Owners add and remove `self.method`: two different bound method objects, equal but not identical.
+    class Owner:
+        calls = 0
+
+        def hook(self) -> None:
+            self.calls += 1
+
+    owner = Owner()
+    loop.add_poll_hook(owner.hook)
+    assert wait_for(lambda: owner.calls)
+    loop.remove_poll_hook(owner.hook)
+    loop.run_in_loop(lambda: None, timeout=WAIT)     # an iteration that began with the old hooks has ended
+    calls = owner.calls
+    for _ in range(3):
+        loop.wakeup()
+        loop.run_in_loop(lambda: None, timeout=WAIT)
+    assert owner.calls == calls
