@@ -7,7 +7,8 @@ through it. The bench prints, per client, the Produce requests seen: count, API 
 request, records per batch, requests in flight when each is sent, batch attributes, producer id and sequences.
 Then it replays each captured stream of Produce requests, byte for byte, on one connection with at most WINDOW
 unanswered (a client of no cost), alternating the clients for REPLAYS rounds, and prints the broker's CPU per
-record for each stream (the Java process tree's CPU time over the records; each reply is checked for errors).
+record for each stream (the Java process tree's CPU time over the records; each reply is checked for errors) and
+the rate at which the broker took it: what one connection's requests can reach, whatever the client.
 
 The replay separates what a stream of requests costs the broker from what the broker spends around a live run:
 the partition sweep's broker column once charged the first client of a fresh JVM for its compiling, and the
@@ -215,12 +216,14 @@ def capture_and_replay(benchmark, proxied_broker, case: str, make_targets) -> No
             print("   " + line)
     host, port_text = broker.bootstrap_servers.rsplit(":", 1)
     costs: dict[str, list[float]] = collections.defaultdict(list)
+    rates: dict[str, list[float]] = collections.defaultdict(list)
 
     def replays() -> None:
         for _ in range(REPLAYS):
             for client, (frames, records) in streams.items():
-                cpu = broker.cpu_seconds()
+                cpu, started = broker.cpu_seconds(), time.perf_counter()
                 errors = replay((host, int(port_text)), frames)
+                rates[client].append(records / (time.perf_counter() - started))
                 costs[client].append((broker.cpu_seconds() - cpu) / records * 1e9)
                 assert set(errors) == {0}, f"{client}'s replayed requests failed: {dict(errors)}"
 
@@ -229,4 +232,5 @@ def capture_and_replay(benchmark, proxied_broker, case: str, make_targets) -> No
     for client, values in costs.items():
         print(f"   replay of {client}'s {len(streams[client][0])} requests, {case}, {WINDOW} in "
               f"flight: broker CPU per record median {statistics.median(values):.0f} ns "
-              f"({', '.join(f'{v:.0f}' for v in values)})")
+              f"({', '.join(f'{v:.0f}' for v in values)}); the broker took {statistics.median(rates[client]):,.0f} "
+              f"msgs/s of it (median)")

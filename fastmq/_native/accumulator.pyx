@@ -17,6 +17,10 @@ nothing can interleave with it); creating, closing and draining batches, which h
 batch, take the accumulator's lock. A thread that finds buffer memory exhausted waits, without the GIL, for
 the sender to free some, up to max_block.
 
+A send that fills a batch calls batch_full() (else wakeup()) outside the lock: the Kafka producer gives the I/O
+loop its turn there (IOLoop.give_turn), so that the full batch leaves and the answers that free in-flight slots are
+read while this thread would otherwise keep the GIL.
+
 A node is ready when one of its partitions has a batch that is full, whose linger elapsed, whose retry
 backoff elapsed, or while memory is exhausted, a flush is in progress or the accumulator is closing: the ready
 set (ready_set.pyx) keeps the partitions that may send, so that ready() and drain() cost what is ready, not what
@@ -104,6 +108,7 @@ cdef class RecordAccumulator:
     cdef object aborted_error               # set by abort(): sends fail with it
     cdef readonly object incomplete         # set of batches not yet done
     cdef object wakeup                      # called (no arguments) when the sender should look again
+    cdef object batch_full                  # called (no arguments) when a send filled a batch; None: wakeup
     cdef readonly bint transactional        # batches carry the transactional bit
     cdef object transaction_error           # the first batch failure since clear_transaction_failure()
     cdef readonly int64_t records_appended  # metrics
@@ -115,7 +120,8 @@ cdef class RecordAccumulator:
 
     def __init__(self, BatchFormat batch_format not None, *, Py_ssize_t batch_size=16384, double linger_ms=0,
                  Py_ssize_t buffer_memory=33554432, double max_block_ms=60000, double delivery_timeout_ms=120000,
-                 double retry_backoff_ms=100, bint idempotent=True, int max_in_flight=5, wakeup=None):
+                 double retry_backoff_ms=100, bint idempotent=True, int max_in_flight=5, wakeup=None,
+                 batch_full=None):
         self.format = batch_format
         self.topics = {}
         self.batch_size = max(batch_size, 1)
@@ -131,6 +137,7 @@ cdef class RecordAccumulator:
         self.memory = BufferMemory(buffer_memory, self.batch_size, self.lock)
         self.incomplete = set()
         self.wakeup = wakeup
+        self.batch_full = batch_full
         self.reserve_step = min(self.batch_size, RESERVE_STEP)
         self.ready_set = ReadySet(self.linger, self.max_in_flight, idempotent)
         self.next_expiry = float("inf")
@@ -437,7 +444,7 @@ cdef class RecordAccumulator:
         # start the next one), or there is none. `bound` is the record's size bound (record_bound).
         cdef ProducerBatch batch
         cdef Py_ssize_t grow, size
-        cdef bint wake = False
+        cdef bint wake = False, full = False
         cdef bytearray storage
         with self.lock:
             while True:
@@ -474,6 +481,7 @@ cdef class RecordAccumulator:
                 queue.open_batch = None
                 queue.busy = True
                 wake = self.ready_set.make_due(queue)
+                full = True
                 if topic.sticky == queue.partition:
                     topic.sticky = -1       # KIP-480: a full batch moves keyless records elsewhere
                 break
@@ -485,7 +493,9 @@ cdef class RecordAccumulator:
             else:
                 wake = self.ready_set.schedule(queue, batch.created + self.linger) or wake
                 self.ready_set.linger_on_leader(queue)
-        if wake and self.wakeup is not None:
+        if full and self.batch_full is not None:
+            self.batch_full()
+        elif wake and self.wakeup is not None:
             self.wakeup()
         return batch
 

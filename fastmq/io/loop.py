@@ -16,6 +16,13 @@ Other threads hand work over with call_soon_threadsafe(): an append to a deque u
 eventfd write only when the loop is (about to be) asleep in epoll, so a burst of hand-overs costs one
 wakeup. Everything else on the loop, on Connection, ConnectionPool and Listener is for the loop thread
 only; run_in_loop() runs a function there and waits for its result.
+
+Turns: the loop thread needs the GIL after every system call (epoll, recv, sendmsg), and while another thread
+runs Python without pause (a producer's user thread appending records) CPython gives it back only after the
+switch interval (5 ms), several times per iteration: a producer's loop then read answers and sent requests once
+every 10-35 ms, whatever the broker could take. A thread that has just given the hooks work (a full batch) calls give_turn(), which wakes the
+loop and waits, without the GIL, until the loop has run its hooks once; at most once per TURN_INTERVAL, so that
+small batches do not pay a thread switch each.
 """
 from __future__ import annotations
 
@@ -39,6 +46,10 @@ EPOLLOUT = select.EPOLLOUT
 
 # A heap compaction costs O(n); do it only when cancelled timers are both many and the majority.
 _COMPACT_MIN_CANCELLED = 64
+# give_turn() hands the loop a turn only when it has not had one for this long (seconds).
+TURN_INTERVAL = 0.001
+# The longest give_turn() waits for the loop's turn (a loop busy in a long callback, or stopping).
+TURN_WAIT = 0.05
 # Rounds of callback draining during shutdown, so that a callback that keeps re-scheduling itself
 # cannot hold the shutdown forever.
 _SHUTDOWN_DRAIN_ROUNDS = 100
@@ -127,6 +138,11 @@ class IOLoop:
         self._timer_seq = 0
         self._cancelled_timers = 0
         self._hooks: list[Callable[[], float | None]] = []
+        # give_turn(): iterations whose hooks ran, when the last one's did, threads waiting for the next.
+        self._turns = 0
+        self._turn_at = 0.0
+        self._turn_waiters = 0
+        self._turn_taken = threading.Condition(threading.Lock())
         self._flush_queue: list[Any] = []
         self._resolver: ThreadPoolExecutor | None = None
 
@@ -223,6 +239,22 @@ class IOLoop:
             if self._sleeping:
                 self._wake_locked()
 
+    def give_turn(self) -> None:
+        """Wake the loop and wait (up to TURN_WAIT, without the GIL) until it has run its poll hooks once, unless
+        it ran them less than TURN_INTERVAL ago (any thread; nothing from the loop thread itself). For a thread
+        that has given the hooks work and would otherwise keep the GIL from the loop (see the module docstring)."""
+        if (self._thread is None or self._closed or time.monotonic() - self._turn_at < TURN_INTERVAL
+                or self.in_loop_thread()):
+            return
+        with self._turn_taken:
+            start = self._turns
+            self._turn_waiters += 1
+            try:
+                self.wakeup()
+                self._turn_taken.wait_for(lambda: self._turns != start or self._closed, TURN_WAIT)
+            finally:
+                self._turn_waiters -= 1
+
     def _wake_locked(self) -> None:
         # Only the first hand-over after the loop went to sleep pays for the syscall.
         self._sleeping = False
@@ -312,8 +344,9 @@ class IOLoop:
             self._wake_locked()
 
     def remove_poll_hook(self, hook: Callable[[], float | None]) -> None:
+        """Stop calling hook; by equality, not identity: every `obj.method` makes a new bound method object."""
         with self._lock:
-            self._hooks = [h for h in self._hooks if h is not hook]
+            self._hooks = [h for h in self._hooks if h != hook]
 
     def schedule_flush(self, stream: Any) -> None:
         """Have stream.flush() called at the end of this iteration. Loop thread only."""
@@ -388,6 +421,11 @@ class IOLoop:
                 continue
             if limit is not None and (timeout < 0 or limit < timeout):
                 timeout = limit if limit > 0 else 0.0
+        self._turns += 1
+        self._turn_at = self.now
+        if self._turn_waiters:
+            with self._turn_taken:
+                self._turn_taken.notify_all()
         if self._flush_queue:
             self._flush_pending()
         if self._timers and timeout != 0:
@@ -463,6 +501,8 @@ class IOLoop:
             if self._closed:
                 return
             self._closed = True
+        with self._turn_taken:
+            self._turn_taken.notify_all()
         self._drain_ready()
         for handler in list(self._handlers.values()):
             if handler is self._wakeup:

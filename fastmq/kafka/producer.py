@@ -100,7 +100,7 @@ class Producer:
             compression_level=compression_level, buffer_memory=buffer_memory, max_block_ms=max_block_ms,
             delivery_timeout_ms=delivery_timeout_ms, retry_backoff_ms=retry_backoff_ms,
             idempotent=enable_idempotence, max_in_flight=max_in_flight_requests_per_connection,
-            wakeup=self.client.loop.wakeup)
+            wakeup=self.client.loop.wakeup, batch_full=self.client.loop.give_turn)
         self._txn = None
         if transactional_id is not None:
             self._txn = TransactionManager(self.client, self._accumulator, transactional_id,

@@ -2,8 +2,8 @@
 
 Each iteration: make sure an idempotent producer has its producer id; fail batches past delivery_timeout;
 ask the accumulator which leaders have ready batches; for every leader that can take a request, drain one
-batch per partition into a ProduceRequest and send it; return how long the loop may sleep (the next
-linger or backoff expiry). Responses come back on the same thread: batches are completed, retried
+batch per partition into a ProduceRequest and send it, again while that sends something (up to max in-flight);
+return how long the loop may sleep (the next linger or backoff expiry). Responses come back on the same thread: batches are completed, retried
 (keeping their sequence numbers, so the broker drops duplicates), split when too large, or failed. When the
 broker has forgotten an idempotent producer (UNKNOWN_PRODUCER_ID), the sender waits for what is in flight,
 takes a new producer id and sends everything unacknowledged again, in order, under it.
@@ -99,27 +99,33 @@ class Sender:
                 return None         # init_transactions() brings the producer id
             return self._ensure_producer_id(now)
         acc.expire(now)
-        nodes, next_check, unknown = acc.ready(now)
-        if unknown:
-            self.client.add_topics(unknown)
-            self.client.request_update()
-        sleep: float | None = next_check
-        for node_id, queues in nodes.items():
-            if self.transactions is not None:
-                # A partition's batches wait until it has joined the transaction.
-                queues = [q for q in queues if self.transactions.may_send(q.topic_partition)]
-                if not queues:
+        while True:
+            # Rounds until nothing more goes out: a partition with several full batches sends one a request, and
+            # the next round's requests join this one's in the iteration's single write. The loop's next
+            # iteration comes after a system call, and the GIL back after it only once a busy user thread lets go.
+            nodes, next_check, unknown = acc.ready(now)
+            if unknown:
+                self.client.add_topics(unknown)
+                self.client.request_update()
+            sleep: float | None = next_check
+            sent = False
+            for node_id, queues in nodes.items():
+                if self.transactions is not None:
+                    # A partition's batches wait until it has joined the transaction.
+                    queues = [q for q in queues if self.transactions.may_send(q.topic_partition)]
+                    if not queues:
+                        continue
+                if not self.client.ready(node_id):
+                    delay = self.client.connection_delay(node_id)
+                    if delay != float("inf"):
+                        sleep = delay if sleep is None else min(sleep, delay)
                     continue
-            if not self.client.ready(node_id):
-                delay = self.client.connection_delay(node_id)
-                if delay != float("inf"):
-                    sleep = delay if sleep is None else min(sleep, delay)
-                continue
-            batches = acc.drain(queues, self.max_request_size, now)
-            if batches:
-                self._send_produce(node_id, batches, now)
-                sleep = 0.0    # more may be ready behind these; look again at once
-        return sleep
+                batches = acc.drain(queues, self.max_request_size, now)
+                if batches:
+                    self._send_produce(node_id, batches, now)
+                    sent = True
+            if not sent:
+                return sleep
 
     def _apply_metadata(self, now: float) -> None:
         """Hand the leaders from fresh metadata (and the avoided brokers) to the accumulator."""

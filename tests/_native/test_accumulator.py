@@ -648,3 +648,20 @@ def test_watch_calls_once_a_batch_is_done_and_follows_a_split_to_its_first_child
     nodes, _, _ = acc.ready(now)
     acc.fail(acc.drain(nodes[1], 1 << 30, now)[0], NotLeaderForPartitionError())
     assert isinstance(calls[-1], NotLeaderForPartitionError)
+
+
+def test_a_send_that_fills_a_batch_calls_batch_full_once_and_no_other_send_does():
+    # The producer gives its I/O loop a turn there (IOLoop.give_turn); wakeup() stays for the other wake-ups.
+    full, wakeups = [], []
+    acc, topic = make(batch_size=1000, linger_ms=60000, wakeup=lambda: wakeups.append(1),
+                      batch_full=lambda: full.append(len(acc.due_partitions)))
+    sent = 0
+    while not full:
+        acc.send(topic, 0, None, b"v" * 100, None, None)
+        sent += 1
+        assert sent < 100, "a 1000-byte batch did not fill with 100-byte records"
+    assert full == [1] and acc.due_partitions == [(topic, 0)]     # called once the full batch was made due
+    woken = len(wakeups)        # the first batch's linger timer may have woken the sender; the fill did not
+    for _ in range(3):
+        acc.send(topic, 0, None, b"v" * 100, None, None)          # into the next batch, which is not full
+    assert full == [1] and len(wakeups) == woken

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from fastmq.io import IOLoop, LoopClosedError
+from fastmq.io import loop as loop_module
 from tests.support.waiting import WAIT, wait_for
 
 
@@ -231,3 +232,56 @@ def test_call_or_hand_over_runs_on_the_loop_thread_and_reports_a_closed_loop():
     assert ran_on[0] == loop._thread_id != threading.get_ident()
     assert loop.call_or_hand_over(ran_on.append, -2) is False
     assert -2 not in ran_on
+
+
+def test_give_turn_returns_once_the_loop_has_run_its_hooks(loop, monkeypatch):
+    # The hook asks for no timeout, so the loop sleeps until something wakes it: each give_turn() must wake it
+    # and wait for its hooks (TURN_WAIT is raised so that a slow machine cannot make a lost turn look like one).
+    monkeypatch.setattr(loop_module, "TURN_WAIT", WAIT)
+    monkeypatch.setattr(loop_module, "TURN_INTERVAL", 0.0)
+    turns: list[int] = []
+    loop.add_poll_hook(lambda: turns.append(threading.get_ident()))
+    assert wait_for(lambda: turns)
+    for _ in range(200):
+        before = len(turns)
+        loop.give_turn()
+        assert len(turns) > before
+    assert set(turns) == {loop._thread_id}
+
+
+def test_give_turn_does_nothing_soon_after_a_turn_on_the_loop_thread_or_on_a_closed_loop(loop, monkeypatch):
+    monkeypatch.setattr(loop_module, "TURN_WAIT", 3 * WAIT)
+    monkeypatch.setattr(loop_module, "TURN_INTERVAL", 0.0)
+    turns: list[int] = []
+    loop.add_poll_hook(lambda: turns.append(1))
+    loop.give_turn()
+    monkeypatch.setattr(loop_module, "TURN_INTERVAL", 3600.0)
+    before = len(turns)
+    loop.give_turn()                     # the loop had its turn a moment ago: nothing is woken
+    assert len(turns) == before
+    monkeypatch.setattr(loop_module, "TURN_INTERVAL", 0.0)
+    loop.run_in_loop(loop.give_turn, timeout=WAIT)     # waiting for itself would outlast the timeout
+    unstarted = IOLoop(name="never-started")
+    unstarted.give_turn()
+    unstarted.close()
+    unstarted.give_turn()
+
+
+def test_a_poll_hook_added_as_a_bound_method_is_removed_by_the_same_method(loop):
+    # Owners add and remove `self.method`: two different bound method objects, equal but not identical.
+    class Owner:
+        calls = 0
+
+        def hook(self) -> None:
+            self.calls += 1
+
+    owner = Owner()
+    loop.add_poll_hook(owner.hook)
+    assert wait_for(lambda: owner.calls)
+    loop.remove_poll_hook(owner.hook)
+    loop.run_in_loop(lambda: None, timeout=WAIT)     # an iteration that began with the old hooks has ended
+    calls = owner.calls
+    for _ in range(3):
+        loop.wakeup()
+        loop.run_in_loop(lambda: None, timeout=WAIT)
+    assert owner.calls == calls
