@@ -132,15 +132,17 @@ class ConsumeQueue:
 
     def put_batch(self, batch: MessageBatch) -> None:
         """Append the units of a freshly appended batch (its queue offsets follow this queue's end)."""
-        if self._writable_file_for(batch.first_queue_offset) is None:
+        mapped = self._writable_file_for(batch.first_queue_offset)     # the file the first unit goes into
+        if mapped is None:
             return
         written = 0
         while written < batch.written:
-            mapped = self.mapped_file_queue.get_writable_file()
             view = mapped.append_view(mapped.wrote_position + (batch.written - written) * CQ_STORE_UNIT_SIZE)
             count = batch.put_units(view, mapped.wrote_position, written)
             mapped.wrote_position += count * CQ_STORE_UNIT_SIZE
             written += count
+            if written < batch.written:
+                mapped = self.mapped_file_queue.get_writable_file()
         last = batch.written - 1
         self.max_physic_offset = batch.commitlog_offset(last) + batch.size(last)
 

@@ -66,7 +66,7 @@ class Request:
         self.conn = conn
         self.session = session
         self.command = command
-        self.fields: dict[str, str] = command.ext_fields     # a handler may rename them (SEND_MESSAGE_V2)
+        self.fields: dict[str, str] = command.ext_fields
         self._answered = False
 
     @property
@@ -89,14 +89,17 @@ class Request:
 
     # -- reading fields ---------------------------------------------------------------------------------------
 
-    def text(self, name: str, default: str | None = None) -> str:
-        value = self.fields.get(name, default)
+    # `key`: the field's name on the wire when it differs from `name` (SEND_MESSAGE_V2's a..n); errors say `name`.
+
+    def text(self, name: str, default: str | None = None, key: str | None = None) -> str:
+        value = self.fields.get(key or name, default)
         if value is None:
             raise RequestError(f"the custom field <{name}> is null", ResponseCode.INVALID_PARAMETER)
         return value
 
-    def integer(self, name: str, default: int | None = None, low: int = -2 ** 63, high: int = 2 ** 63 - 1) -> int:
-        value = self.fields.get(name)
+    def integer(self, name: str, default: int | None = None, low: int = -2 ** 63, high: int = 2 ** 63 - 1,
+                key: str | None = None) -> int:
+        value = self.fields.get(key or name)
         if value is None:
             if default is None:
                 raise RequestError(f"the custom field <{name}> is null", ResponseCode.INVALID_PARAMETER)
