@@ -245,6 +245,7 @@ class IOLoop:
         that has given the hooks work and would otherwise keep the GIL from the loop (see the module docstring)."""
         if (self._thread is None or self._closed or time.monotonic() - self._turn_at < TURN_INTERVAL
                 or self.in_loop_thread()):
+            self.wakeup()       # no wait, but the work handed over still needs its iteration
             return
         with self._turn_taken:
             start = self._turns
