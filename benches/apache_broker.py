@@ -1,5 +1,6 @@
 """The Apache Kafka node the benches measure against: the test kit's node (tests/support/apache_kafka.py) with
-index files sized to its segments.
+both of HotSpot's compilers, as Apache's bin/kafka-server-start.sh runs it (SERVER_JIT: the kit's JVMs stop at the
+client compiler, which starts a test's broker sooner), and index files sized to its segments.
 
 Apache Kafka makes each active segment's offset and time index a sparse file of log.index.size.max.bytes
 (10 MiB by default) and maps it into memory. The first write to a page of it is a page fault that reads around
@@ -18,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.support.apache_kafka import KafkaCluster
+from tests.support.servers import SERVER_JIT
 
 INDEX_BYTES = 65536
 PROPERTIES = {"log.index.size.max.bytes": INDEX_BYTES}
@@ -25,4 +27,4 @@ PROPERTIES = {"log.index.size.max.bytes": INDEX_BYTES}
 
 def bench_cluster(directory: Path, size: int = 1, **options) -> KafkaCluster:
     """A KafkaCluster (not started) with the benches' broker properties; options go to KafkaCluster."""
-    return KafkaCluster(directory, size, properties=PROPERTIES, **options)
+    return KafkaCluster(directory, size, properties=PROPERTIES, jvm_options=SERVER_JIT, **options)

@@ -50,8 +50,8 @@ import pytest
 from fastmq.broker.process import BrokerProcess
 from benches.process_cpu import run_delay_seconds, tree_cpu_seconds
 from fastmq.rocketmq import Message, Producer, PullConsumer
-from tests.support.rocketmq import SERVER_JIT, RocketMQCluster, unique
-from tests.support.servers import APACHE_ROCKETMQ, free_port
+from tests.support.rocketmq import RocketMQCluster, unique
+from tests.support.servers import APACHE_ROCKETMQ, SERVER_JIT, free_port
 
 BODY = b"x" * 100
 COUNT = int(os.environ.get("FASTMQ_BENCH_ROCKETMQ_COUNT", 1_000_000))

@@ -13,7 +13,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from fastmq.kafka import protocol as kp
 
@@ -86,7 +86,9 @@ manager or call start() and stop()."""
 
     def __init__(self, directory: Path, size: int = 1, *, security: Security | None = None,
                  proxy_port: int | None = None, properties: Mapping[str, object] | None = None,
-                 heap: str = "512m", log_dirs: int = 1) -> None:
+                 heap: str = "512m", log_dirs: int = 1, jvm_options: Sequence[str] = ()) -> None:
+        """jvm_options: more JVM options for every node (later options override the kit's: benches give
+        SERVER_JIT, so that the broker's code is compiled as Apache's own scripts run it)."""
         self.directory = Path(directory)
         self.log_dirs = log_dirs
         self.security = security
@@ -125,7 +127,7 @@ manager or call start() and stop()."""
             node.process = ServerProcess(
                 f"Apache Kafka node {node.node_id}",
                 java_command(APACHE_KAFKA.classpath(), "kafka.Kafka", str(node.directory / "server.properties"),
-                             heap=heap, options=("-Dlog4j2.level=INFO",)),
+                             heap=heap, options=("-Dlog4j2.level=INFO", *jvm_options)),
                 node.directory / "kafka.log", ready=lambda node=node: self._answers(node, len(self.nodes)))
 
     host = "127.0.0.1"

@@ -24,10 +24,6 @@ JAVA17_OPENS = ("--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED", "--add-ope
                 "--add-opens=java.base/java.util=ALL-UNNAMED", "--add-opens=java.base/java.lang=ALL-UNNAMED",
                 "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED", "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED")
 DELAY_LEVELS = " ".join(["1s"] * 18)
-# Both of HotSpot's compilers, as bin/runbroker.sh runs the broker: the kit's JVMs stop at the client compiler, which
-# starts a test's server sooner but leaves a long run's broker code 1.5-1.7x as costly (5.0 against 7.4-8.6 us of
-# broker CPU per batched message).
-SERVER_JIT = ("-XX:TieredStopAtLevel=4",)
 BIND_ATTEMPTS = 3
 
 

@@ -226,6 +226,12 @@ class ServerProcess:
             return f"(cannot read {self.log_path}: {exc})"
 
 
+# Both of HotSpot's compilers, as Apache's own start scripts run their servers: the kit's JVMs stop at the client
+# compiler, which starts a test's server sooner but leaves a long run's server code costlier (RocketMQ's broker: 5.0
+# against 7.4-8.6 us of CPU per batched message). Benches give it (later options override java_command's).
+SERVER_JIT = ("-XX:TieredStopAtLevel=4",)
+
+
 def java_command(classpath: str, main_class: str, *args: str, heap: str = "512m",
                  options: Sequence[str] = ()) -> list[str]:
     """A JVM for this small shared machine: a small heap, dying on the first OutOfMemoryError; the client
