@@ -20,9 +20,9 @@ only; run_in_loop() runs a function there and waits for its result.
 Turns: the loop thread needs the GIL after every system call (epoll, recv, sendmsg), and while another thread
 runs Python without pause (a producer's user thread appending records) CPython gives it back only after the
 switch interval (5 ms), several times per iteration: a producer's loop then read answers and sent requests once
-every 10-35 ms, whatever the broker could take. A thread that has just given the hooks work (a full batch) calls give_turn(), which wakes the
-loop and waits, without the GIL, until the loop has run its hooks once; at most once per TURN_INTERVAL, so that
-small batches do not pay a thread switch each.
+every 10-35 ms, whatever the broker could take. A thread that has just given the hooks work (a full batch) calls
+give_turn(), which wakes the loop and waits, without the GIL, until the loop has run its hooks once; at most once
+per TURN_INTERVAL, so that small batches do not pay a thread switch each.
 """
 from __future__ import annotations
 
