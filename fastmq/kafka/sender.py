@@ -3,10 +3,10 @@
 Each iteration: make sure an idempotent producer has its producer id; fail batches past delivery_timeout;
 ask the accumulator which leaders have ready batches; for every leader that can take a request, drain one
 batch per partition into a ProduceRequest and send it, again while that sends something (up to max in-flight);
-return how long the loop may sleep (the next linger or backoff expiry). Responses come back on the same thread: batches are completed, retried
-(keeping their sequence numbers, so the broker drops duplicates), split when too large, or failed. When the
-broker has forgotten an idempotent producer (UNKNOWN_PRODUCER_ID), the sender waits for what is in flight,
-takes a new producer id and sends everything unacknowledged again, in order, under it.
+return how long the loop may sleep (the next linger or backoff expiry). Responses come back on the same thread:
+batches are completed, retried (keeping their sequence numbers, so the broker drops duplicates), split when too
+large, or failed. When the broker has forgotten an idempotent producer (UNKNOWN_PRODUCER_ID), the sender waits
+for what is in flight, takes a new producer id and sends everything unacknowledged again, in order, under it.
 
 A broker that keeps failing is avoided for a while by records without key or partition (TubeMQ's "bad
 node blocking"): its partitions leave the sticky partitioner's choice until the penalty expires; records
