@@ -383,7 +383,8 @@ class Connection(Stream):
         entry = None
         with self._write_lock:
             if self._state is CLOSED:
-                # The loop closed the connection meanwhile (and failed the request): the socket is this thread's to close.
+                # The loop closed the connection meanwhile (and failed the request): the socket is this
+                # thread's to close.
                 self._caller_socket = None
                 self._read_lock.release()
                 sock.close()

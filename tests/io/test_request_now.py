@@ -248,7 +248,8 @@ def test_closing_the_connection_wakes_a_caller_waiting_for_its_answer(loop, echo
     outcome: list[Any] = []
     caller = threading.Thread(target=lambda: outcome.append(read_now(client, frame, b"S")))
     caller.start()
-    wait_for(lambda: echo_server.requests and echo_server.requests[-1][4:5] == b"S", WAIT, message="the request arrived")
+    wait_for(lambda: echo_server.requests and echo_server.requests[-1][4:5] == b"S", WAIT,
+             message="the request arrived")
     client.close()
     caller.join(WAIT)
     assert not caller.is_alive()

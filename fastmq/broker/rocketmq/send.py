@@ -113,7 +113,8 @@ def send(front: RocketMQFrontEnd, request: Request) -> None:
             _stored(front, request, topic, queue_id, result, result.msg_id,
                     transaction_id=properties.get(PROPERTY_UNIQ_KEY))
             return
-        if topic.startswith(RETRY_PREFIX) and reconsume_times >= number("maxReconsumeTimes", 16, key=keys["maxReconsumeTimes"]):
+        if topic.startswith(RETRY_PREFIX) and (
+                reconsume_times >= number("maxReconsumeTimes", 16, key=keys["maxReconsumeTimes"])):
             group = topic[len(RETRY_PREFIX):]
             topic, queue_id, delay_level = front.ensure_dlq_topic(group).topic_name, 0, 0
         else:
