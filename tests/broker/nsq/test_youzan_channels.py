@@ -59,10 +59,15 @@ def test_dispatch_tags_route_messages_to_their_subscribers(broker):
             tag = {"##client_dispatch_tag": "blue"} if i % 2 else {}
             producer.publish_ext("tagged", b"m%d" % i, dict(tag, n=i), partition=0).result(WAIT)
         producer.publish_ext("tagged", b"green", {"##client_dispatch_tag": "green"}, partition=0).result(WAIT)
+    from tests.support.waiting import wait_for
+
     with Consumer("tagged", "c", nsqd_tcp_addresses=address(broker), partition=0, desired_tag="blue",
-                  extend_support=True, max_in_flight=10) as blue, \
-            Consumer("tagged", "c", nsqd_tcp_addresses=address(broker), partition=0, extend_support=True,
-                     max_in_flight=10) as plain:
+                  extend_support=True, max_in_flight=10) as blue:
+        # The tagged subscriber first: a tagged message finding no subscriber of its tag goes to anyone, and in
+        # one suite run the plain one subscribed first and took them all.
+        wait_for(lambda: blue.connections, timeout=WAIT, message="the blue subscriber subscribed")
+        plain = Consumer("tagged", "c", nsqd_tcp_addresses=address(broker), partition=0, extend_support=True,
+                         max_in_flight=10)
         got = {"blue": [], "plain": []}
 
         def both() -> bool:
@@ -73,8 +78,8 @@ def test_dispatch_tags_route_messages_to_their_subscribers(broker):
                     message.finish()
             return len(got["blue"]) + len(got["plain"]) >= 7
 
-        from tests.support.waiting import wait_for
-        wait_for(both, timeout=WAIT, interval=0, message=lambda: f"7 messages, got {got}")
+        with plain:
+            wait_for(both, timeout=WAIT, interval=0, message=lambda: f"7 messages, got {got}")
     # every blue message went to the blue subscriber; "green" has no subscriber of its own: anyone takes it
     assert {b"m1", b"m3", b"m5"} <= set(got["blue"])
     assert not {b"m1", b"m3", b"m5"} & set(got["plain"])
