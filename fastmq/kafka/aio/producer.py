@@ -169,15 +169,20 @@ class AIOKafkaProducer(Lifetime[Producer]):
         for name, column in (("keys", keys), ("headers", headers)):
             if column is not None and len(column) != count:
                 raise ValueError(f"{len(column)} {name} for {count} values")
-        if self._key_serializer is not None:
-            keys = [self._key_serializer(key) for key in (keys if keys is not None else [None] * count)]
-        if self._value_serializer is not None:
-            values = [self._value_serializer(value) for value in values]
+        values, keys = self._serialized(values, keys)
         nothing = repeat(None)
         rows = zip(nothing if keys is None else keys, values, nothing if headers is None else headers,
                    repeat(timestamp_ms))
         return RecordGroup(await self._append_rows(producer, topic, partition, rows,
                                                    _size_bound(values, keys, headers)), self._futures, outcome).future
+
+    def _serialized(self, values: Sequence[Any], keys: Sequence[Any] | None) -> tuple[Any, Any]:
+        """values and keys through the producer's serializers (keys all None when there are none to give)."""
+        if self._key_serializer is not None:
+            keys = [self._key_serializer(key) for key in (keys if keys is not None else [None] * len(values))]
+        if self._value_serializer is not None:
+            values = [self._value_serializer(value) for value in values]
+        return values, keys
 
     async def send_placed(self, topic: str, values: list[Any], *, keys: Sequence[Any] | None = None,
                           headers: Sequence[Headers] | None = None, partition: int | None = None,
@@ -193,10 +198,7 @@ class AIOKafkaProducer(Lifetime[Producer]):
         if self._transactional or self._options["partitioner"] is not None:
             raise kerrors.IllegalStateError("send_placed() is for a producer without transactions or a custom "
                                             "partitioner: use send_many()")
-        if self._key_serializer is not None:
-            keys = [self._key_serializer(key) for key in (keys if keys is not None else [None] * len(values))]
-        if self._value_serializer is not None:
-            values = [self._value_serializer(value) for value in values]
+        values, keys = self._serialized(values, keys)
         placed: tuple[list[Any], bytearray] | None = None
         if self._fits_now(producer, topic, _size_bound(values, keys, headers)):
             placed = producer._accumulator.send_placed(topic, partition, values, keys, headers, timestamp_ms)
