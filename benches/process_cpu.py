@@ -31,6 +31,26 @@ def process_tree_cpu(pid: int) -> dict[int, tuple[str, float]]:
     return {p: found[p] for p in tree if p in found}
 
 
+# HotSpot's compiler threads, by the names /proc gives them (a thread's name is cut to 15 characters there).
+JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")
+
+
+def threads_cpu_seconds(pid: int, names: tuple[str, ...]) -> float:
+    """User + system CPU time of the process's threads whose name starts with one of names: a JVM broker's
+    compiler threads (JIT_THREADS), say, whose work belongs to no client."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            if not (task / "comm").read_text().startswith(names):
+                continue
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:         # a thread that ended meanwhile
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
 def tree_cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process and all its descendants."""
     return sum(cpu for _, cpu in process_tree_cpu(pid).values())
