@@ -15,7 +15,8 @@ before the first measurement (a fresh JVM compiles while it serves), and each ne
 first index entries before the client starts (see create_topics).
 
 Run: pytest benches/bench_partitions.py --benchmark-only -s
-     FASTMQ_BENCH_PARTITIONS=1,1024 FASTMQ_BENCH_RECORDS=200000 FASTMQ_BENCH_BROKERS=embedded to run a part of it.
+     FASTMQ_BENCH_PARTITIONS=1,1024 FASTMQ_BENCH_RECORDS=200000 FASTMQ_BENCH_BROKERS=embedded to run a part of it;
+     FASTMQ_BENCH_VALUE_BYTES=1024 for other values than 100 B (bench_produce_wire.py takes it too).
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ import uuid
 import pytest
 
 from benches.apache_broker import bench_cluster
-from benches.process_cpu import JIT_THREADS, threads_cpu_seconds, tree_cpu_seconds
+from benches.process_cpu import JIT_THREADS, threads_cpu_seconds, tree_cpu_seconds, warm_until_compiled
 from fastmq.broker import EmbeddedBroker
 from tests.support.kafka_wire import Wire
 from tests.support.waiting import wait_for
@@ -37,16 +38,11 @@ PROTOCOL = "kafka"
 RECORDS = int(os.environ.get("FASTMQ_BENCH_RECORDS", 1_000_000))
 PARTITIONS = [int(p) for p in os.environ.get("FASTMQ_BENCH_PARTITIONS", "1,64,1024,4096").split(",")]
 BROKERS = os.environ.get("FASTMQ_BENCH_BROKERS", "embedded,apache").split(",")
-VALUE = b"x" * 100
+VALUE = b"x" * int(os.environ.get("FASTMQ_BENCH_VALUE_BYTES", 100))
 MANY_TOPICS = 1000
 BATCH = 262144
 MEMORY = 256 << 20
 WARM_UP = 300_000
-# A JVM broker is warmed up in rounds until its compiler threads take under JIT_QUIET of its CPU in a round (at
-# most WARM_ROUNDS): Apache Kafka's C2 compiler still took 250-530 ns of broker CPU a record through the first
-# measured runs after one round, 30-80 ns after four.
-JIT_QUIET = 0.1
-WARM_ROUNDS = 8
 INDEX_INTERVAL = 4097        # just over Apache Kafka's log.index.interval.bytes
 CLIENT_TIMEOUT = 600.0
 LOGS_TIMEOUT = 300.0          # a broker making thousands of partitions' logs on a loaded machine
@@ -209,21 +205,23 @@ def broker(request, tmp_path_factory):
 
 def warmed_up(broker: Target) -> Target:
     """Every client produces and consumes WARM_UP records before anything is measured, in rounds until a JVM
-    broker's compilers are done with what the clients' requests run (JIT_QUIET): a fresh JVM compiles its produce
-    and fetch paths while serving its first requests (Apache Kafka spent 1100 ns of CPU a record on the first
-    500k of one partition, 540-680 ns on the next runs, whichever client sent them), and that cost would go to
-    whichever client the sweep runs first. Per-thread CPU of the broker over four rounds of fastmq and
-    confluent-kafka after one warm-up round: its C2 compiler took 250-300 ns a record in the first round's runs
-    of both clients, 30-80 ns in the fourth's, while the request threads' cost fell with it."""
+    broker's compilers are done with what the clients' requests run (warm_until_compiled): a fresh JVM compiles
+    its produce and fetch paths while serving its first requests, and that cost would go to whichever client
+    the sweep runs first. Per-thread CPU of Apache Kafka after one round: its C2 compiler took 250-530 ns a
+    record in the first measured runs (fastmq's P=1 case, first in the sweep, was charged 690-770 ns of broker
+    CPU a record, confluent-kafka's 540-630); 30-80 ns after four."""
     name = f"warm-up-{uuid.uuid4().hex[:6]}"
     create_topics(broker, [name], 1)
-    for _ in range(WARM_ROUNDS):
-        cpu, jit = broker.cpu_seconds(), broker.jit_seconds()
+
+    def warm_round() -> None:
         for work in ("produce", "consume"):
             for client in ("fastmq", "confluent-kafka"):
                 ClientRun(work, client, broker.bootstrap_servers, [(name, 0)], WARM_UP).go()
-        if broker.jit_seconds() - jit < JIT_QUIET * (broker.cpu_seconds() - cpu):
-            break
+
+    if broker.pid is None:
+        warm_round()
+    else:
+        warm_until_compiled(broker.pid, warm_round)
     return broker
 
 
@@ -338,7 +336,7 @@ def filled_topics(broker):
 def test_produce_partition_sweep(compare, broker, client, partitions):
     name = f"sweep-{client}-{partitions}-{uuid.uuid4().hex[:6]}"
     create_topics(broker, [name], partitions)
-    measure(compare, broker, f"produce 100 B over {partitions} partitions, {broker.name}", "produce", client,
+    measure(compare, broker, f"produce {len(VALUE)} B over {partitions} partitions, {broker.name}", "produce", client,
             [(name, p) for p in range(partitions)], RECORDS)
     delete_topics(broker, [name])
 
@@ -347,7 +345,7 @@ def test_produce_partition_sweep(compare, broker, client, partitions):
 @pytest.mark.parametrize("client", ["fastmq", "confluent-kafka"])
 def test_consume_partition_sweep(compare, broker, filled_topics, client, partitions):
     name = filled_topics(partitions)
-    measure(compare, broker, f"consume 100 B over {partitions} partitions, {broker.name}", "consume", client,
+    measure(compare, broker, f"consume {len(VALUE)} B over {partitions} partitions, {broker.name}", "consume", client,
             [(name, p) for p in range(partitions)], RECORDS)
 
 
@@ -355,7 +353,7 @@ def test_consume_partition_sweep(compare, broker, filled_topics, client, partiti
 def test_produce_many_topics(compare, broker, client):
     names = [f"many-{client}-{i}-{uuid.uuid4().hex[:4]}" for i in range(MANY_TOPICS)]
     create_topics(broker, names, 4)
-    measure(compare, broker, f"produce 100 B over {MANY_TOPICS} topics x 4 partitions, {broker.name}", "produce",
+    measure(compare, broker, f"produce {len(VALUE)} B over {MANY_TOPICS} topics x 4 partitions, {broker.name}", "produce",
             client, many_topic_targets(names, 4), RECORDS)
     delete_topics(broker, names)
 
