@@ -21,6 +21,7 @@ Run: pytest benches/bench_partitions.py --benchmark-only -s
 from __future__ import annotations
 
 import dataclasses
+import functools
 import multiprocessing
 import os
 import time
@@ -43,6 +44,12 @@ MANY_TOPICS = 1000
 BATCH = 262144
 MEMORY = 256 << 20
 WARM_UP = 300_000
+# A JVM broker runs its per-request code (parsing, KafkaApis.handle, the response) once a request: 300k records
+# in 256 KiB batches are ~130 requests, far below C2's compile thresholds (thousands of calls), so those paths
+# stayed in profiling C1 code through the measured runs. Each warm-up round also sends WARM_REQUEST_RECORDS
+# records from each client in batches of WARM_REQUEST_BATCH bytes: over ten thousand small requests.
+WARM_REQUEST_RECORDS = 100_000
+WARM_REQUEST_BATCH = 1024
 INDEX_INTERVAL = 4097        # just over Apache Kafka's log.index.interval.bytes
 CLIENT_TIMEOUT = 600.0
 LOGS_TIMEOUT = 300.0          # a broker making thousands of partitions' logs on a loaded machine
@@ -54,10 +61,11 @@ pytestmark = pytest.mark.timeout(3 * CLIENT_TIMEOUT)
 
 # ---- what the client processes run -------------------------------------------------------------------------
 
-def produce_fastmq(servers: str, targets: list[tuple[str, int]], count: int, ready) -> None:
+def produce_fastmq(servers: str, targets: list[tuple[str, int]], count: int, ready, batch: int = BATCH,
+                   linger_ms: int = 10) -> None:
     from fastmq.kafka import Producer
 
-    with Producer(servers, linger_ms=10, batch_size=BATCH, acks=1, enable_idempotence=False,
+    with Producer(servers, linger_ms=linger_ms, batch_size=batch, acks=1, enable_idempotence=False,
                   buffer_memory=MEMORY) as producer:
         topics = {topic for topic, _ in targets}
         producer.client.add_topics(topics)              # one metadata request for them all, not one a topic
@@ -71,10 +79,11 @@ def produce_fastmq(servers: str, targets: list[tuple[str, int]], count: int, rea
         producer.flush(CLIENT_TIMEOUT)
 
 
-def produce_confluent(servers: str, targets: list[tuple[str, int]], count: int, ready) -> None:
+def produce_confluent(servers: str, targets: list[tuple[str, int]], count: int, ready, batch: int = BATCH,
+                      linger_ms: int = 10) -> None:
     import confluent_kafka
 
-    producer = confluent_kafka.Producer({"bootstrap.servers": servers, "linger.ms": 10, "batch.size": BATCH,
+    producer = confluent_kafka.Producer({"bootstrap.servers": servers, "linger.ms": linger_ms, "batch.size": batch,
                                          "acks": 1, "queue.buffering.max.kbytes": MEMORY >> 10})
     for topic in {topic for topic, _ in targets}:
         producer.list_topics(topic, timeout=30)
@@ -128,7 +137,11 @@ def consume_confluent(servers: str, targets: list[tuple[str, int]], count: int, 
 
 
 CLIENTS = {("produce", "fastmq"): produce_fastmq, ("produce", "confluent-kafka"): produce_confluent,
-           ("consume", "fastmq"): consume_fastmq, ("consume", "confluent-kafka"): consume_confluent}
+           ("consume", "fastmq"): consume_fastmq, ("consume", "confluent-kafka"): consume_confluent,
+           # warm_requests: many small requests
+           ("small requests", "fastmq"): functools.partial(produce_fastmq, batch=WARM_REQUEST_BATCH, linger_ms=0),
+           ("small requests", "confluent-kafka"): functools.partial(produce_confluent, batch=WARM_REQUEST_BATCH,
+                                                                    linger_ms=0)}
 
 
 def client_process(connection, work: str, client: str, servers: str, targets, count: int) -> None:
@@ -217,12 +230,20 @@ def warmed_up(broker: Target) -> Target:
         for work in ("produce", "consume"):
             for client in ("fastmq", "confluent-kafka"):
                 ClientRun(work, client, broker.bootstrap_servers, [(name, 0)], WARM_UP).go()
+        warm_requests(broker.bootstrap_servers, name)
 
     if broker.pid is None:
         warm_round()
     else:
         warm_until_compiled(broker.pid, warm_round)
     return broker
+
+
+def warm_requests(servers: str, topic: str) -> None:
+    """WARM_REQUEST_RECORDS records from each client, in WARM_REQUEST_BATCH-byte batches with no linger: many
+    small Produce requests, so that a JVM broker compiles its per-request code (see WARM_REQUEST_RECORDS)."""
+    for client in ("fastmq", "confluent-kafka"):
+        ClientRun("small requests", client, servers, [(topic, 0)], WARM_REQUEST_RECORDS).go()
 
 
 def create_topics(broker: Target, names: list[str], partitions: int) -> None:

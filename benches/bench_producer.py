@@ -21,6 +21,7 @@ import uuid
 
 import pytest
 
+from benches.bench_partitions import warm_requests
 from benches.process_cpu import JIT_THREADS, threads_cpu_seconds, tree_cpu_seconds, warm_until_compiled
 
 PROTOCOL = "kafka"
@@ -124,6 +125,7 @@ def warm_broker(kafka_broker):
     def warm_round() -> None:
         for client, topic in topics.items():
             CLIENTS[client](kafka_broker.bootstrap_servers, topic, LARGE, 500_000, None)
+        warm_requests(kafka_broker.bootstrap_servers, topics["fastmq"])     # many small requests
 
     if hasattr(kafka_broker, "server"):         # Tansu: no JVM
         warm_round()
