@@ -52,18 +52,22 @@ def threads_cpu_seconds(pid: int, names: tuple[str, ...]) -> float:
     return total / tick
 
 
-def warm_until_compiled(pid: int, warm_round: Callable[[], object], quiet: float = 0.1, rounds: int = 8) -> int:
+def warm_until_compiled(pid: int, warm_round: Callable[[], object], quiet: float = 0.05, rounds: int = 8) -> None:
     """Runs warm_round until the JVM `pid`'s compiler threads take under `quiet` of its process tree's CPU in a
-    round, at most `rounds` times; returns how many ran. A fresh JVM broker compiles the paths the clients'
-    requests run over many rounds (Apache Kafka's C2 compilers still took 250-530 ns of broker CPU a 100 B
-    record after one round of 300k from each client, 740-1,260 ns a 1 KiB record after 500 MB from each), and
-    whichever client is measured first would pay for it."""
-    for done in range(1, rounds + 1):
+    round, at most `rounds` times, and prints each round's share. A fresh JVM broker compiles the paths the
+    clients' requests run over many rounds (Apache Kafka's C2 compilers still took 250-530 ns of broker CPU a
+    100 B record after one round of 300k from each client, 740-1,260 ns a 1 KiB record after 500 MB from each),
+    and whichever client is measured first would pay for it. Their share levels off at 4-6% (1 KiB, rounds of 1 GB
+    and 200k small requests: 45%, 10%, 4%, 6%), hence 5%."""
+    shares = []
+    for _ in range(rounds):
         cpu, jit = tree_cpu_seconds(pid), threads_cpu_seconds(pid, JIT_THREADS)
         warm_round()
-        if threads_cpu_seconds(pid, JIT_THREADS) - jit < quiet * (tree_cpu_seconds(pid) - cpu):
+        shares.append((threads_cpu_seconds(pid, JIT_THREADS) - jit) / max(tree_cpu_seconds(pid) - cpu, 1e-9))
+        if shares[-1] < quiet:
             break
-    return done
+    print(f"\nwarm-up: {len(shares)} rounds; compilers' share of the broker's CPU in each: "
+          + ", ".join(f"{share:.0%}" for share in shares))
 
 
 def tree_cpu_seconds(pid: int) -> float:
