@@ -15,6 +15,7 @@ What bounds the rows against Apache (measured at stop 16 on the loaded 2-core ma
   a wake-up each), while fastmq's client spends 55-70 us (Java's 160-200, PyPI's 170-190). The round trip is
   mostly the broker's: fastmq led Java 1.47-1.48x with both compilers, 0.99-1.21x with the client compiler alone,
   and 3x PyPI (2.2-2.7k round trips/s, so 130-150 us each) is below Apache's own CPU per request.
+  The floor row (test_sync_round_trip_floor) gives Apache's round trip with a client of almost no cost.
 - batch (100 a request): Apache spends 7.4 us of CPU per message with the client compiler, 5.0 with both: half of
   it in the one ReputMessageService thread that re-reads every stored message (its properties into a map), writes
   its ConsumeQueue entry through a FileChannel (a system call per message) and its UNIQ_KEY into the IndexFile;
@@ -45,6 +46,7 @@ at 1M that is some 25 minutes for the three; run them with a smaller COUNT.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -56,6 +58,8 @@ import pytest
 from fastmq.broker.process import BrokerProcess
 from benches.process_cpu import run_delay_seconds, tree_cpu_seconds
 from fastmq.rocketmq import Message, Producer, PullConsumer, SendFailedError
+from fastmq.rocketmq._native.messages import SendEncoder
+from fastmq.rocketmq.message import message_ids
 from tests.support.rocketmq import RocketMQCluster, call, unique
 from tests.support.servers import APACHE_ROCKETMQ, SERVER_JIT, free_port
 
@@ -261,6 +265,38 @@ def test_produce_100_bytes(compare, cluster, producer, warm_broker, request, imp
         measured(bench, COUNT, lambda: peer.run(mode, topic, COUNT), cpu_of=True)
     # every client closes its oneway run with one sync send (on the same connection, after the oneway ones)
     count_stored(bench, cluster.broker_addr, topic, COUNT + (mode == "oneway"))
+
+
+def round_trips_of_no_client(broker: str, topic: str, frames: list[bytes]) -> None:
+    """Each frame on a blocking socket, then its answer read whole: no queue choice, no encoding, no futures."""
+    host, port = broker.rsplit(":", 1)
+    with socket.create_connection((host, int(port))) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        answer = bytearray(65536)
+        for frame in frames:
+            sock.sendall(frame)
+            received = sock.recv_into(answer)
+            while received < 4 or received < 4 + int.from_bytes(answer[:4], "big"):
+                more = sock.recv_into(memoryview(answer)[received:])
+                if not more:
+                    raise RuntimeError(f"{broker} closed the connection during the floor row")
+                received += more
+
+
+def test_sync_round_trip_floor(compare, cluster, producer, warm_broker):
+    """What bounds the sync rows: Apache's own round trip. The same SEND_MESSAGE_V2 frames fastmq writes, encoded
+    before the clock starts (by fastmq's SendEncoder, one queue), sent one at a time on a blocking socket, each
+    answer read whole before the next frame: a client of almost no cost (about 12-17 us of CPU a round trip)."""
+    topic = unique("bench-sync-floor")
+    producer.send(Message(topic, BODY))         # the topic's route: Apache creates it from TBW102
+    encoder = SendEncoder("fastmq-bench-floor", message_ids())
+    born_ms = int(time.time() * 1000)
+    frames = [encoder.encode_message(opaque, Message(topic, BODY), topic, 0, cluster.broker_name, 0, born_ms)[0]
+              for opaque in range(1, COUNT + 1)]
+    bench = compare("rocketmq produce 100 B, sync", "floor: no client (pre-encoded, blocking socket)", items=COUNT,
+                    nbytes=COUNT * len(BODY))
+    measured(bench, COUNT, lambda: round_trips_of_no_client(cluster.broker_addr, topic, frames))
+    count_stored(bench, cluster.broker_addr, topic, COUNT + 1)
 
 
 @pytest.fixture(scope="module")
