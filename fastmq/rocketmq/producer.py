@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from concurrent.futures import Future
-from concurrent.futures._base import PENDING, RUNNING
+from concurrent.futures._base import FINISHED, PENDING, RUNNING
 from typing import Any, Callable, Sequence
 
 from fastmq._native.store_codec import java_hash
@@ -77,6 +77,8 @@ class SendFuture(Future[SendResult]):
                 self._condition.wait(remaining)
 
     def result(self, timeout: float | None = None) -> SendResult:
+        if self._state == FINISHED and self._exception is None:
+            return self._result     # a sync send answered on the calling thread: no lock to take
         self._wait(timeout)
         return super().result(0)
 
