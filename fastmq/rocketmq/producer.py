@@ -170,7 +170,9 @@ class Producer:
 
     def send_oneway(self, message: Message, *, queue: MessageQueue | None = None,
                     selector: QueueSelector | None = None, arg: Any = None) -> None:
-        """Send without waiting for (or getting) an answer; no retries."""
+        """Send without waiting for (or getting) an answer; no retries. A broker may drop it without a word: Apache's
+        drops a oneway request that finds its send queue full (sendThreadPoolQueueCapacity, 10000 by default), which
+        a burst of oneway sends faster than its send threads store them does (benches/bench_rocketmq.py)."""
         self._check_open()
         self._check_size(message.body)
         send = _Send(self, [message], False, queue, selector, arg, time.monotonic() + self.send_timeout)
