@@ -19,7 +19,7 @@ import itertools
 import logging
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from concurrent.futures._base import FINISHED, PENDING, RUNNING
 from typing import Any, Callable, Sequence
 
@@ -340,8 +340,10 @@ class Producer:
                 except ValueError as exc:
                     error = RocketMQError(f"the broker's send response is malformed: {exc}")
                 else:
-                    if not send.future.done():
+                    try:
                         send.future.set_result(result)
+                    except InvalidStateError:   # already failed (a late answer): one lock taken per send, not two
+                        pass
                     return
             else:
                 error = broker_error(response.code, response.remark, f"sending to {queue}")
