@@ -20,7 +20,10 @@ What bounds the rows against Apache (measured at stop 16 on the loaded 2-core ma
   it in the one ReputMessageService thread that re-reads every stored message (its properties into a map), writes
   its ConsumeQueue entry through a FileChannel (a system call per message) and its UNIQ_KEY into the IndexFile;
   the Java client's batches cost it the same per message (7.6-9.2 against fastmq's 5.8-9.2 us, alternating runs).
-  fastmq's client spends 1.5-2.0 us a message, PyPI's 8-9.
+  fastmq's client spends 1.5-2.0 us a message, PyPI's 8-9. Of fastmq's, about half is the kernel's send() of the
+  17.6 KB request over loopback (py-spy --native, stop 17: 169 of 308 samples of the send loop), the rest Python and
+  its collector; the request's shape is the Java client's (176 bytes a message: WAIT and UNIQ_KEY properties), and
+  Apache's ReputMessageService spent 2.5-3.8 us a message on fastmq's batches against 4.0-4.4 on Java's.
 - PyPI `rocketmq` 0.4.4's send_batch does not store a batch's messages: Apache's broker keeps each batch of 100 as
   ONE message whose body is the whole encoded batch (17,400 bytes; a consumer gets 500 messages of a 50k-message
   run). Its batch row's rate counts those (count_stored).
