@@ -14,6 +14,7 @@ from rocketmq.client import Message, Producer, PullConsumer
 BODY = b"x" * 100
 ASYNC_IN_FLIGHT = 10_000
 BATCH = 100
+CLOSING_SEND_ATTEMPTS = 300     # the sync send closing a oneway run, 0.1 s apart
 
 
 def message(topic: str) -> Message:
@@ -29,7 +30,14 @@ def produce(producer: Producer, mode: str, topic: str, count: int) -> None:
     elif mode == "oneway":
         for _ in range(count):
             producer.send_oneway(message(topic))
-        producer.send_sync(message(topic))
+        for attempt in range(CLOSING_SEND_ATTEMPTS):    # the broker answers SYSTEM_BUSY while its send queue is full
+            try:
+                producer.send_sync(message(topic))
+                break
+            except Exception:
+                if attempt == CLOSING_SEND_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.1)
     elif mode == "batch":
         for start in range(0, count, BATCH):
             producer.send_batch([message(topic) for _ in range(min(BATCH, count - start))])

@@ -69,7 +69,18 @@ public class RocketMQBench {
             for (int i = 0; i < count; i++) {
                 producer.sendOneway(new Message(topic, body));
             }
-            producer.send(new Message(topic, body));     // after the oneway ones on the same connection
+            // after the oneway ones on the same connection; the broker answers SYSTEM_BUSY while its send queue is full
+            for (int attempt = 0; ; attempt++) {
+                try {
+                    producer.send(new Message(topic, body));
+                    break;
+                } catch (Exception busy) {
+                    if (attempt == 299) {
+                        throw busy;
+                    }
+                    Thread.sleep(100);
+                }
+            }
         } else if (mode.equals("batch")) {
             for (int i = 0; i < count; i += 100) {
                 List<Message> batch = new ArrayList<>();

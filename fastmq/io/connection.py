@@ -112,6 +112,7 @@ class Connection(Stream):
         self._fifo_queue: deque[tuple[Callback | None, float, float]] = deque()
         self._correlation = 0
         self._addresses: deque[tuple[Any, ...]] = deque()
+        self._caller_poller: Any = None     # the poll object of a thread reading its own response (one per socket)
         self._connect_timer: TimerHandle | None = None
         self._timeout_timer: TimerHandle | None = None
         self._timeout_at = 0.0
@@ -352,8 +353,10 @@ class Connection(Stream):
         received_total = 0
         response = None
         error: BaseException | None = None
-        poller = select.poll()
-        poller.register(sock, select.POLLIN)
+        poller = self._caller_poller
+        if poller is None:
+            poller = self._caller_poller = select.poll()
+            poller.register(sock, select.POLLIN)
         try:
             while not frames and self._state is READY:
                 wait_ms = (deadline - time.monotonic()) * 1000

@@ -19,8 +19,8 @@ import itertools
 import logging
 import threading
 import time
-from concurrent.futures import Future
-from concurrent.futures._base import PENDING, RUNNING
+from concurrent.futures import Future, InvalidStateError
+from concurrent.futures._base import FINISHED, PENDING, RUNNING
 from typing import Any, Callable, Sequence
 
 from fastmq._native.store_codec import java_hash
@@ -77,6 +77,8 @@ class SendFuture(Future[SendResult]):
                 self._condition.wait(remaining)
 
     def result(self, timeout: float | None = None) -> SendResult:
+        if self._state == FINISHED and self._exception is None:
+            return self._result     # a sync send answered on the calling thread: no lock to take
         self._wait(timeout)
         return super().result(0)
 
@@ -168,7 +170,9 @@ class Producer:
 
     def send_oneway(self, message: Message, *, queue: MessageQueue | None = None,
                     selector: QueueSelector | None = None, arg: Any = None) -> None:
-        """Send without waiting for (or getting) an answer; no retries."""
+        """Send without waiting for (or getting) an answer; no retries. A broker may drop it without a word: Apache's
+        drops a oneway request that finds its send queue full (sendThreadPoolQueueCapacity, 10000 by default), which
+        a burst of oneway sends faster than its send threads store them does (benches/bench_rocketmq.py)."""
         self._check_open()
         self._check_size(message.body)
         send = _Send(self, [message], False, queue, selector, arg, time.monotonic() + self.send_timeout)
@@ -336,8 +340,10 @@ class Producer:
                 except ValueError as exc:
                     error = RocketMQError(f"the broker's send response is malformed: {exc}")
                 else:
-                    if not send.future.done():
+                    try:
                         send.future.set_result(result)
+                    except InvalidStateError:   # already failed (a late answer): one lock taken per send, not two
+                        pass
                     return
             else:
                 error = broker_error(response.code, response.remark, f"sending to {queue}")

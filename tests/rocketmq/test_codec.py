@@ -232,6 +232,8 @@ def test_bad_json_headers_are_refused(header, message):
     (struct.pack(">hBhiii", 1, 0, 1, 1, 0, -5) + struct.pack(">i", 0), CorruptDataError, "negative"),
     (binary_header(1, 0, 1, 1, 0, None, {}) + b"x", CorruptDataError, "after the ROCKETMQ"),
     (struct.pack(">hBhiii", 1, 0, 1, 1, 0, 1) + b"\xff" + struct.pack(">i", 0), CorruptDataError, "UTF-8"),
+    (struct.pack(">hBhiii", 1, 0, 1, 1, 0, 0) + struct.pack(">i", 9) + struct.pack(">h", 2) + b"qo"
+     + struct.pack(">i", 1) + b"\xff", CorruptDataError, r"extFields\['qo'\] is not valid UTF-8"),
 ])
 def test_bad_binary_headers_are_refused(header, error, message):
     with pytest.raises(error, match=message):

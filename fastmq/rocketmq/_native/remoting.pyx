@@ -111,11 +111,13 @@ cdef int language_code(object value) except -1:
     raise CorruptDataError(f"remoting header field 'language' is {value!r}, expected a name or a number")
 
 
-cdef str utf8(const char* p, Py_ssize_t n, str what):
+cdef str utf8(const char* p, Py_ssize_t n, str what, str key=None):
+    # `what`, or what[key]: the error's words are made only when there is an error (an extFields value's
+    # f-string with its key's repr cost the decode of every field a repr and a format)
     try:
         return PyUnicode_DecodeUTF8(p, n, NULL)
     except UnicodeDecodeError:
-        raise CorruptDataError(f"{what} is not valid UTF-8") from None
+        raise CorruptDataError(f"{what if key is None else f'{what}[{key!r}]'} is not valid UTF-8") from None
 
 
 @cython.final
@@ -362,7 +364,7 @@ cdef RemotingCommand decode_binary_header(RemotingCommand cmd, ReadCursor* cur):
         n = cursor_i32(&ext)
         if n < 0:
             raise CorruptDataError(f"extFields value length {n} is negative")
-        fields[key] = utf8(cursor_take(&ext, n), n, f"extFields[{key!r}]")
+        fields[key] = utf8(cursor_take(&ext, n), n, "extFields", key)
     cmd.ext_fields = fields
     return cmd
 
