@@ -77,8 +77,9 @@ class SendFuture(Future[SendResult]):
                 self._condition.wait(remaining)
 
     def result(self, timeout: float | None = None) -> SendResult:
-        if self._state == FINISHED and self._exception is None:
-            return self._result     # a sync send answered on the calling thread: no lock to take
+        result = self._result
+        if self._state == FINISHED and result is not None:
+            return result           # a sync send answered on the calling thread: no lock to take
         self._wait(timeout)
         return super().result(0)
 
