@@ -374,8 +374,8 @@ def test_consume_partition_sweep(compare, broker, filled_topics, client, partiti
 def test_produce_many_topics(compare, broker, client):
     names = [f"many-{client}-{i}-{uuid.uuid4().hex[:4]}" for i in range(MANY_TOPICS)]
     create_topics(broker, names, 4)
-    measure(compare, broker, f"produce {len(VALUE)} B over {MANY_TOPICS} topics x 4 partitions, {broker.name}", "produce",
-            client, many_topic_targets(names, 4), RECORDS)
+    measure(compare, broker, f"produce {len(VALUE)} B over {MANY_TOPICS} topics x 4 partitions, {broker.name}",
+            "produce", client, many_topic_targets(names, 4), RECORDS)
     delete_topics(broker, names)
 
 

@@ -46,9 +46,10 @@ while the broker is busy. fastmq's send loop offers ~185k messages/s (4.5-5 us o
 Apache's send threads store: in three rounds it lost 9-13% and its row took 1.0-1.1 s, while the Java client (8-17 us
 a message, so it offers less than the broker stores) lost none in the same rounds. Overflowing also makes each stored
 message dearer for Apache (its VM Thread, i.e. collections with 10k requests queued, 2-4 us a message against
-0.8-1.6 when fastmq's loop was slowed below the broker's pace, which then lost nothing). From about 100k messages on the Java client also failed with
-RemotingTooMuchRequestException (its bench program then hung in Netty's channel registration). Sync sends run at about 2k a second per client (one round trip each):
-at 1M that is some 25 minutes for the three; run them with a smaller COUNT.
+0.8-1.6 when fastmq's loop was slowed below the broker's pace, which then lost nothing). From about 100k messages on
+the Java client also failed with RemotingTooMuchRequestException (its bench program then hung in Netty's channel
+registration). Sync sends run at about 2k a second per client (one round trip each): at 1M that is some 25 minutes
+for the three; run them with a smaller COUNT.
 """
 from __future__ import annotations
 
