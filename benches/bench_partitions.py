@@ -62,7 +62,9 @@ pytestmark = pytest.mark.timeout(3 * CLIENT_TIMEOUT)
 # ---- what the client processes run -------------------------------------------------------------------------
 
 def produce_fastmq(servers: str, targets: list[tuple[str, int]], count: int, ready, batch: int = BATCH,
-                   linger_ms: int = 10) -> None:
+                   linger_ms: int = 10) -> str:
+    """Returns the shape of what went out (requests, batches, records per batch): over many partitions a
+    batch holds what arrived between two requests, so per-batch costs are spread over fewer records."""
     from fastmq.kafka import Producer
 
     with Producer(servers, linger_ms=linger_ms, batch_size=batch, acks=1, enable_idempotence=False,
@@ -77,6 +79,11 @@ def produce_fastmq(servers: str, targets: list[tuple[str, int]], count: int, rea
             topic, partition = targets[i % n]
             send(topic, VALUE, partition=partition)
         producer.flush(CLIENT_TIMEOUT)
+        sent = producer.metrics()["producer-metrics"]
+    batches = sent["byte-total"] / sent["batch-size-avg"]
+    return (f"   fastmq's requests over {len(targets)} partitions: {sent['request-total']:.0f} requests, {batches:.0f} batches, "
+            f"{sent['record-send-total'] / batches:.1f} records a batch, {batches / sent['request-total']:.1f} "
+            f"batches a request")
 
 
 def produce_confluent(servers: str, targets: list[tuple[str, int]], count: int, ready, batch: int = BATCH,
@@ -154,8 +161,10 @@ def client_process(connection, work: str, client: str, servers: str, targets, co
         started["wall"], started["cpu"] = time.perf_counter(), time.process_time()
 
     try:
-        CLIENTS[work, client](servers, targets, count, ready)
+        shape = CLIENTS[work, client](servers, targets, count, ready)
         connection.send((time.perf_counter() - started["wall"], time.process_time() - started["cpu"]))
+        if shape and work == "produce":     # after the clock: not part of what is measured
+            print(shape, flush=True)
     except BaseException as error:        # the benchmark's process reports it
         connection.send(repr(error))
 
