@@ -81,9 +81,9 @@ def produce_fastmq(servers: str, targets: list[tuple[str, int]], count: int, rea
         producer.flush(CLIENT_TIMEOUT)
         sent = producer.metrics()["producer-metrics"]
     batches = sent["byte-total"] / sent["batch-size-avg"]
-    return (f"   fastmq's requests over {len(targets)} partitions: {sent['request-total']:.0f} requests, {batches:.0f} batches, "
-            f"{sent['record-send-total'] / batches:.1f} records a batch, {batches / sent['request-total']:.1f} "
-            f"batches a request")
+    return (f"   fastmq's requests over {len(targets)} partitions: {sent['request-total']:.0f} requests, "
+            f"{batches:.0f} batches, {sent['record-send-total'] / batches:.1f} records a batch, "
+            f"{batches / sent['request-total']:.1f} batches a request")
 
 
 def produce_confluent(servers: str, targets: list[tuple[str, int]], count: int, ready, batch: int = BATCH,
