@@ -241,10 +241,7 @@ def warmed_up(broker: Target) -> Target:
                 ClientRun(work, client, broker.bootstrap_servers, [(name, 0)], WARM_UP).go()
         warm_requests(broker.bootstrap_servers, name)
 
-    if broker.pid is None:
-        warm_round()
-    else:
-        warm_until_compiled(broker.pid, warm_round)
+    warm_until_compiled(broker.pid, warm_round)
     return broker
 
 

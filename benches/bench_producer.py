@@ -98,13 +98,17 @@ CLIENTS = {"fastmq": produce_fastmq, "fastmq.compat": functools.partial(produce_
            "kafka-python": produce_kafka_python}
 
 
+def broker_pid(broker) -> int:
+    return broker.server.pid if hasattr(broker, "server") else broker.nodes[0].process.pid     # Tansu, Apache
+
+
 @contextlib.contextmanager
 def broker_cpu(bench, broker, count: int):
     """Puts the broker process's CPU time per record over the block in the row (broker_cpu): when the broker
     bounds the rate, a client whose requests cost it less is the faster one (Apache Kafka, 1 KiB: 2.7-3.6 ns of
     its CPU a byte for fastmq's and confluent-kafka's requests alike), and the part of it that a JVM broker's
     compiler threads took (broker_jit), which belongs to no client."""
-    pid = broker.server.pid if hasattr(broker, "server") else broker.nodes[0].process.pid     # Tansu, Apache
+    pid = broker_pid(broker)
     started, jit = tree_cpu_seconds(pid), threads_cpu_seconds(pid, JIT_THREADS)
     yield
     bench.extra_info["broker_cpu_ns"] = round((tree_cpu_seconds(pid) - started) / count * 1e9)
@@ -127,10 +131,8 @@ def warm_broker(kafka_broker):
             CLIENTS[client](kafka_broker.bootstrap_servers, topic, LARGE, 500_000, None)
         warm_requests(kafka_broker.bootstrap_servers, topics["fastmq"])     # many small requests
 
-    if hasattr(kafka_broker, "server"):         # Tansu: no JVM
-        warm_round()
-    else:                                       # Apache Kafka: until its compilers are done (warm_until_compiled)
-        warm_until_compiled(kafka_broker.nodes[0].process.pid, warm_round, rounds=4)    # 1 GB a round
+    # Apache Kafka: until its compilers are done; Tansu (no JVM): one round
+    warm_until_compiled(broker_pid(kafka_broker), warm_round, rounds=4)    # 1 GB a round
 
 
 @pytest.mark.parametrize("codec", [None, "lz4"])
