@@ -8,7 +8,9 @@ Each client runs in a process of its own, so that its CPU per record (process ti
 user thread, fastmq's I/O thread, librdkafka's threads) is measured apart from the broker's: the embedded broker
 runs in the benchmark's process (its CPU time), Apache Kafka in its Java process (that process tree's CPU time).
 The table prints msgs/s, cpu_per_record (the client's, ns), broker_cpu (ns per record) and broker_jit
-(the part of broker_cpu that a JVM broker's compiler threads took).
+(the part of broker_cpu that a JVM broker's compiler threads took); each producing client prints its peak
+resident memory after the clock, fastmq's also its CPU a record by thread (the user thread's send, the I/O
+thread's) and how much batch storage it touched.
 
 What a broker pays once is kept off the clock, for every client alike: each broker is warmed up by both clients
 before the first measurement (a fresh JVM compiles while it serves), and each new topic's partitions get their
@@ -24,6 +26,7 @@ import dataclasses
 import functools
 import multiprocessing
 import os
+import threading
 import time
 import uuid
 
@@ -63,8 +66,11 @@ pytestmark = pytest.mark.timeout(3 * CLIENT_TIMEOUT)
 
 def produce_fastmq(servers: str, targets: list[tuple[str, int]], count: int, ready, batch: int = BATCH,
                    linger_ms: int = 10) -> str:
-    """Returns the shape of what went out (requests, batches, records per batch): over many partitions a
-    batch holds what arrived between two requests, so per-batch costs are spread over fewer records."""
+    """Returns the shape of what went out (requests, batches, records per batch: over many partitions a
+    batch holds what arrived between two requests, so per-batch costs are spread over fewer records), the CPU a
+    record of the user thread (send) and of the others (the I/O thread), and the bytes of batch storage the
+    producer ever touched (its arena: fresh memory, which the kernel zeroes at first touch, on the thread that
+    writes it)."""
     from fastmq.kafka import Producer
 
     with Producer(servers, linger_ms=linger_ms, batch_size=batch, acks=1, enable_idempotence=False,
@@ -74,16 +80,35 @@ def produce_fastmq(servers: str, targets: list[tuple[str, int]], count: int, rea
         for topic in topics:
             producer.partitions_for(topic)              # metadata before the clock starts
         ready()
+        threads_before = threads_cpu_ns()
         send, n = producer.send, len(targets)
         for i in range(count):
             topic, partition = targets[i % n]
             send(topic, VALUE, partition=partition)
         producer.flush(CLIENT_TIMEOUT)
+        threads = threads_cpu_ns()
         sent = producer.metrics()["producer-metrics"]
+        touched = producer._accumulator.arena.touched
+    user = threading.get_native_id()
+    spent = {tid: ns - threads_before.get(tid, 0) for tid, ns in threads.items()}
+    others = sum(ns for tid, ns in spent.items() if tid != user)
     batches = sent["byte-total"] / sent["batch-size-avg"]
     return (f"   fastmq's requests over {len(targets)} partitions: {sent['request-total']:.0f} requests, "
             f"{batches:.0f} batches, {sent['record-send-total'] / batches:.1f} records a batch, "
-            f"{batches / sent['request-total']:.1f} batches a request")
+            f"{batches / sent['request-total']:.1f} batches a request; CPU a record: user thread "
+            f"{spent.get(user, 0) / count:.0f} ns, I/O thread {others / count:.0f} ns; arena {touched >> 20} MiB")
+
+
+def threads_cpu_ns() -> dict[int, int]:
+    """{native thread id: CPU ns so far} of this process's threads (schedstat: finer than the clock ticks)."""
+    spent = {}
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/schedstat") as stat:
+                spent[int(task)] = int(stat.read().split()[0])
+        except OSError:         # a thread that ended meanwhile
+            continue
+    return spent
 
 
 def produce_confluent(servers: str, targets: list[tuple[str, int]], count: int, ready, batch: int = BATCH,
@@ -163,10 +188,16 @@ def client_process(connection, work: str, client: str, servers: str, targets, co
     try:
         shape = CLIENTS[work, client](servers, targets, count, ready)
         connection.send((time.perf_counter() - started["wall"], time.process_time() - started["cpu"]))
-        if shape and work == "produce":     # after the clock: not part of what is measured
-            print(shape, flush=True)
+        if work == "produce":               # after the clock: not part of what is measured
+            print(f"{shape or f'   {client}:'} peak RSS {peak_rss_mib():.0f} MiB", flush=True)
     except BaseException as error:        # the benchmark's process reports it
         connection.send(repr(error))
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory (VmHWM: a spawned client's own, from its start)."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM")) / 1024
 
 
 class ClientRun:

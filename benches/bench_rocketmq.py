@@ -10,12 +10,22 @@ code 1.5-1.7x as costly), and every client runs every mode once before the first
 broker compiles its paths on that work and not on the first client measured.
 
 What bounds the rows against Apache (measured at stop 16 on the loaded 2-core machine, per thread from /proc):
-- sync: one round trip per message, and Apache spends 130-180 us of its CPU on each (190-300 with the client
-  compiler), across four of its threads (Netty's selector and codec threads, SendMessageThread, PutMessageThread:
-  a wake-up each), while fastmq's client spends 55-70 us (Java's 160-200, PyPI's 170-190). The round trip is
-  mostly the broker's: fastmq led Java 1.47-1.48x with both compilers, 0.99-1.21x with the client compiler alone,
-  and 3x PyPI (2.2-2.7k round trips/s, so 130-150 us each) is below Apache's own CPU per request.
-  The floor row (test_sync_round_trip_floor) gives Apache's round trip with a client of almost no cost.
+- sync: one round trip per message, nothing of it overlapping: the client's CPU, then the broker's, then the
+  client's. With Apache's defaults the broker spent 100-112 us of CPU on each (stop 18, per thread from /proc:
+  NettyServerNIOSelector 30-36, NettyServerCodecThread 21-28, SendMessageThread 18-23, PutMessageThread 10-14,
+  ReputMessageService 4-6), a wake-up in each of four threads. The broker here runs with Apache's switch that
+  keeps the codec on the I/O thread (LOW_LATENCY_BROKER, tests/support/rocketmq.py): 62-73 us on three threads,
+  and the floor row (test_sync_round_trip_floor: Apache's round trip with a client of almost no cost, 11-20 us
+  a round trip) made 10-14.8k round trips/s against 6.7-9.8k in the same hour. Under a load of 8-10 neither
+  setting's rates moved (8.14k against 8.17k): the broker's threads then waited 100-140 us a round trip for a
+  CPU (broker_cpu_wait_per_record), more than they ran. fastmq's client spends 35-45 us of CPU a sync send
+  (getrusage, loaded machine: 20-26 us user, 15-21 us system, one voluntary switch; Java's 140-250, PyPI's
+  150-180; it was 47-55 before its first attempt became the calling thread's own round trip with no future or
+  callback, Connection.call_blocking), all of it on the round trip's path; the floor's client 11-29 us. What is
+  left (callgrind, 63.5k instructions a send): encoding 8k, decoding the answer 7k, the Message 4k, borrowing
+  the connection 16k (Python, and two epoll_ctl around the round trip: the loop must not wake for the answer),
+  the producer's choice of queue and address and its checks about 27k; and six system calls (epoll_ctl twice,
+  send, a recv that finds nothing yet, poll, recv) where the floor makes two.
 - batch (100 a request): Apache spends 7.4 us of CPU per message with the client compiler, 5.0 with both: half of
   it in the one ReputMessageService thread that re-reads every stored message (its properties into a map), writes
   its ConsumeQueue entry through a FileChannel (a system call per message) and its UNIQ_KEY into the IndexFile;
@@ -33,21 +43,40 @@ process of its own) and against Apache RocketMQ's (apache broker), the same work
 compares them. Their rows give the client's CPU per record and the broker's (broker_cpu_per_record: its whole
 process tree, read from /proc; the embedded broker's process holds its namesrv too) and how long its threads
 waited, runnable, for a CPU (broker_cpu_wait_per_record: the scheduler's share of its latency on a loaded
-machine).
+machine). Apache's broker without its codec worker group (LOW_LATENCY_BROKER): in two loaded pairs of runs (stop
+18) its sync row went from 4.73k and 3.30k to 6.16k and 7.24k sends/s (88-97 us of its CPU a send, from 173-183),
+while the embedded broker's made 4.33k and 6.12k (66-74 us of its CPU a send).
+The embedded broker's sync round trip crosses no thread (stop 19, 5000 sync sends): strace -f -c of its process
+counts one epoll_wait, one recvfrom and one sendmsg a send (futex 0.12 a send, from its background services), and
+/proc/PID/task puts all its CPU on the I/O loop's thread, with 0.2-0.6 voluntary switches a send. The SEND is
+decoded, appended to the CommitLog's mapping (async flush), put in its ConsumeQueue and answered on that thread.
+Its 66-80 us of CPU a send are Python run cold after each wait for the client (63% of perf's samples in
+libpython, 28% in the kernel; the same handler takes 12 us a send in a hot loop) and the answer's sendmsg over
+loopback (~20 us: the kernel delivers it to the client within the call). Against a client of almost no cost
+(pre-encoded frames on a blocking socket) it made 11-20k round trips/s at 34-60 us of its CPU each. In nine
+loaded pairs of runs at 20,000 messages (stop 19) its sync row made 4.80-7.87k sends/s at 67-81 us of its CPU a
+send, Apache's 4.10-5.88k at 128-172 us (x1.06-x1.62 for the embedded broker).
 
 Run: pytest benches/bench_rocketmq.py --benchmark-only -s    (FASTMQ_BENCH_ROCKETMQ_COUNT=N for fewer messages)
 
-Oneway sends are not flow-controlled by the broker's answers: a client that offers them faster than Apache's two
-send threads store them fills the broker's send queue (10000 requests), and the broker then drops oneway requests
-without a word and answers SYSTEM_BUSY ([OVERLOAD] ... start flow control) to the others. At 50k messages, fast
-runs of fastmq and of the Java client both lost 3-40% of their oneway messages this way (stop 17). So each row's
-rate counts the messages the broker stored (count_stored), and the closing sync send of a oneway run is tried again
-while the broker is busy. fastmq's send loop offers ~185k messages/s (4.5-5 us of client CPU each), about twice what
-Apache's send threads store: in three rounds it lost 9-13% and its row took 1.0-1.1 s, while the Java client (8-17 us
-a message, so it offers less than the broker stores) lost none in the same rounds. Overflowing also makes each stored
-message dearer for Apache (its VM Thread, i.e. collections with 10k requests queued, 2-4 us a message against
-0.8-1.6 when fastmq's loop was slowed below the broker's pace, which then lost nothing). From about 100k messages on
-the Java client also failed with RemotingTooMuchRequestException (its bench program then hung in Netty's channel
+Oneway sends get no answer, so only the client can keep them at the broker's pace. Apache's broker queues every
+SEND request for its two send threads (sendMessageThreadPoolNums) in one queue of 10000 (sendThreadPoolQueueCapacity);
+a request that finds it full is dropped (RejectedExecutionException, answered [OVERLOAD] SYSTEM_BUSY, which a oneway
+request never gets), and one that waits in it longer than waitTimeMillsInSendQueue (200 ms by Apache's default,
+3000 in the test kit) is taken out by BrokerFastFailure ([TIMEOUT_CLEAN_QUEUE], answered even when oneway). Before
+fastmq's oneway pace, fastmq's send loop offered 100-185k messages/s, two to four times what the broker stores, and
+lost 2-40% of a 50k burst this way (loaded machine: the broker's watermark.log showed "Send Queue Size:
+10000", and GET_BROKER_RUNTIME_INFO sampled every 20 ms a full queue and a head wait of 144-506 ms), 70-83% against a
+broker with Apache's 200 ms (its cleaner's answers then closed fastmq's connection as a protocol error; now they
+are counted, RemotingClient.oneway_refused). fastmq's
+producer now paces its oneway sends (fastmq/rocketmq/oneway_pace.py: every 128th answered, at most 12 of those
+unanswered, fewer while they are answered later than 100 ms; so at most ~1700 of its requests wait in the broker's
+queue; with 6 the sampled queue peaked at 720-900 with head waits of 11-57 ms, and 12 stored more a second on the
+loaded machine, 35-57k against 39-46k; nothing dropped either way); the oneway group also
+runs the same producer with oneway_pace=False (the row "fastmq, unpaced"), for what that costs and saves. Each row's
+rate counts the messages the broker stored (count_stored), and says how many of what was offered it dropped; the
+closing sync send of a oneway run is tried again while the broker is busy. From about 100k messages on the Java
+client also failed with RemotingTooMuchRequestException (its bench program then hung in Netty's channel
 registration). Sync sends run at about 2k a second per client (one round trip each): at 1M that is some 25 minutes
 for the three; run them with a smaller COUNT.
 """
@@ -68,7 +97,7 @@ from benches.process_cpu import run_delay_seconds, tree_cpu_seconds
 from fastmq.rocketmq import Message, Producer, PullConsumer, SendFailedError
 from fastmq.rocketmq._native.messages import SendEncoder
 from fastmq.rocketmq.message import message_ids
-from tests.support.rocketmq import RocketMQCluster, call, unique
+from tests.support.rocketmq import LOW_LATENCY_BROKER, RocketMQCluster, call, unique
 from tests.support.servers import APACHE_ROCKETMQ, SERVER_JIT, free_port
 
 BODY = b"x" * 100
@@ -89,7 +118,8 @@ pytestmark = pytest.mark.timeout(4 * 3600)
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    with RocketMQCluster(tmp_path_factory.mktemp("bench-rocketmq"), heap="1g", broker_options=SERVER_JIT) as running:
+    with RocketMQCluster(tmp_path_factory.mktemp("bench-rocketmq"), heap="1g", properties=LOW_LATENCY_BROKER,
+                         broker_options=SERVER_JIT) as running:
         yield running
 
 
@@ -154,6 +184,14 @@ def pypi(cluster, tmp_path_factory):
 def producer(cluster):
     with Producer("fastmq-bench-producer", cluster.namesrv_addr, send_timeout=30.0) as p:
         p.send(Message(unique("warm-fastmq"), BODY))
+        yield p
+
+
+@pytest.fixture(scope="module")
+def unpaced_producer(cluster, warm_broker):
+    """The same producer with oneway_pace=False: oneway sends as fast as the loop offers them."""
+    with Producer("fastmq-bench-unpaced", cluster.namesrv_addr, send_timeout=30.0, oneway_pace=False) as p:
+        fastmq_produce(p, "oneway", unique("warm-unpaced"), WARM_UP["oneway"])
         yield p
 
 
@@ -232,11 +270,13 @@ def stored_messages(broker: str, topic: str, expected: int) -> int:
 def count_stored(bench, broker: str, topic: str, offered: int) -> None:
     """Rates count what the broker stored, not what was offered: a oneway request that finds Apache's send queue
     full (sendThreadPoolQueueCapacity, 10000) is dropped without an answer (RejectedExecutionException ->
-    [OVERLOAD]), and fast oneway runs lost 10-40% of their messages, whichever client sent them."""
+    [OVERLOAD]), and unpaced oneway runs lost 8-40% of their messages."""
     stored = stored_messages(broker, topic, offered)
     bench.extra_info["items"] = stored
     bench.extra_info["bytes"] = stored * len(BODY)
-    print(f"\n{bench.group} {bench.extra_info['impl']}: the broker stored {stored} of {offered} messages")
+    elapsed = bench.stats.stats.median
+    print(f"\n{bench.group} {bench.extra_info['impl']}: the broker stored {stored} of {offered} messages "
+          f"({(offered - stored) / offered:.1%} dropped), {stored / elapsed / 1000:.2f}k stored/s")
 
 
 def measured(bench, count: int, work, cpu_of=None, server_pid: int | None = None) -> None:
@@ -273,6 +313,13 @@ def test_produce_100_bytes(compare, cluster, producer, warm_broker, request, imp
         measured(bench, COUNT, lambda: peer.run(mode, topic, COUNT), cpu_of=True)
     # every client closes its oneway run with one sync send (on the same connection, after the oneway ones)
     count_stored(bench, cluster.broker_addr, topic, COUNT + (mode == "oneway"))
+
+
+def test_produce_100_bytes_oneway_unpaced(compare, cluster, unpaced_producer):
+    topic = unique("bench-oneway-unpaced")
+    bench = compare("rocketmq produce 100 B, oneway", "fastmq, unpaced", items=COUNT, nbytes=COUNT * len(BODY))
+    measured(bench, COUNT, lambda: fastmq_produce(unpaced_producer, "oneway", topic, COUNT))
+    count_stored(bench, cluster.broker_addr, topic, COUNT + 1)
 
 
 def round_trips_of_no_client(broker: str, topic: str, frames: list[bytes]) -> None:

@@ -1,6 +1,7 @@
 """Type stubs of fastmq._native.accumulator, the protocol-free batching core of producers."""
 from typing import Any, Callable
 
+from fastmq._native.arena import Arena
 from fastmq._native.producer_batch import FutureRecordMetadata as FutureRecordMetadata
 from fastmq._native.producer_batch import ProducerBatch as ProducerBatch
 
@@ -33,7 +34,7 @@ class RecordAccumulator:
     incomplete: set[ProducerBatch]
     transactional: bool
     @property
-    def pooled_memory(self) -> int: ...
+    def arena(self) -> Arena: ...
     @property
     def due_partitions(self) -> list[Any]: ...
     @property

@@ -26,10 +26,17 @@ backoff elapsed, or while memory is exhausted, a flush is in progress or the acc
 set (ready_set.pyx) keeps the partitions that may send, so that ready() and drain() cost what is ready, not what
 exists. Memory (buffer_memory.pyx): a batch reserves buffer memory for what it holds, growing its reservation in
 RESERVE_STEP steps as records arrive (up to batch_size); a send that finds the memory exhausted makes every
-partition due and wakes the sender before it waits, so the memory is freed by sending the batches that hold it. A
-new batch, or one that outgrows its first reservation, takes pooled storage of a finished batch when there is some
-(a send waiting for memory takes the next that comes), and a batch that outgrows its first reservation without it
-gets its batch_size of storage in one allocation rather than doubling.
+partition due and wakes the sender before it waits, so the memory is freed by sending the batches that hold it. The
+bytes are blocks of the memory's arena (arena.pyx), reused as batches finish: a batch starts in a block that holds
+its first record (a busy partition's in one of batch_size) and moves to one twice as large as it outgrows it.
+
+Over many partitions, an append finds its partition's objects (queue, batch, builder, the builder's encoder and
+buffer) out of the cache, each reached through the one before: one cache miss after another; and the next line of
+its buffer was never in the cache at all, as the hardware prefetcher follows a few write streams, not thousands.
+Each TopicQueues keeps those addresses per partition (TopicQueues.hot, refreshed after an append that switched
+partition), so that an append that switches partition first asks for them all at once and the misses overlap, and
+asks for the lines after the record it wrote for the partition's next append; an append to the partition of the
+last append, where everything is in the cache, skips both.
 """
 import functools
 import random
@@ -42,11 +49,12 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SI
 from cpython.unicode cimport PyUnicode_Check
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
 
-from fastmq._native.batch_builder cimport BatchFormat
-from fastmq._native.buffer_memory cimport BATCH_SLACK, BufferMemory
+from fastmq._native.arena cimport arena_block
+from fastmq._native.batch_builder cimport HOT_BUILDER_OBJECTS, BatchFormat
+from fastmq._native.buffer_memory cimport BufferMemory
 from fastmq._native.bulk_items cimport ArrowBinary
 from fastmq._native.clock cimport now_ms
-from fastmq._native.partition_queues cimport PartitionQueue, TopicQueues
+from fastmq._native.partition_queues cimport HOT_SLOTS, PartitionQueue, TopicQueues
 from fastmq._native.producer_batch cimport (
     BATCH_CLOSED, BATCH_DONE, BATCH_IN_FLIGHT, BATCH_SPLIT, FutureRecordMetadata, ProducerBatch,
 )
@@ -57,12 +65,26 @@ from fastmq._native.producer_batch import FutureRecordMetadata, ProducerBatch   
 
 cdef object _monotonic = time.monotonic
 
+cdef extern from *:
+    # PREFETCHW asks for the line to write (exclusive): __builtin_prefetch(address, 1) compiles to a PREFETCHT0 (a
+    # line to read) unless the compiler is told the CPU has PREFETCHW, and a batch's next lines are often shared
+    # with the I/O thread's core, which read that storage when it sent the block's last batch: the first write
+    # there then waited for the other core's copy to be invalidated. CPUs without it run it as a NOP.
+    """
+    #if defined(__x86_64__)
+    #define FMQ_PREFETCH_FOR_WRITE(address) __asm__ volatile("prefetchw %0" : : "m"(*(const char*)(address)))
+    #else
+    #define FMQ_PREFETCH_FOR_WRITE(address) __builtin_prefetch((const void*)(address), 1, 3)
+    #endif
+    """
+    void prefetch_for_write "FMQ_PREFETCH_FOR_WRITE"(const void* address) noexcept nogil
+
 cdef enum:
     BATCH_OVERHEAD = 64         # bytes a batch needs beyond its records (a bound over the formats; Kafka: 61)
     RECORD_OVERHEAD = 64        # bytes a record needs beyond its key and value (a bound: varints, attributes)
     HEADER_OVERHEAD = 10        # bytes a header needs beyond its name and value
     RESERVE_STEP = 16384        # a batch's memory reservation grows by this much (or by batch_size if smaller)
-    FIRST_CAPACITY = 1024       # bytes of storage a new batch starts with when no pooled storage is idle
+    FIRST_CAPACITY = 1024       # bytes of storage a new batch starts with, at least (a block holds 4 KiB)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -86,6 +108,47 @@ cdef inline Py_ssize_t record_bound(Py_ssize_t key_len, Py_ssize_t value_len, ob
     return bound
 
 
+cdef inline bint _prefetch_append(TopicQueues topic, int32_t partition, void* last_queue) noexcept:
+    # Over many partitions each append finds its partition's objects out of the cache, and reaching them one
+    # after the other (queue, batch, builder, encoder, buffer) costs one cache miss after another: their
+    # addresses, kept by _note_hot, let the misses overlap. Nothing to do (False) when the partition is the one
+    # the last append went to. The tail (the last slot) is left to the write: its page has left the TLB by now
+    # (a page of its own per partition), and a prefetch waited for that page walk as long as the write does
+    # (perf: the stall moved from the one to the other).
+    cdef const char** slots
+    cdef int k
+    if partition >= topic.hot_partitions:
+        return False
+    slots = topic.hot + partition * HOT_SLOTS
+    if <void*>slots[0] == last_queue:
+        return False
+    for k in range(HOT_SLOTS - 1):
+        if slots[k] != NULL:
+            prefetch_for_write(slots[k])
+            prefetch_for_write(slots[k] + 64)
+    return True
+
+
+cdef inline void _note_hot(TopicQueues topic, PartitionQueue queue, ProducerBatch batch) noexcept:
+    # What the partition's next append reads (see _prefetch_append): its open batch's objects.
+    cdef const char** slots
+    cdef int k, count = 0
+    if queue.partition >= topic.hot_partitions:
+        return
+    slots = topic.hot + queue.partition * HOT_SLOTS
+    slots[1] = <const char*><void*>batch
+    slots[2] = <const char*><void*>batch.builder
+    count = batch.builder.hot_objects(slots + 3)
+    for k in range(3 + count, HOT_SLOTS):
+        slots[k] = NULL
+    if count == HOT_BUILDER_OBJECTS:
+        # The last address is where the next record goes: over many partitions, many write streams interleave,
+        # more than the hardware prefetcher follows, and each record's first bytes in a new line waited for
+        # that line. Asked for now, it comes while other partitions take their records.
+        prefetch_for_write(slots[HOT_SLOTS - 1] + 64)
+        prefetch_for_write(slots[HOT_SLOTS - 1] + 128)
+
+
 cdef class RecordAccumulator:
     """Per-partition batches for one producer (see the module docstring). A protocol subclasses it to give it
     its BatchFormat (fastmq.kafka._native.accumulator.RecordAccumulator)."""
@@ -93,7 +156,7 @@ cdef class RecordAccumulator:
     cdef dict topics                        # name -> TopicQueues
     cdef readonly Py_ssize_t batch_size     # bytes at which a batch closes
     cdef readonly double linger             # seconds a batch waits for more records
-    cdef BufferMemory memory                # reservations within buffer_memory, pooled storage
+    cdef BufferMemory memory                # reservations within buffer_memory, the arena of the storage
     cdef double max_block                   # seconds send() waits for memory
     cdef double delivery_timeout            # seconds from first append to failure
     cdef double retry_backoff               # seconds between attempts of a batch
@@ -117,6 +180,7 @@ cdef class RecordAccumulator:
     cdef ReadySet ready_set                 # the partitions that may send now, timers of those that wait
     cdef double next_expiry                 # monotonic seconds before which no unsent batch can expire
     cdef public object unknown_topic        # send_record()'s call for a topic whose partitions are not known
+    cdef void* last_queue                   # the PartitionQueue the last append went to (only compared)
 
     def __init__(self, BatchFormat batch_format not None, *, Py_ssize_t batch_size=16384, double linger_ms=0,
                  Py_ssize_t buffer_memory=33554432, double max_block_ms=60000, double delivery_timeout_ms=120000,
@@ -157,8 +221,10 @@ cdef class RecordAccumulator:
         cdef TopicQueues topic = self.topic(name)
         cdef int32_t p
         with self.lock:
+            topic.make_hot_room(len(leaders))
             for p in range(len(topic.partitions), len(leaders)):
                 topic.partitions.append(PartitionQueue(self.format.partition_key(name, p), topic, p))
+                topic.hot[p * HOT_SLOTS] = <const char*><void*>topic.partitions[p]
             topic.leaders = list(leaders)
             available = [p for p, node in enumerate(leaders) if node >= 0 and node not in avoided_nodes]
             if not available:
@@ -217,9 +283,9 @@ cdef class RecordAccumulator:
         return self.memory.used
 
     @property
-    def pooled_memory(self):
-        """Bytes of buffer memory held by idle pooled storage (counted against buffer_memory too)."""
-        return self.memory.pooled()
+    def arena(self):
+        """The Arena (fastmq._native.arena) the batches' storage comes from."""
+        return self.memory.arena
 
     @property
     def due_partitions(self):
@@ -317,10 +383,15 @@ cdef class RecordAccumulator:
                                       const char* key, Py_ssize_t key_len, const char* value,
                                       Py_ssize_t value_len, object headers, Py_ssize_t header_bytes):
         # Encodes the record into its partition's open batch (opening one if needed); returns the batch.
-        cdef PartitionQueue queue = topic.partitions[partition]
-        cdef ProducerBatch batch = queue.open_batch
+        cdef PartitionQueue queue
+        cdef ProducerBatch batch
         cdef Py_ssize_t size = -1
-        cdef Py_ssize_t bound = record_bound(key_len, value_len, headers, header_bytes)
+        cdef Py_ssize_t bound
+        # An append to the partition the last one went to finds its lines in the cache already.
+        cdef bint switched = _prefetch_append(topic, partition, self.last_queue)
+        queue = topic.partitions[partition]
+        batch = queue.open_batch
+        bound = record_bound(key_len, value_len, headers, header_bytes)
         if self.aborted_error is not None or self.closing:
             raise self.format.state_error("Cannot send after the producer is closed")
         if batch is not None and batch.encoded_size + bound <= batch.reserved:
@@ -328,6 +399,9 @@ cdef class RecordAccumulator:
             size = batch.append(timestamp, key, key_len, value, value_len, headers, False)
         if size < 0:
             batch = self._append_slow(topic, queue, timestamp, key, key_len, value, value_len, headers, bound)
+        if switched:
+            self.last_queue = <void*>queue
+            _note_hot(topic, queue, batch)
         self.records_appended += 1
         self.bytes_appended += max(key_len, 0) + max(value_len, 0)
         return batch
@@ -445,7 +519,6 @@ cdef class RecordAccumulator:
         cdef ProducerBatch batch
         cdef Py_ssize_t grow, size
         cdef bint wake = False, full = False
-        cdef bytearray storage
         with self.lock:
             while True:
                 batch = queue.open_batch
@@ -456,21 +529,10 @@ cdef class RecordAccumulator:
                     if self._append_within(batch, timestamp, key, key_len, value, value_len, headers) >= 0:
                         return batch
                 elif batch.encoded_size + bound <= self.batch_size:
-                    storage = self.memory.take_pooled_for(batch)
-                    if storage is not None:
-                        # Idle storage of a finished batch: the batch moves into it (its pages are mapped).
-                        batch.builder.grow_into(storage, self.batch_size + BATCH_SLACK)
-                        storage = None
-                        if self._append_within(batch, timestamp, key, key_len, value, value_len, headers) >= 0:
-                            return batch
-                        continue
                     grow = min(max(bound, self.reserve_step), self.batch_size - batch.reserved)
-                    self._reserve(grow, False)      # may wait, letting other threads change the queue
+                    self._reserve(grow)             # may wait, letting other threads change the queue
                     if queue.open_batch is batch:
                         batch.reserved += grow
-                        # A batch past its first reservation is a busy partition's: its memory grows to
-                        # batch_size in one step (pages are faulted in as records reach them).
-                        batch.builder.grow_into(None, self.batch_size + BATCH_SLACK)
                         if self._append_within(batch, timestamp, key, key_len, value, value_len, headers) >= 0:
                             return batch
                     else:
@@ -517,29 +579,21 @@ cdef class RecordAccumulator:
         return 0
 
     cdef ProducerBatch _open_batch(self, PartitionQueue queue, Py_ssize_t need):
-        # A new open batch at the end of the queue (lock held), its memory reserved: idle pooled storage when
-        # the record fits in a batch_size batch (its batch_size share of memory passes to the batch), else
-        # what the record needs, at least one reserve step. Without pooled storage the builder starts with
-        # room for the record (FIRST_CAPACITY at least), not the whole reservation: over thousands of partitions
-        # most batches hold a few records, and allocating (and freeing) 16 KiB for each cost more than encoding
-        # them (13% of a producer's user thread at 4096 partitions); a busy partition's builder grows within its
-        # reservation as its buffer doubles, then into batch_size storage (grow_into). A partition whose last
-        # batch filled up is busy: its next batch reserves and allocates batch_size at once, as it will fill that
-        # too; growing it step by step took the lock batch_size / RESERVE_STEP times and copied its records
-        # five times over (a producer that runs ahead of its sender has no pooled storage to start from).
+        # A new open batch at the end of the queue (lock held), its memory reserved: what the record needs, at
+        # least one reserve step. Its storage is an arena block that holds the record (FIRST_CAPACITY at least),
+        # not the whole reservation: over thousands of partitions most batches hold a few records, and a busy
+        # partition's grows block by block within its reservation. A partition whose last batch filled up is busy:
+        # its next batch reserves and takes batch_size at once, as it will fill that too (growing it step by step
+        # took the lock batch_size / RESERVE_STEP times and copied its records at every move).
         cdef ProducerBatch batch = ProducerBatch.__new__(ProducerBatch)
         cdef bint whole = queue.busy and need <= self.batch_size
-        cdef bytearray storage = self._reserve(self.batch_size if whole else max(need, self.reserve_step),
-                                               need <= self.batch_size)
-        cdef Py_ssize_t capacity = max(need, FIRST_CAPACITY)
-        if storage is not None or whole:
-            need = capacity = self.batch_size
-        else:
-            need = max(need, self.reserve_step)
+        cdef Py_ssize_t capacity = self.batch_size if whole else max(need, FIRST_CAPACITY)
+        need = self.batch_size if whole else max(need, self.reserve_step)
+        self._reserve(need)
         batch.topic_partition = queue.topic_partition
         batch.queue = queue
         batch.format = self.format
-        batch.builder = self.format.new_builder(self.batch_size, capacity + BATCH_SLACK, storage)
+        batch.builder = self.format.new_builder(self.batch_size, arena_block(self.memory.arena, capacity))
         batch.reserved = need
         batch.created = _monotonic()
         queue.batches.append(batch)
@@ -561,22 +615,12 @@ cdef class RecordAccumulator:
                 self.ready_set.make_due(self._queue_of(batch))
         return 0
 
-    cdef bytearray _reserve(self, Py_ssize_t need, bint take_pooled):
+    cdef int _reserve(self, Py_ssize_t need) except -1:
         # Reserves `need` bytes (lock held), waiting up to max_block when memory is short; Condition.wait
-        # releases both the lock and the GIL. With take_pooled (for a new batch whose record fits in batch_size),
-        # idle pooled storage is returned instead whenever there is some, now or once a finished batch left its
-        # own: its batch_size share of memory becomes the reservation, and its pages are mapped already. A
-        # producer that runs ahead of the brokers thus writes into the memory its sent batches free, not into
-        # fresh pages.
+        # releases both the lock and the GIL.
         cdef double deadline = -1
-        cdef int reserved
         try:
-            while True:
-                reserved = self.memory.try_reserve(need, take_pooled)
-                if reserved == 2:
-                    return self.memory.pool.acquire()
-                if reserved:
-                    return None
+            while not self.memory.try_reserve(need):
                 if deadline < 0:
                     deadline = _monotonic() + self.max_block
                     self.memory.waiting += 1
@@ -595,6 +639,7 @@ cdef class RecordAccumulator:
         finally:
             if deadline >= 0:
                 self.memory.waiting -= 1
+        return 0
 
     # -- the sender's side --------------------------------------------------------------------------------
 
@@ -683,7 +728,7 @@ cdef class RecordAccumulator:
             if error is not None and self.transaction_error is None:
                 self.transaction_error = error
             self.incomplete.discard(batch)
-            self.memory.give_back(batch, self.closing)
+            self.memory.give_back(batch)
         batch.resolve()
 
     def retry(self, ProducerBatch batch, double now):
@@ -721,7 +766,8 @@ cdef class RecordAccumulator:
                     child.topic_partition = batch.topic_partition
                     child.queue = batch.queue
                     child.format = self.format
-                    child.builder = self.format.new_builder(self.batch_size, self.batch_size + BATCH_SLACK, None)
+                    child.builder = self.format.new_builder(self.batch_size,
+                                                            arena_block(self.memory.arena, self.batch_size))
                     child.created = batch.created
                     child.state = BATCH_CLOSED
                     if sequence >= 0:
@@ -806,7 +852,6 @@ cdef class RecordAccumulator:
         self.closing = True
         with self.lock:
             self._make_all_due()
-            self.memory.pool.clear()
             self.memory.freed.notify_all()
         if self.wakeup is not None:
             self.wakeup()

@@ -17,22 +17,28 @@ BatchBuilder: one batch being encoded, owned by one ProducerBatch.
 - uncompressed_size() is the batch's bytes before compression (the core keeps the size append() returned).
 - finish() ends the batch (compression, checksums; it may release the GIL) and returns the payload: a
   bytes-like object the sender puts on the wire. It is called once, outside the accumulator's lock.
-- take_storage() once the batch is done: the bytearray its records were encoded into, for the next batch's
-  builder, when that is not the payload itself (compression made a new one); None when it is (the core then
-  reuses the payload if it is a bytearray). The builder lets go of its memory.
-- grow_into(storage, capacity): the core is about to let an open batch take more records: make its encoding memory
-  `capacity` bytes at once, moving what is written into `storage` (a finished batch's, from the pool) when given,
-  else into one new allocation (nothing when it has that much already). Growing in doubling steps instead would
-  copy the records and fault in fresh pages several times over.
+- Memory: the records are encoded into the ArenaBlock new_builder() was given (arena.pyx), grown (moved to a larger
+  block) as they need; the payload should be that block when the batch is not compressed (WriteBuffer's
+  detach_written()), so that the bytes go out without a copy and the block returns to the core's arena when the
+  payload dies; the core then gives the arena back the block's pages past the payload's bytes (ArenaBlock.trim).
+  A builder keeps no other memory that lives as long as the batch.
+- release_storage() once the batch is done (or at finish(), for memory the payload does not use): the builder
+  lets go of the memory its records were encoded into; the block returns to the arena when nothing else (a
+  queued write) refers to it any more.
 - stamp_producer(payload, producer_id, producer_epoch, base_sequence, transactional): idempotence. Called under
   the lock when the batch is drained for a producer id: before finish() (payload None) it sets the fields the
   batch will be finished with, after it (a batch built under an id that was reset since) it rewrites them in the
   payload in place. Protocols without producer ids leave it as it is (it does nothing).
+- hot_objects(out) writes up to HOT_BUILDER_OBJECTS addresses that its next append touches beyond the builder
+  itself (Kafka: the encoder, its buffer, and last, as the third, where the next record goes) and returns how
+  many; the core prefetches them with its own when an append switches partition (accumulator.pyx), and the lines
+  after a third one at once. Only addresses: nothing is read through them, so a stale one costs a wasted
+  prefetch. The base returns 0.
 
 BatchFormat: what one producer's batches look like; one instance per accumulator.
-- new_builder(batch_size, capacity, storage) makes an empty builder that refuses appends beyond batch_size
-  bytes, with `capacity` bytes of encoding memory: `storage` (a bytearray of a finished batch, or None) is memory
-  to reuse.
+- new_builder(batch_size, storage) makes an empty builder that refuses appends beyond batch_size bytes and
+  encodes into `storage`, an ArenaBlock the core took from its arena for the batch (its capacity is where the
+  builder starts; it grows the block as records need).
 - partition_key(topic, partition) makes the key of a partition: a tuple, or a tuple subclass such as Kafka's
   TopicPartition, whose items 0 and 1 are the topic name and the partition id. Batches and futures expose it as
   `topic_partition`.
@@ -47,23 +53,28 @@ BatchFormat: what one producer's batches look like; one instance per accumulator
 """
 from libc.stdint cimport int16_t, int32_t, int64_t
 
+from fastmq._native.arena cimport ArenaBlock
+
+cdef enum:
+    HOT_BUILDER_OBJECTS = 3     # addresses hot_objects() may write
+
 
 cdef class BatchBuilder:
     cdef Py_ssize_t append(self, int32_t index, int64_t timestamp, const char* key, Py_ssize_t key_len,
                            const char* value, Py_ssize_t value_len, object headers, bint force) except -2
     cdef Py_ssize_t uncompressed_size(self) except -1
     cdef object finish(self)
-    cdef bytearray take_storage(self)
-    cdef int grow_into(self, bytearray storage, Py_ssize_t capacity) except -1
+    cdef int release_storage(self) except -1
     cdef int stamp_producer(self, object payload, int64_t producer_id, int16_t producer_epoch,
                             int32_t base_sequence, bint transactional) except -1
+    cdef int hot_objects(self, const char** out) noexcept
 
 
 cdef class BatchFormat:
     cdef readonly object state_error            # exception class: e.g. a send after close() or abort()
     cdef readonly object timeout_error          # exception class: no memory within max_block, get() timeout
 
-    cdef BatchBuilder new_builder(self, Py_ssize_t batch_size, Py_ssize_t capacity, bytearray storage)
+    cdef BatchBuilder new_builder(self, Py_ssize_t batch_size, ArenaBlock storage)
     cdef object partition_key(self, str topic, int32_t partition)
     cdef int32_t partition_for_key(self, const char* key, Py_ssize_t key_len, int32_t partitions) except -1
     cdef object metadata(self, object partition_key, int64_t offset, int64_t timestamp, int32_t key_size,

@@ -1,7 +1,10 @@
 # cython: language_level=3
 """The base classes of the accumulator's builder seam (see batch_builder.pxd for the contract): a protocol
-overrides every method but stamp_producer, which does nothing for protocols without producer ids."""
+overrides every method but stamp_producer, which does nothing for protocols without producer ids, and
+hot_objects, which names none."""
 from libc.stdint cimport int16_t, int32_t, int64_t
+
+from fastmq._native.arena cimport ArenaBlock
 
 from fastmq.errors import IllegalStateError, OperationTimeoutError
 
@@ -19,14 +22,14 @@ cdef class BatchBuilder:
     cdef object finish(self):
         raise NotImplementedError
 
-    cdef bytearray take_storage(self):
-        raise NotImplementedError
-
-    cdef int grow_into(self, bytearray storage, Py_ssize_t capacity) except -1:
+    cdef int release_storage(self) except -1:
         raise NotImplementedError
 
     cdef int stamp_producer(self, object payload, int64_t producer_id, int16_t producer_epoch,
                             int32_t base_sequence, bint transactional) except -1:
+        return 0
+
+    cdef int hot_objects(self, const char** out) noexcept:
         return 0
 
 
@@ -37,7 +40,7 @@ cdef class BatchFormat:
         self.state_error = IllegalStateError
         self.timeout_error = OperationTimeoutError
 
-    cdef BatchBuilder new_builder(self, Py_ssize_t batch_size, Py_ssize_t capacity, bytearray storage):
+    cdef BatchBuilder new_builder(self, Py_ssize_t batch_size, ArenaBlock storage):
         raise NotImplementedError
 
     cdef object partition_key(self, str topic, int32_t partition):

@@ -4,10 +4,10 @@
 ReadCursor: a zero-copy cursor over borrowed memory (the caller keeps the owner alive). Every read checks
 the remaining length first and raises TruncatedError on underflow, so parsers never slice Python objects
 and never read past the end.
-WriteBuffer: a growable output buffer backed by a bytearray, so that a finished buffer is handed to the
-socket or the caller without a copy (detach()). Given splice_min, it references large bytes-like objects
-(a producer's record batches) instead of copying them, and hands the whole as a list of parts for one
-vectored write (parts()).
+WriteBuffer: a growable output buffer backed by a bytearray (or by an ArenaBlock: a producer's batch, see
+arena.pyx), so that a finished buffer is handed to the socket or the caller without a copy (detach()). Given
+splice_min, it references large bytes-like objects (a producer's record batches) instead of copying them, and
+hands the whole as a list of parts for one vectored write (parts()).
 ReadBuffer: an incremental input buffer for stream protocols: bytes are fed (or received) at the end and
 consumed from the front.
 
@@ -16,6 +16,8 @@ Integers are big-endian (network order). "uvarint" is the protobuf / Kafka unsig
 """
 from libc.string cimport memcpy
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+
+from fastmq._native.arena cimport ArenaBlock
 
 cdef extern from "fastmq_byteorder.h" nogil:
     uint16_t load_u16be "fmq_load_u16be"(const char* p)
@@ -156,10 +158,11 @@ cdef inline int64_t cursor_varint64(ReadCursor* cur) except? -1:
 # ---------------------------------------------------------------------------------------------------------
 
 cdef class WriteBuffer:
-    cdef bytearray _storage     # owns the bytes; its length is the capacity
-    cdef char* _data            # start of _storage's bytes (refreshed after every resize)
+    cdef bytearray _storage     # owns the bytes; its length is the capacity (None while _block holds them)
+    cdef ArenaBlock _block      # owns the bytes instead of _storage (a producer's batch), or None
+    cdef char* _data            # start of the owner's bytes (refreshed after every resize)
     cdef Py_ssize_t _length     # bytes written so far
-    cdef Py_ssize_t _capacity   # len(_storage)
+    cdef Py_ssize_t _capacity   # bytes at _data
     cdef Py_ssize_t _exports    # live buffer-protocol views; resizing is refused while any exist
     cdef Py_ssize_t _splice_min # bytes-like objects of this size or more are referenced, not copied (0: never)
     cdef list _spliced          # [(position in _storage, object, size)] of referenced objects, in order; or None
@@ -173,7 +176,9 @@ cdef class WriteBuffer:
     cdef int rewind(self, Py_ssize_t length, Py_ssize_t splice_count) except -1
     cdef int _refuse_spliced(self, str action) except -1
     cdef bytearray detach(self)
+    cdef object detach_written(self)
     cdef bytearray _hand_over(self, Py_ssize_t next_capacity)
+    cdef object _owner(self)
 
     cdef inline Py_ssize_t total_size(self) noexcept:
         # Bytes written, referenced parts included.
@@ -245,16 +250,6 @@ cdef class WriteBuffer:
 
     cdef inline int put_varint(self, int64_t v) except -1:
         return self.put_uvarint(zigzag64(v))
-
-
-cdef class BufferPool:
-    cdef readonly Py_ssize_t capacity   # size of every pooled storage
-    cdef list _free                     # idle storage, most recently released last
-
-    cdef bytearray acquire(self)
-    cdef bint release(self, bytearray storage) except -1
-    cdef bint drop(self) except -1
-    cdef int clear(self) except -1
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -5,7 +5,6 @@ from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_FillInfo, PyObject_GetBuffe
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
-from cpython.ref cimport Py_REFCNT
 from libc.string cimport memcpy, memmove
 
 from fastmq.errors import ProtocolError, TruncatedError
@@ -62,17 +61,24 @@ cdef class WriteBuffer:
     """
 
     # splice_min and storage may come by position too: compiled callers that make one per batch (a producer's
-    # builders) pass them so, without the keyword dictionary a call by name costs.
-    def __cinit__(self, Py_ssize_t capacity=1024, Py_ssize_t splice_min=0, bytearray storage=None):
+    # builders) pass them so, without the keyword dictionary a call by name costs. storage: memory to write into,
+    # a bytearray or an ArenaBlock (a producer's batch: arena.pyx), grown in place of a new bytearray.
+    def __cinit__(self, Py_ssize_t capacity=1024, Py_ssize_t splice_min=0, object storage=None):
         if capacity < 16:
             capacity = 16
-        if storage is None:
-            storage = _unfilled_bytearray(capacity)
+        if type(storage) is ArenaBlock:
+            self._block = <ArenaBlock>storage
+            self._block.resize(capacity, 0)
+            capacity = self._block.capacity         # a block may hold more than was asked: all of it is used
+            self._data = self._block.data
         else:
-            # Recycled storage (BufferPool): its bytes are stale, and are written before they are read.
-            PyByteArray_Resize(storage, capacity)
-        self._storage = storage
-        self._data = PyByteArray_AS_STRING(self._storage)
+            if storage is None:
+                storage = _unfilled_bytearray(capacity)
+            else:
+                # Recycled storage: its bytes are stale, and are written before they are read.
+                PyByteArray_Resize(storage, capacity)
+            self._storage = storage
+            self._data = PyByteArray_AS_STRING(self._storage)
         self._capacity = capacity
         self._length = 0
         self._exports = 0
@@ -86,6 +92,11 @@ cdef class WriteBuffer:
             raise BufferError("WriteBuffer cannot grow while a memoryview of it is alive")
         while capacity < needed:
             capacity = capacity * 2 if capacity < (1 << 24) else capacity + (capacity >> 1)
+        if self._block is not None:
+            self._block.resize(capacity, self._length)
+            self._data = self._block.data
+            self._capacity = self._block.capacity
+            return 0
         PyByteArray_Resize(self._storage, capacity)
         self._data = PyByteArray_AS_STRING(self._storage)
         self._capacity = capacity
@@ -116,10 +127,36 @@ cdef class WriteBuffer:
         # buffer's worth allocated only to be freed unused.
         return self._hand_over(16)
 
+    cdef object detach_written(self):
+        # detach() for a buffer of either storage: an ArenaBlock is handed over as it is, exporting what was
+        # written (its block is not trimmed: it returns to the arena whole when the block object dies).
+        cdef ArenaBlock block = self._block
+        if block is None:
+            return self.detach()
+        if self._exports:
+            raise BufferError("WriteBuffer cannot be detached while a memoryview of it is alive")
+        self._refuse_spliced("be detached")
+        block.length = self._length
+        self._block = None
+        self._storage = _unfilled_bytearray(16)
+        self._data = PyByteArray_AS_STRING(self._storage)
+        self._capacity = 16
+        self._length = 0
+        return block
+
+    cdef object _owner(self):
+        # The object that owns the bytes, exporting all of them that were written.
+        if self._block is not None:
+            self._block.length = self._length
+            return self._block
+        return self._storage
+
     cdef bytearray _hand_over(self, Py_ssize_t next_capacity):
         cdef bytearray out = self._storage
         if self._exports:
             raise BufferError("WriteBuffer cannot be detached while a memoryview of it is alive")
+        if self._block is not None:
+            raise BufferError("WriteBuffer over an ArenaBlock hands it over with detach_written()")
         self._refuse_spliced("be detached")
         PyByteArray_Resize(out, self._length)
         self._storage = _unfilled_bytearray(next_capacity)
@@ -161,7 +198,7 @@ cdef class WriteBuffer:
         cdef Py_ssize_t start = 0, position
         if self._length == 0 and not self._spliced:
             return parts
-        storage = memoryview(self._storage)
+        storage = memoryview(self._owner())
         for position, owner, _ in self._spliced or ():
             if position > start:
                 parts.append(storage[start:position])
@@ -222,54 +259,6 @@ cdef class WriteBuffer:
     def write_varint(self, int64_t v) -> None:
         """Zigzag varint (Kafka record fields, protobuf sint64)."""
         self.put_varint(v)
-
-
-@cython.final
-cdef class BufferPool:
-    """Storage for WriteBuffers of one capacity, recycled: a producer's batch buffers.
-
-    A buffer taken from the pool has been written before, so its pages are mapped; fresh storage of a
-    batch's size costs a page fault and the kernel's zeroing for every 4 KiB on its first write, which at
-    high volume costs more than encoding the records. The owner bounds the pool (drop()) and counts it
-    against its memory budget.
-    """
-
-    def __cinit__(self, Py_ssize_t capacity):
-        if capacity <= 0:
-            raise ValueError(f"BufferPool capacity must be positive, not {capacity}")
-        self.capacity = capacity
-        self._free = []
-
-    def __len__(self):
-        return len(self._free)
-
-    cdef bytearray acquire(self):
-        # Idle storage (the most recently used: likeliest still in the cache), or None.
-        return self._free.pop() if self._free else None
-
-    cdef bint release(self, bytearray storage) except -1:
-        # Keeps storage for reuse when the caller's reference is the only one, so nothing that may still
-        # read it (a queued write, a user's view) can see it rewritten; returns whether it was kept.
-        if storage is None or Py_REFCNT(storage) != 1:
-            return False
-        try:
-            PyByteArray_Resize(storage, self.capacity)
-        except (BufferError, MemoryError):
-            return False
-        self._free.append(storage)
-        return True
-
-    cdef bint drop(self) except -1:
-        # Frees one idle storage; False when there was none.
-        if not self._free:
-            return False
-        self._free.pop(0)
-        return True
-
-    cdef int clear(self) except -1:
-        # Frees every idle storage.
-        self._free.clear()
-        return 0
 
 
 @cython.final

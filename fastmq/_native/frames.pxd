@@ -11,6 +11,7 @@ cdef enum:
     # its own bytes object: below it, the extra recv() that stops at the frame's end costs more than the
     # copy out of the shared buffer that it saves.
     IN_PLACE_MIN_MISSING = 65536
+    WHOLE_IN_PLACE = 0              # _whole_size(): the frame received in place is whole (frames are never empty)
 
     KAFKA_PREFIX_SIZE = 4                    # [size i32]
     ROCKETMQ_PREFIX_SIZE = 4                 # [total i32]
@@ -46,6 +47,7 @@ cdef class FrameSplitter:
     cdef int _start_in_place(self, const char* head, Py_ssize_t available, Py_ssize_t size) except -1
     cdef int _take(self, const char* data, Py_ssize_t n) except -1
     cdef object _next(self)
+    cdef Py_ssize_t _whole_size(self) except -2
     cdef void _forget_head(self) noexcept
 
     cdef inline int _check(self) except -1:

@@ -46,6 +46,7 @@ cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport int32_t, uint32_t
+from libc.errno cimport EAGAIN, EINTR, errno
 from libc.string cimport memcpy
 
 from fastmq._native.buffer cimport load_i32be, load_u32be, store_i32be
@@ -55,6 +56,35 @@ from fastmq.errors import ConfigurationError, FrameTooLargeError, ProtocolError
 cdef extern from "Python.h":
     object PyMemoryView_FromMemory(char* mem, Py_ssize_t size, int flags)
     int PyBUF_WRITE
+
+cdef extern from "<poll.h>" nogil:
+    struct pollfd:
+        int fd
+        short events
+        short revents
+    int poll(pollfd* fds, unsigned long nfds, int timeout)
+    enum: POLLIN
+
+cdef extern from "<sys/socket.h>" nogil:
+    ssize_t send(int fd, const void* buf, size_t n, int flags)
+    ssize_t recv(int fd, void* buf, size_t n, int flags)
+    enum: MSG_NOSIGNAL
+    enum: MSG_DONTWAIT
+
+cdef extern from "<time.h>" nogil:
+    ctypedef long time_t
+    struct timespec:
+        time_t tv_sec
+        long tv_nsec
+    int clock_gettime(int clock_id, timespec* tp)
+    enum: CLOCK_MONOTONIC
+
+
+cdef inline double _monotonic() noexcept nogil:
+    # The clock of Python's time.monotonic() on Linux, so deadlines computed there compare here.
+    cdef timespec now
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return now.tv_sec + now.tv_nsec * 1e-9
 
 
 cdef class FrameSplitter:
@@ -123,32 +153,38 @@ cdef class FrameSplitter:
             self._buf.append(data, n)
         return 0
 
-    cdef object _next(self):
+    cdef Py_ssize_t _whole_size(self) except -2:
+        # The head frame's size when it is whole in the buffer, WHOLE_IN_PLACE when the frame received in place
+        # is whole, -1 when no frame is whole yet; starts receiving a large frame in place once its size is known.
         cdef Py_ssize_t available, size
-        cdef const char* head
-        cdef bytes frame
         self._check()
         if self._frame is not None:
-            if self._frame_filled < len(self._frame):
-                return None
+            return WHOLE_IN_PLACE if self._frame_filled >= len(self._frame) else -1
+        available = self._buf.available()
+        if available < self._header_size:
+            return -1
+        size = self._measure(self._buf.head(), available)
+        if size < 0:
+            return -1
+        if size <= available:
+            return size
+        if self._prefix_size >= 0 and size - available >= IN_PLACE_MIN_MISSING:
+            self._start_in_place(self._buf.head(), available, size)
+        return -1
+
+    cdef object _next(self):
+        cdef Py_ssize_t size = self._whole_size()
+        cdef bytes frame
+        if size < 0:
+            return None
+        if size == WHOLE_IN_PLACE:
             frame = self._frame
             self._frame = None
             self._frame_filled = 0
             return self._wrap(frame)
-        available = self._buf.available()
-        if available < self._header_size:
-            return None
-        head = self._buf.head()
-        size = self._measure(head, available)
-        if size < 0:
-            return None
-        if size <= available:
-            result = self._build(head, size)
-            self._buf.consume(size)
-            return result
-        if self._prefix_size >= 0 and size - available >= IN_PLACE_MIN_MISSING:
-            self._start_in_place(head, available, size)
-        return None
+        result = self._build(self._buf.head(), size)
+        self._buf.consume(size)
+        return result
 
     def feed(self, data) -> None:
         """Append received bytes (any contiguous bytes-like object)."""
@@ -186,6 +222,85 @@ cdef class FrameSplitter:
             self._frame_filled += n
         else:
             self._buf.commit(n)
+
+    def round_trip(self, int fd, data, lock, double deadline, Py_ssize_t recv_size=65536) -> tuple:
+        """Write `data` to the non-blocking socket fd, then receive into this splitter until a frame is whole.
+
+        One call for a thread that writes its request and waits for the answer itself (Connection.call_blocking):
+        the writing and the waiting run without the GIL, and no Python-level call is made per poll or recv.
+        The write never waits: when the socket takes all of `data`, lock.release() is called (the writers' lock,
+        held by the caller while it writes) and the receiving starts; otherwise the call returns at once with
+        the lock still held. Receiving stops once a whole frame is buffered (take it with next_frame()), when the
+        peer closes or fails, or at `deadline` (time.monotonic() seconds).
+
+        Returns (sent, received, error): received is -1 when the socket did not take all of data (the lock is
+        still held; error is then the errno of a failed send, or 0 when the socket was full), else the bytes
+        received, with error 0, -1 when the peer closed the stream, or the errno of a failed recv or poll.
+        Raises the splitter's ProtocolError for a bad frame header (after the lock was released).
+        """
+        cdef Py_buffer view
+        cdef Py_ssize_t size, sent = 0, received = 0, room
+        cdef ssize_t n
+        cdef int error = 0
+        cdef double remaining
+        cdef bint in_place
+        cdef char* target
+        cdef pollfd waiter
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            size = view.len
+            with nogil:
+                while sent < size:
+                    n = send(fd, <const char*>view.buf + sent, size - sent, MSG_NOSIGNAL | MSG_DONTWAIT)
+                    if n >= 0:
+                        sent += n
+                    elif errno != EINTR:
+                        if errno != EAGAIN:     # (EWOULDBLOCK is EAGAIN on Linux)
+                            error = errno
+                        break
+        finally:
+            PyBuffer_Release(&view)
+        if sent < size:
+            return sent, -1, error
+        lock.release()
+        waiter.fd = fd
+        waiter.events = POLLIN
+        while self._whole_size() < 0:     # a broken stream raises here, after the lock's release
+            in_place = self._in_place_missing() != 0
+            if in_place:
+                target = PyBytes_AS_STRING(self._frame) + self._frame_filled
+                room = self._in_place_missing()
+            else:
+                self._buf._make_room(recv_size)
+                target = self._buf._data + self._buf._end
+                room = self._buf._capacity - self._buf._end
+            with nogil:
+                while True:
+                    n = recv(fd, target, room, MSG_DONTWAIT)
+                    if n > 0:
+                        break
+                    if n == 0:
+                        error = -1
+                        break
+                    if errno == EINTR:
+                        continue
+                    if errno != EAGAIN:     # (EWOULDBLOCK is EAGAIN on Linux)
+                        error = errno
+                        break
+                    remaining = deadline - _monotonic()
+                    if remaining <= 0:
+                        break
+                    if poll(&waiter, 1, <int>(remaining * 1000) + 1) < 0 and errno != EINTR:
+                        error = errno
+                        break
+            if n <= 0:
+                break
+            received += n
+            if in_place:
+                self._frame_filled += n
+            else:
+                self._buf._end += n
+        return sent, received, error
 
     def next_frame(self):
         """One whole frame (see the module docstring for its shape per protocol), or None if none is whole."""

@@ -4,6 +4,8 @@ import collections
 
 cimport cython
 from libc.stdint cimport int32_t
+from libc.stdlib cimport free, realloc
+from libc.string cimport memset
 
 
 @cython.final
@@ -32,6 +34,23 @@ cdef class TopicQueues:
         self.leaders = []
         self.available = []
         self.sticky = -1
+
+    def __dealloc__(self):
+        free(self.hot)
+
+    cdef int make_hot_room(self, Py_ssize_t partitions) except -1:
+        # Room in `hot` for `partitions` partitions, new ones empty (NULL: nothing to prefetch).
+        cdef const char** grown
+        if partitions <= self.hot_partitions:
+            return 0
+        grown = <const char**>realloc(self.hot, partitions * HOT_SLOTS * sizeof(char*))
+        if grown == NULL:
+            raise MemoryError()
+        memset(grown + self.hot_partitions * HOT_SLOTS, 0,
+               (partitions - self.hot_partitions) * HOT_SLOTS * sizeof(char*))
+        self.hot = grown
+        self.hot_partitions = partitions
+        return 0
 
     @property
     def partition_count(self):

@@ -15,14 +15,17 @@ cdef enum BatchState:
 
 @cython.final
 cdef class ProducerBatch:
+    # What an append reads and writes comes first, beside the object's header (its reference count, which each
+    # record's future takes): over many partitions the batch is out of the cache at each append, and these fit
+    # the header's cache line or the one after, not three.
+    cdef BatchBuilder builder               # the records, in the protocol's format
+    cdef Py_ssize_t encoded_size            # bytes the builder holds after the last append
+    cdef readonly Py_ssize_t reserved       # bytes of buffer memory held until the batch is done
+    cdef readonly int32_t record_count      # records appended
     cdef readonly object topic_partition    # the partition key its BatchFormat made: (topic, partition)
     cdef object queue                       # the accumulator's PartitionQueue of that partition
     cdef BatchFormat format                 # makes the records' metadata and the errors
-    cdef BatchBuilder builder               # the records, in the protocol's format
-    cdef readonly int32_t record_count      # records appended
-    cdef Py_ssize_t encoded_size            # bytes the builder holds after the last append
     cdef readonly object payload            # the finished batch bytes, once built
-    cdef readonly Py_ssize_t reserved       # bytes of buffer memory held until the batch is done
     cdef readonly double created            # monotonic seconds of the first append
     cdef readonly double retry_after        # monotonic seconds before which a retry must not go out
     cdef readonly int attempts              # requests that carried the batch
@@ -38,7 +41,7 @@ cdef class ProducerBatch:
     cdef Py_ssize_t append(self, int64_t timestamp, const char* key, Py_ssize_t key_len, const char* value,
                            Py_ssize_t value_len, object headers, bint force) except -2
     cdef int finish(self) except -1
-    cdef bytearray take_storage(self)
+    cdef int release_storage(self) except -1
     cdef int resolve(self) except -1
 
 

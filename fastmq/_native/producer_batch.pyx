@@ -11,6 +11,8 @@ import time
 cimport cython
 from libc.stdint cimport int32_t, int64_t
 
+from fastmq._native.arena cimport ArenaBlock
+
 cdef object _monotonic = time.monotonic
 
 
@@ -46,19 +48,19 @@ cdef class ProducerBatch:
         return size
 
     cdef int finish(self) except -1:
-        # Compresses and checksums (the codecs and the CRC release the GIL on large inputs).
+        # Compresses and checksums (the codecs and the CRC release the GIL on large inputs). The block of an
+        # uncompressed payload keeps only the pages it filled (ArenaBlock.trim): it waits for the broker.
         if self.payload is None:
             self.payload = self.builder.finish()
+            if type(self.payload) is ArenaBlock:
+                (<ArenaBlock>self.payload).trim()
         return 0
 
-    cdef bytearray take_storage(self):
-        # Once the batch is done: the memory its records were encoded into (the payload itself unless it
-        # was compressed); the batch lets go of it and of the payload.
-        cdef bytearray storage = self.builder.take_storage()
-        if storage is None and type(self.payload) is bytearray:
-            storage = self.payload
+    cdef int release_storage(self) except -1:
+        # Once the batch is done: it lets go of the payload and of the memory its records were encoded into, which
+        # return to the arena once no queued write refers to them any more.
         self.payload = None
-        return storage
+        return self.builder.release_storage()
 
     cdef int resolve(self) except -1:
         # Runs the callbacks registered on this batch's futures, in record order, then wakes waiters.

@@ -14,29 +14,35 @@ times out or the connection closes. Requests that expect no response (Kafka acks
 their bytes have been written. A request that exceeds its timeout closes the connection and fails all
 pending requests with RequestTimeoutError: a response that arrives later could not be trusted.
 
-All methods are for the loop thread (use IOLoop.call_soon_threadsafe or run_in_loop from others), except
-request_now(): a thread waiting for one answer (a synchronous send) writes its request itself when the connection
-has nothing queued, so that the request costs the loop no wake-up and no hand-over (on a loaded 2-core machine a
-hand-over to a sleeping loop thread took about 100 us of the round trip). It only tries the stream's write lock;
-when it cannot write at once it returns False and the caller hands the request to the loop as usual.
+All methods are for the loop thread (use IOLoop.call_soon_threadsafe or run_in_loop from others), except two
+for a thread that waits for one answer (a synchronous send), so that its round trip costs the loop no wake-up and
+no hand-over (on a loaded 2-core machine a hand-over to a sleeping loop thread took about 100 us of the round trip,
+and the loop spent 50-60 us of CPU per response on the wake-ups and the GIL hand-over):
 
-With read_response=True the calling thread also reads the response itself when nothing else is in flight on the
-connection: it takes the stream's read lock (only tried, as the loop's reads try it), switches the loop's EPOLLIN
-off, and polls the socket until its response is whole, then runs the callback itself. The response then wakes
-only the thread waiting for it: no loop wake-up, no second hand-over from the loop to that thread (two context
-switches and a GIL hand-over per round trip; the loop spent 50-60 us of CPU per response on them on a loaded
-2-core machine). Anything else it receives (a frame from the server, bytes past the response), a broken
-connection, or a deadline that passes goes back to the loop in order, which dispatches it, closes or times out as
-it always does, and then reads the socket again.
+- request_now(): the thread writes its request itself when the connection has nothing queued. It only tries the
+  stream's write lock; when it cannot write at once it returns False and the caller hands the request to the loop.
+  The response comes back through the loop, to the request's callback.
+- call_blocking(): the thread borrows the connection for one request and its response, when nothing else is in
+  flight or queued on it: it takes the stream's write and read locks (only tried, as the loop tries them),
+  switches the loop's EPOLLIN off (epoll_ctl from another thread is safe), writes, and polls the socket until a
+  frame is whole in one compiled call without the GIL (FrameSplitter.round_trip: no Python-level call per poll or
+  recv), and returns its response to the caller: no callback, no future, and the loop never hears of it. The
+  request is in no in-flight table while the caller reads: nobody but the caller can answer or fail it. What
+  does not fit that happy path goes back to the loop in order, which dispatches, closes or times out as it always
+  does and then reads the socket again: frames that are not the answer (a request the server sends, say) and the
+  bytes past it; then the request is registered for the loop to answer (and time out), and the caller waits for
+  that. A write the socket did not take whole goes the same way (the loop writes the rest). A broken stream
+  closes the connection, and a deadline that passes too (a late answer could not be matched); either fails the
+  caller with that error.
 """
 from __future__ import annotations
 
 import errno
 import logging
 import os
-import select
 import socket
 import ssl
+import threading
 import time
 from collections import deque
 from itertools import chain
@@ -71,6 +77,7 @@ _log = logging.getLogger(__name__)
 DEFAULT_SOCKET_OPTIONS: tuple[tuple[int, int, int], ...] = ((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),)
 _CONNECT_IN_PROGRESS = (errno.EINPROGRESS, errno.EAGAIN, errno.EWOULDBLOCK)
 _CORRELATION_MASK = 0x7FFFFFFF  # ids stay non-negative int32, as Kafka's do
+HANDED_BACK_GRACE = 5.0         # s past its deadline that a borrower waits for the loop to fail its request
 
 
 class Connection(Stream):
@@ -112,7 +119,6 @@ class Connection(Stream):
         self._fifo_queue: deque[tuple[Callback | None, float, float]] = deque()
         self._correlation = 0
         self._addresses: deque[tuple[Any, ...]] = deque()
-        self._caller_poller: Any = None     # the poll object of a thread reading its own response (one per socket)
         self._connect_timer: TimerHandle | None = None
         self._timeout_timer: TimerHandle | None = None
         self._timeout_at = 0.0
@@ -133,6 +139,10 @@ class Connection(Stream):
     def in_flight_count(self) -> int:
         """Requests awaiting a response, plus requests without response not yet written."""
         return len(self._in_flight) + len(self._fifo_queue) + len(self._write_marks)
+
+    @property
+    def awaiting_response(self) -> bool:
+        return self.in_flight_count > 0
 
     def can_send(self) -> bool:
         """READY and below max_in_flight."""
@@ -278,24 +288,18 @@ class Connection(Stream):
             self._submit(data, callback, correlation_id, expect_response, timeout)
 
     def request_now(self, data: Any, callback: Callback | None, correlation_id: int, *,
-                    timeout: float | None = None, read_response: bool = False) -> bool:
+                    timeout: float | None = None) -> bool:
         """From any thread: register a request that expects a response (keyed mode) and write it at once from
         the calling thread, non-blocking; bytes the socket does not take are left to the loop. data is one
         bytes-like object (a list of parts goes through request()). Returns False, having done nothing, when the
         connection is not READY, has output queued, is busy writing on the loop, uses TLS or compression,
         already has correlation_id in flight, or is at max_in_flight: then hand the request to the loop
-        (request()). callback runs on the loop thread, as for request().
-
-        read_response=True (a thread other than the loop's, about to wait for this answer): when nothing else is
-        in flight, the calling thread also reads the response (see the module docstring) and runs
-        callback(response, None) itself before returning; otherwise, and whenever it hands reading back, the
-        callback runs on the loop thread as usual."""
+        (request()). callback runs on the loop thread, as for request()."""
         if type(data) is list or type(data) is tuple:
             return False
         lock = self._write_lock
         if not lock.acquire(False):
             return False
-        reading = False
         try:
             if (self._state is not READY or self._out or self._tls or self._codec is not None or self._fifo
                     or correlation_id in self._in_flight
@@ -303,109 +307,155 @@ class Connection(Stream):
                 return False
             now = time.monotonic()      # not loop.now: that is the time the loop last woke
             deadline = now + (self.request_timeout if timeout is None else timeout)
-            if (read_response and not self._in_flight and not self._write_marks and self._reading
-                    and self.idle_expiry is None and not self._caller_reading and not self.loop.in_loop_thread()):
-                reading = self._read_lock.acquire(False)    # False: the loop is reading this socket right now
             self._in_flight[correlation_id] = (callback, deadline, now)   # before the response can come
             if self._timeout_timer is None or deadline < self._timeout_at:
                 self._arm_timeout(deadline)
-            if reading:
-                self._caller_reading = True
-                self._caller_socket = self._sock
-                self._update_events()   # EPOLLIN off: the response wakes this thread, not the loop
             size = len(data)
+            self._queued += size
             try:
                 sent = self._sock.send(data)
             except (BlockingIOError, InterruptedError):
                 sent = 0
             except OSError as exc:
-                if reading:
-                    reading = False
-                    self._stop_caller_reading()
                 # The loop closes the connection, which fails this request with the others.
                 self.loop.call_soon_threadsafe(self._write_failed, exc)
                 return True
-            self._queued += size
             self._written += sent
             if sent < size:
-                self._out.append(memoryview(data)[sent:])
-                self._out_bytes += size - sent
-                self.loop.call_soon_threadsafe(self._schedule_flush)
+                self._queue_rest(data, sent)
             self.metrics.count_direct(sent)
         finally:
             lock.release()
-        if reading:
-            self._read_own_response(correlation_id, deadline)
         return True
 
-    def _stop_caller_reading(self) -> None:
-        # Under the write lock, with the read lock held by the calling thread: the loop reads this socket again.
-        self._caller_reading = False
-        self._caller_socket = None
-        self._read_lock.release()
-        self._update_events()
+    def _queue_rest(self, data: Any, sent: int) -> None:
+        # Under the write lock, from a client thread: the loop writes what the socket did not take.
+        self._out.append(memoryview(data)[sent:])
+        self._out_bytes += len(data) - sent
+        self.loop.call_soon_threadsafe(self._schedule_flush)
 
-    def _read_own_response(self, correlation_id: int, deadline: float) -> None:
-        # The calling thread, holding the read lock, receives until the response to correlation_id is whole.
-        sock = self._sock
-        splitter = self._splitter
-        frames: list[Any] = []      # whole frames received, in order
-        received_total = 0
-        response = None
-        error: BaseException | None = None
-        poller = self._caller_poller
-        if poller is None:
-            poller = self._caller_poller = select.poll()
-            poller.register(sock, select.POLLIN)
+    def call_blocking(self, data: Any, correlation_id: int, deadline: float) -> Any | None:
+        """From a thread other than the loop's: send one request (one bytes-like object, keyed mode) and wait
+        until time.monotonic() reaches `deadline` for its response, which is returned (see the module docstring).
+        Returns None, having done nothing, when the connection cannot be lent now: not READY, anything in flight
+        or queued, TLS, compression, paused input, idle reaping, another borrower, or the loop's own thread;
+        then hand the request to request_now() or request(). Raises RequestTimeoutError when the deadline passed
+        (the connection is closed), ConnectionClosedError when the connection broke or was closed meanwhile."""
+        lock = self._write_lock
+        if not lock.acquire(False):
+            return None
+        if (self._state is not READY or self._in_flight or self._out or self._write_marks or self._caller_reading
+                or not self._reading or self._tls or self._codec is not None or self._fifo
+                or self.idle_expiry is not None or self.loop.in_loop_thread() or not self._read_lock.acquire(False)):
+            lock.release()
+            return None
+        self._caller_reading = True
+        self._caller_socket = sock = self._sock
+        self._events = 0                # EPOLLIN off (nothing is queued: no EPOLLOUT): the response wakes this
+        self.loop.modify_handler(self._fd, 0)   # thread, not the loop
+        size = len(data)
+        self._queued += size
+        self._written += size           # counted before the write: once all is sent, the lock is no longer held
         try:
-            while not frames and self._state is READY:
-                wait_ms = (deadline - time.monotonic()) * 1000
-                if wait_ms <= 0:
-                    break               # the loop's timer closes the connection and fails the request
-                if not poller.poll(wait_ms + 1):
-                    continue
-                try:
-                    received = sock.recv_into(splitter.writable(self._recv_size))
-                except (BlockingIOError, InterruptedError):
-                    continue
-                if not received:
-                    error = ConnectionClosedError(f"{self} was closed by the peer")
-                    break
-                splitter.commit(received)
-                received_total += received
-                frame = splitter.next_frame()
-                while frame is not None:
+            sent, received, code = self._splitter.round_trip(self._fd, data, lock, deadline, self._recv_size)
+        except ProtocolError as exc:    # raised only once all was sent and the lock released
+            sent, received, code = size, 0, 0
+            broken: BaseException | None = exc
+        else:
+            broken = self._read_error(code) if received >= 0 else None
+        if received < 0:
+            # The socket did not take it all (the write lock is still held): the loop writes the rest and reads.
+            self._written -= size - sent
+            answer = _Answer()
+            try:
+                self._register_handed_back(correlation_id, answer, deadline)
+                if code:
+                    self.loop.call_soon_threadsafe(self._write_failed, OSError(code, os.strerror(code)))
+                else:
+                    self._queue_rest(data, sent)
+                self.metrics.count_direct(sent)
+                self._caller_reading = False
+                self._caller_socket = None
+                self._read_lock.release()
+                self._update_events()
+            finally:
+                lock.release()
+            return answer.wait(deadline)
+        return self._finish_borrow(sock, correlation_id, deadline, size, received, broken)
+
+    def _finish_borrow(self, sock: Any, correlation_id: int, deadline: float, sent: int, received: int,
+                       broken: BaseException | None) -> Any:
+        # The borrower, holding the read lock, has received into the splitter until a frame was whole, the stream
+        # broke or the deadline passed: it returns its response, or hands the connection back to the loop.
+        splitter = self._splitter
+        frames: list[Any] = []      # whole frames received, in order, but the response
+        response = None
+        try:
+            frame = splitter.next_frame()
+            if (frame is not None and broken is None and not splitter.buffered
+                    and self.adapter.correlation_id(frame) == correlation_id):
+                with self._write_lock:
+                    if self._state is not CLOSED:     # (else the loop closed it meanwhile: see below)
+                        self._caller_reading = False
+                        self._caller_socket = None
+                        self._read_lock.release()
+                        self._update_events()
+                        self.metrics.count_direct(sent, received, 1)
+                        return frame
+            while frame is not None:
+                if response is None and self.adapter.correlation_id(frame) == correlation_id:
+                    response = frame
+                else:
                     frames.append(frame)
-                    frame = splitter.next_frame()
-            if len(frames) == 1 and self.adapter.correlation_id(frames[0]) == correlation_id:
-                response = frames[0]
+                frame = splitter.next_frame()
         except ProtocolError as exc:
-            error = exc
-        except OSError as exc:
-            error = ConnectionClosedError(f"reading from {self} failed: {exc.strerror or exc}")
-        entry = None
+            broken = exc
+        answer = None
         with self._write_lock:
             if self._state is CLOSED:
-                # The loop closed the connection meanwhile (and failed the request): the socket is this
-                # thread's to close.
+                # The loop closed the connection meanwhile: the socket is this thread's to close.
                 self._caller_socket = None
                 self._read_lock.release()
                 sock.close()
-                return
-            if response is not None and not splitter.buffered:
-                entry = self._in_flight.pop(correlation_id, None)
-                self._stop_caller_reading()
-                self.metrics.count_direct_read(received_total, 1)
-            else:
-                self.metrics.count_direct_read(received_total, 0)
-                # Frames that are not the response, bytes past it, a broken connection or a passed deadline: the loop
-                # takes over, in order, before it reads again (the read lock is free, _caller_reading holds it off).
-                self._caller_socket = None
-                self._read_lock.release()
-                # (a loop already shutting down closes this connection itself, failing the request)
-                self.loop.call_or_hand_over(self._take_back_reading, frames, error)
-        if entry is not None and entry[0] is not None:
-            self._run_callback(entry[0], response, None)
+                raise self._not_ready()
+            self.metrics.count_direct(sent, received, response is not None)
+            if response is None and broken is None:
+                if time.monotonic() >= deadline:
+                    broken = RequestTimeoutError(
+                        f"a request to {self} got no response within its deadline; the connection was closed")
+                else:
+                    # Frames before the answer (a request the server sends) or part of it: the loop dispatches
+                    # them in order and reads on; the answer comes through it.
+                    answer = _Answer()
+                    self._register_handed_back(correlation_id, answer, deadline)
+            # The loop takes over, in order, before it reads again (the read lock is free, _caller_reading holds
+            # it off); a loop already shutting down closes this connection itself.
+            self._caller_socket = None
+            self._read_lock.release()
+            self.loop.call_or_hand_over(self._take_back_reading, frames, broken)
+        if answer is not None:
+            return answer.wait(deadline)
+        if response is None and broken is not None:
+            if isinstance(broken, ProtocolError):
+                error = ConnectionClosedError(f"{self} closed after a protocol error: {broken}")
+                error.__cause__ = broken
+                raise error
+            raise broken
+        return response
+
+    def _register_handed_back(self, correlation_id: int, answer: _Answer, deadline: float) -> None:
+        # Under the write lock: a borrowed request the loop is to answer, or time out at its deadline.
+        self._in_flight[correlation_id] = (answer, deadline, time.monotonic())
+        if self._timeout_timer is None or deadline < self._timeout_at:
+            self._arm_timeout(deadline)
+
+    def _read_error(self, code: int) -> BaseException | None:
+        # The error for a code of FrameSplitter.round_trip's receiving: -1 the peer closed, > 0 an errno.
+        if code == 0:
+            return None
+        if code < 0:
+            return ConnectionClosedError(f"{self} was closed by the peer")
+        return ConnectionClosedError(f"reading from {self} failed: {os.strerror(code)}")
 
     def _take_back_reading(self, frames: list[Any], error: BaseException | None) -> None:
         # On the loop thread: what a client thread received goes through the usual dispatch, then the loop reads.
@@ -421,6 +471,8 @@ class Connection(Stream):
             if isinstance(error, ProtocolError):
                 self._protocol_error(error)
             else:
+                if isinstance(error, RequestTimeoutError):
+                    self.metrics.request_timeouts += 1
                 self.close(error)
             return
         with self._write_lock:
@@ -578,3 +630,30 @@ class Connection(Stream):
     def __repr__(self) -> str:
         return (f"<Connection {self.host}:{self.port} node={self.node_id!r} {self._state.name} "
                 f"in_flight={self.in_flight_count}>")
+
+
+class _Answer:
+    """The response to a borrowed request that the loop answers after all (Connection.call_blocking hands the
+    connection back before its answer came): the borrower waits for it."""
+
+    __slots__ = ("_done", "_frame", "_error")
+
+    def __init__(self) -> None:
+        self._done = threading.Lock()
+        self._done.acquire()
+        self._frame: Any = None
+        self._error: BaseException | None = None
+
+    def __call__(self, frame: Any, error: BaseException | None) -> None:    # on the loop thread, once
+        self._frame = frame
+        self._error = error
+        self._done.release()
+
+    def wait(self, deadline: float) -> Any:
+        # The loop fails the request at its deadline; the grace covers a loop late on a loaded machine.
+        if not self._done.acquire(timeout=max(0.0, deadline - time.monotonic()) + HANDED_BACK_GRACE):
+            raise RequestTimeoutError("a request handed back to the I/O loop was neither answered nor failed "
+                                      "after its deadline")
+        if self._error is not None:
+            raise self._error
+        return self._frame

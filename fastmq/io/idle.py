@@ -3,6 +3,8 @@
 Connections sit in an LRU ordered by their last read or write. Each check looks only at the least
 recently used one: if it is not expired, none is, and the next check is due exactly when it would
 expire. So there is no timer per connection and a check costs O(1), however many connections there are.
+A connection awaiting a response is not idle, however long the peer takes: the check counts it as used
+now (its request fails by request_timeout, never by being taken for idle).
 """
 from __future__ import annotations
 
@@ -60,9 +62,12 @@ class IdleExpiry(Generic[KeyT]):
 
 class Reapable(Protocol):
     """What the reaper needs of a stream (fastmq.io.stream.Stream is one): the expiry it touches on every
-    read and write, and close()."""
+    read and write, whether it awaits a response, and close()."""
 
     idle_expiry: IdleExpiry[Reapable] | None
+
+    @property
+    def awaiting_response(self) -> bool: ...
 
     def close(self, error: BaseException | None = None) -> None: ...
 
@@ -104,6 +109,9 @@ class IdleReaper:
         now = self._loop.time()
         expiry = self.expiry
         while (stream := expiry.poll_expired(now)) is not None:
+            if stream.awaiting_response:
+                expiry.touch(stream, now)
+                continue
             expiry.remove(stream)
             stream.close(IdleConnectionClosedError(
                 f"{stream} was idle for more than {expiry.max_idle * 1000:.0f} ms (connections_max_idle_ms)"))

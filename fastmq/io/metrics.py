@@ -2,9 +2,9 @@
 
 Attributes are updated on the loop thread and may be read from any thread (each read is of one int or
 float; a snapshot taken while the loop runs may mix two instants). Requests that a client thread wrote itself
-(Connection.request_now) are counted apart, in direct_requests and direct_bytes_out, and so are the responses
-such a thread read itself (direct_responses, direct_bytes_in), under a lock of their own:
-an increment from another thread beside the loop's could lose one of the two.
+(Connection.request_now, call_blocking) are counted apart, in direct_requests and direct_bytes_out, and so are
+the responses such a thread read itself (direct_responses, direct_bytes_in), under a lock of their own: an
+increment from another thread beside the loop's could lose one of the two.
 """
 from __future__ import annotations
 
@@ -40,17 +40,14 @@ class IOMetrics:
         self.direct_bytes_in = 0             # bytes those threads received (not in bytes_in)
         self._direct_lock = threading.Lock()
 
-    def count_direct(self, sent: int) -> None:
+    def count_direct(self, sent: int, received: int = 0, responses: int = 0) -> None:
         """Count one request written by a client thread, of which `sent` bytes were taken at once (the rest
-        is written by the loop and counted in bytes_out). Any thread."""
+        is written by the loop and counted in bytes_out), and the `received` bytes that thread read waiting for
+        its response (Connection.call_blocking) with the responses it took itself (0 when it handed what it read
+        to the loop). Any thread."""
         with self._direct_lock:
             self.direct_requests += 1
             self.direct_bytes_out += sent
-
-    def count_direct_read(self, received: int, responses: int) -> None:
-        """Count `received` bytes read by a client thread waiting for its response (Connection.request_now with
-        read_response), and the responses it took itself (0 when it handed what it read to the loop). Any thread."""
-        with self._direct_lock:
             self.direct_responses += responses
             self.direct_bytes_in += received
 

@@ -161,6 +161,15 @@ class ServerConnection(Stream):
         if len(replies) >= self.max_pending_replies:
             self.pause_reading()
 
+    def send_answer(self, data: Any) -> None:
+        """send_frame for an answer made on the loop thread, written at once unless another request of this
+        connection is already buffered (its answer will share the write): the answer leaves before the rest of
+        the loop's turn (other connections' events, timers, callbacks, poll hooks), which a client waiting for
+        it would otherwise wait through. Loop thread only."""
+        self.send_frame(data)
+        if self._codec is None and not self._splitter.buffered:
+            self.flush()
+
     def _answer(self, reply: Reply, data: Any) -> None:
         if self._state is CLOSED:
             return

@@ -115,7 +115,7 @@ class Stream:
         # (which only tries it: it never waits). Re-entrant: a write's completion callbacks may queue more.
         self._write_lock = threading.RLock()
         # Held by whoever receives from the socket: the loop in _read, or a client thread reading the response to
-        # its own request (Connection.request_now with read_response); both only try it, neither ever waits.
+        # its own request (Connection.call_blocking); both only try it, neither ever waits.
         self._read_lock = threading.Lock()
         self._caller_reading = False      # a client thread reads (or just read) this socket: EPOLLIN is off and the
                                           # loop reads nothing until that thread hands reading back
@@ -144,6 +144,11 @@ class Stream:
     @property
     def closed(self) -> bool:
         return self._state is CLOSED
+
+    @property
+    def awaiting_response(self) -> bool:
+        """Whether this end waits for the peer to answer (a client's requests in flight); a server's never does."""
+        return False
 
     @property
     def pending_output(self) -> int:

@@ -261,16 +261,32 @@ class KafkaClient:
         """Loop thread: send to a ready node; callback(response, None) or (None, error) on the loop thread.
 
         Raises NodeNotReadyError when the node cannot take a request now (check is_ready first)."""
+        api_key = request.API_KEY
+
+        def encode(version: int, correlation_id: int, client_id: str | None) -> Any:
+            # Record batches are referenced, not copied, into the frame: they stay unchanged until written (the
+            # producer recycles a batch's memory only once nothing else refers to it).
+            return kp.encode_request(api_key, version, correlation_id, client_id, request,
+                                     kp.WriteBuffer(splice_min=kp.SPLICE_MIN))
+
+        def decode(version: int, frame: Any) -> Any:
+            return kp.decode_response(api_key, version, frame)[1]
+
+        self.send_with(node_id, api_key, encode, decode, callback, expect_response=expect_response, timeout=timeout)
+
+    def send_with(self, node_id: Any, api_key: int, encode: Callable[[int, int, str | None], Any],
+                  decode: Callable[[int, Any], Any], callback: ResponseCallback | None, *,
+                  expect_response: bool = True, timeout: float | None = None) -> None:
+        """send() for a caller that writes its request and reads its response itself (the producer's compiled
+        Produce path): encode(version, correlation_id, client_id) returns the whole frame (a WriteBuffer, sent as
+        its parts()); decode(version, response_frame) returns what the callback gets. A FastMQError from decode
+        closes the connection, as a response that cannot be decoded does, and goes to the callback."""
         conn = self.pool.connection(node_id)
         if conn is None or not conn.can_send():
             raise kerrors.NodeNotReadyError(f"node {node_id} cannot take a request now")
-        api_key = request.API_KEY
         version = _kafka_adapter(conn).version_for(api_key)
         correlation_id = conn.next_correlation_id()
-        # Record batches are referenced, not copied, into the frame: they stay unchanged until written (the
-        # producer recycles a batch's memory only once nothing else refers to it).
-        frame = kp.encode_request(api_key, version, correlation_id, self.config.client_id, request,
-                                  kp.WriteBuffer(splice_min=kp.SPLICE_MIN))
+        frame = encode(version, correlation_id, self.config.client_id)
 
         def on_frame(response_frame: Any, error: BaseException | None) -> None:
             if callback is None:
@@ -282,7 +298,7 @@ class KafkaClient:
                 callback(None, None)
                 return
             try:
-                _, response = kp.decode_response(api_key, version, response_frame)
+                response = decode(version, response_frame)
             except FastMQError as exc:
                 conn.close(exc)
                 callback(None, exc)

@@ -205,7 +205,12 @@ class ConsumerBase:
             self._assigned[queue] = epoch
             self._positions[queue] = offset
             self._cached[queue] = [0, 0]
+            self._track(queue, epoch, offset)
         self.fetcher.assign(queue, offset, epoch)
+
+    def _track(self, queue: MessageQueue, epoch: int, offset: int) -> None:
+        """What a consumer keeps of a queue's new fetch, made before the fetch starts: the loop thread may
+        deliver the first pull's answer before _start() returns."""
 
     def _start_offset(self, queue: MessageQueue) -> int:
         stored = self.offset_store.read(queue)

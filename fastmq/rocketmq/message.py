@@ -7,10 +7,8 @@ import random
 import socket
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from fastmq.rocketmq._native.messages import MessageExt, UniqueIdGenerator
-from fastmq.rocketmq.route import MessageQueue
+from fastmq.rocketmq._native.messages import MessageExt, SendResult, UniqueIdGenerator
 
 __all__ = ["Message", "MessageExt", "SendResult", "SendStatus", "UniqueIdGenerator", "message_ids"]
 
@@ -46,16 +44,6 @@ class SendStatus(enum.Enum):
     FLUSH_DISK_TIMEOUT = 10
     FLUSH_SLAVE_TIMEOUT = 12
     SLAVE_NOT_AVAILABLE = 11
-
-
-@dataclass(frozen=True)
-class SendResult:
-    status: SendStatus
-    msg_id: str                   # the client's id (UNIQ_KEY); for a batch, the ids joined by commas
-    offset_msg_id: str            # where the broker stored it (for a batch, the ids joined by commas)
-    message_queue: MessageQueue
-    queue_offset: int
-    transaction_id: str | None = None
 
 
 def message_ids() -> UniqueIdGenerator:

@@ -7,11 +7,22 @@ that failed or timed out) is tried again, up to retry_times more times within th
 of another broker when there is one (Java's DefaultMQProducer without latency fault tolerance). Retries run on
 the loop thread from the routes already known, and ask the client to refresh them.
 
+A sync send's first attempt is the calling thread's own round trip when its broker's connection has nothing else
+in flight (RemotingClient.call_frame, Connection.call_blocking): it encodes, writes, waits for and decodes its
+answer into the SendResult itself, with no future, no callback and no wake-up of the loop thread. Otherwise (the
+connection busy with other senders' requests or not made yet, a failed attempt) it goes on as an async send does
+and waits for its future.
+
 Topics the namesrv does not know are sent through the default topic's route (TBW102), as Java does, so that a
 broker with autoCreateTopicEnable creates them.
 
-Each send's first attempt holds its request's bytes in the client's max_pending_bytes until done
-(fastmq/rocketmq/pending_bytes.py): a caller whose request finds no room waits, up to its send timeout.
+Each send's first attempt handed to the loop holds its request's bytes in the client's max_pending_bytes until done
+(fastmq/rocketmq/pending_bytes.py): a caller whose request finds no room waits, up to its send timeout. A sync
+send's own round trip holds none: its request is never queued in the client.
+
+Oneway sends follow the broker's pace (fastmq/rocketmq/oneway_pace.py): every 128th to a broker goes as an answered
+send, and a caller waits while 12 of those (fewer for a slow broker) are unanswered, so that a broker's bounded send
+queue is not overrun.
 """
 from __future__ import annotations
 
@@ -20,7 +31,7 @@ import logging
 import threading
 import time
 from concurrent.futures import Future, InvalidStateError
-from concurrent.futures._base import FINISHED, PENDING, RUNNING
+from concurrent.futures._base import PENDING, RUNNING
 from typing import Any, Callable, Sequence
 
 from fastmq._native.store_codec import java_hash
@@ -37,6 +48,7 @@ from fastmq.rocketmq.errors import (
     broker_error,
 )
 from fastmq.rocketmq.message import Message, SendResult, SendStatus, message_ids
+from fastmq.rocketmq.oneway_pace import OnewayPace
 from fastmq.rocketmq.pending_bytes import DEFAULT_MAX_PENDING_BYTES
 from fastmq.rocketmq.protocol import DEFAULT_TOPIC, PROPERTY_TRANSACTION_PREPARED, TransactionType
 from fastmq.rocketmq.route import MessageQueue
@@ -77,9 +89,6 @@ class SendFuture(Future[SendResult]):
                 self._condition.wait(remaining)
 
     def result(self, timeout: float | None = None) -> SendResult:
-        result = self._result
-        if self._state == FINISHED and result is not None:
-            return result           # a sync send answered on the calling thread: no lock to take
         self._wait(timeout)
         return super().result(0)
 
@@ -92,11 +101,10 @@ class _Send:
     """One send and its attempts; called with the broker's answer to an attempt (or its error)."""
 
     __slots__ = ("producer", "messages", "batch", "queue", "selector", "arg", "deadline", "attempts", "last_broker",
-                 "future", "msg_ids", "last_error", "target", "waited")
+                 "future", "msg_ids", "last_error", "target")
 
     def __init__(self, producer: Producer, messages: list[Message], batch: bool, queue: MessageQueue | None,
-                 selector: QueueSelector | None, arg: Any, deadline: float, waited: bool = False) -> None:
-        self.waited = waited        # the caller waits for the answer (a synchronous send)
+                 selector: QueueSelector | None, arg: Any, deadline: float) -> None:
         self.producer = producer
         self.messages = messages
         self.batch = batch
@@ -111,9 +119,23 @@ class _Send:
         self.last_error: BaseException | None = None
         self.target: MessageQueue | None = None         # the queue of the attempt in flight
 
+    def attempted(self, queue: MessageQueue, msg_ids: list[str]) -> _Send:
+        """This send after its first attempt, to queue (made by Producer._send_waiting before the _Send was)."""
+        self.attempts = 1
+        self.target = queue
+        self.msg_ids = msg_ids
+        return self
+
     def __call__(self, response: RemotingCommand | None, error: BaseException | None) -> None:
         assert self.target is not None          # set before the attempt is handed over
         self.producer._answered(self, self.target, response, error)
+
+
+class _ConfirmingOneway(_Send):
+    """A oneway send that goes answered, to confirm the oneway pace (fastmq/rocketmq/oneway_pace.py): not retried,
+    as no oneway send is."""
+
+    __slots__ = ()
 
 
 class Producer:
@@ -123,8 +145,11 @@ class Producer:
                  retry_times: int = 2, compress_threshold: int = DEFAULT_COMPRESS_THRESHOLD,
                  max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE, default_topic_queue_nums: int = 4,
                  instance: ClientInstance | None = None, serialize_type: int = SERIALIZE_ROCKETMQ,
-                 credentials: Credentials | None = None, max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES) -> None:
-        """max_pending_bytes bounds the bytes of unfinished sends (the given ClientInstance's own bound instead)."""
+                 credentials: Credentials | None = None, max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
+                 oneway_pace: bool = True) -> None:
+        """max_pending_bytes bounds the bytes of unfinished sends (the given ClientInstance's own bound instead).
+        oneway_pace: oneway sends follow the broker's pace (see send_oneway); False sends them as fast as callers
+        offer them, and a broker that cannot keep up drops what does not fit in its queue."""
         if instance is None and namesrv_addr is None:
             raise ValueError("a Producer needs namesrv_addr (or a ClientInstance)")
         if retry_times < 0 or send_timeout <= 0:
@@ -146,6 +171,7 @@ class Producer:
         self._round_robin = itertools.count()
         self._from_default: set[str] = set()
         self._condition = threading.Condition()     # shared by the futures of its sends (SendFuture)
+        self._oneway_pace = OnewayPace() if oneway_pace else None
         self._closed = False
         self.instance.register(self)
 
@@ -157,8 +183,7 @@ class Producer:
     def send(self, message: Message, *, queue: MessageQueue | None = None, selector: QueueSelector | None = None,
              arg: Any = None, timeout: float | None = None) -> SendResult:
         """Send and wait for the broker's answer. Raises SendFailedError when every attempt failed."""
-        send = self._start([message], False, queue, selector, arg, timeout, waited=True)
-        return send.future.result(send.deadline - time.monotonic() + 1.0)
+        return self._send_waiting([message], False, queue, selector, arg, timeout)
 
     def send_async(self, message: Message, *, queue: MessageQueue | None = None,
                    selector: QueueSelector | None = None, arg: Any = None, timeout: float | None = None) -> Future[SendResult]:
@@ -171,29 +196,43 @@ class Producer:
 
     def send_oneway(self, message: Message, *, queue: MessageQueue | None = None,
                     selector: QueueSelector | None = None, arg: Any = None) -> None:
-        """Send without waiting for (or getting) an answer; no retries. A broker may drop it without a word: Apache's
-        drops a oneway request that finds its send queue full (sendThreadPoolQueueCapacity, 10000 by default), which
-        a burst of oneway sends faster than its send threads store them does (benches/bench_rocketmq.py)."""
-        self._check_open()
-        self._check_size(message.body)
-        send = _Send(self, [message], False, queue, selector, arg, time.monotonic() + self.send_timeout)
-        target = self._choose(send, may_block=True)
-        frame, opaque, _ = self._encode(send, target, oneway=True)
-        self.remoting.invoke_frame(self.instance.master_address(target.broker_name, target.topic), frame, opaque,
-                                   None, oneway=True, hold_until=send.deadline)
+        """Send without waiting for (or getting) an answer; no retries, no result.
+
+        Paced by the broker (fastmq/rocketmq/oneway_pace.py, on unless the producer was made with oneway_pace=False):
+        Apache's broker drops, without a word, a oneway request that finds its send queue full or waits in it too
+        long, which a burst of oneway sends faster than its send threads store them does. So every 128th oneway send
+        to a broker goes as an answered send, and a call waits (at most the send timeout) while 12 of those are
+        unanswered (fewer while the broker answers them slowly): what a healthy broker stores is what was sent. A
+        broker that is down or does not answer fails nothing here: those sends are lost, as oneway sends to it always
+        were."""
+        messages = [message]
+        send = _Send(self, messages, False, queue, selector, arg, self._checked_deadline(messages, None))
+        target = self._choose(send.messages[0], queue, selector, arg, None, may_block=True)
+        address = self.instance.master_address(target.broker_name, target.topic)
+        confirmed = self._oneway_pace.confirmation(address, send.deadline) if self._oneway_pace else None
+        if confirmed is not None:
+            # its answer speaks for the connection the earlier oneway sends took: the same queue
+            send = _ConfirmingOneway(self, [message], False, target, None, None, send.deadline)
+            send.future.add_done_callback(confirmed)
+            self._attempt(send, may_block=True)
+            error = send.future.exception(0) if send.future.done() else None
+            if isinstance(error, SendBufferFullError):
+                raise error             # as a oneway request that finds no room raises
+            return
+        frame, opaque, _ = self._encode(send.messages, False, target, oneway=True)
+        self.remoting.invoke_frame(address, frame, opaque, None, oneway=True, hold_until=send.deadline)
 
     def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
                    timeout: float | None = None) -> SendResult:
         """Send messages of one topic as one SEND_BATCH_MESSAGE (stored as separate messages, one queue)."""
-        send = self._start_batch(messages, queue, timeout, waited=True)
-        return send.future.result(send.deadline - time.monotonic() + 1.0)
+        return self._send_waiting(self._batch(messages), True, queue, None, None, timeout)
 
     def send_batch_async(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
                          timeout: float | None = None) -> Future[SendResult]:
-        return self._start_batch(messages, queue, timeout, waited=False).future
+        return self._start(self._batch(messages), True, queue, None, None, timeout).future
 
-    def _start_batch(self, messages: Sequence[Message], queue: MessageQueue | None, timeout: float | None,
-                     waited: bool) -> _Send:
+    @staticmethod
+    def _batch(messages: Sequence[Message]) -> list[Message]:
         messages = list(messages)
         if not messages:
             raise ValueError("a batch needs at least one message")
@@ -202,7 +241,7 @@ class Producer:
             raise ValueError(f"a batch goes to one topic, not {sorted(topics)}")
         if any(m.delay_level > 0 for m in messages):
             raise ValueError("batched messages cannot have a delay level (the broker refuses them)")
-        return self._start(messages, True, queue, None, None, timeout, waited)
+        return messages
 
     def close(self) -> None:
         if self._closed:
@@ -230,14 +269,49 @@ class Producer:
             raise ValueError(f"message body of {len(body)} bytes exceeds max_message_size {self.max_message_size}")
 
     def _start(self, messages: list[Message], batch: bool, queue: MessageQueue | None,
-               selector: QueueSelector | None, arg: Any, timeout: float | None, waited: bool = False) -> _Send:
+               selector: QueueSelector | None, arg: Any, timeout: float | None) -> _Send:
+        send = _Send(self, messages, batch, queue, selector, arg, self._checked_deadline(messages, timeout))
+        self._attempt(send, may_block=True)
+        return send
+
+    def _checked_deadline(self, messages: list[Message], timeout: float | None) -> float:
+        # A send may start (the producer open, every body within max_message_size): its deadline.
         self._check_open()
         for message in messages:
             self._check_size(message.body)
-        send = _Send(self, messages, batch, queue, selector, arg,
-                     time.monotonic() + (self.send_timeout if timeout is None else timeout), waited)
-        self._attempt(send, may_block=True)
-        return send
+        return time.monotonic() + (self.send_timeout if timeout is None else timeout)
+
+    def _send_waiting(self, messages: list[Message], batch: bool, queue: MessageQueue | None,
+                      selector: QueueSelector | None, arg: Any, timeout: float | None) -> SendResult:
+        """A sync send. Its first attempt is the calling thread's own round trip when the broker's connection can
+        be lent (RemotingClient.call_frame): the answer is read and made a SendResult here, with no _Send, future
+        or callback. Anything else (the connection busy or not made yet, an error, the retries) continues as an
+        async send does, from the request already encoded, and this thread waits for its future."""
+        deadline = self._checked_deadline(messages, timeout)
+        try:
+            target = self._choose(messages[0], queue, selector, arg, None, True)
+            address = self.instance.master_address(target.broker_name, target.topic)
+            frame, opaque, ids = self._encode(messages, batch, target)
+        except Exception:
+            send = _Send(self, messages, batch, queue, selector, arg, deadline)
+            self._attempt(send, may_block=True)     # fails it as an async send's first attempt fails
+            return send.future.result(deadline - time.monotonic() + 1.0)
+        outcome: SendResult | BaseException | None
+        try:
+            response = self.remoting.call_frame(address, frame, opaque, deadline)
+        except Exception as exc:
+            outcome = exc
+        else:
+            outcome = None if response is None else self._send_result(response, ids, target)
+            if isinstance(outcome, SendResult):
+                return outcome
+        send = _Send(self, messages, batch, queue, selector, arg, deadline).attempted(target, ids)
+        if outcome is None:
+            # The connection could not be lent: the loop carries this attempt.
+            self._issue(send, address, frame, opaque, True, wait=True)
+        else:
+            self._answered(send, target, None, outcome)     # the answer's error, or what broke the round trip
+        return send.future.result(deadline - time.monotonic() + 1.0)
 
     def _queues(self, topic: str, may_block: bool) -> list[MessageQueue]:
         route = self.instance.routes.get(topic)
@@ -268,28 +342,30 @@ class Producer:
             raise TopicNotFoundError(f"topic {topic!r} has no route and the default topic none to create it from")
         return queues
 
-    def _choose(self, send: _Send, may_block: bool) -> MessageQueue:
-        if send.queue is not None:
-            return send.queue
-        queues = self._queues(send.messages[0].topic, may_block)
-        if send.selector is not None:
-            return send.selector(queues, send.messages[0], send.arg)
+    def _choose(self, message: Message, queue: MessageQueue | None, selector: QueueSelector | None, arg: Any,
+                last_broker: str | None, may_block: bool) -> MessageQueue:
+        if queue is not None:
+            return queue
+        queues = self._queues(message.topic, may_block)
+        if selector is not None:
+            return selector(queues, message, arg)
         start = next(self._round_robin)
         count = len(queues)
         for i in range(count):
             candidate = queues[(start + i) % count]
-            if candidate.broker_name != send.last_broker:
+            if candidate.broker_name != last_broker:
                 return candidate
         return queues[start % count]
 
-    def _encode(self, send: _Send, queue: MessageQueue, oneway: bool = False) -> tuple[bytes, int, list[str]]:
+    def _encode(self, messages: list[Message], batch: bool, queue: MessageQueue,
+                oneway: bool = False) -> tuple[bytes, int, list[str]]:
         now_ms = int(time.time() * 1000)
-        opaque = self.remoting.next_opaque()
-        if send.batch:
-            frame, ids = self._encoder.encode_batch(opaque, send.messages, queue.topic, queue.queue_id,
+        opaque = self.remoting.next_opaque(oneway)
+        if batch:
+            frame, ids = self._encoder.encode_batch(opaque, messages, queue.topic, queue.queue_id,
                                                     queue.broker_name, now_ms, oneway)
         else:
-            message = send.messages[0]
+            message = messages[0]
             # a half message is stored aside until END_TRANSACTION
             prepared = (TransactionType.PREPARED if message.properties
                         and message.properties.get(PROPERTY_TRANSACTION_PREPARED) == "true" else 0)
@@ -308,20 +384,26 @@ class Producer:
     def _attempt(self, send: _Send, may_block: bool) -> None:
         send.attempts += 1
         try:
-            queue = self._choose(send, may_block)
+            queue = self._choose(send.messages[0], send.queue, send.selector, send.arg, send.last_broker, may_block)
             address = self.instance.master_address(queue.broker_name, queue.topic if may_block else None)
-            frame, opaque, send.msg_ids = self._encode(send, queue)
+            frame, opaque, send.msg_ids = self._encode(send.messages, send.batch, queue)
         except Exception as exc:
             self._failed(send, exc, retriable=isinstance(exc, RocketMQError) and not may_block)
             return
+        send.target = queue
+        self._issue(send, address, frame, opaque, may_block)
+
+    def _issue(self, send: _Send, address: str, frame: bytes, opaque: int, may_block: bool,
+               wait: bool = False) -> None:
+        """Hand an attempt's encoded request to the remoting client; the loop calls send with its answer. wait: the
+        calling thread waits for it (a sync send)."""
         remaining = send.deadline - time.monotonic()
         if remaining <= 0:
             self._failed(send, send.last_error or SendFailedError("the send timeout passed"), retriable=False)
             return
-        send.target = queue
         try:
-            self.remoting.invoke_frame(address, frame, opaque, send, timeout=remaining,
-                                       wait=send.waited and may_block, hold_until=send.deadline if may_block else None)
+            self.remoting.invoke_frame(address, frame, opaque, send, timeout=remaining, wait=wait,
+                                       hold_until=send.deadline if may_block else None)
         except SendBufferFullError as exc:
             self._failed(send, exc, retriable=False)
 
@@ -329,31 +411,37 @@ class Producer:
                   error: BaseException | None) -> None:
         if error is None:
             assert response is not None         # a callback has the response or the error
-            status = SEND_STATUSES.get(response.code)
-            if status is not None:
-                fields = response.ext_fields
+            result = self._send_result(response, send.msg_ids, queue)
+            if isinstance(result, SendResult):
                 try:
-                    queue_id = int(fields.get("queueId", queue.queue_id))
-                    result = SendResult(status, ",".join(send.msg_ids), fields.get("msgId", ""),
-                                        queue if queue_id == queue.queue_id else
-                                        MessageQueue(queue.topic, queue.broker_name, queue_id),
-                                        int(fields.get("queueOffset", -1)), fields.get("transactionId"))
-                except ValueError as exc:
-                    error = RocketMQError(f"the broker's send response is malformed: {exc}")
-                else:
-                    try:
-                        send.future.set_result(result)
-                    except InvalidStateError:   # already failed (a late answer): one lock taken per send, not two
-                        pass
-                    return
-            else:
-                error = broker_error(response.code, response.remark, f"sending to {queue}")
+                    send.future.set_result(result)
+                except InvalidStateError:   # already failed (a late answer): one lock taken per send, not two
+                    pass
+                return
+            error = result
         send.last_broker = queue.broker_name
         self._failed(send, error, retriable=isinstance(error, NetworkError) or getattr(error, "retriable", False))
 
+    @staticmethod
+    def _send_result(response: RemotingCommand, msg_ids: list[str], queue: MessageQueue) -> SendResult | BaseException:
+        """The SendResult of a send's answer, or the error it says (a refusal, a malformed answer)."""
+        status = SEND_STATUSES.get(response.code)
+        if status is None:
+            return broker_error(response.code, response.remark, f"sending to {queue}")
+        fields = response.ext_fields
+        try:
+            queue_id = int(fields.get("queueId", queue.queue_id))
+            return SendResult(status, ",".join(msg_ids), fields.get("msgId", ""),
+                              queue if queue_id == queue.queue_id else
+                              MessageQueue(queue.topic, queue.broker_name, queue_id),
+                              int(fields.get("queueOffset", -1)), fields.get("transactionId"))
+        except ValueError as exc:
+            return RocketMQError(f"the broker's send response is malformed: {exc}")
+
     def _failed(self, send: _Send, error: BaseException, retriable: bool) -> None:
         send.last_error = error
-        if retriable and send.attempts <= self.retry_times and time.monotonic() < send.deadline:
+        if (retriable and send.attempts <= self.retry_times and time.monotonic() < send.deadline
+                and not isinstance(send, _ConfirmingOneway)):
             self.instance.request_refresh(f"a send failed: {error}")
             self._attempt(send, may_block=False)
             return

@@ -112,9 +112,13 @@ class PushConsumer(ConsumerBase):
             self._lock_queues(list(self._queues))
         return done
 
+    def _track(self, queue: MessageQueue, epoch: int, offset: int) -> None:
+        # Made after the fetch had started, a pull answered meanwhile found no process queue (or a reset queue's
+        # old one) and its messages were dropped while the fetch moved past them.
+        self._queues[queue] = _ProcessQueue(epoch, offset)
+
     def _start(self, queue: MessageQueue, offset: int) -> None:
         super()._start(queue, offset)
-        self._queues[queue] = _ProcessQueue(self._assigned[queue], offset)
         if self.orderly:
             self._lock_queues([queue])
 

@@ -2,15 +2,17 @@
 
 Any thread calls `invoke`: the caller encodes the frame (fastmq.rocketmq._native.remoting), the request joins an
 outbox and the loop is woken once (IOLoop.wakeup costs nothing while a wakeup is pending), so a burst of sends is
-one hand-over, not one per message. A caller that waits for its answer (call(), a synchronous send) writes the
-request itself when its connection is ready and has nothing queued, and reads the response itself when nothing
-else is in flight there (Connection.request_now with read_response): such a round trip wakes only the caller, and
-the loop not at all. The loop's poll hook drains
+one hand-over, not one per message. A caller that waits for its answer (call(), a synchronous send) first tries
+`call_frame`: it borrows the address's connection for its round trip when nothing else is in flight there
+(Connection.call_blocking), writes, reads and decodes the response on its own thread, and the loop hears
+nothing of it. Otherwise it writes the request itself when its connection has nothing queued
+(Connection.request_now) and the loop reads the answer. The loop's poll hook drains
 the outbox onto the connections (ConnectionPool, one per address); a run of oneway requests to one connection
 becomes one unanswered request of many frames. Requests to an address still connecting wait for it, and fail with
 the connection's error if it cannot be made. Responses complete their callback on the loop thread. Requests handed
 over with hold_until count against the client's max_pending_bytes until they are done
-(fastmq/rocketmq/pending_bytes.py): the caller waits for room.
+(fastmq/rocketmq/pending_bytes.py): the caller waits for room. A borrowed round trip holds none: its request is
+never queued in the client (its caller holds it, at most one a connection), and it is done when call_frame returns.
 
 Requests are encoded with ROCKETMQ binary headers by default (written in compiled code; JSON costs about 40 us more
 per request in json.dumps); responses are read in whichever encoding the server chose.
@@ -50,6 +52,12 @@ _log = logging.getLogger(__name__)
 
 ResponseCallback = Callable[[RemotingCommand | None, BaseException | None], Any]
 MAX_IN_FLIGHT = 1 << 20      # per connection: RocketMQ pipelines freely; the send timeout bounds the wait
+# Oneway requests take their opaques from the upper half of the positive ones, answered requests from the lower:
+# Apache's broker answers a oneway request that waited too long in its send queue ([TIMEOUT_CLEAN_QUEUE] or
+# [PCBUSY_CLEAN_QUEUE] SYSTEM_BUSY, RequestTask.returnResponse does not look at the oneway flag), and such an
+# answer must be told from a response that matches no request (which breaks the protocol).
+ONEWAY_OPAQUE = 1 << 30
+OPAQUE_MASK = ONEWAY_OPAQUE - 1
 CLOSE_LINGER = 1.0           # at most this long at close for queued requests to be written
 
 
@@ -63,7 +71,10 @@ class RocketMQAdapter(ProtocolAdapter):
         return RocketMQFrameSplitter(self.max_frame_size)
 
     def correlation_id(self, frame: Any) -> int | None:
-        return response_opaque(frame)
+        opaque: int | None = response_opaque(frame)
+        if opaque is not None and opaque & ONEWAY_OPAQUE:
+            return None         # the answer to a oneway request: on_push (RemotingClient._on_push) counts it
+        return opaque
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -103,19 +114,23 @@ class RemotingClient:
         # (address, frame, opaque, callback, oneway, timeout, bytes held in self.pending)
         self._outbox: deque[tuple[str, Any, int, ResponseCallback | None, bool, float, int]] = deque()
         self._waiting: dict[str, deque[Any]] = {}
+        self.oneway_refused = 0     # oneway requests a broker answered: dropped unprocessed (_oneway_answered)
+        self._refused_said: set[str] = set()
         self._closed = False
         self.loop.start()
         self.loop.add_poll_hook(self._drain)
 
     # ---- sending (any thread) ------------------------------------------------------------------------
 
-    def next_opaque(self) -> int:
-        return next(self._opaques) & 0x7FFFFFFF
+    def next_opaque(self, oneway: bool = False) -> int:
+        """The opaque of a new request (from the oneway half for a oneway request, ONEWAY_OPAQUE)."""
+        opaque = next(self._opaques) & OPAQUE_MASK
+        return opaque | ONEWAY_OPAQUE if oneway else opaque
 
     def encode(self, code: int, ext_fields: dict[Any, Any] | None = None, body: Any = None, *, oneway: bool = False,
                opaque: int | None = None, remark: str | None = None) -> tuple[bytes, int]:
         """A request frame and its opaque (signed when the client has ACL credentials)."""
-        opaque = self.next_opaque() if opaque is None else opaque
+        opaque = self.next_opaque(oneway) if opaque is None else opaque
         if self.credentials is not None:
             ext_fields = self.credentials.sign(ext_fields, body)
         return encode_frame(code, opaque, ext_fields, body, FLAG_ONEWAY if oneway else 0,
@@ -140,28 +155,43 @@ class RemotingClient:
         if wait and not oneway and not self._outbox:
             conn = self.pool.connection(address)
             if conn is not None and conn.request_now(frame, DecodingCallback(callback, self.pending, held), opaque,
-                                                     timeout=timeout, read_response=True):
+                                                     timeout=timeout):
                 return
         self._outbox.append((address, frame, opaque, callback, oneway, timeout, held))
         self.loop.wakeup()
 
+    def call_frame(self, address: str, frame: Any, opaque: int, deadline: float) -> RemotingCommand | None:
+        """The calling thread's own round trip of an encoded request (see the module docstring): the response
+        (any code), or None, with nothing sent, when the address's connection cannot be lent now (then
+        invoke_frame). Raises what broke the round trip (ConnectionClosedError, RequestTimeoutError at the
+        monotonic time `deadline`, a malformed response's error)."""
+        if self._closed:
+            raise RocketMQError("the RocketMQ client is closed")
+        conn = self.pool.connection(address)
+        if conn is None:
+            return None
+        response = conn.call_blocking(frame, opaque, deadline)
+        return None if response is None else decode_command(response)
+
     def invoke(self, address: str, code: int, ext_fields: dict[Any, Any] | None = None, body: Any = None, *,
                timeout: float | None = None) -> Future[RemotingCommand]:
         """A Future of the response (a RemotingCommand; any response code)."""
-        return self._invoke(address, code, ext_fields, body, timeout, False)
-
-    def _invoke(self, address: str, code: int, ext_fields: dict[Any, Any] | None, body: Any,
-                timeout: float | None, wait: bool) -> Future[RemotingCommand]:
         future: Future[RemotingCommand] = Future()
         frame, opaque = self.encode(code, ext_fields, body)
-        self.invoke_frame(address, frame, opaque, future_callback(future), timeout=timeout, wait=wait)
+        self.invoke_frame(address, frame, opaque, future_callback(future), timeout=timeout)
         return future
 
     def call(self, address: str, code: int, ext_fields: dict[Any, Any] | None = None, body: Any = None, *,
              timeout: float | None = None) -> RemotingCommand:
-        """invoke() and wait for the response."""
+        """The response, waited for (on the calling thread's own round trip when it can borrow the connection)."""
         timeout = self.request_timeout if timeout is None else timeout
-        return self._invoke(address, code, ext_fields, body, timeout, True).result(timeout + 1.0)
+        frame, opaque = self.encode(code, ext_fields, body)
+        response = self.call_frame(address, frame, opaque, time.monotonic() + timeout)
+        if response is not None:
+            return response
+        future: Future[RemotingCommand] = Future()
+        self.invoke_frame(address, frame, opaque, future_callback(future), timeout=timeout, wait=True)
+        return future.result(timeout + 1.0)
 
     def oneway(self, address: str, code: int, ext_fields: dict[Any, Any] | None = None, body: Any = None) -> None:
         frame, opaque = self.encode(code, ext_fields, body, oneway=True)
@@ -260,6 +290,9 @@ class RemotingClient:
 
     def _on_push(self, conn: Any, frame: Any) -> None:
         request = decode_command(frame)
+        if request.is_response:
+            self._oneway_answered(conn, request)
+            return
         reply = None
         if self.on_server_request is not None:
             try:
@@ -274,6 +307,16 @@ class RemotingClient:
                 self._reply, conn, request, _future_reply(done, request)))
             return
         self._reply(conn, request, reply)
+
+    def _oneway_answered(self, conn: Any, response: RemotingCommand) -> None:
+        # Apache answers a oneway request only when it dropped it from its send queue unprocessed (SYSTEM_BUSY,
+        # [TIMEOUT_CLEAN_QUEUE] or [PCBUSY_CLEAN_QUEUE]): the message was not stored. Counted, and said once a
+        # connection: the oneway pace (fastmq/rocketmq/oneway_pace.py) keeps a producer's own sends from causing it.
+        self.oneway_refused += 1
+        if conn.node_id not in self._refused_said:
+            self._refused_said.add(conn.node_id)
+            _log.warning("%s answered a oneway request with %d (%s): it was not stored; later ones are counted in "
+                         "oneway_refused", conn.node_id, response.code, response.remark)
 
     def _reply(self, conn: Any, request: RemotingCommand, reply: RemotingCommand | None) -> None:
         if reply is None:

@@ -5,6 +5,8 @@ import threading
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fastmq.kafka._native.accumulator import RecordAccumulator
 from fastmq._native.hashing import kafka_partition
@@ -220,41 +222,26 @@ def test_memory_is_bounded_and_send_blocks_then_times_out():
     assert result and result[0] is not None
 
 
-def test_done_batches_lend_their_memory_to_the_next_ones():
+def test_done_batches_give_their_storage_back_to_the_arena_for_the_next_ones():
     acc, topic = make(batch_size=1000, buffer_memory=10_000)
     for p in range(4):
         acc.send(topic, p, None, b"x" * 800, None, None)
+    touched = acc.arena.touched
+    assert acc.arena.in_use == 4 * 4096         # a block (4 KiB) a batch
     drain_all(acc)
-    assert (acc.used_memory, acc.pooled_memory) == (0, 4000)
-    # New batches take pooled storage: the total held stays the same.
+    assert (acc.used_memory, acc.arena.in_use) == (0, 0)
+    # New batches write into the blocks the done ones left: the arena touches no new memory.
     for p in range(3):
         acc.send(topic, p, None, b"y" * 800, None, None)
-    assert (acc.used_memory, acc.pooled_memory) == (3000, 1000)
+    assert acc.arena.touched == touched and acc.arena.in_use == 3 * 4096
     contents = {}
     drain_all(acc, contents=contents)
     assert sorted(records_of(data) for data in contents.values()) == [[(None, b"y" * 800)]] * 3
-    # A record larger than a batch gets storage of its own, which is not pooled.
+    # A record larger than the arena's blocks (batch_size) gets storage of its own, freed with its batch.
     acc.send(topic, 0, None, b"z" * 5000, None, None)
-    assert acc.pooled_memory == 4000 and acc.used_memory == 5128
+    assert acc.arena.outside >= 5000 and acc.used_memory == 5128
     drain_all(acc)
-    assert (acc.used_memory, acc.pooled_memory) == (0, 4000)
-    # Closing frees the pool, and what completes afterwards is not kept.
-    acc.send(topic, 0, None, b"w" * 800, None, None)
-    acc.begin_close()
-    assert acc.pooled_memory == 0
-    drain_all(acc)
-    assert (acc.used_memory, acc.pooled_memory) == (0, 0)
-
-
-def test_pooled_memory_gives_way_within_the_buffer_memory():
-    acc, topic = make(batch_size=1000, buffer_memory=4000)
-    for p in range(4):
-        acc.send(topic, p, None, b"x" * 800, None, None)
-    drain_all(acc)
-    assert acc.pooled_memory == 4000
-    # 3128 bytes for one large record: pooled storage is freed to make room, without blocking.
-    acc.send(topic, 0, None, b"z" * 3000, None, None)
-    assert acc.used_memory + acc.pooled_memory <= 4000 and acc.pooled_memory == 0
+    assert (acc.used_memory, acc.arena.in_use, acc.arena.outside) == (0, 0, 0)
 
 
 def test_a_payload_still_referenced_is_not_reused():
@@ -265,10 +252,12 @@ def test_a_payload_still_referenced_is_not_reused():
     (batch,) = acc.drain(nodes[1], 1 << 30, now)
     held = batch.payload                # as a queued socket write would hold it
     acc.complete(batch, 0)
-    assert acc.pooled_memory == 0 and batch.payload is None
+    assert batch.payload is None and acc.arena.in_use == 4096     # the held block is not back yet
     acc.send(topic, 0, None, b"y" * 800, None, None)
     drain_all(acc)
     assert [r.value for r in RecordBatch(held)] == [b"x" * 800]
+    del held
+    assert acc.arena.in_use == 0
 
 
 def test_delivery_timeout_expires_unsent_batches():
@@ -499,10 +488,10 @@ def test_batches_reserve_what_they_hold_not_batch_size():
     assert sum(len(records_of(data)) for data in contents.values()) == 64 * 10 + 3000
 
 
-def test_a_batch_reserves_at_least_the_bytes_it_holds_and_lends_them_on_when_full():
+def test_a_batch_reserves_at_least_the_bytes_it_holds():
     # 1 KiB records fill a 64 KiB batch: its reservation follows them up to batch_size (it stopped at the first
     # step when the builder's size was taken for the last record's), so buffer_memory bounds what batches
-    # hold, and a full batch's storage goes to the pool for the next one.
+    # hold; its storage grew block by block to batch_size.
     acc = RecordAccumulator(batch_size=64 * 1024, buffer_memory=1 << 20, linger_ms=60_000)
     acc.update_topic("t", [1])
     topic = "t"
@@ -513,16 +502,16 @@ def test_a_batch_reserves_at_least_the_bytes_it_holds_and_lends_them_on_when_ful
     nodes, _, _ = acc.ready(now)
     (full,) = acc.drain(nodes[1], 1 << 30, now)
     assert full.reserved == 64 * 1024 >= len(full.payload) and 60 < full.record_count < 64
+    assert full.payload.capacity == 64 * 1024
     acc.complete(full, 0)
-    assert acc.pooled_memory == 64 * 1024
     (rest,) = drain_all(acc, now=now)
     assert rest.record_count == 100 - full.record_count and acc.used_memory == 0
 
 
 def test_a_send_waiting_for_memory_writes_into_the_storage_a_finished_batch_leaves():
-    # A producer that runs ahead of the brokers: the memory is all in batches, and the next batch must take the
-    # storage of one that is done (its pages are mapped: a whole batch_size reserved at once), not have it freed
-    # and reserve a first step of fresh memory.
+    # A producer that runs ahead of the brokers: the memory is all in batches, and the next batch takes the
+    # storage one that is done left in the arena (its pages are mapped: a busy partition's whole batch_size at
+    # once), not fresh memory.
     acc = RecordAccumulator(batch_size=32768, buffer_memory=2 * 32768, max_block_ms=5000, linger_ms=60_000)
     acc.update_topic("t", [1, 1])
     topic = "t"
@@ -530,6 +519,7 @@ def test_a_send_waiting_for_memory_writes_into_the_storage_a_finished_batch_leav
         for _ in range(32):
             acc.send(topic, p, None, b"x" * 1000, None, None)
     assert acc.used_memory == 2 * 32768
+    touched = acc.arena.touched
     blocked = threading.Thread(target=acc.send, args=(topic, 0, None, b"y" * 1000, None, None))
     blocked.start()
     wait_for(lambda: ("t", 1) in acc.due_partitions, 5)     # memory pressure made every partition due
@@ -540,8 +530,8 @@ def test_a_send_waiting_for_memory_writes_into_the_storage_a_finished_batch_leav
     blocked.join(5)
     assert not blocked.is_alive()
     (refilled,) = drain_all(acc, now=now, complete=False)
-    assert refilled.record_count == 1 and refilled.reserved == 32768
-    assert acc.used_memory + acc.pooled_memory == 2 * 32768
+    assert refilled.record_count == 1 and refilled.reserved == 32768 == acc.used_memory
+    assert acc.arena.touched == touched
 
 
 def test_a_send_short_of_memory_makes_every_partition_due_and_wakes_the_sender():
@@ -577,6 +567,27 @@ def test_a_partition_whose_batch_filled_up_opens_the_next_one_at_batch_size():
     assert full >= 2 * (64 << 10)                       # the full one, and the next one whole
     acc.send(topic, 1, None, b"x" * 100, None, None)
     assert acc.used_memory == full + (16 << 10)
+
+
+def test_a_drained_batch_keeps_only_the_pages_it_filled_and_the_next_batches_grow_into_the_rest():
+    """Over many partitions the batches waiting for the broker are most of the producer's memory: a drained
+    batch's block gives the arena back the pages past its bytes (a 22 KiB batch held a 32 KiB block), and the
+    next batches' first, smaller blocks are taken from them rather than from fresh memory."""
+    acc, topic = make(batch_size=256 << 10, buffer_memory=16 << 20, linger_ms=60_000)
+    now = time.monotonic() + 3600
+    for _ in range(200):
+        acc.send(topic, 0, None, b"x" * 100, None, None)
+    (batch,) = acc.drain(acc.ready(now)[0][1], 1 << 30, now)
+    held = len(batch.payload)
+    assert 20 << 10 < held <= 24 << 10 and batch.payload.capacity == 24 << 10 == acc.arena.in_use
+    touched = acc.arena.touched
+    acc.send(topic, 1, None, b"x" * 100, None, None)    # a first block of one page
+    acc.send(topic, 2, None, b"x" * 5000, None, None)   # of two pages
+    assert acc.arena.in_use == (24 << 10) + 4096 + 8192 and acc.arena.touched == touched
+    acc.complete(batch, 0)
+    del batch
+    drain_all(acc, now=now)
+    assert acc.arena.in_use == 0 and acc.used_memory == 0
 
 
 def placed(places) -> list[tuple[int, int]]:
@@ -665,3 +676,81 @@ def test_a_send_that_fills_a_batch_calls_batch_full_once_and_no_other_send_does(
     for _ in range(3):
         acc.send(topic, 0, None, b"v" * 100, None, None)          # into the next batch, which is not full
     assert full == [1] and len(wakeups) == woken
+
+
+@settings(max_examples=40, deadline=None)
+@given(steps=st.lists(st.one_of(
+    st.tuples(st.just("send"), st.sampled_from(["a", "b"]), st.integers(0, 39), st.binary(max_size=300)),
+    st.tuples(st.just("drain")), st.tuples(st.just("grow"), st.sampled_from(["a", "b"]))), max_size=300))
+def test_appends_jumping_between_partitions_keep_every_partitions_records_in_order(steps):
+    # The append path keeps, per partition, the addresses of its open batch's objects to prefetch when an append
+    # switches partition: they go stale as batches close, grow and are drained, and topics gain partitions.
+    acc = RecordAccumulator(batch_size=2048, linger_ms=0, buffer_memory=1 << 26, idempotent=False)
+    counts = {"a": 8, "b": 3}
+    for topic, count in counts.items():
+        acc.update_topic(topic, [1] * count)
+    sent, received, contents = {}, {}, {}
+
+    def drain() -> None:
+        for batch in drain_all(acc, contents=contents):
+            received.setdefault(tuple(batch.topic_partition), []).extend(v for _, v in records_of(contents[batch]))
+
+    for step in steps:
+        if step[0] == "send":
+            _, topic, partition, value = step
+            partition %= counts[topic]
+            acc.send(topic, partition, None, value, None, None)
+            sent.setdefault((topic, partition), []).append(value)
+        elif step[0] == "grow":
+            counts[step[1]] += 5
+            acc.update_topic(step[1], [1] * counts[step[1]])
+        else:
+            drain()
+    drain()
+    assert received == sent
+    assert acc.used_memory == 0 and acc.arena.in_use == 0 and acc.arena.outside == 0
+
+
+@settings(max_examples=25, deadline=None)
+@given(values=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 12_000)), min_size=1, max_size=120),
+       held=st.integers(0, 3))
+def test_a_producer_short_of_memory_waits_for_the_sender_and_loses_nothing(values, held):
+    # 24 KiB of buffer memory for 6 partitions of 8 KiB batches: sends keep waiting for the sender (another
+    # thread, which holds `held` drained batches in flight before it completes the oldest), batches move to larger
+    # blocks as they grow, records larger than a batch take storage outside the arena. Every record arrives in
+    # order, and once everything is done every block is back in the arena.
+    acc = RecordAccumulator(batch_size=8192, linger_ms=0, buffer_memory=24 * 1024, max_block_ms=30_000,
+                            idempotent=False)
+    acc.update_topic("t", [1] * 6)
+    sent, received = {}, {}
+    stop = threading.Event()
+
+    def sender() -> None:
+        flying = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (stop.is_set() and not acc.has_incomplete()):
+            now = time.monotonic() + 3600
+            nodes, _, _ = acc.ready(now)
+            drained = [batch for queues in nodes.values() for batch in acc.drain(queues, 1 << 30, now)]
+            for batch in drained:
+                received.setdefault(batch.topic_partition.partition, []).extend(
+                    v for _, v in records_of(batch.payload))
+            flying.extend(drained)
+            while flying and (len(flying) > held or not drained):
+                acc.complete(flying.pop(0), 0)
+            if not drained:
+                time.sleep(0.0005)
+
+    thread = threading.Thread(target=sender)
+    thread.start()
+    try:
+        for n, (partition, size) in enumerate(values):
+            value = bytes([n % 256]) * size
+            acc.send("t", partition, None, value, None, None)
+            sent.setdefault(partition, []).append(value)
+    finally:
+        stop.set()
+        thread.join(60)
+    assert not thread.is_alive()
+    assert received == sent
+    assert (acc.used_memory, acc.arena.in_use, acc.arena.outside) == (0, 0, 0)

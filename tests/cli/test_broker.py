@@ -8,11 +8,8 @@ import time
 
 from fastmq.broker import BrokerProcess
 from fastmq.kafka import Producer
+from tests.support.cli import run_fastmq
 from tests.support.waiting import wait_for
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fastmq", *args], capture_output=True, text=True, timeout=120)
 
 
 def test_broker_serves_and_reports_statistics(tmp_path):
@@ -24,25 +21,25 @@ def test_broker_serves_and_reports_statistics(tmp_path):
             producer.flush(30)
         broker.stop()                       # SIGTERM: a clean shutdown writes the final statistics
         assert broker.process.returncode == 0
-    result = run_cli("broker-stats", "--data-dir", str(data))
+    result = run_fastmq("broker-stats", "--data-dir", str(data), text=True)
     assert result.returncode == 0, result.stderr
     assert "cli-topic" in result.stdout and "put" in result.stdout
-    stats = json.loads(run_cli("broker-stats", "--data-dir", str(data), "--json").stdout)
+    stats = json.loads(run_fastmq("broker-stats", "--data-dir", str(data), "--json", text=True).stdout)
     assert stats["topics"]["cli-topic"]["put"]["messages"] == 30
     assert [p["high_watermark"] for p in stats["partitions"]["cli-topic"]] == [15, 15]
 
 
 def test_broker_stats_without_a_broker(tmp_path):
-    result = run_cli("broker-stats", "--data-dir", str(tmp_path))
+    result = run_fastmq("broker-stats", "--data-dir", str(tmp_path), text=True)
     assert result.returncode == 1 and "is a broker running there" in result.stderr
 
 
 def test_broker_refuses_bad_options(tmp_path):
-    result = run_cli("broker", "--data-dir", str(tmp_path), "--listen", "SASL_PLAINTEXT://127.0.0.1:0")
+    result = run_fastmq("broker", "--data-dir", str(tmp_path), "--listen", "SASL_PLAINTEXT://127.0.0.1:0", text=True)
     assert result.returncode != 0 and "needs users" in result.stderr
-    result = run_cli("broker", "--data-dir", str(tmp_path), "--user", "no-password-separator")
+    result = run_fastmq("broker", "--data-dir", str(tmp_path), "--user", "no-password-separator", text=True)
     assert result.returncode != 0 and "name=password" in result.stderr
-    result = run_cli("broker", "--data-dir", str(tmp_path), "--listen", "carrier-pigeon://127.0.0.1:0")
+    result = run_fastmq("broker", "--data-dir", str(tmp_path), "--listen", "carrier-pigeon://127.0.0.1:0", text=True)
     # (the protocols listed grow with the front ends: kafka first, whatever else is there)
     assert result.returncode != 0 and "a listener's scheme is a protocol (kafka" in result.stderr
     assert "'carrier-pigeon'" in result.stderr
@@ -52,7 +49,7 @@ def test_broker_holds_its_data_directory(tmp_path):
     data = tmp_path / "data"
     with BrokerProcess(data):
         started = time.monotonic()
-        result = run_cli("broker", "--data-dir", str(data), "--listen", "127.0.0.1:0")
+        result = run_fastmq("broker", "--data-dir", str(data), "--listen", "127.0.0.1:0", text=True)
         assert result.returncode != 0 and "in use by another process" in result.stderr
         assert time.monotonic() - started < 60
 
@@ -88,8 +85,8 @@ def _alive(pid: int) -> bool:
 
 
 def test_broker_max_connections_beyond_the_open_file_limit_is_refused(tmp_path):
-    result = run_cli("broker", "--data-dir", str(tmp_path), "--listen", "127.0.0.1:0",
-                     "--max-connections", str(1 << 40))
+    result = run_fastmq("broker", "--data-dir", str(tmp_path), "--listen", "127.0.0.1:0",
+                        "--max-connections", str(1 << 40), text=True)
     assert result.returncode != 0 and "RLIMIT_NOFILE" in result.stderr and "--max-connections" in result.stderr
 
 
@@ -122,7 +119,7 @@ def test_broker_disk_ratios_reach_the_store_and_bad_ones_are_refused(tmp_path):
             store.disk_space_warning_level_ratio) == (90, 95, 98)
     default = broker_config(parse(["broker", "--data-dir", str(tmp_path)])).store_config()
     assert (default.disk_max_used_space_ratio, default.disk_space_clean_forcibly_ratio) == (75, 85)
-    result = run_cli("broker", "--data-dir", str(tmp_path), "--disk-ratios", "90,80,95")
+    result = run_fastmq("broker", "--data-dir", str(tmp_path), "--disk-ratios", "90,80,95", text=True)
     assert result.returncode != 0 and "disk_ratios 90,80,95" in result.stderr
-    result = run_cli("broker", "--data-dir", str(tmp_path), "--disk-ratios", "90,95")
+    result = run_fastmq("broker", "--data-dir", str(tmp_path), "--disk-ratios", "90,95", text=True)
     assert result.returncode != 0 and "USED,FORCED,FULL" in result.stderr

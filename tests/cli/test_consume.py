@@ -1,20 +1,15 @@
 """`fastmq consume` and `fastmq bench consume` against a real broker (Tansu)."""
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
 
 import confluent_kafka
 
 from fastmq.cli.consume import Formatter
 from fastmq.kafka.structs import ConsumerRecord
+from tests.support.cli import run_fastmq
 
 WAIT = 20.0
-
-
-def fastmq(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fastmq", *args], capture_output=True, timeout=120)
 
 
 def produce(servers: str, topic: str, count: int, partition: int = 0) -> None:
@@ -38,8 +33,8 @@ def test_formatter_tokens_and_escapes():
 def test_consume_from_an_offset_with_a_count_and_a_format(kafka_broker):
     topic = f"cli-{uuid.uuid4().hex[:8]}"
     produce(kafka_broker.bootstrap_servers, topic, 10)
-    result = fastmq("consume", "-b", kafka_broker.bootstrap_servers, "-t", topic, "-p", "0", "-o", "3", "-c", "4",
-                    "-f", "%o:%k:%s\\n")
+    result = run_fastmq("consume", "-b", kafka_broker.bootstrap_servers, "-t", topic, "-p", "0", "-o", "3", "-c", "4",
+                        "-f", "%o:%k:%s\\n")
     assert result.returncode == 0, result.stderr
     assert result.stdout.decode().splitlines() == [f"{i}:k{i}:value-{i}" for i in range(3, 7)]
 
@@ -48,7 +43,7 @@ def test_consume_exits_at_the_end_of_every_partition(kafka_broker):
     topic = f"cli-{uuid.uuid4().hex[:8]}"
     produce(kafka_broker.bootstrap_servers, topic, 3, partition=0)
     produce(kafka_broker.bootstrap_servers, topic, 2, partition=2)
-    result = fastmq("consume", "-b", kafka_broker.bootstrap_servers, "-t", topic, "-e", "-f", "%p %s\\n")
+    result = run_fastmq("consume", "-b", kafka_broker.bootstrap_servers, "-t", topic, "-e", "-f", "%p %s\\n")
     assert result.returncode == 0, result.stderr
     assert sorted(result.stdout.decode().splitlines()) == sorted(
         [f"0 value-{i}" for i in range(3)] + [f"2 value-{i}" for i in range(2)])
@@ -58,17 +53,17 @@ def test_consume_as_a_group_member_commits(kafka_broker):
     topic, group = f"cli-{uuid.uuid4().hex[:8]}", f"cli-group-{uuid.uuid4().hex[:8]}"
     produce(kafka_broker.bootstrap_servers, topic, 5)
     options = ["-b", kafka_broker.bootstrap_servers, "-t", topic, "-g", group, "-X", "session_timeout_ms=6000"]
-    first = fastmq("consume", *options, "-c", "5")
+    first = run_fastmq("consume", *options, "-c", "5")
     assert first.returncode == 0, first.stderr
     assert first.stdout.decode().splitlines() == [f"value-{i}" for i in range(5)]
     produce(kafka_broker.bootstrap_servers, topic, 1)
-    second = fastmq("consume", *options, "-c", "1")
+    second = run_fastmq("consume", *options, "-c", "1")
     assert second.stdout.decode().splitlines() == ["value-0"]           # only the new record
 
 
 def test_bench_consume_prints_a_summary(kafka_broker):
-    result = fastmq("bench", "consume", "-b", kafka_broker.bootstrap_servers, "--records", "20000", "-q",
-                    "--latency-seconds", "1", "--latency-rate", "1000")
+    result = run_fastmq("bench", "consume", "-b", kafka_broker.bootstrap_servers, "--records", "20000", "-q",
+                        "--latency-seconds", "1", "--latency-rate", "1000")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.decode().splitlines()
     assert lines[0].split()[:3] == ["stage", "msgs/s", "MB/s"]

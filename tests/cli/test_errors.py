@@ -16,14 +16,14 @@ from fastmq.cli import build_parser
 from fastmq.cli.broker import broker_config
 from fastmq.cli.failure import ExitCode
 from fastmq.kafka import Admin
+from tests.support.cli import run_fastmq
 
 # A bound for the subprocess, far above what each case takes (a --timeout of 1 s), so that a hang fails the test.
 LIMIT = 60
 
 
-def fastmq(*args: str, stdin: str = "", **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fastmq", *args], input=stdin, capture_output=True, text=True,
-                          timeout=LIMIT, **kwargs)
+def fastmq(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return run_fastmq(*args, stdin=stdin, text=True, timeout=LIMIT)
 
 
 def one_line(result: subprocess.CompletedProcess) -> str:

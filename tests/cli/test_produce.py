@@ -1,15 +1,11 @@
 """`fastmq produce` and `fastmq bench produce` against a real broker."""
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
 
 from kafka import KafkaConsumer, TopicPartition
 
-
-def fastmq(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fastmq", *args], input=stdin, capture_output=True, timeout=120)
+from tests.support.cli import run_fastmq
 
 
 def read_all(servers: str, topic: str, count: int) -> list:
@@ -33,8 +29,8 @@ def test_produce_lines_with_keys_and_headers(kafka_broker, tmp_path):
     topic = f"cli-{uuid.uuid4().hex[:8]}"
     source = tmp_path / "lines.txt"
     source.write_bytes(b"k1:one\nk2:two\nno-key-here\n")
-    result = fastmq("produce", "-b", kafka_broker.bootstrap_servers, "-t", topic, "-K", ":", "-H", "origin=cli",
-                    "-z", "lz4", "-p", "0", str(source))
+    result = run_fastmq("produce", "-b", kafka_broker.bootstrap_servers, "-t", topic, "-K", ":", "-H", "origin=cli",
+                        "-z", "lz4", "-p", "0", str(source))
     assert result.returncode == 0, result.stderr
     records = read_all(kafka_broker.bootstrap_servers, topic, 3)
     assert [(r.key, r.value, r.headers) for r in records] == [
@@ -44,18 +40,19 @@ def test_produce_lines_with_keys_and_headers(kafka_broker, tmp_path):
 
 def test_produce_from_stdin(kafka_broker):
     topic = f"cli-{uuid.uuid4().hex[:8]}"
-    result = fastmq("produce", "-b", kafka_broker.bootstrap_servers, "-t", topic, "-p", "1", stdin=b"a\nb\n")
+    result = run_fastmq("produce", "-b", kafka_broker.bootstrap_servers, "-t", topic, "-p", "1", stdin=b"a\nb\n")
     assert result.returncode == 0, result.stderr
     assert [r.value for r in read_all(kafka_broker.bootstrap_servers, topic, 2)] == [b"a", b"b"]
 
 
 def test_produce_reports_failures(kafka_broker):
-    result = fastmq("produce", "-b", kafka_broker.bootstrap_servers, "-t", "x", "-X", "not_an_option=1", stdin=b"a\n")
+    result = run_fastmq("produce", "-b", kafka_broker.bootstrap_servers, "-t", "x", "-X", "not_an_option=1",
+                        stdin=b"a\n")
     assert result.returncode != 0 and b"not_an_option" in result.stderr
 
 
 def test_bench_produce_prints_a_summary(kafka_broker):
-    result = fastmq("bench", "produce", "-b", kafka_broker.bootstrap_servers, "--records", "20000", "-q")
+    result = run_fastmq("bench", "produce", "-b", kafka_broker.bootstrap_servers, "--records", "20000", "-q")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.decode().splitlines()
     assert lines[0].split() == ["stage", "msgs/s", "MB/s", "p50", "ms", "p99", "ms"]

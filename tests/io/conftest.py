@@ -11,6 +11,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 from concurrent.futures import Future
 from typing import Any
 
@@ -102,6 +103,21 @@ class EchoServer:
             size -= len(chunk)
         return b"".join(chunks)
 
+    def _write_all(self, conn: socket.socket, data: bytes) -> None:
+        """conn.sendall() with the connection's 50 ms timeout would give the client 50 ms to read the whole answer
+        (the timeout bounds all of sendall): a large echo to a client slowed by a loaded machine was cut off."""
+        view = memoryview(data)
+        deadline = time.monotonic() + WAIT
+        while view:
+            if self._stop.is_set():
+                raise ConnectionAbortedError("the echo server is closing")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the client did not read the answer within {WAIT:g} s")
+            try:
+                view = view[conn.send(view):]
+            except (TimeoutError, socket.timeout):
+                continue
+
     def _serve(self, conn: socket.socket) -> None:
         conn.settimeout(0.05)
         held: list[bytes] = []
@@ -117,21 +133,21 @@ class EchoServer:
                     self.requests.append(payload)
                 command, body = payload[4:5], payload[5:]
                 if command == b"E":
-                    conn.sendall(header + payload)
+                    self._write_all(conn, header + payload)
                 elif command == b"H":
                     held.append(header + payload)
                 elif command == b"F":
-                    conn.sendall(b"".join(reversed(held)) + header + payload)
+                    self._write_all(conn, b"".join(reversed(held)) + header + payload)
                     held.clear()
                 elif command == b"G":
-                    conn.sendall(body)
+                    self._write_all(conn, body)
                 elif command == b"C":
                     return
                 elif command == b"U":
-                    conn.sendall(make_frame(-1, b"pushed") + header + payload)
+                    self._write_all(conn, make_frame(-1, b"pushed") + header + payload)
                 elif command == b"X":
                     wrong = struct.pack(">i", struct.unpack(">i", payload[:4])[0] + 1000)
-                    conn.sendall(header + wrong + payload[4:])
+                    self._write_all(conn, header + wrong + payload[4:])
                 # S: never answer
         except OSError:
             return

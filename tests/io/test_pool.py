@@ -218,6 +218,24 @@ def test_idle_connections_are_reaped_and_active_ones_kept(loop, echo_server, mak
     assert isinstance(closed["busy"], IdleConnectionClosedError)
 
 
+def test_a_connection_awaiting_a_response_is_not_idle(loop, echo_server, make_pool):
+    pool = make_pool(connections_max_idle_ms=200, request_timeout_ms=30000)
+    closed = {}
+    loop.run_in_loop(pool.add_listener,
+                     lambda node, ready, error: closed.setdefault(node, error) if not ready else None,
+                     timeout=WAIT)
+    loop.run_in_loop(pool.add_node, "slow", "127.0.0.1", echo_server.port, timeout=WAIT)
+    loop.run_in_loop(pool.maybe_connect, "slow", timeout=WAIT)
+    assert wait_for(lambda: loop.run_in_loop(pool.is_ready, "slow"))
+    held = pool_send(loop, pool, "slow", b"H", b"held")     # the server answers it only with the next F
+    time.sleep(0.8)  # the peer takes four times connections_max_idle_ms to answer
+    assert "slow" not in closed and not held.done()
+    flushed = pool_send(loop, pool, "slow", b"F")
+    assert held.result(WAIT).endswith(b"Hheld") and flushed.result(WAIT)
+    assert wait_for(lambda: "slow" in closed)  # answered and quiet: idle
+    assert isinstance(closed["slow"], IdleConnectionClosedError)
+
+
 def test_pool_close_closes_everything_and_refuses_new_connections(loop, echo_server, make_pool):
     pool = make_pool()
     loop.run_in_loop(pool.add_node, 1, "127.0.0.1", echo_server.port, timeout=WAIT)

@@ -3,7 +3,6 @@ the real threaded echo server of conftest.py)."""
 from __future__ import annotations
 
 import itertools
-import os
 import socket
 import threading
 from concurrent.futures import Future
@@ -13,9 +12,8 @@ import pytest
 
 from fastmq.io import ConnectionClosedError, ConnectionState, RequestTimeoutError
 
-from tests.support.waiting import wait_for
 
-from .conftest import EchoAdapter, future_callback
+from .conftest import future_callback
 
 WAIT = 10.0
 _ids = itertools.count(1_000_000)      # far from the ids the loop hands out (0, 1, 2, ...)
@@ -152,133 +150,3 @@ def test_a_close_racing_callers_fails_or_answers_every_request(loop, echo_server
             future.result(WAIT)
         except ConnectionClosedError:
             pass
-
-
-# ---- read_response: the calling thread reads its own answer when nothing else is in flight ----------------------
-
-def read_now(client: Any, frame: Any, command: bytes, body: bytes = b"", **options: Any) -> tuple[bool, Future, list]:
-    """request_now(read_response=True); also the names of the threads the callback ran on."""
-    cid = next(_ids)
-    future, complete = future_callback()
-    ran_on: list[str] = []
-
-    def callback(response: Any, error: BaseException | None) -> None:
-        ran_on.append(threading.current_thread().name)
-        complete(response, error)
-
-    taken = client.conn.request_now(frame(cid, command + body), callback, cid, read_response=True, **options)
-    return taken, future, ran_on
-
-
-def open_descriptors() -> int:
-    """This process's descriptors (the echo server's sockets included: it runs in this process)."""
-    return len(os.listdir("/proc/self/fd"))
-
-
-def test_the_caller_reads_its_own_answer_and_the_loop_reads_again_after(loop, echo_server, connect, frame):
-    client = connect(echo_server.port)
-    for i in range(50):
-        taken, future, ran_on = read_now(client, frame, b"E", b"own-%d" % i)
-        # Answered before request_now returned, on this thread: the loop was not woken for it.
-        assert taken and future.done() and ran_on == [threading.current_thread().name]
-        assert future.result(0)[4:] == b"Eown-%d" % i
-    metrics = client.conn.metrics
-    assert metrics.direct_responses == 50 and metrics.responses_received == 0 and metrics.bytes_in == 0
-    assert metrics.direct_bytes_in == metrics.direct_bytes_out
-    # The loop's EPOLLIN is back on: requests it writes are answered through it.
-    assert client.send(b"E", b"loop").result(WAIT)[4:] == b"Eloop"
-    assert metrics.responses_received == 1 and client.conn.in_flight_count == 0
-
-
-def test_a_frame_from_the_server_before_the_answer_goes_back_to_the_loop_in_order(loop, echo_server, connect,
-                                                                                  frame):
-    adapter = EchoAdapter()
-    client = connect(echo_server.port, adapter)
-    taken, future, ran_on = read_now(client, frame, b"U", b"pushed-first")
-    assert taken
-    assert future.result(WAIT)[4:] == b"Upushed-first"
-    assert ran_on == [loop.name]            # handed to the loop with the pushed frame, which went first
-    assert adapter.pushed == [b"\xff\xff\xff\xffpushed"]
-    assert client.conn.metrics.direct_responses == 0 and client.conn.metrics.responses_received == 1
-    client.call(lambda: None)       # the loop has handed reading back by the time it runs this
-    taken, future, ran_on = read_now(client, frame, b"E", b"after")
-    assert taken and future.result(0)[4:] == b"Eafter" and ran_on == [threading.current_thread().name]
-
-
-def test_with_another_request_in_flight_the_loop_reads(loop, echo_server, connect, frame):
-    client = connect(echo_server.port)
-    held = client.send(b"H", b"held")
-    attempt: list[Any] = []
-    # Declined while the loop still holds the connection's write lock after writing the held request: tried again.
-    wait_for(lambda: attempt.append(read_now(client, frame, b"F", b"flush")) or attempt[-1][0], WAIT,
-             message="the connection took the request")
-    _, future, ran_on = attempt[-1]
-    assert future.result(WAIT)[4:] == b"Fflush" and held.result(WAIT)[4:] == b"Hheld"
-    assert ran_on == [loop.name] and client.conn.metrics.direct_responses == 0
-
-
-def test_on_the_loop_thread_it_only_writes(loop, echo_server, connect, frame):
-    client = connect(echo_server.port)
-    taken, future, ran_on = client.call(read_now, client, frame, b"E", b"on-loop")
-    assert taken and future.result(WAIT)[4:] == b"Eon-loop" and ran_on == [loop.name]
-
-
-@pytest.mark.parametrize("command, timeout, error", [
-    (b"C", None, ConnectionClosedError),        # the server closes
-    (b"G", None, ConnectionClosedError),        # garbage: a frame too short for a correlation id
-    (b"X", None, ConnectionClosedError),        # an answer to no pending request
-    (b"S", 0.2, RequestTimeoutError),           # no answer within the request's timeout
-])
-def test_a_broken_or_missing_answer_closes_the_connection_through_the_loop(loop, echo_server, connect, frame,
-                                                                           command, timeout, error):
-    before = open_descriptors()
-    client = connect(echo_server.port, request_timeout=60)
-    taken, future, _ = read_now(client, frame, command, b"\x00\x00\x00\x02ab" if command == b"G" else b"",
-                                timeout=timeout)
-    assert taken
-    with pytest.raises(error):
-        future.result(WAIT)
-    assert isinstance(client.closed.result(WAIT), error)
-    wait_for(lambda: open_descriptors() == before, WAIT, message="descriptors back to where they were")
-
-
-def test_closing_the_connection_wakes_a_caller_waiting_for_its_answer(loop, echo_server, connect, frame):
-    before = open_descriptors()
-    client = connect(echo_server.port, request_timeout=60)
-    outcome: list[Any] = []
-    caller = threading.Thread(target=lambda: outcome.append(read_now(client, frame, b"S")))
-    caller.start()
-    wait_for(lambda: echo_server.requests and echo_server.requests[-1][4:5] == b"S", WAIT,
-             message="the request arrived")
-    client.close()
-    caller.join(WAIT)
-    assert not caller.is_alive()
-    taken, future, _ = outcome[0]
-    assert taken
-    with pytest.raises(ConnectionClosedError):
-        future.result(WAIT)
-    # the socket the caller polled was closed by it, once awake (and the echo server closes its side)
-    wait_for(lambda: open_descriptors() == before, WAIT, message="descriptors back to where they were")
-
-
-def test_callers_reading_and_the_loop_reading_keep_every_answer_whole(loop, echo_server, connect, frame):
-    client = connect(echo_server.port, max_in_flight=10_000)
-    failures: list[str] = []
-
-    def caller(thread: int) -> None:
-        for i in range(200):
-            body = b"%d-%d-" % (thread, i) + b"y" * (i * 53 % 2000)
-            taken, future, _ = read_now(client, frame, b"E", body)
-            if not taken:
-                future = client.send(b"E", body)
-            if future.result(WAIT)[4:] != b"E" + body:
-                failures.append(f"{thread}-{i}")
-
-    threads = [threading.Thread(target=caller, args=(n,)) for n in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(WAIT * 3)
-    assert not failures and not any(thread.is_alive() for thread in threads)
-    metrics = client.conn.metrics
-    assert metrics.direct_responses + metrics.responses_received == 600

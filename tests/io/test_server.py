@@ -284,3 +284,34 @@ def test_random_bytes_from_clients_never_break_the_server(loop, listen, data):
     probe.close()
     listener.close()
     assert wait_for(lambda: not listener.connections)
+
+
+class AnswerAtOnceHandler(ServerHandler):
+    """Answers each frame with send_answer (answers matched by id, as RocketMQ's) and notes the output still queued
+    right after it."""
+
+    def __init__(self) -> None:
+        self.queued_after: list[int] = []
+
+    def frame_received(self, conn, frame, reply) -> None:
+        reply(None)
+        conn.send_answer([struct.pack(">i", len(frame)), frame])
+        self.queued_after.append(conn.pending_output)
+
+
+def test_send_answer_writes_at_once_unless_another_request_is_buffered(loop, listen):
+    handler = AnswerAtOnceHandler()
+    listener = listen(handler)
+    client = BlockingClient(listener.address)
+    try:
+        client.send(b"E", b"alone")
+        assert client.receive()[4:] == b"Ealone"
+        # written in the handler, not at the loop's next turn (noted just after the client may have read it)
+        assert wait_for(lambda: handler.queued_after == [0])
+        # two requests in one segment: the first answer waits for the second, and both leave in one write
+        frames = b"".join(struct.pack(">ii", 4 + len(body), i) + body for i, body in ((1, b"Ea"), (2, b"Eb")))
+        client.sock.sendall(frames)
+        assert [client.receive()[4:] for _ in range(2)] == [b"Ea", b"Eb"]
+        assert wait_for(lambda: handler.queued_after[1:] == [10, 0])
+    finally:
+        client.close()

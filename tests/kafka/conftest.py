@@ -1,6 +1,6 @@
 """Fixtures of the Kafka tests beyond the session-wide brokers (tests/conftest.py): brokers behind a
-fault-injecting proxy, brokers reached over TLS, Tansu with authentication required, and a three-node Apache
-Kafka cluster for fault tests."""
+fault-injecting proxy, brokers reached over TLS, Tansu with authentication required, a three-node Apache
+Kafka cluster for fault tests, and the loop of scripted brokers (tests/support/scripted_kafka.py)."""
 from __future__ import annotations
 
 import ssl
@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from fastmq.io import IOLoop
 from tests.support.apache_kafka import KafkaCluster
 from tests.support.brokers import DEFAULT_BROKERS
 from tests.support.faults import FaultProxy
@@ -105,3 +106,13 @@ def _proxied_tansu(tls_context: Any):
             broker.stop()
             if broker in _running:
                 _running.remove(broker)
+
+
+@pytest.fixture
+def scripted_loop():
+    """The I/O loop that ScriptedCluster's brokers serve on."""
+    loop = IOLoop(name="scripted-brokers")
+    loop.start()
+    yield loop
+    loop.stop()
+    loop.join(5.0)

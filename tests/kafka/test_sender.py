@@ -3,8 +3,15 @@ one turn of the I/O loop sends."""
 from __future__ import annotations
 
 import uuid
+from typing import Any, Callable
 
+import pytest
+
+from fastmq.kafka import Producer
+from fastmq.kafka import errors as kerrors
+from fastmq.kafka import protocol as kp
 from fastmq.kafka._native.accumulator import RecordAccumulator
+from tests.support.scripted_kafka import ScriptedCluster
 from tests.support.waiting import WAIT, wait_for
 
 
@@ -48,3 +55,68 @@ def test_one_sender_turn_sends_every_full_batch_of_a_partition_up_to_max_in_flig
             loop.add_poll_hook(sender.poll)
         producer.flush(WAIT)
         assert [f.get(0).offset for f in futures] == list(range(45))
+
+
+# ---- what a Produce answer says of each batch -----------------------------------------------------------------
+
+NOT_LEADER = kerrors.NotLeaderForPartitionError.errno
+
+
+def produce_script(cluster: ScriptedCluster, answer: Callable[[int, int], int | None]) -> list[list[tuple[str, int]]]:
+    """Answers Produce requests: answer(partition, attempt) is an error code for the partition, or None to leave
+    it out of the response. Returns the (topic, partition)s of each request, as the broker decoded them."""
+    carried: list[list[tuple[str, int]]] = []
+    R = kp.ProduceResponse
+
+    def produce(node_id: int, request: Any, version: int) -> Any:
+        names = {topic_id: name for name, topic_id in cluster.topic_ids.items()}
+        carried.append([(data.name or names[data.topic_id], p.index) for data in request.topic_data
+                        for p in data.partition_data])
+        attempt = len(carried)
+        return R(responses=[R.TopicProduceResponse(name=data.name, topic_id=data.topic_id, partition_responses=[
+            R.PartitionProduceResponse(index=p.index, error_code=code, base_offset=100 * p.index + attempt)
+            for p in reversed(data.partition_data) if (code := answer(p.index, attempt)) is not None])
+            for data in request.topic_data])
+
+    cluster.handlers[kp.ApiKey.PRODUCE] = produce
+    return carried
+
+
+@pytest.mark.parametrize("produce_version", [2, 8, 9, 13])
+def test_an_answer_with_errors_and_partitions_left_out_completes_the_rest_and_retries_those(scripted_loop,
+                                                                                          produce_version):
+    cluster = ScriptedCluster(scripted_loop, node_ids=(1,), max_versions={kp.ApiKey.PRODUCE: produce_version})
+    cluster.topics["t"] = [1, 1, 1]
+    # Partition 0 is stored at once; 1 is refused (not the leader) and 2 left out of the first answer.
+    carried = produce_script(cluster, lambda partition, attempt: (
+        0 if partition == 0 or attempt > 1 else NOT_LEADER if partition == 1 else None))
+    try:
+        with Producer(cluster.bootstrap_servers, acks=1, enable_idempotence=False, retry_backoff_ms=10,
+                      request_timeout_ms=5000) as producer:
+            futures = [producer.send("t", b"v", partition=p) for p in range(3)]
+            producer.flush(WAIT)
+            offsets = [future.get(0).offset for future in futures]
+    finally:
+        cluster.close()
+    assert sorted(carried[0]) == [("t", 0), ("t", 1), ("t", 2)]
+    assert sorted(tp for request in carried[1:] for tp in request) == [("t", 1), ("t", 2)]
+    assert offsets[0] == 1 and 101 < offsets[1] <= 100 + len(carried) and 201 < offsets[2] <= 200 + len(carried)
+
+
+def test_without_retries_a_refused_batch_fails_with_the_brokers_error_and_a_left_out_one_as_not_mentioned(
+        scripted_loop):
+    cluster = ScriptedCluster(scripted_loop, node_ids=(1,))
+    cluster.topics["t"] = [1, 1, 1]
+    produce_script(cluster, lambda partition, attempt: 0 if partition == 0 else NOT_LEADER if partition == 1 else None)
+    try:
+        with Producer(cluster.bootstrap_servers, acks=1, enable_idempotence=False, retries=0,
+                      request_timeout_ms=5000) as producer:
+            futures = [producer.send("t", b"v", partition=p) for p in range(3)]
+            producer.flush(WAIT)
+            assert futures[0].get(0).offset == 1
+            with pytest.raises(kerrors.NotLeaderForPartitionError):
+                futures[1].get(0)
+            with pytest.raises(kerrors.KafkaConnectionError, match="did not mention"):
+                futures[2].get(0)
+    finally:
+        cluster.close()

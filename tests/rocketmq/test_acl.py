@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fastmq.rocketmq import Credentials, Message, Producer, PullConsumer, SendFailedError, SendStatus, compat
+from fastmq.rocketmq.protocol import RequestCode, ResponseCode
 from tests.support.rocketmq import RocketMQCluster, call, unique
 from tests.support.servers import SERVER_LOGS
 from tests.support.waiting import wait_for
@@ -20,8 +21,6 @@ AUTHENTICATION = {
     # the broker's own requests (registration with the namesrv, its inner clients) sign with these
     "innerClientAuthenticationCredentials": f'{{"accessKey":"{USER}","secretKey":"{PASSWORD}"}}',
 }
-NO_PERMISSION = 16
-GET_MAX_OFFSET = 30
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +54,7 @@ def test_bad_or_missing_signature_is_refused(acl_server, credentials):
                   retry_times=0) as producer:
         with pytest.raises(SendFailedError) as refused:
             producer.send(Message(unique("acl"), b"refused"))
-    assert refused.value.code == NO_PERMISSION
+    assert refused.value.code == ResponseCode.NO_PERMISSION
 
 
 def test_session_credentials_sign_their_token_and_can_be_replaced(acl_server):
@@ -67,7 +66,7 @@ def test_session_credentials_sign_their_token_and_can_be_replaced(acl_server):
         producer.remoting.credentials = Credentials(USER, "expired", "old-token")
         with pytest.raises(SendFailedError) as refused:
             producer.send(Message(topic, b"refused"))
-        assert refused.value.code == NO_PERMISSION
+        assert refused.value.code == ResponseCode.NO_PERMISSION
         producer.remoting.credentials = Credentials(USER, PASSWORD, "renewed-token")
         assert producer.send(Message(topic, b"renewed")).status is SendStatus.SEND_OK
 
@@ -77,8 +76,9 @@ def test_the_broker_checks_the_signed_token(acl_server):
     fields = {"topic": unique("acl-sts"), "queueId": 0}
     signed = Credentials(USER, PASSWORD, "sts-session-token").sign(fields)
     added = dict(Credentials(USER, PASSWORD).sign(fields), SecurityToken="sts-session-token")
-    codes = [call(acl_server.broker_addr, GET_MAX_OFFSET, request, timeout=10).code for request in (signed, added)]
-    assert codes[0] != NO_PERMISSION and codes[1] == NO_PERMISSION
+    codes = [call(acl_server.broker_addr, RequestCode.GET_MAX_OFFSET, request, timeout=10).code
+             for request in (signed, added)]
+    assert codes[0] != ResponseCode.NO_PERMISSION and codes[1] == ResponseCode.NO_PERMISSION
 
 
 def test_compat_session_credentials(acl_server):

@@ -45,7 +45,7 @@ def test_sync_send_keeps_tags_keys_properties_and_body(rocketmq_server, producer
 
 def test_sync_sends_read_their_own_answers(rocketmq_server, producer):
     # A synchronous send with nothing else in flight on its connection is answered on the sending thread: the
-    # response does not go through the I/O thread (Connection.request_now with read_response).
+    # response does not go through the I/O thread (Connection.call_blocking).
     topic = unique("own-answers")
     producer.send(Message(topic, b"create"))
     metrics = producer.remoting.pool.metrics
@@ -55,6 +55,66 @@ def test_sync_sends_read_their_own_answers(rocketmq_server, producer):
     assert len({(r.message_queue, r.queue_offset) for r in results}) == 20
     # Heartbeats and route refreshes of the I/O thread may share a connection now and then: most, not all.
     assert metrics.direct_responses - before >= 15
+
+
+def test_sync_and_async_sends_from_two_threads_share_a_connection(rocketmq_server, producer):
+    # One thread's synchronous sends read their own answers while another thread's async sends are answered on the
+    # I/O thread, on the same broker connection at once: every answer reaches its own send, none is lost or crossed.
+    topic = unique("mixed-threads")
+    producer.send(Message(topic, b"create"))
+    start = threading.Barrier(2, timeout=30)
+    synced: list = []
+    futures: list = []
+
+    def sync_sends() -> None:
+        start.wait()
+        synced.extend(producer.send(Message(topic, b"sync-%d" % i)) for i in range(150))
+
+    def async_sends() -> None:
+        start.wait()
+        for burst in range(15):
+            futures.extend(producer.send_async(Message(topic, b"async-%d-%d" % (burst, i))) for i in range(20))
+            futures[-1].result(30)
+
+    threads = [threading.Thread(target=sync_sends), threading.Thread(target=async_sends)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not any(thread.is_alive() for thread in threads)
+    results = synced + [future.result(30) for future in futures]
+    assert len(results) == 450 and all(r.status is SendStatus.SEND_OK for r in results)
+    assert len({(r.message_queue, r.queue_offset) for r in results}) == 450
+    bodies = sorted(m.body for m in read_all(rocketmq_server.namesrv_addr, topic, 451))
+    assert bodies == sorted([b"create"] + [b"sync-%d" % i for i in range(150)]
+                            + [b"async-%d-%d" % (b, i) for b in range(15) for i in range(20)])
+
+
+def test_sync_sends_from_four_threads_are_each_stored_once(rocketmq_server, producer):
+    # Four threads' synchronous sends on one producer (one broker connection): a thread borrows the connection for
+    # its round trip when nothing else is in flight there, the others go through the I/O thread meanwhile.
+    topic = unique("four-threads")
+    producer.send(Message(topic, b"create"))
+    metrics = producer.remoting.pool.metrics
+    borrowed_before = metrics.direct_responses
+    start = threading.Barrier(4, timeout=30)
+    results: list = []
+
+    def sync_sends(thread: int) -> None:
+        start.wait()
+        results.extend(producer.send(Message(topic, b"t%d-%d" % (thread, i))) for i in range(60))
+
+    threads = [threading.Thread(target=sync_sends, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not any(thread.is_alive() for thread in threads)
+    assert len(results) == 240 and all(r.status is SendStatus.SEND_OK for r in results)
+    assert len({(r.message_queue, r.queue_offset) for r in results}) == 240
+    assert metrics.direct_responses > borrowed_before
+    bodies = sorted(m.body for m in read_all(rocketmq_server.namesrv_addr, topic, 241))
+    assert bodies == sorted([b"create"] + [b"t%d-%d" % (t, i) for t in range(4) for i in range(60)])
 
 
 def test_async_oneway_and_batch_sends_all_arrive(rocketmq_server, producer):

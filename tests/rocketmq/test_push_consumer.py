@@ -112,3 +112,36 @@ def test_queues_of_a_member_that_leaves_move_to_the_others(rocketmq_server, prod
     finally:
         for consumer in consumers:
             consumer.close()
+
+
+def test_a_queue_whose_first_pull_is_answered_before_its_start_returns_is_consumed(rocketmq_server, producer):
+    """The client's loop thread may deliver a queue's first pull before the consumer's worker, which started that
+    fetch, has gone on: its messages are consumed (the push consumer made the queue's process queue only after
+    starting the fetch, and a delivery that came first found none: dropped, while the fetch moved past it)."""
+    topic, group = unique("early"), unique("early-group")
+    sent = producer.send(Message(topic, b"early"))
+    recorder = Recorder()
+    consumer = PushConsumer(group, rocketmq_server.namesrv_addr, listener=recorder,
+                            consume_from_where="CONSUME_FROM_FIRST_OFFSET")
+    delivered = threading.Event()
+    deliver, assign = consumer.fetcher.deliver, consumer.fetcher.assign
+
+    def deliver_and_tell(queue, epoch, messages, next_offset):
+        deliver(queue, epoch, messages, next_offset)
+        if queue == sent.message_queue and messages:
+            delivered.set()
+
+    def assign_and_wait_for_the_answer(queue, offset, epoch):     # the worker's side of the interleaving
+        assign(queue, offset, epoch)
+        if queue == sent.message_queue:
+            delivered.wait(30)
+
+    consumer.fetcher.deliver, consumer.fetcher.assign = deliver_and_tell, assign_and_wait_for_the_answer
+    try:
+        consumer.subscribe(topic)
+        consumer.start()
+        wait_for(delivered.is_set, timeout=30, message="the queue's first pull was never answered")
+        wait_for(lambda: recorder.bodies() == [b"early"], timeout=10,
+                 message=lambda: f"consumed {recorder.bodies()} of the message pulled first")
+    finally:
+        consumer.close()

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from fastmq.rocketmq import ConsumeStatus, Message, PushConsumer
+from fastmq.rocketmq import ConsumeStatus, Message, MessageQueue, PushConsumer
 from fastmq.rocketmq.server_requests import parse_reset_offset_body, parse_running_info
 from tests.support.rocketmq import call, unique
 from tests.support.waiting import wait_for
@@ -98,13 +98,23 @@ def test_offset_reset_through_the_broker(server, sender, consumer_and_seen):
     topic, consumer, seen = consumer_and_seen
     sender.send(Message(topic, b"second"))
     wait_for(lambda: [m.body for m in seen].count(b"second") == 1, timeout=30, message="nothing consumed")
-    # the broker resets only a group with an offset for every queue: the queues are started one after another,
-    # and the message may have come through the first ones before the last has a position to commit
-    # (a queue is assigned before its position is known, and commit() stores only the queues with a position)
+    # the broker resets only a group with an offset for every queue: the queues are started one after another
+    # (each after an offset lookup), and the message may have come through the first ones before the last is
+    # assigned; commit() stores only the assigned queues
     queues = set(consumer.fetch_queues(topic))
-    wait_for(lambda: queues <= consumer.assignment(), timeout=10, message="the consumer never held every queue")
-    wait_for(lambda: consumer.commit() or all(consumer.committed(q) is not None for q in queues), timeout=10,
-             message="the group never had an offset for every queue")
+    wait_for(lambda: queues <= consumer.assignment(), timeout=30, message="the consumer never held every queue")
+
+    def held() -> str:      # (queue: position, committed) when the wait fails: which queue had no position
+        def position(queue: MessageQueue) -> int | None:
+            try:
+                return consumer.position(queue)
+            except KeyError:
+                return None
+        return ", ".join(f"{q.queue_id}: {position(q)}, {consumer.committed(q)}"
+                         for q in sorted(queues, key=lambda q: q.queue_id))
+
+    wait_for(lambda: consumer.commit() or all(consumer.committed(q) is not None for q in queues), timeout=30,
+             message=lambda: f"the group never had an offset for every queue ({held()})")
     answer = call(server.broker_addr, INVOKE_BROKER_TO_RESET_OFFSET, {
         "topic": topic, "group": consumer.group, "timestamp": 0, "isForce": True}, timeout=10)
     assert answer.code == 0, answer.remark

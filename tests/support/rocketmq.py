@@ -25,6 +25,14 @@ JAVA17_OPENS = ("--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED", "--add-ope
                 "--add-exports=java.base/sun.nio.ch=ALL-UNNAMED", "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED")
 DELAY_LEVELS = " ".join(["1s"] * 18)
 BIND_ATTEMPTS = 3
+# Benches run the broker with Apache's own switch (NettyServerConfig.serverNettyWorkerGroupEnable, 5.3.1+,
+# apache/rocketmq#8720, "to improve broker performance and reduce context switching") that decodes requests and
+# encodes responses on Netty's I/O thread instead of handing each one to the NettyServerCodecThread group and back.
+# A sync send then wakes three broker threads, not four (strace -f of the broker, a round trip: 16.5 -> 12.8
+# futex, 3 -> 2 epoll_wait, 4 -> 3 write calls). Per thread from /proc (stop 18, loaded machine): 100-112 -> 62-73 us
+# of broker CPU a round trip, the codec threads' 21-28 us gone; in the bench's apache-broker sync rows 126-183 ->
+# 88-107 us (four runs each). Every client meets the same broker; the suite keeps Apache's default.
+LOW_LATENCY_BROKER = {"serverNettyWorkerGroupEnable": "false"}
 
 
 def unique(prefix: str) -> str:
@@ -102,11 +110,13 @@ class RocketMQCluster:
     cluster_name = "DefaultCluster"
 
     def __init__(self, directory: Path, *, heap: str = "384m", properties: dict[str, object] | None = None,
-                 broker_options: tuple[str, ...] = ()) -> None:
+                 broker_options: tuple[str, ...] = (), namesrv: str | None = None) -> None:
         """broker_options: more JVM options for the broker (later options override the kit's: benches give
-        SERVER_JIT, so that the broker's code is compiled as Apache's own scripts run it)."""
+        SERVER_JIT, so that the broker's code is compiled as Apache's own scripts run it). namesrv: "host:port"
+        of a namesrv already running (fastmq's) for the broker to register with; then only the broker starts."""
         self.directory = Path(directory)
-        self.namesrv_port = free_port()
+        self.external_namesrv = namesrv
+        self.namesrv_port = free_port() if namesrv is None else int(namesrv.rsplit(":", 1)[1])
         self.broker_port = broker_ports()
         home = self.directory / "home"
         (home / "conf").mkdir(parents=True, exist_ok=True)
@@ -152,7 +162,7 @@ class RocketMQCluster:
 
     @property
     def namesrv_addr(self) -> str:
-        return f"127.0.0.1:{self.namesrv_port}"
+        return self.external_namesrv or f"127.0.0.1:{self.namesrv_port}"
 
     @property
     def broker_addr(self) -> str:
@@ -174,11 +184,13 @@ class RocketMQCluster:
     def start(self) -> RocketMQCluster:
         # Both JVMs start at once: the broker keeps registering until the namesrv answers. Other processes on
         # this machine may take one of the broker's ports between our check and its bind: then new ports.
-        self.namesrv.launch()
+        own_namesrv = self.external_namesrv is None
+        if own_namesrv:
+            self.namesrv.launch()
         try:
             for attempt in range(BIND_ATTEMPTS):
                 self.broker.launch()
-                if attempt == 0:
+                if attempt == 0 and own_namesrv:
                     self.namesrv.await_ready()
                 try:
                     self.broker.await_ready()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import random
 import shutil
 import signal
 import socket
@@ -49,6 +50,22 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def port_below_ephemeral_range() -> int:
+    """A free port the kernel never hands out as a connection's local port: while the broker is down, clients
+    keep connecting to its ports, and one of their connections (or a TCP self-connect to a port of the ephemeral
+    range) could take a port it must bind again."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(100):
+        port = random.randrange(max(1024, low - 12000), low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
 
 
 @dataclass(frozen=True)

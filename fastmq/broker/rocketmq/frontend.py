@@ -34,7 +34,13 @@ from fastmq.broker.rocketmq.consumers import notify_ids_changed
 from fastmq.broker.rocketmq.handlers import handler_table
 from fastmq.broker.rocketmq.hold import PullHold
 from fastmq.broker.rocketmq.locks import QueueLocks
-from fastmq.broker.rocketmq.namesrv import REGISTER_BROKER, UNREGISTER_BROKER, NamesrvFrontEnd, json_body
+from fastmq.broker.rocketmq.namesrv import (
+    DELETE_TOPIC_IN_NAMESRV,
+    REGISTER_BROKER,
+    UNREGISTER_BROKER,
+    NamesrvFrontEnd,
+    json_body,
+)
 from fastmq.broker.rocketmq.remoting import Handler, RemotingListener, RequestError
 from fastmq.broker.rocketmq.routes import QueueData, Registration
 from fastmq.broker.rocketmq.schedule import (
@@ -88,9 +94,9 @@ def file_version(path: str) -> tuple[int, int] | None:
     return status.st_mtime_ns, status.st_size
 
 
-def _registered(address: str, response: Any, error: BaseException | None) -> None:
+def _answered(what: str, address: str, response: Any, error: BaseException | None) -> None:
     if error is not None or response.code != ResponseCode.SUCCESS:
-        log.warning("registering with the namesrv at %s failed: %s", address,
+        log.warning("%s at the namesrv %s failed: %s", what, address,
                     error or f"code {response.code}: {response.remark}")
 
 
@@ -121,7 +127,8 @@ class RocketMQFrontEnd(FrontEnd):
         self._closed = False
         broker.store.add_arrival_listener(self.hold.on_arrival)
         broker.store.add_arrival_listener(self.schedule.on_arrival)
-        broker.topics.deletion_listeners.append(lambda topic: broker.loop.call_soon_threadsafe(self.register))
+        broker.topics.deletion_listeners.append(
+            lambda topic: broker.loop.call_soon_threadsafe(self._topic_deleted, topic))
         self.clients.change_listeners.append(lambda group, ids: notify_ids_changed(self, group, ids))
         self.clients.change_listeners.append(self._members_changed)
         self._members: dict[str, set[str]] = {}      # group -> client ids, as the core's statistics know them
@@ -214,12 +221,29 @@ class RocketMQFrontEnd(FrontEnd):
             if isinstance(front, NamesrvFrontEnd):     # its tables exist before its listeners open
                 front.routes.register(registration)
         if self.settings.namesrv_addr:
-            if self._registrar is None:
-                self._registrar = RemotingClient(name="fastmq-broker-registration")
             fields, body = registration_request(registration, self.broker.store.topic_config_manager)
-            for address in self.settings.namesrv_addr:
-                self._registrar.invoke_frame(address, *self._registrar.encode(REGISTER_BROKER, fields, body),
-                                             functools.partial(_registered, address))
+            self._tell_namesrvs("registering", REGISTER_BROKER, fields, body)
+
+    def _tell_namesrvs(self, what: str, code: int, fields: dict[str, Any], body: bytes | None = None) -> None:
+        if self._registrar is None:
+            self._registrar = RemotingClient(name="fastmq-broker-registration")
+        for address in self.settings.namesrv_addr:
+            self._registrar.invoke_frame(address, *self._registrar.encode(code, fields, body),
+                                         functools.partial(_answered, what, address))
+
+    def _topic_deleted(self, topic: str) -> None:
+        """A topic deleted here (through any protocol) leaves the namesrvs' routes, which registrations only add
+        to (routes.py): this broker's entry in-process, the cluster's with DELETE_TOPIC_IN_NAMESRV elsewhere (as
+        `mqadmin deleteTopic -c` does after deleting at the brokers)."""
+        if self._closed or not self.remoting_listeners:
+            return
+        for front in self.broker.front_ends:
+            if isinstance(front, NamesrvFrontEnd):
+                front.routes.remove_topic_of(topic, self.settings.broker_name)
+        if self.settings.namesrv_addr:
+            self._tell_namesrvs(f"deleting topic {topic!r}", DELETE_TOPIC_IN_NAMESRV,
+                                {"topic": topic, "clusterName": self.settings.cluster_name})
+        self.register()
 
     # -- topics -----------------------------------------------------------------------------------------------
 

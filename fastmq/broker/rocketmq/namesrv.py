@@ -7,8 +7,10 @@ SCAN_INTERVAL_S the brokers silent for two minutes are dropped and their connect
 in the same broker registers in-process (no connection) and keeps registering every 30 s like any other broker.
 
 REGISTER_BROKER's body is RegisterBrokerBody as JSON: {"topicConfigSerializeWrapper": {"topicConfigTable":
-{topic: TopicConfig}, "dataVersion": {...}}, "filterServerList": [...]}; the compressed form some 4.x brokers can
-be configured to send (compressed=true) is refused with a clear error.
+{topic: TopicConfig}, "dataVersion": {...}}, "filterServerList": [...]}, or its compressed form (a broker with
+compressedRegister=true; register_body.py: the layout, and how 5.x brokers send it under compressed=false), which
+registers the same topics in the same tables with the same answer. A non-zero bodyCrc32 is checked against the body
+for both forms, as Apache's namesrv does ("crc32 not match"); a body that does not decode is answered SYSTEM_ERROR.
 """
 from __future__ import annotations
 
@@ -20,8 +22,10 @@ from typing import TYPE_CHECKING, Any
 from fastmq.broker.config import ListenerConfig
 from fastmq.broker.frontends import FrontEnd
 from fastmq.broker.periodic import PeriodicWork
+from fastmq.broker.rocketmq.register_body import body_crc32, decode_compressed, is_deflated
 from fastmq.broker.rocketmq.remoting import Handler, RemotingListener, Request, RequestError
 from fastmq.broker.rocketmq.routes import SCAN_INTERVAL_S, KVConfigFile, QueueData, Registration, RouteTables
+from fastmq.errors import CorruptDataError
 from fastmq.rocketmq.protocol import MASTER_ID, RequestCode, ResponseCode
 from fastmq.store.config import loads_lenient
 
@@ -38,8 +42,8 @@ UNREGISTER_BROKER = 104
 GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
 DELETE_TOPIC_IN_NAMESRV = 216
 GET_KVLIST_BY_NAMESPACE = 219
-# Clients before 4.0.1 (version ordinal 401) parse brokerAddrs with fastjson's bare integer keys, as the namesrv
-# writes them for them: {0:"ip:port"}.
+# Clients before 4.9.4 (version ordinal 401, MQVersion.Version.V4_9_4; Apache's ClientRequestProcessor) parse
+# brokerAddrs with fastjson's bare integer keys, as the namesrv writes them for them: {0:"ip:port"}.
 STANDARD_JSON_VERSION = 401
 QUOTED_BROKER_ID = re.compile(rb'"(\d+)":"')
 
@@ -55,12 +59,25 @@ def parse_json_body(request: Request, what: str) -> Any:
         raise RequestError(f"{what} body is not JSON: {exc}") from None
 
 
-def registration_of(request: Request) -> Registration:
-    if request.boolean("compressed"):
-        raise RequestError("compressed broker registrations are not supported: register with compressed=false")
+def topic_table_of(request: Request) -> tuple[Any, Any]:
+    """REGISTER_BROKER's (dataVersion, topicConfigTable), from either form of RegisterBrokerBody."""
+    crc = request.integer("bodyCrc32", 0)
+    if crc and body_crc32(request.body or b"") != crc:
+        raise RequestError("crc32 not match")
+    if request.body and (request.boolean("compressed") or is_deflated(request.body)):
+        try:
+            return decode_compressed(request.body, request.command.version)
+        except CorruptDataError as exc:
+            raise RequestError(f"REGISTER_BROKER body: {exc}") from None
     body = parse_json_body(request, "REGISTER_BROKER") if request.body else {}
     wrapper = body.get("topicConfigSerializeWrapper", {}) if isinstance(body, dict) else None
-    table = wrapper.get("topicConfigTable", {}) if isinstance(wrapper, dict) else None
+    if not isinstance(wrapper, dict):
+        raise RequestError("REGISTER_BROKER body is not a RegisterBrokerBody")
+    return wrapper.get("dataVersion"), wrapper.get("topicConfigTable", {})
+
+
+def registration_of(request: Request) -> Registration:
+    data_version, table = topic_table_of(request)
     if not isinstance(table, dict):
         raise RequestError("REGISTER_BROKER body is not a RegisterBrokerBody")
     broker_name = request.text("brokerName")
@@ -75,9 +92,7 @@ def registration_of(request: Request) -> Registration:
         except (TypeError, ValueError):
             raise RequestError(f"topic config of {topic!r} has non-numeric queue numbers or perm") from None
     return Registration(request.text("clusterName"), broker_name, request.text("brokerAddr"),
-                        request.integer("brokerId", low=0), topics,
-                        wrapper.get("dataVersion") if isinstance(wrapper, dict) else None,
-                        request.text("haServerAddr", ""))
+                        request.integer("brokerId", low=0), topics, data_version, request.text("haServerAddr", ""))
 
 
 class NamesrvFrontEnd(FrontEnd):
@@ -178,5 +193,5 @@ class NamesrvFrontEnd(FrontEnd):
         request.respond(body=json_body({"topicList": self.routes.topics()}))
 
     def delete_topic(self, request: Request) -> None:
-        self.routes.delete_topic(request.text("topic"))
+        self.routes.delete_topic(request.text("topic"), request.text("clusterName", ""))
         request.respond()

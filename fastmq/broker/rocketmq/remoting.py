@@ -195,7 +195,7 @@ class RemotingListener(ServerHandler):
     @staticmethod
     def _send(conn: ServerConnection, frame: bytes) -> None:
         try:
-            conn.send_frame(frame)
+            conn.send_answer(frame)
         except ConnectionClosedError:
             pass
 

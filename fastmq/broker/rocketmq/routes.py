@@ -9,7 +9,11 @@ Five tables, as the seed and RocketMQ's RouteInfoManager keep them:
     filter_server  "ip:port" -> filter server addresses (kept for the route's filterServerTable; always empty here)
 A broker registers at start and every 30 s after (a heartbeat, carrying its topics); scan_not_active drops a
 broker silent for BROKER_EXPIRED_S (2 minutes) with everything it served. Brokers registering again with the same
-data version only refresh their heartbeat. All of this lives in memory; the KV config (namespace -> key -> value;
+data version only refresh their heartbeat. A registration adds and updates the topics it carries and drops none,
+as Apache's namesrv does by default (deleteTopicWithBrokerRegistration=false): Apache's 5.x brokers register only
+the topics just created (BrokerController.registerIncrementBrokerData). A topic leaves a broker's routes with
+DELETE_TOPIC_IN_NAMESRV (delete_topic, for one cluster's brokers or all), remove_topic_of, or its broker's
+unregistration or expiry. All of this lives in memory; the KV config (namespace -> key -> value;
 the namespace ORDER_TOPIC_CONFIG holds "brokerName:queueNums;..." per ordered topic) is persisted in
 config/namesrvKV.json, as RocketMQ keeps kvConfig.json.
 
@@ -130,12 +134,8 @@ class RouteTables:
             changed = live is None or live.data_version != registration.data_version \
                 or registration.data_version is None
             if registration.broker_id == MASTER_ID and changed:
-                served = set(registration.topics)
                 for topic, queue_data in registration.topics.items():
                     self.topic_queue.setdefault(topic, {})[registration.broker_name] = queue_data
-                for topic in list(self.topic_queue):
-                    if topic not in served:
-                        self._remove_topic_of(topic, registration.broker_name)
             self.broker_live[registration.broker_addr] = BrokerLive(
                 self._clock(), registration.data_version, connection, registration.ha_server_addr)
             return broker
@@ -157,12 +157,14 @@ class RouteTables:
                     if not names:
                         del self.cluster_addr[cluster]
                 for topic in list(self.topic_queue):
-                    self._remove_topic_of(topic, broker_name)
+                    self.remove_topic_of(topic, broker_name)
 
-    def _remove_topic_of(self, topic: str, broker_name: str) -> None:
-        queues = self.topic_queue.get(topic)
-        if queues is not None and queues.pop(broker_name, None) is not None and not queues:
-            del self.topic_queue[topic]
+    def remove_topic_of(self, topic: str, broker_name: str) -> None:
+        """The broker no longer serves the topic (it was deleted there)."""
+        with self._lock:
+            queues = self.topic_queue.get(topic)
+            if queues is not None and queues.pop(broker_name, None) is not None and not queues:
+                del self.topic_queue[topic]
 
     def scan_not_active(self) -> list[str]:
         """Drop every broker silent for BROKER_EXPIRED_S; returns their addresses (their connections are to be
@@ -190,9 +192,13 @@ class RouteTables:
                     self.unregister(broker.cluster, broker.broker_name, addr, broker_id)
         self.broker_live.pop(addr, None)
 
-    def delete_topic(self, topic: str) -> None:
+    def delete_topic(self, topic: str, cluster: str = "") -> None:
+        """DELETE_TOPIC_IN_NAMESRV: the topic leaves the routes of the cluster's brokers, or of all brokers."""
         with self._lock:
-            self.topic_queue.pop(topic, None)
+            if not cluster:
+                self.topic_queue.pop(topic, None)
+            for broker_name in self.cluster_addr.get(cluster, ()):
+                self.remove_topic_of(topic, broker_name)
 
     # -- queries ----------------------------------------------------------------------------------------------
 

@@ -8,7 +8,8 @@ offset message id; comma-separated for a batch), queueId and queueOffset. With t
 waits for the fsync (FLUSH_DISK_TIMEOUT if it failed); otherwise it leaves at once. A send to a group's %RETRY%
 topic whose reconsumeTimes reached maxReconsumeTimes goes to the group's %DLQ% topic instead (clients send failed
 messages that way when CONSUMER_SEND_MSG_BACK fails). A message whose sysFlag says PREPARED is a transaction's half
-message (transactions.py).
+message (transactions.py). A message's properties text is stored as sent (as Apache RocketMQ stores it), read
+into a dict only where the broker acts on them: a delay level, a retry topic's reconsume count, a half message.
 
 CONSUMER_SEND_MSG_BACK: a consumer gives back the message at CommitLog `offset` for a later retry. It is written
 to %RETRY%<group> through the delay level `delayLevel` (0: 3 + the times it was consumed already, RocketMQ's
@@ -20,8 +21,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fastmq._native import store_codec
-from fastmq.broker.rocketmq._native.rocketmq_store import fill_batch
+from fastmq.broker.rocketmq._native.rocketmq_store import fill_batch, fill_message
 from fastmq.broker.rocketmq.remoting import Request, RequestError
+from fastmq.broker.rocketmq.schedule import PROPERTY_DELAY
 from fastmq.broker.rocketmq.system_topics import RETRY_PREFIX
 from fastmq.broker.rocketmq.transactions import is_prepared
 from fastmq.errors import FastMQError
@@ -51,6 +53,9 @@ SEND_MESSAGE = int(RequestCode.SEND_MESSAGE)
 SEND_BATCH_MESSAGE = int(RequestCode.SEND_BATCH_MESSAGE)
 SUCCESS = int(ResponseCode.SUCCESS)
 SYNC_FLUSH = FlushDiskType.SYNC_FLUSH
+# A properties text holding this may ask for a delay level: such sends take the path that reads the properties
+# (a user property merely ending in DELAY takes it too, harmlessly).
+DELAY_ENTRY = PROPERTY_DELAY + "\x01"
 
 
 def _properties(text: str) -> dict[str, str]:
@@ -93,7 +98,7 @@ def send(front: RocketMQFrontEnd, request: Request) -> None:
     born = number("bornTimestamp", 0, key=keys["bornTimestamp"])
     flag = number("flag", 0, -2 ** 31, MAX_INT, keys["flag"])
     reconsume_times = number("reconsumeTimes", 0, 0, MAX_INT, keys["reconsumeTimes"])
-    properties = _properties(fields.get(keys["properties"], ""))
+    text = fields.get(keys["properties"], "")
     host = request.session.born_host
     try:
         if code == SEND_BATCH_MESSAGE:
@@ -107,6 +112,17 @@ def send(front: RocketMQFrontEnd, request: Request) -> None:
             result = front.append(batch)
             _stored(front, request, topic, queue_id, result, ",".join(result.msg_ids))
             return
+        if not (is_prepared(sys_flag) or topic.startswith(RETRY_PREFIX) or DELAY_ENTRY in text):
+            # The common case: stored as sent, with no properties dict made (fill_message).
+            batch = front.broker.store.commit_log.new_batch(topic, queue_id, sys_flag, reconsume_times)
+            try:
+                fill_message(batch, request.body, text, born, flag, host)
+            except ValueError as exc:
+                raise RequestError(f"message refused: {exc}", ResponseCode.MESSAGE_ILLEGAL) from None
+            result = front.append(batch)
+            _stored(front, request, topic, queue_id, result, result.msg_id)
+            return
+        properties = _properties(text)
         if is_prepared(sys_flag):
             result = front.transactions.prepare(topic, queue_id, request.body, properties, flag, born, host,
                                                 sys_flag, reconsume_times)

@@ -5,6 +5,7 @@ Java client does, and Kafka's exception classes."""
 cimport cython
 from libc.stdint cimport int16_t, int32_t, int64_t
 
+from fastmq._native.arena cimport ArenaBlock
 from fastmq._native.batch_builder cimport BatchBuilder, BatchFormat
 from fastmq._native.buffer cimport WriteBuffer
 from fastmq._native.hashing cimport murmur2_nogil
@@ -41,18 +42,8 @@ cdef class KafkaBatchBuilder(BatchBuilder):
     cdef object finish(self):
         return self.records.finish()
 
-    cdef bytearray take_storage(self):
-        return self.records.take_storage()
-
-    cdef int grow_into(self, bytearray storage, Py_ssize_t capacity) except -1:
-        cdef WriteBuffer written = self.records._buffer
-        cdef WriteBuffer grown
-        if storage is None and written._capacity >= capacity:
-            return 0
-        grown = WriteBuffer(max(capacity, written.size()), 0, storage)
-        grown.put_bytes(written.pointer_at(0), written.size())
-        self.records._buffer = grown
-        return 0
+    cdef int release_storage(self) except -1:
+        return self.records.release_storage()
 
     cdef int stamp_producer(self, object payload, int64_t producer_id, int16_t producer_epoch,
                             int32_t base_sequence, bint transactional) except -1:
@@ -60,6 +51,14 @@ cdef class KafkaBatchBuilder(BatchBuilder):
             return self.records.set_producer_fields(producer_id, producer_epoch, base_sequence, transactional)
         # The transactional bit does not change: a producer stays transactional or not for its whole life.
         return restamp_producer(payload, producer_id, producer_epoch, base_sequence)
+
+    cdef int hot_objects(self, const char** out) noexcept:
+        # The encoder, its buffer, and where the next record goes.
+        cdef WriteBuffer buffer = self.records._buffer
+        out[0] = <const char*><void*>self.records
+        out[1] = <const char*><void*>buffer
+        out[2] = buffer._data + buffer._length
+        return 3
 
 
 @cython.final
@@ -74,9 +73,9 @@ cdef class KafkaBatchFormat(BatchFormat):
         self.state_error = IllegalStateError
         self.timeout_error = KafkaTimeoutError
 
-    cdef BatchBuilder new_builder(self, Py_ssize_t batch_size, Py_ssize_t capacity, bytearray storage):
+    cdef BatchBuilder new_builder(self, Py_ssize_t batch_size, ArenaBlock storage):
         cdef KafkaBatchBuilder builder = KafkaBatchBuilder.__new__(KafkaBatchBuilder)
-        builder.records = producer_batch_builder(self.codec, self.compression_level, batch_size, capacity, storage)
+        builder.records = producer_batch_builder(self.codec, self.compression_level, batch_size, storage)
         return builder
 
     cdef object partition_key(self, str topic, int32_t partition):

@@ -90,3 +90,10 @@ cdef class DecodeContext:
 
 cdef int encode_struct(StructCodec codec, object obj, WriteBuffer out) except -1
 cdef object decode_struct(StructCodec codec, ReadCursor* cur, DecodeContext ctx)
+
+# The value codecs, for the compiled Produce path (fastmq/kafka/_native/produce.pyx) to write and read the same
+# bytes as the interpreter.
+cdef int encode_value(int kind, bint nullable, PyObject* sub, object value, WriteBuffer out, bint compact) except -1
+cdef int encode_bytes_like(object value, bint nullable, WriteBuffer out, bint compact) except -1
+cdef Py_ssize_t read_length(ReadCursor* cur, bint compact, bint wide) except -2
+cdef int skip_tagged_fields(ReadCursor* cur) except -1

@@ -2,6 +2,7 @@
 """Kafka record batches (magic 2) and legacy message sets (magic 0/1): see records.pyx for the formats."""
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
+from fastmq._native.arena cimport ArenaBlock
 from fastmq._native.buffer cimport ReadCursor, WriteBuffer
 
 cdef enum:
@@ -88,7 +89,7 @@ cdef int raise_record_error(int code, int64_t offset) except -1
 cdef int read_batch_header(const char* data, Py_ssize_t size, BatchHeader* out) except -1
 cdef list decode_headers(const RecordView* record)
 cdef uint32_t batch_crc(const char* batch, Py_ssize_t size) noexcept
-cdef int restamp_producer(bytearray batch, int64_t producer_id, int16_t producer_epoch,
+cdef int restamp_producer(object batch, int64_t producer_id, int16_t producer_epoch,
                           int32_t base_sequence) except -1
 
 
@@ -97,7 +98,15 @@ cdef class DefaultRecordBase:
 
 
 cdef class RecordBatchBuilder(DefaultRecordBase):
+    # What append_raw reads and writes comes first, beside the object's header: a producer over many partitions
+    # finds each batch's builder out of the cache, and these span one or two cache lines, not three.
     cdef WriteBuffer _buffer            # header placeholder + records, as they are appended
+    cdef int64_t _first_timestamp       # timestamp of the first record appended
+    cdef int64_t _max_timestamp         # largest timestamp appended
+    cdef int64_t _last_offset_delta     # offset delta of the last record appended
+    cdef Py_ssize_t _batch_size         # soft limit: an append that would cross it is refused
+    cdef int32_t _record_count          # records appended
+    cdef bint _built                    # build() ran; appends are refused afterwards
     cdef int _codec                     # compression codec id
     cdef int _compression_level         # -1 = codec default
     cdef bint _transactional            # sets the transactional attribute bit
@@ -108,13 +117,7 @@ cdef class RecordBatchBuilder(DefaultRecordBase):
     cdef int64_t _producer_id           # idempotence: producer id or -1
     cdef int16_t _producer_epoch        # idempotence: producer epoch or -1
     cdef int32_t _base_sequence         # idempotence: first sequence or -1
-    cdef int64_t _first_timestamp       # timestamp of the first record appended
-    cdef int64_t _max_timestamp         # largest timestamp appended
-    cdef int64_t _last_offset_delta     # offset delta of the last record appended
-    cdef int32_t _record_count          # records appended
-    cdef Py_ssize_t _batch_size         # soft limit: an append that would cross it is refused
     cdef Py_ssize_t _uncompressed_size  # size before compression, once built
-    cdef bint _built                    # build() ran; appends are refused afterwards
     cdef bint _compressed               # build() returned compressed records (not the encoding buffer)
 
     cdef Py_ssize_t append_raw(self, int64_t offset_delta, int64_t timestamp,
@@ -122,16 +125,16 @@ cdef class RecordBatchBuilder(DefaultRecordBase):
                                const char* value, Py_ssize_t value_len,
                                object headers, bint force) except -2
     cdef int _write_header(self, WriteBuffer buf, int codec) except -1
-    cdef bytearray finish(self)
+    cdef object finish(self)
     cdef WriteBuffer _finished(self)
-    cdef bytearray take_storage(self)
+    cdef int release_storage(self) except -1
     cdef int set_producer_fields(self, int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
                                  bint transactional) except -1
     cdef int _setup(self, int compression_type, int compression_level, bint transactional, int64_t producer_id,
                     int16_t producer_epoch, int32_t base_sequence, Py_ssize_t batch_size, int64_t base_offset,
                     int32_t leader_epoch, int timestamp_type, bint control, Py_ssize_t initial_capacity,
-                    bytearray storage) except -1
+                    object storage) except -1
 
 
 cdef RecordBatchBuilder producer_batch_builder(int compression_type, int compression_level, Py_ssize_t batch_size,
-                                               Py_ssize_t capacity, bytearray storage)
+                                               ArenaBlock storage)

@@ -40,8 +40,7 @@ are shared with the producer's accumulator, the consumer and the columnar reader
 import struct
 
 cimport cython
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.bytearray cimport PyByteArray_AS_STRING
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.ref cimport Py_INCREF
@@ -143,18 +142,26 @@ cdef uint32_t batch_crc(const char* batch, Py_ssize_t size) noexcept:
     return crc32c_of(batch + ATTRIBUTES_AT, size - ATTRIBUTES_AT)
 
 
-cdef int restamp_producer(bytearray batch, int64_t producer_id, int16_t producer_epoch,
+cdef int restamp_producer(object batch, int64_t producer_id, int16_t producer_epoch,
                           int32_t base_sequence) except -1:
-    # Gives a built batch another producer identity and first sequence (the producer's id was reset), in place;
-    # the header's fields and CRC are rewritten, the records (compressed or not) stay as they are.
-    cdef char* p = PyByteArray_AS_STRING(batch)
-    cdef Py_ssize_t size = len(batch)
-    if size < BATCH_HEADER_SIZE or p[MAGIC_AT] != 2 or LOG_OVERHEAD + load_i32be(p + LENGTH_AT) != size:
-        raise ValueError(f"not one whole record batch v2 ({size} bytes)")
-    store_i64be(p + PRODUCER_ID_AT, producer_id)
-    store_i16be(p + PRODUCER_EPOCH_AT, producer_epoch)
-    store_i32be(p + BASE_SEQUENCE_AT, base_sequence)
-    store_u32be(p + CRC_AT, batch_crc(p, size))
+    # Gives a built batch (a writable buffer: a bytearray or an ArenaBlock) another producer identity and first
+    # sequence (the producer's id was reset), in place; the header's fields and CRC are rewritten, the records
+    # (compressed or not) stay as they are.
+    cdef Py_buffer view
+    cdef char* p
+    cdef Py_ssize_t size
+    PyObject_GetBuffer(batch, &view, PyBUF_WRITABLE)
+    try:
+        p = <char*>view.buf
+        size = view.len
+        if size < BATCH_HEADER_SIZE or p[MAGIC_AT] != 2 or LOG_OVERHEAD + load_i32be(p + LENGTH_AT) != size:
+            raise ValueError(f"not one whole record batch v2 ({size} bytes)")
+        store_i64be(p + PRODUCER_ID_AT, producer_id)
+        store_i16be(p + PRODUCER_EPOCH_AT, producer_epoch)
+        store_i32be(p + BASE_SEQUENCE_AT, base_sequence)
+        store_u32be(p + CRC_AT, batch_crc(p, size))
+    finally:
+        PyBuffer_Release(&view)
     return 0
 
 
@@ -261,7 +268,7 @@ cdef class RecordBatchBuilder(DefaultRecordBase):
     cdef int _setup(self, int compression_type, int compression_level, bint transactional, int64_t producer_id,
                     int16_t producer_epoch, int32_t base_sequence, Py_ssize_t batch_size, int64_t base_offset,
                     int32_t leader_epoch, int timestamp_type, bint control, Py_ssize_t initial_capacity,
-                    bytearray storage) except -1:
+                    object storage) except -1:
         self._codec = compression_type & CODEC_MASK
         check_codec(self._codec)
         self._compression_level = compression_level
@@ -285,15 +292,12 @@ cdef class RecordBatchBuilder(DefaultRecordBase):
         self._buffer.claim(BATCH_HEADER_SIZE)
         return 0
 
-    cdef bytearray take_storage(self):
-        # For the end of a producer batch's life: the builder lets go of its memory (its counters stay
-        # readable) and returns, for reuse, what the records were encoded into when build() compressed them
-        # (None when the batch it returned is that memory, or it was not built).
-        cdef WriteBuffer buffer = self._buffer
-        if self._built and not self._compressed:
-            return None             # finish() handed the records' memory over with the batch
-        self._buffer = WriteBuffer(16)
-        return buffer._storage if self._compressed else None
+    cdef int release_storage(self) except -1:
+        # For the end of a producer batch's life (or of its records' memory, once compressed): the builder lets go
+        # of the memory it encoded into (its counters stay readable).
+        if self._buffer._capacity > 16:
+            self._buffer = WriteBuffer(16)
+        return 0
 
     cdef int set_producer_fields(self, int64_t producer_id, int16_t producer_epoch, int32_t base_sequence,
                                  bint transactional) except -1:
@@ -476,10 +480,13 @@ cdef class RecordBatchBuilder(DefaultRecordBase):
         store_u32be(p + CRC_AT, batch_crc(p, buf.size()))
         return 0
 
-    cdef bytearray finish(self):
-        # The producer's path: the storage goes on to the accumulator's pool once the batch is acknowledged, so the
-        # buffer keeps no storage of its own (another batch_size would only be allocated to be freed unused).
-        return self._finished().detach()
+    cdef object finish(self):
+        # The producer's path: the batch is handed over in the memory it was encoded into (an ArenaBlock that
+        # returns to the producer's arena with the payload); compressed, that memory is let go of at once.
+        cdef object payload = self._finished().detach_written()
+        if self._compressed:
+            self.release_storage()
+        return payload
 
     cdef WriteBuffer _finished(self):
         # Compresses (where that pays) and writes the header; returns the buffer that holds the whole batch.
@@ -818,11 +825,11 @@ cdef class RecordBatch(DefaultRecordBase):
 
 
 cdef RecordBatchBuilder producer_batch_builder(int compression_type, int compression_level, Py_ssize_t batch_size,
-                                               Py_ssize_t capacity, bytearray storage):
+                                               ArenaBlock storage):
     # RecordBatchBuilder(2, compression_type, False, -1, -1, -1, batch_size, compression_level=compression_level,
-    # leader_epoch=-1, initial_capacity=capacity, storage=storage) without a Python-level call with keywords: a
-    # producer makes one per batch, and over thousands of partitions a batch holds a few records.
+    # leader_epoch=-1, storage=storage) without a Python-level call with keywords: a producer makes one per batch,
+    # and over thousands of partitions a batch holds a few records.
     cdef RecordBatchBuilder builder = RecordBatchBuilder.__new__(RecordBatchBuilder)
     builder._setup(compression_type, compression_level, False, NO_PRODUCER_ID, -1, NO_SEQUENCE, batch_size, 0, -1,
-                   CREATE_TIME, False, capacity, storage)
+                   CREATE_TIME, False, storage.capacity, storage)
     return builder

@@ -4,6 +4,9 @@ from typing import Any
 
 from typing_extensions import Buffer
 
+from fastmq.rocketmq.message import SendStatus
+from fastmq.rocketmq.route import MessageQueue
+
 SYSFLAG_COMPRESSED_ZLIB: int
 DEFAULT_COMPRESS_THRESHOLD: int
 DEFAULT_MAX_BODY_SIZE: int
@@ -19,6 +22,16 @@ PROPERTY_ORIGIN_MESSAGE_ID: str
 PROPERTY_MIN_OFFSET: str
 PROPERTY_MAX_OFFSET: str
 PROPERTY_CONSUME_START_TIMESTAMP: str
+
+class SendResult:
+    status: SendStatus
+    msg_id: str
+    offset_msg_id: str
+    message_queue: MessageQueue
+    queue_offset: int
+    transaction_id: str | None
+    def __init__(self, status: SendStatus, msg_id: str, offset_msg_id: str, message_queue: MessageQueue,
+                 queue_offset: int, transaction_id: str | None = None) -> None: ...
 
 class MessageExt:
     topic: str

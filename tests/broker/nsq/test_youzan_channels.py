@@ -14,7 +14,8 @@ from fastmq.broker.nsq.filters import FilterError, build_filter, parse_header
 from fastmq.nsq import Consumer, Producer
 from fastmq.nsq._native import codec
 from tests.broker.nsq.test_nsqd import http_address, post, read_frame
-from tests.support.nsq import receive
+from tests.support.nsq import http_get_json, receive
+from tests.support.waiting import wait_for
 
 WAIT = 20.0
 
@@ -50,6 +51,11 @@ def test_mpub_trace_answers_with_the_first_offset(broker):
 
 def create_ext_topic(broker, topic: str) -> None:
     post(http_address(broker, 1), f"/topic/create?topic={topic}&extend=true")
+
+
+def channel_names(broker, topic: str) -> set[str]:
+    stats = http_get_json(http_address(broker, 1), f"/stats?format=json&topic={topic}")
+    return {channel["channel_name"] for topic_stats in stats["topics"] for channel in topic_stats["channels"]}
 
 
 def test_dispatch_tags_route_messages_to_their_subscribers(broker):
@@ -99,7 +105,10 @@ def test_ext_filters_skip_what_they_refuse(broker):
     with Consumer("filtered", "not-hz", nsqd_tcp_addresses=address(broker), partition=0, extend_support=True,
                   ext_filter={"type": 2, "filter_ext_key": "region", "filter_data": "^hz", "inverse": True}) \
             as consumer:
-        # a new channel starts at the topic's end: publish after it exists
+        # a new channel starts at the topic's end: publish after it exists (the consumer subscribes in the
+        # background: under load the messages came first, and the channel, made after them, had none)
+        wait_for(lambda: "not-hz" in channel_names(broker, "filtered"), WAIT, interval=0.05,
+                 message="the consumer's channel made on the broker")
         with Producer(address(broker)) as producer:
             for region in ("hz", "sh"):
                 producer.publish_ext("filtered", region.encode(), {"region": region}, partition=0).result(WAIT)

@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from fastmq.rocketmq import Credentials
-from fastmq.rocketmq.protocol import RequestCode
+from fastmq.rocketmq.protocol import RequestCode, ResponseCode
 from tests import rocketmq_java
 from tests.rocketmq import test_acl as apache_acl_tests
 
@@ -43,8 +43,8 @@ def test_the_java_client_signs_and_is_refused_unsigned(acl_server, tmp_path):
                                         scenario="acl", credentials=(USER, PASSWORD))
     assert "acl" in results, f"the Java client's acl scenario failed:\n{output[-8000:]}"
     result = {key: value for key, value in results["acl"].items() if key != "ms"}
-    assert result == {"sent": "5", "pulled": "5", "wrong_secret": str(apache_acl_tests.NO_PERMISSION),
-                      "unsigned": str(apache_acl_tests.NO_PERMISSION)}
+    assert result == {"sent": "5", "pulled": "5", "wrong_secret": str(ResponseCode.NO_PERMISSION),
+                      "unsigned": str(ResponseCode.NO_PERMISSION)}
 
 
 @pytest.mark.parametrize("change", ["unknown-key", "tampered-field", "tampered-body", "no-signature"])
@@ -63,9 +63,9 @@ def test_refused_requests_leave_the_connection_serving(acl_server, change):
     connection = Remoting(broker_address(acl_server.broker))
     try:
         refused = connection.call(RequestCode.GET_MAX_OFFSET, signed, body)
-        assert refused.code == apache_acl_tests.NO_PERMISSION and refused.remark
+        assert refused.code == ResponseCode.NO_PERMISSION and refused.remark
         answered = connection.call(RequestCode.GET_MAX_OFFSET, Credentials(USER, PASSWORD).sign(fields, body), body)
-        assert answered.code != apache_acl_tests.NO_PERMISSION
+        assert answered.code != ResponseCode.NO_PERMISSION
     finally:
         connection.close()
 

@@ -1,6 +1,7 @@
-"""fill_batch (fastmq/broker/rocketmq/_native/rocketmq_store.pyx): a SEND_BATCH_MESSAGE body goes into a store
-batch exactly as decoding it message by message and adding each (MessageBatch.add) would put it: the same
-CommitLog records, ConsumeQueue units (tags codes) and index items; anything else raises a clear error."""
+"""fill_batch and fill_message (fastmq/broker/rocketmq/_native/rocketmq_store.pyx): a SEND_BATCH_MESSAGE body, or
+one SEND_MESSAGE's body and properties text, goes into a store batch exactly as decoding it message by message and
+adding each (MessageBatch.add) would put it: the same CommitLog records, ConsumeQueue units (tags codes) and index
+items; anything else raises a clear error."""
 from __future__ import annotations
 
 import struct
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from fastmq._native.store_codec import MessageBatch, encode_properties, tags_hash_code
-from fastmq.broker.rocketmq._native.rocketmq_store import fill_batch
+from fastmq.broker.rocketmq._native.rocketmq_store import fill_batch, fill_message
 from fastmq.errors import ProtocolError
 
 STORE_HOST = bytes([127, 0, 0, 1, 0, 0, 0x26, 0x94])
@@ -54,6 +55,36 @@ def test_a_filled_batch_holds_what_adding_each_message_would(items, with_born_ho
                   properties.get("KEYS"), properties.get("UNIQ_KEY"), born_host)
     assert filled.count == added.count and filled.index_items == added.index_items
     assert written(filled) == written(added)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(max_size=40), PROPERTIES, st.integers(-2 ** 31, 2 ** 31 - 1), st.booleans())
+def test_a_filled_message_is_what_adding_it_would_store(data, properties, flag, with_born_host):
+    born_host = BORN_HOST if with_born_host else None
+    filled, added = new_batch(), new_batch()
+    fill_message(filled, data, encode_properties(properties).decode("utf-8"), 1234, flag, born_host)
+    tags = properties.get("TAGS")
+    added.add(data, encode_properties(properties), tags_hash_code(tags) if tags else 0, 1234, flag,
+              properties.get("KEYS"), properties.get("UNIQ_KEY"), born_host)
+    assert filled.count == added.count == 1 and filled.index_items == added.index_items
+    assert written(filled) == written(added)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=60), st.text(max_size=60))
+def test_arbitrary_messages_fill_or_raise(data, properties):
+    try:
+        fill_message(new_batch(), data, properties, 0, 0)
+    except ValueError:
+        pass
+
+
+def test_bad_messages_are_refused_clearly():
+    with pytest.raises(ValueError, match="surrogates not allowed"):
+        fill_message(new_batch(), b"body", "TAGS\x01\udc80\x02", 0, 0)
+    small = MessageBatch("batch-topic", 1, STORE_HOST, 10, 1 << 24)
+    with pytest.raises(ValueError, match="exceeds the maximum 10"):
+        fill_message(small, b"x" * 11, "", 0, 0)
 
 
 @settings(max_examples=100, deadline=None)

@@ -54,9 +54,16 @@ def test_route_tables_register_expire_and_unregister(tmp_path):
         assert [q["brokerName"] for q in route["queueDatas"]] == ["a", "b"]
         assert route["brokerDatas"][1]["brokerAddrs"] == {"0": "127.0.0.1:2"}
         assert routes.cluster_info()["clusterAddrTable"] == {"c1": ["a", "b"]}
-        # a heartbeat with a new data version drops the topics the broker no longer serves
-        routes.register(registration("a", "127.0.0.1:1", {"t": 4}, version=2))
+        # a registration with a new data version adds and updates topics and drops none (Apache's 5.x brokers
+        # register only the topics just created); a topic leaves with remove_topic_of or DELETE_TOPIC_IN_NAMESRV
+        routes.register(registration("a", "127.0.0.1:1", {"t": 4, "new-a": 1}, version=2))
+        assert routes.route("only-a") is not None and routes.route("new-a") is not None
+        routes.remove_topic_of("only-a", "a")
         assert routes.route("only-a") is None
+        routes.delete_topic("new-a", "another-cluster")
+        assert routes.route("new-a") is not None
+        routes.delete_topic("new-a", "c1")
+        assert routes.route("new-a") is None
         # b keeps beating, a goes silent for longer than two minutes
         clock.now += BROKER_EXPIRED_S / 2
         routes.register(registration("b", "127.0.0.1:2", {"t": 8}, version=1))
@@ -103,6 +110,10 @@ def test_routes_of_the_embedded_broker(rmq, namesrv):
     route = json.loads(namesrv.call(GET_ROUTEINFO_BY_TOPIC, {"topic": "made-by-kafka"}).body)
     assert route["queueDatas"][0]["writeQueueNums"] == 3
     assert "made-by-kafka" in json.loads(namesrv.call(GET_ALL_TOPIC_LIST_FROM_NAMESERVER).body)["topicList"]
+    # deleted (through any protocol), it leaves the routes
+    rmq.broker.topics.delete("made-by-kafka")
+    wait_for(lambda: namesrv.call(GET_ROUTEINFO_BY_TOPIC, {"topic": "made-by-kafka"}).code == TOPIC_NOT_EXIST,
+             message="the deleted topic is still routed")
 
 
 def test_register_kv_and_unregister_over_the_wire(namesrv):
@@ -123,9 +134,9 @@ def test_register_kv_and_unregister_over_the_wire(namesrv):
     assert route["orderTopicConf"] == "broker-z:2"
     assert namesrv.call(DELETE_KV_CONFIG, {"namespace": ORDER_TOPIC_CONFIG, "key": "remote-topic"}).code == 0
     assert namesrv.call(GET_KV_CONFIG, {"namespace": ORDER_TOPIC_CONFIG, "key": "remote-topic"}).code == QUERY_NOT_FOUND
-    # a compressed registration is refused with a clear error, the connection stays
+    # a compressed body that is not a zlib stream is refused with a clear error, the connection stays
     refused = namesrv.call(REGISTER_BROKER, dict(fields, compressed="true"), b"\x00\x01")
-    assert refused.code == 1 and "compressed" in refused.remark
+    assert refused.code == 1 and "not a zlib stream" in refused.remark
     assert namesrv.call(UNREGISTER_BROKER, {k: fields[k] for k in ("brokerName", "brokerAddr", "clusterName",
                                                                    "brokerId")}).code == 0
     assert namesrv.call(GET_ROUTEINFO_BY_TOPIC, {"topic": "remote-topic"}).code == TOPIC_NOT_EXIST
@@ -146,5 +157,8 @@ def test_a_broker_registers_with_the_namesrv_of_another_process(tmp_path):
             assert broker.broker.store.get_message_by_id(sent.offset_msg_id).body == b"hello"
             assert routes.cluster_info()["brokerAddrTable"]["broker-remote"]["brokerAddrs"] == {
                 "0": broker.address("rocketmq")}
+            broker.broker.topics.delete("via-remote-namesrv")       # told with DELETE_TOPIC_IN_NAMESRV
+            wait_for(lambda: routes.route("via-remote-namesrv") is None, message="the deleted topic is still routed")
+            assert routes.route("TBW102") is not None
         # closing, the broker unregistered itself
         assert routes.route("via-remote-namesrv") is None and routes.cluster_info()["brokerAddrTable"] == {}
