@@ -275,10 +275,11 @@ class ConsumerBase:
             _log.warning("committing the reset offsets of group %s failed: %s", self.group, exc)
 
     def _commit_offsets(self, offsets: dict[MessageQueue, int]) -> None:
-        changed = {q: o for q, o in offsets.items() if self._committed.get(q) != o}
-        if changed:
-            self.offset_store.commit(changed)
-            self._committed.update(changed)
+        # Every offset goes, changed or not (as the Java client's persistAll): a broker may have lost one it answered
+        # (fastmq.rocketmq.offsets), and the next commit mends it.
+        if offsets:
+            self.offset_store.commit(offsets)
+            self._committed.update(offsets)
 
     # ---- fetching ------------------------------------------------------------------------------------------------
 

@@ -1,7 +1,11 @@
 """Where consumers keep their offsets: on the broker (clustering) or in a local file (broadcasting).
 
 RemoteOffsetStore: QUERY_CONSUMER_OFFSET 14 reads a group's offset of one queue (QUERY_NOT_FOUND 22: none yet),
-UPDATE_CONSUMER_OFFSET 15 writes it, to the queue's master broker.
+UPDATE_CONSUMER_OFFSET 15 writes it, to the queue's master broker. Apache RocketMQ's broker makes a group's offset
+table of a topic on its first commit with a get-then-put that is not atomic: two first commits of one topic handled
+at once each make a table, the later put replaces the earlier table, and the earlier offset is lost while both are
+answered SUCCESS. So the first commit of a topic to a broker goes alone and the others wait for its answer; the
+consumers send every position again each auto-commit, which mends what another member's first commit lost.
 LocalOffsetStore: {"offsetTable": {"topic@broker@queueId": offset}} in <directory>/<client id>/<group>/offsets.json
 (Java's LocalFileOffsetStore layout), written to a temporary file and renamed so a crash leaves the old one.
 """
@@ -10,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -24,6 +29,8 @@ class RemoteOffsetStore:
     def __init__(self, instance: ClientInstance, group: str) -> None:
         self.instance = instance
         self.group = group
+        self._tables: set[tuple[str, str]] = set()      # (broker address, topic) with the group's table made
+        self._first_commits = threading.Lock()          # the auto-commit and the user's commit() may both be first
 
     def read(self, queue: MessageQueue) -> int | None:
         address = self.instance.master_address(queue.broker_name, queue.topic)
@@ -37,16 +44,21 @@ class RemoteOffsetStore:
         check_success(response, f"reading the offset of {queue}")
         return int(response.ext_fields["offset"])
 
-    def commit(self, offsets: dict[MessageQueue, int], wait: bool = True) -> None:
+    def commit(self, offsets: dict[MessageQueue, int]) -> None:
         futures: list[Future[Any]] = []
         for queue, offset in offsets.items():
             address = self.instance.master_address(queue.broker_name)
             fields = {"consumerGroup": self.group, "topic": queue.topic, "queueId": queue.queue_id,
                       "commitOffset": offset}
-            if wait:
-                futures.append(self.instance.remoting.invoke(address, RequestCode.UPDATE_CONSUMER_OFFSET, fields))
-            else:
-                self.instance.remoting.oneway(address, RequestCode.UPDATE_CONSUMER_OFFSET, fields)
+            table = (address, queue.topic)
+            if table not in self._tables:
+                with self._first_commits:
+                    if table not in self._tables:
+                        check_success(self.instance.remoting.call(
+                            address, RequestCode.UPDATE_CONSUMER_OFFSET, fields), "committing an offset")
+                        self._tables.add(table)
+                        continue
+            futures.append(self.instance.remoting.invoke(address, RequestCode.UPDATE_CONSUMER_OFFSET, fields))
         errors = []
         for future in futures:
             try:
@@ -74,7 +86,7 @@ class LocalOffsetStore:
     def read(self, queue: MessageQueue) -> int | None:
         return self._table.get(queue_key(queue))
 
-    def commit(self, offsets: dict[MessageQueue, int], wait: bool = True) -> None:
+    def commit(self, offsets: dict[MessageQueue, int]) -> None:
         for queue, offset in offsets.items():
             self._table[queue_key(queue)] = offset
         self.path.parent.mkdir(parents=True, exist_ok=True)
