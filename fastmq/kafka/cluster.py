@@ -6,6 +6,7 @@ from typing import Any
 
 from fastmq.client import MetadataVersion
 from fastmq.kafka import errors as kerrors
+from fastmq.kafka.protocol.schema import ZERO_UUID
 from fastmq.kafka.structs import TopicPartition
 
 
@@ -78,8 +79,9 @@ class ClusterMetadata(MetadataVersion):
                 errors[name] = topic.error_code or kerrors.LeaderNotAvailableError.errno
                 topics.pop(name, None)
                 continue
-            topics[name] = TopicInfo(name, tuple(partitions), topic.is_internal, topic.error_code,
-                                     getattr(topic, "topic_id", None))
+            topic_id = getattr(topic, "topic_id", None)
+            topics[name] = TopicInfo(name, self._newest(name, topic_id, partitions), topic.is_internal,
+                                     topic.error_code, topic_id)
 
         def apply() -> None:
             self.brokers = brokers
@@ -89,6 +91,20 @@ class ClusterMetadata(MetadataVersion):
             self.controller_id = response.controller_id
 
         self.publish(now, apply)
+
+    def _newest(self, name: str, topic_id: Any, partitions: list[PartitionInfo]) -> tuple[PartitionInfo, ...]:
+        # A broker whose metadata lags answers with a leader older than the one known here (KIP-320): such a
+        # partition keeps what is known until a response names its current leader epoch or a newer one. A topic
+        # made again under the same name (another topic id) starts its epochs over, and is taken whole.
+        known = self.topics.get(name)
+        if known is None or (topic_id != known.topic_id and not _unset(topic_id) and not _unset(known.topic_id)):
+            return tuple(partitions)
+        newest = []
+        for partition in partitions:
+            before = known.partitions[partition.partition] if partition.partition < len(known.partitions) else None
+            stale = before is not None and 0 <= partition.leader_epoch < before.leader_epoch
+            newest.append(before if stale else partition)
+        return tuple(newest)
 
     def partitions_for(self, topic: str) -> set[int] | None:
         info = self.topics.get(topic)
@@ -112,3 +128,8 @@ class ClusterMetadata(MetadataVersion):
         if info is None or tp.partition >= len(info.partitions):
             return None
         return info.partitions[tp.partition]
+
+
+def _unset(topic_id: Any) -> bool:
+    # Metadata before v10 names no topic id, and a broker without ids sends the zero UUID.
+    return topic_id is None or topic_id == ZERO_UUID
