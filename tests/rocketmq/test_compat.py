@@ -84,8 +84,11 @@ def test_the_readme_push_consumer_retries_what_the_callback_raises_on(rocketmq_s
     consumer.subscribe(topic, callback)
     consumer.start()
     try:
-        # A new group starts at the end of the queues (CONSUME_FROM_LAST_OFFSET, the library's default).
-        wait_for(lambda: len(consumer._consumer.assignment()) >= 4, timeout=30)
+        # A new group starts at the end of the queues (CONSUME_FROM_LAST_OFFSET, the library's default): every
+        # queue of the topic is held before the sends (the group's retry queue is in the assignment too).
+        queues = set(consumer._consumer.fetch_queues(topic))
+        wait_for(lambda: queues <= consumer._consumer.assignment(), timeout=30,
+                 message=lambda: f"assigned {consumer._consumer.assignment()}")
         for body in (b"fine", b"flaky"):
             producer.send(NativeMessage(topic, body))
         wait_for(lambda: (b"flaky", 1) in seen, timeout=30, message=lambda: f"seen {seen}")
