@@ -101,9 +101,11 @@ class ClusterMetadata(MetadataVersion):
             return tuple(partitions)
         newest = []
         for partition in partitions:
-            before = known.partitions[partition.partition] if partition.partition < len(known.partitions) else None
-            stale = before is not None and 0 <= partition.leader_epoch < before.leader_epoch
-            newest.append(before if stale else partition)
+            if partition.partition < len(known.partitions):
+                before = known.partitions[partition.partition]
+                if 0 <= partition.leader_epoch < before.leader_epoch:
+                    partition = before
+            newest.append(partition)
         return tuple(newest)
 
     def partitions_for(self, topic: str) -> set[int] | None:
