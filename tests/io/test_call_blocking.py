@@ -8,7 +8,7 @@ import socket
 import struct
 import threading
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -63,13 +63,32 @@ def test_it_declines_on_the_loop_thread_and_with_another_request_in_flight(loop,
     client.close()
 
 
+def read_exactly(conn: socket.socket, size: int) -> bytes:
+    """size bytes, or fewer when the peer closed (MSG_WAITALL does not wait on a socket with a timeout: Python
+    makes it non-blocking)."""
+    data = b""
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
 class ScriptedServer:
     """One connection on 127.0.0.1: each request is answered by the script's list of (delay s, bytes) writes,
-    made from the request's correlation id."""
+    made from the request's correlation id. With receive_buffer the connection's receive buffer is that small, and
+    before_reading() is called (from the server's thread) before anything is read."""
 
-    def __init__(self, script: Any) -> None:
+    def __init__(self, script: Any, receive_buffer: int | None = None,
+                 before_reading: Callable[[], object] | None = None) -> None:
         self.script = script
-        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.before_reading = before_reading
+        self.sock = socket.socket()
+        if receive_buffer is not None:      # set on the listening socket: the accepted one inherits it
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
         self.port = self.sock.getsockname()[1]
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
@@ -79,12 +98,14 @@ class ScriptedServer:
         with conn:
             conn.settimeout(WAIT)
             try:
+                if self.before_reading is not None:
+                    self.before_reading()
                 while True:
-                    header = conn.recv(8, socket.MSG_WAITALL)
+                    header = read_exactly(conn, 8)
                     if len(header) < 8:
                         return
                     size, cid = struct.unpack(">ii", header)
-                    payload = conn.recv(size - 4, socket.MSG_WAITALL)
+                    payload = read_exactly(conn, size - 4)
                     for delay, data in self.script(cid, payload):
                         time.sleep(delay)
                         conn.sendall(data)
@@ -171,16 +192,28 @@ def test_closing_the_connection_wakes_a_caller_waiting_for_its_answer(loop, echo
     assert not caller.is_alive() and len(outcome) == 1
 
 
-def test_what_the_socket_does_not_take_is_written_by_the_loop_and_answered_through_it(loop, echo_server, connect):
+def test_what_the_socket_does_not_take_is_written_by_the_loop_and_answered_through_it(loop, connect):
+    # The server reads nothing until the caller has handed the rest of its request to the loop, and both buffers
+    # are small: the socket cannot take 256 KiB at once, however fast the machine (a server reading at once could
+    # drain it as fast as the caller wrote, and nothing was handed over).
+    clients: list[Any] = []
+    server = ScriptedServer(lambda cid, payload: [(0, make_frame(cid, payload))], receive_buffer=4096,
+                            before_reading=lambda: wait_for(
+                                lambda: clients and clients[0].conn.metrics.direct_bytes_out > 0, WAIT,
+                                message="the caller handed the rest of its request to the loop"))
     options = ((socket.SOL_SOCKET, socket.SO_SNDBUF, 4096), (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1))
-    client = connect(echo_server.port, socket_options=options)
-    body = bytes(range(256)) * 1024  # 256 KiB: far more than the send buffer takes at once
-    cid, answer = call(client, b"E", body)
-    assert answer == struct.pack(">i", cid) + b"E" + body
-    metrics = client.conn.metrics
-    assert 0 < metrics.direct_bytes_out < len(body) and metrics.bytes_out > 0 and metrics.responses_received == 1
-    assert client.conn.pending_output == 0 and client.conn.in_flight_count == 0
-    client.close()
+    client = connect(server.port, socket_options=options)
+    clients.append(client)
+    body = bytes(range(256)) * 1024
+    try:
+        cid, answer = call(client, b"E", body)
+        assert answer == struct.pack(">i", cid) + b"E" + body
+        metrics = client.conn.metrics
+        assert 0 < metrics.direct_bytes_out < len(body) and metrics.bytes_out > 0 and metrics.responses_received == 1
+        assert client.conn.pending_output == 0 and client.conn.in_flight_count == 0
+    finally:
+        client.close()
+        server.close()
 
 
 def test_many_threads_calling_at_once_get_their_own_answers(loop, echo_server, connect):
