@@ -14,6 +14,7 @@ import pytest
 
 from fastmq.io import ConnectionClosedError, RequestTimeoutError
 
+from tests.support.sockets import recv_exact
 from tests.support.waiting import wait_for
 
 from .conftest import EchoAdapter, make_frame
@@ -63,18 +64,6 @@ def test_it_declines_on_the_loop_thread_and_with_another_request_in_flight(loop,
     client.close()
 
 
-def read_exactly(conn: socket.socket, size: int) -> bytes:
-    """size bytes, or fewer when the peer closed (MSG_WAITALL does not wait on a socket with a timeout: Python
-    makes it non-blocking)."""
-    data = b""
-    while len(data) < size:
-        chunk = conn.recv(size - len(data))
-        if not chunk:
-            break
-        data += chunk
-    return data
-
-
 class ScriptedServer:
     """One connection on 127.0.0.1: each request is answered by the script's list of (delay s, bytes) writes,
     made from the request's correlation id. With receive_buffer the connection's receive buffer is that small, and
@@ -101,11 +90,8 @@ class ScriptedServer:
                 if self.before_reading is not None:
                     self.before_reading()
                 while True:
-                    header = read_exactly(conn, 8)
-                    if len(header) < 8:
-                        return
-                    size, cid = struct.unpack(">ii", header)
-                    payload = read_exactly(conn, size - 4)
+                    size, cid = struct.unpack(">ii", recv_exact(conn, 8))
+                    payload = recv_exact(conn, size - 4)
                     for delay, data in self.script(cid, payload):
                         time.sleep(delay)
                         conn.sendall(data)

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from fastmq._native.frames import KafkaFrameSplitter
 from fastmq.errors import FrameTooLargeError, ProtocolError
 from fastmq.io import ConnectionClosedError, IdleConnectionClosedError, Listener, ServerHandler
+from tests.support.sockets import recv_exact
 from tests.support.waiting import WAIT, wait_for
 
 
@@ -55,18 +56,9 @@ class BlockingClient:
         self.sock.sendall(struct.pack(">i", len(payload)) + payload)
         return cid
 
-    def recv_exact(self, size: int) -> bytes:
-        data = b""
-        while len(data) < size:
-            chunk = self.sock.recv(size - len(data))
-            if not chunk:
-                raise ConnectionError("closed by the server")
-            data += chunk
-        return data
-
     def receive(self) -> bytes:
-        size = struct.unpack(">i", self.recv_exact(4))[0]
-        return self.recv_exact(size)
+        size = struct.unpack(">i", recv_exact(self.sock, 4))[0]
+        return recv_exact(self.sock, size)
 
     def is_closed_by_server(self) -> bool:
         try:

@@ -23,6 +23,7 @@ from fastmq.io.codecs import DeflateStream, SnappyStream
 from fastmq.io.errors import UpgradeError
 from fastmq.io.tls import create_client_context, create_server_context
 
+from tests.support.sockets import recv_exact
 from tests.support.waiting import wait_for
 
 from .conftest import EchoAdapter, make_frame
@@ -147,15 +148,6 @@ def test_tls_upgrade_with_an_untrusted_certificate_fails_the_handshake(loop, pki
 
 def raw_connection(listener) -> socket.socket:
     return socket.create_connection(listener.address, timeout=WAIT)
-
-
-def recv_exact(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        assert chunk, "closed by the server"
-        data += chunk
-    return data
 
 
 @codecs

@@ -9,20 +9,10 @@ import pytest
 
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
+from tests.support.sockets import recv_exact
 from tests.support.waiting import wait_for
 
 IO_TIMEOUT_S = 10.0
-
-
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    chunks = []
-    while size:
-        chunk = sock.recv(size)
-        if not chunk:
-            raise ConnectionError("the broker closed the connection")
-        chunks.append(chunk)
-        size -= len(chunk)
-    return b"".join(chunks)
 
 
 class Connection:
@@ -33,8 +23,8 @@ class Connection:
     def call(self, api_key: int, version: int, body):
         self.correlation_id += 1
         self.sock.sendall(kp.encode_request(api_key, version, self.correlation_id, "fastmq-test", body))
-        (size,) = struct.unpack(">i", _recv_exactly(self.sock, 4))
-        frame = _recv_exactly(self.sock, size)
+        (size,) = struct.unpack(">i", recv_exact(self.sock, 4))
+        frame = recv_exact(self.sock, size)
         assert kp.peek_correlation_id(frame) == self.correlation_id
         correlation_id, response = kp.decode_response(api_key, version, frame)
         assert correlation_id == self.correlation_id

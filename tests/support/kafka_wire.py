@@ -8,6 +8,7 @@ from typing import Any
 
 from fastmq.kafka import protocol as kp
 
+from tests.support.sockets import recv_exact
 from tests.support.waiting import WAIT
 
 class Wire:
@@ -28,8 +29,8 @@ class Wire:
         return self.correlation_id
 
     def receive_frame(self) -> bytes:
-        size = struct.unpack(">i", self.recv_exact(4))[0]
-        return self.recv_exact(size)
+        size = struct.unpack(">i", recv_exact(self.sock, 4))[0]
+        return recv_exact(self.sock, size)
 
     def receive(self, api_key: int, version: int, correlation_id: int) -> Any:
         received_id, body = kp.decode_response(api_key, version, self.receive_frame())
@@ -38,15 +39,6 @@ class Wire:
 
     def request(self, api_key: int, version: int, body: Any) -> Any:
         return self.receive(api_key, version, self.send(api_key, version, body))
-
-    def recv_exact(self, size: int) -> bytes:
-        data = b""
-        while len(data) < size:
-            chunk = self.sock.recv(size - len(data))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            data += chunk
-        return data
 
     def closed_by_peer(self, timeout: float = WAIT) -> bool:
         self.sock.settimeout(timeout)

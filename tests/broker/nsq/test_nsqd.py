@@ -17,6 +17,7 @@ from fastmq.broker.config import ListenerConfig
 from fastmq.nsq import Consumer, NSQServerError, Producer
 from fastmq.nsq._native import codec
 from tests.support.nsq import http_get_json, receive
+from tests.support.sockets import recv_exact
 from tests.support.waiting import wait_for
 
 WAIT = 20.0
@@ -131,16 +132,6 @@ def test_bad_input_gets_errors(broker):
 def read_frame(sock: socket.socket) -> tuple[int, bytes]:
     size, frame_type = struct.unpack(">II", recv_exact(sock, 8))
     return frame_type, recv_exact(sock, size - 4)
-
-
-def recv_exact(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(data)} of {n} bytes")
-        data += chunk
-    return data
 
 
 def test_http_apis_and_lookup_with_partitions(broker):
