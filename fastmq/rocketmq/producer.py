@@ -206,21 +206,21 @@ class Producer:
         broker that is down or does not answer fails nothing here: those sends are lost, as oneway sends to it always
         were."""
         messages = [message]
-        send = _Send(self, messages, False, queue, selector, arg, self._checked_deadline(messages, None))
-        target = self._choose(send.messages[0], queue, selector, arg, None, may_block=True)
+        deadline = self._checked_deadline(messages, None)
+        target = self._choose(message, queue, selector, arg, None, may_block=True)
         address = self.instance.master_address(target.broker_name, target.topic)
-        confirmed = self._oneway_pace.confirmation(address, send.deadline) if self._oneway_pace else None
+        confirmed = self._oneway_pace.confirmation(address, deadline) if self._oneway_pace else None
         if confirmed is not None:
             # its answer speaks for the connection the earlier oneway sends took: the same queue
-            send = _ConfirmingOneway(self, [message], False, target, None, None, send.deadline)
+            send = _ConfirmingOneway(self, messages, False, target, None, None, deadline)
             send.future.add_done_callback(confirmed)
             self._attempt(send, may_block=True)
             error = send.future.exception(0) if send.future.done() else None
             if isinstance(error, SendBufferFullError):
                 raise error             # as a oneway request that finds no room raises
             return
-        frame, opaque, _ = self._encode(send.messages, False, target, oneway=True)
-        self.remoting.invoke_frame(address, frame, opaque, None, oneway=True, hold_until=send.deadline)
+        frame, opaque, _ = self._encode(messages, False, target, oneway=True)
+        self.remoting.invoke_frame(address, frame, opaque, None, oneway=True, hold_until=deadline)
 
     def send_batch(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
                    timeout: float | None = None) -> SendResult:
