@@ -23,12 +23,13 @@ def create_topic(wire: Wire, name: str, partitions: int) -> Any:
 
 
 def session_fetch(wire: Wire, session_id: int, epoch: int, partitions: dict[tuple[str, int], int],
-                  forget: dict[str, list[int]] | None = None, max_wait_ms: int = 0, version: int = 12) -> Any:
+                  forget: dict[str, list[int]] | None = None, max_wait_ms: int = 0, version: int = 12,
+                  max_bytes: int = 1 << 20) -> Any:
     by_topic: dict[str, list[Any]] = {}
     for (topic, partition), offset in partitions.items():
         by_topic.setdefault(topic, []).append(F.FetchPartition(partition=partition, fetch_offset=offset,
                                                                partition_max_bytes=1 << 20))
-    request = F(max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=session_id,
+    request = F(max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes, isolation_level=0, session_id=session_id,
                 session_epoch=epoch, topics=[F.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
                 forgotten_topics_data=[F.ForgottenTopic(topic=t, partitions=ps) for t, ps in (forget or {}).items()],
                 rack_id="")
@@ -64,6 +65,30 @@ def test_a_session_answers_only_what_changed(broker):
     # An out-of-range offset is answered at once, with its error.
     error = session_fetch(wire, sid, 6, {(topic, 0): 99})
     assert [p.error_code for t in error.responses for p in t.partitions] == [kerrors.OffsetOutOfRangeError.errno]
+    wire.close()
+
+
+def test_a_full_answer_does_not_leave_out_the_same_partitions_every_time(broker):
+    """Each answer holds one record (max_bytes 1: the first partition with data gets its first record, KIP-74, and
+    then the answer is full). Partition 0 always has more, and comes first in the session: were the session's order
+    kept, it alone would be answered until it ran dry. Partitions an answer held go to the end of the order."""
+    wire = Wire(broker.bootstrap_servers)
+    topic = f"s-{uuid.uuid4().hex[:6]}"
+    create_topic(wire, topic, 3)
+    for partition in range(3):
+        for i in range(3):
+            assert produce(wire, topic, partition, record_batch([b"%d" % i * 1000])).error_code == 0
+    offsets = {(topic, p): 0 for p in range(3)}
+    answer = session_fetch(wire, 0, 0, offsets, max_bytes=1)
+    sid, served = answer.session_id, []
+    for epoch in range(1, 5):
+        held = {key: values for key, values in answered(answer).items() if values}
+        assert len(held) == 1 and len(next(iter(held.values()))) == 1, held
+        key = next(iter(held))
+        served.append(key[1])
+        offsets[key] += 1
+        answer = session_fetch(wire, sid, epoch, {key: offsets[key]}, max_bytes=1)
+    assert served == [0, 0, 1, 2]
     wire.close()
 
 

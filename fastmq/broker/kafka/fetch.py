@@ -8,7 +8,7 @@ loop, and a new record reaches it as soon as it is stored.
 Per partition: OFFSET_OUT_OF_RANGE outside [log start, high watermark], nothing at the high watermark, else record
 batches of at most partition_max_bytes; the response stops growing at max_bytes, and at the broker's own
 fetch_max_bytes whatever a client asks (the first partition with data always gets its first record, as KIP-74
-asks). Which partitions a Fetch reads, and which of them an incremental fetch session's answer holds, is
+asks), and once what is left of it does not hold a partition's next batch. Which partitions a Fetch reads, and which of them an incremental fetch session's answer holds, is
 fetch_sessions.py's. isolation_level read_committed reads up to the last stable offset instead of the high
 watermark, and gets the aborted transactions that overlap what it read (partition_transactions.py).
 """
@@ -18,7 +18,8 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any
 
-from fastmq.broker.kafka.fetch_sessions import FetchPlan, SessionPartition, Target, plan_fetch
+from fastmq.broker.kafka.fetch_sessions import (FetchPlan, FetchSession, SessionPartition, Target, plan_fetch,
+                                                rotate_served)
 from fastmq.broker.kafka import topic_rules
 from fastmq.broker.kafka.front import Request
 from fastmq.kafka import errors as kerrors
@@ -49,10 +50,14 @@ class FetchResult:
     errors: bool                                 # whether a partition has an error
     keys: list[tuple[str, int]]                  # the partitions read (where a parked fetch waits)
     told: list[tuple[SessionPartition, tuple[int, int, int]]]   # what the session learns (start, end, stable)
+    session: FetchSession | None                 # an incremental fetch's session
+    served: list[tuple[str, int]]                # the partitions whose records the response holds
 
     def send(self, request: Request) -> None:
         for entry, values in self.told:
             entry.told = values
+        if self.session is not None:
+            rotate_served(self.session, self.served)
         request.respond(self.response)
 
 
@@ -66,6 +71,7 @@ def run_fetch(request: Request, body: Any, plan: FetchPlan) -> FetchResult:
     errors = False
     keys = []
     told = []
+    served: list[tuple[str, int]] = []
     topics: list[Any] = []
     fetched = request.session.info.fetched
     for target in plan.targets:
@@ -94,17 +100,25 @@ def run_fetch(request: Request, body: Any, plan: FetchPlan) -> FetchResult:
         elif remaining > 0:
             # The first partition with data gets at least one record, however large (KIP-74), so that a consumer
             # never stalls behind a limit; the others only what fits.
-            records, next_offset = logs.read(name, index, offset, stable if read_committed else end,
-                                             min(target.max_bytes, remaining), request.client_id,
+            readable_end = stable if read_committed else end
+            limit = min(target.max_bytes, remaining)
+            records, next_offset = logs.read(name, index, offset, readable_end, limit, request.client_id,
                                              take_first=total == 0, log_append_time=topic_rules.log_append_time(topic))
             total += len(records)
             remaining -= len(records)
             if records:
                 fetched.add(name)
+                served.append(key)
                 if read_committed:
                     aborted = [AbortedTransaction(producer_id=producer_id, first_offset=first)
                                for producer_id, first in logs.transactions.aborted_transactions(
                                    key, offset, next_offset)]
+            elif limit == remaining and offset < readable_end:
+                # The response is full: what is left of it did not hold this partition's next batch. The other
+                # partitions are not read for the few bytes left (at 4096 partitions that was most of the reads,
+                # each finding nothing); an incremental session puts the partitions that were read at its end,
+                # so that those not read come first in the next Fetch (rotate_served), as Kafka's broker does.
+                remaining = 0
         if entry is not None:
             if plan.incremental and not records and code == NONE and entry.told == values:
                 continue
@@ -114,7 +128,7 @@ def run_fetch(request: Request, body: Any, plan: FetchPlan) -> FetchResult:
             log_start_offset=start, aborted_transactions=(aborted or []) if read_committed else None,
             preferred_read_replica=-1, records=records))
     response = kp.FetchResponse(throttle_time_ms=0, error_code=NONE, session_id=plan.session_id, responses=topics)
-    return FetchResult(response, total, errors, keys, told)
+    return FetchResult(response, total, errors, keys, told, plan.session if plan.incremental else None, served)
 
 
 def _add(topics: list[Any], target: Target, data: Any) -> None:

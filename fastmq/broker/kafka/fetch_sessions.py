@@ -176,6 +176,17 @@ def plan_fetch(broker: Broker, cache: FetchSessionCache, version: int, body: Any
     return FetchPlan(targets, session, incremental=True)
 
 
+def rotate_served(session: FetchSession, served: list[TopicPartition]) -> None:
+    """Move the partitions an answer held records of to the end of the session's order, which is the order the
+    next incremental Fetch reads them in: a response that fills up before its last partitions does not leave
+    the same ones out every time (Kafka's broker does the same, KAFKA-9133)."""
+    partitions = session.partitions
+    for key in served:
+        entry = partitions.pop(key, None)
+        if entry is not None:
+            partitions[key] = entry
+
+
 def _known_topic(target: Target) -> Topic | None:
     """The target's topic when the target names one of its partitions, else None."""
     topic = target.topic
