@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -13,6 +14,14 @@ from typing import Any
 from fastmq.cli.failure import CommandError, ExitCode
 from fastmq.cli.progress import format_rate, print_table
 from fastmq.io.server import DEFAULT_MAX_CONNECTIONS
+
+# The collector of the broker's own process (an application's EmbeddedBroker leaves the application's alone). A
+# Fetch over thousands of partitions makes thousands of short-lived objects: with CPython's default young
+# threshold (700 allocations) one 1M-record read of a 4096-partition topic ran ~1,000 young collections, whose
+# survivors started 2-3 full ones over the whole heap: 230 ms of the broker's ~760 ms of CPU for the read. At
+# 20,000: 18 ms and no full collection. What is alive once the broker has started (modules, the recovered store)
+# stays alive: frozen, full collections no longer walk it.
+YOUNG_COLLECTION_THRESHOLD = 20_000
 
 # The flags that add a listener of one protocol: --rocketmq HOST:PORT is --listen rocketmq://HOST:PORT.
 PROTOCOL_LISTENER_FLAGS = (
@@ -107,6 +116,8 @@ def run_broker(args: argparse.Namespace) -> int:
     if args.stop_with_stdin:
         threading.Thread(target=_stop_at_end_of_input, args=(stop,), name="fastmq-stdin-watch", daemon=True).start()
     broker = Broker(broker_config(args))
+    gc.freeze()
+    gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *gc.get_threshold()[1:])
     try:
         for listener, (host, port) in broker.listeners:
             print(f"{READY_PREFIX}{listener.security_protocol}://{host}:{port}", flush=True)
