@@ -8,6 +8,9 @@ Every client has the same buffer memory, 32 MiB (the Java client's and kafka-pyt
 queue.buffering.max.kbytes): with more, a producer that outruns the broker writes each byte of the excess into a
 freshly faulted page (about 0.3 us per KiB), and a run of 500 MB is mostly that warm-up, not the steady state.
 
+The 1 KiB row also runs a floor (produce_floor): the same requests pre-encoded on a blocking socket, no client
+to speak of; its rate over confluent-kafka's is the most any client could be over it against that broker.
+
 The 1 KiB row runs every client ROUNDS_1_KIB times, in alternating order (fastmq first, then last, ...), and gives
 each client's medians; each run's topic is deleted after it (the warm-up's after the warm-up), and the broker drops
 a deleted topic's files at once (benches/apache_broker.py), so that every run writes into page cache the run before
@@ -49,6 +52,7 @@ import contextlib
 import functools
 import socket
 import statistics
+import struct
 import threading
 import time
 import uuid
@@ -57,6 +61,7 @@ import pytest
 
 from benches.bench_partitions import warm_requests
 from benches.process_cpu import JIT_THREADS, threads_cpu_seconds, tree_cpu_seconds, warm_until_compiled
+from tests.support.sockets import recv_exact
 from tests.support.waiting import wait_for
 
 PROTOCOL = "kafka"
@@ -64,7 +69,8 @@ SMALL = b"x" * 100
 LARGE = b"y" * 1024
 MEMORY = 32 << 20           # buffer memory of every client (see the module docstring)
 # Records per client: the slow clients get fewer so the run stays short; rates are per record.
-COUNTS = {"fastmq": 1_000_000, "fastmq.compat": 1_000_000, "confluent-kafka": 1_000_000, "aiokafka": 300_000, "kafka-python": 100_000}
+FLOOR = "floor: no client"
+COUNTS = {FLOOR: 1_000_000, "fastmq": 1_000_000, "fastmq.compat": 1_000_000, "confluent-kafka": 1_000_000, "aiokafka": 300_000, "kafka-python": 100_000}
 
 
 def produce_fastmq(servers, topic, value, count, codec, compat=False):
@@ -128,6 +134,59 @@ def produce_kafka_python(servers, topic, value, count, codec):
     producer.close()
 
 
+FLOOR_IN_FLIGHT = 5                 # unanswered requests at most, as every client here has
+
+
+def produce_floor(servers, topic, value, count, codec):
+    """What bounds the 1 KiB row: the broker. The requests a producer sends there (one batch of about 256 KiB a
+    request, acks=1, at most FLOOR_IN_FLIGHT unanswered), encoded once (a full request and the remainder's) and
+    written again and again with a new correlation id on a blocking socket while a second thread reads the
+    answers: a client of almost no cost. The broker appends every copy as new records. No client can be faster
+    than this against the same broker; fastmq's ratio over confluent-kafka cannot exceed this row's over it."""
+    from fastmq.kafka import protocol as kp
+    from fastmq.kafka.record.default_records import DefaultRecordBatchBuilder
+
+    assert codec is None, "the floor sends uncompressed batches"
+    per_request = (262144 - 61) // (len(value) + 12)       # the batch header, and a record's own fields
+
+    def request(records: int) -> bytearray:
+        builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 30)
+        now_ms = int(time.time() * 1000)
+        for i in range(records):
+            builder.append(i, now_ms, None, value, [])
+        body = kp.ProduceRequest(transactional_id=None, acks=1, timeout_ms=30000, topic_data=[
+            kp.ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                kp.ProduceRequest.PartitionProduceData(index=0, records=bytes(builder.build()))])])
+        return bytearray(memoryview(kp.encode_request(0, 9, 0, "fastmq-bench-floor", body)))
+
+    sizes = [per_request] * (count // per_request) + ([count % per_request] if count % per_request else [])
+    frames = {size: request(size) for size in set(sizes)}
+    host, port = servers.split(",")[0].rsplit(":", 1)
+    in_flight = threading.Semaphore(FLOOR_IN_FLIGHT)
+    failures: list[str] = []
+
+    def read_answers(sock: socket.socket) -> None:
+        for _ in sizes:
+            frame = recv_exact(sock, struct.unpack(">i", recv_exact(sock, 4))[0])
+            _, answer = kp.decode_response(0, 9, frame)
+            codes = {p.error_code for t in answer.responses for p in t.partition_responses}
+            if codes != {0}:
+                failures.append(f"error codes {codes}")
+            in_flight.release()
+
+    with socket.create_connection((host, int(port))) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        reader = threading.Thread(target=read_answers, args=(sock,), name="floor-answers")
+        reader.start()
+        for correlation_id, size in enumerate(sizes, 1):
+            in_flight.acquire()
+            frame = frames[size]
+            struct.pack_into(">i", frame, 8, correlation_id)      # after the size, api key and version
+            sock.sendall(frame)
+        reader.join(300)
+    assert not reader.is_alive() and not failures, failures or "the broker did not answer every request"
+
+
 CLIENTS = {"fastmq": produce_fastmq, "fastmq.compat": functools.partial(produce_fastmq, compat=True),
            "confluent-kafka": produce_confluent, "aiokafka": produce_aiokafka,
            "kafka-python": produce_kafka_python}
@@ -189,8 +248,9 @@ def test_produce_100_bytes(compare, kafka_broker, client, codec):
 # The 1 KiB row: ROUNDS_1_KIB rounds of every client, in alternating order, each run into a topic that is then
 # deleted (see drop_topic); the row gives each client's medians.
 ROUNDS_1_KIB = 3
+CLIENTS_1_KIB = {**CLIENTS, FLOOR: produce_floor}
 RUNS_1_KIB = [(round_, client) for round_ in range(ROUNDS_1_KIB)
-              for client in (list(CLIENTS) if round_ % 2 == 0 else list(CLIENTS)[::-1])]
+              for client in (list(CLIENTS_1_KIB) if round_ % 2 == 0 else list(CLIENTS_1_KIB)[::-1])]
 
 
 @pytest.fixture(scope="module")
@@ -210,11 +270,11 @@ def test_produce_1_kib(benchmark, kafka_broker, large_runs, round_, client):
     broker = kafka_broker
     count = COUNTS[client] // 2
     topic = f"bench-large-{client}-{uuid.uuid4().hex[:6]}"
-    CLIENTS[client](broker.bootstrap_servers, topic, b"w", 1, None)
+    produce_fastmq(broker.bootstrap_servers, topic, b"w", 1, None)     # the topic, made before the clock starts
     run: dict[str, float] = {}
     with broker_cpu(run, broker, count):
         cpu, started = time.process_time(), time.perf_counter()
-        CLIENTS[client](broker.bootstrap_servers, topic, LARGE, count, None)
+        CLIENTS_1_KIB[client](broker.bootstrap_servers, topic, LARGE, count, None)
         run["seconds"] = time.perf_counter() - started
         run["cpu_ns"] = round((time.process_time() - cpu) / count * 1e9)
     large_runs.setdefault(client, []).append(run)
@@ -240,6 +300,11 @@ def test_produce_1_kib_medians(benchmark, self_timed, kafka_broker, large_runs):
             ratios = [ours / their for ours, their in zip(rates["fastmq"], theirs)]
             print(f"\n{kafka_broker.name}: produce 1 KiB, fastmq over {client} by round: "
                   + " ".join(f"x{ratio:.2f}" for ratio in ratios) + f", median x{statistics.median(ratios):.2f}")
+    if FLOOR in rates and "confluent-kafka" in rates:
+        ceilings = [floor / theirs for floor, theirs in zip(rates[FLOOR], rates["confluent-kafka"])]
+        print(f"\n{kafka_broker.name}: produce 1 KiB, the most any client can be over confluent-kafka (the floor "
+              "row's rate over its) by round: " + " ".join(f"x{ratio:.2f}" for ratio in ceilings)
+              + f", median x{statistics.median(ceilings):.2f}")
 
 
 def drop_topic(broker, topic: str) -> None:
