@@ -97,24 +97,30 @@ def test_sync_sends_from_four_threads_are_each_stored_once(rocketmq_server, prod
     producer.send(Message(topic, b"create"))
     metrics = producer.remoting.pool.metrics
     borrowed_before = metrics.direct_responses
-    start = threading.Barrier(4, timeout=30)
     results: list = []
 
-    def sync_sends(thread: int) -> None:
+    def sync_sends(start: threading.Barrier, round_: int, thread: int) -> None:
         start.wait()
-        results.extend(producer.send(Message(topic, b"t%d-%d" % (thread, i))) for i in range(60))
+        results.extend(producer.send(Message(topic, b"r%d-t%d-%d" % (round_, thread, i))) for i in range(60))
 
-    threads = [threading.Thread(target=sync_sends, args=(n,)) for n in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert not any(thread.is_alive() for thread in threads)
-    assert len(results) == 240 and all(r.status is SendStatus.SEND_OK for r in results)
-    assert len({(r.message_queue, r.queue_offset) for r in results}) == 240
+    # Whether a thread ever finds the connection free is up to the scheduler: a loaded machine once ran a whole
+    # round of 240 sends without one borrowed round trip. Rounds go on (at most 5) until one was borrowed.
+    rounds = 0
+    while rounds < 5 and (rounds == 0 or metrics.direct_responses == borrowed_before):
+        start = threading.Barrier(4, timeout=30)
+        threads = [threading.Thread(target=sync_sends, args=(start, rounds, n)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert not any(thread.is_alive() for thread in threads)
+        rounds += 1
+    assert len(results) == 240 * rounds and all(r.status is SendStatus.SEND_OK for r in results)
+    assert len({(r.message_queue, r.queue_offset) for r in results}) == 240 * rounds
     assert metrics.direct_responses > borrowed_before
-    bodies = sorted(m.body for m in read_all(rocketmq_server.namesrv_addr, topic, 241))
-    assert bodies == sorted([b"create"] + [b"t%d-%d" % (t, i) for t in range(4) for i in range(60)])
+    bodies = sorted(m.body for m in read_all(rocketmq_server.namesrv_addr, topic, 1 + 240 * rounds))
+    assert bodies == sorted([b"create"] + [b"r%d-t%d-%d" % (r, t, i) for r in range(rounds) for t in range(4)
+                                           for i in range(60)])
 
 
 def test_async_oneway_and_batch_sends_all_arrive(rocketmq_server, producer):
