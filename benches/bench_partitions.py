@@ -2,7 +2,8 @@
 P in {1, 64, 1024, 4096}, fastmq vs confluent-kafka in one run, against the embedded broker and against Apache
 Kafka 4.1.1 (one KRaft node from the test server kit, started by the bench on 127.0.0.1, with index files sized
 to its segments: benches/apache_broker.py); plus a producer over
-1000 topics x 4 partitions. acks=1, linger 10 ms, 256 KiB batches, 256 MiB of buffer memory for both clients.
+1000 topics x 4 partitions; and the disk each broker takes for 500k records over 1024 partitions. acks=1, linger
+10 ms, 256 KiB batches, 256 MiB of buffer memory for both clients.
 
 Each client runs in a process of its own, so that its CPU per record (process time of all its threads: the
 user thread, fastmq's I/O thread, librdkafka's threads) is measured apart from the broker's: the embedded broker
@@ -29,6 +30,7 @@ import os
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -234,6 +236,7 @@ class Target:
     bootstrap_servers: str
     pid: int | None = None          # the broker's process when it is not the benchmark's own
     makes_logs_later: bool = False  # makes a new partition's log after CreateTopics (and answers DescribeLogDirs)
+    data_dirs: tuple[Path, ...] = ()    # where it keeps its data
 
     def cpu_seconds(self) -> float:
         return time.process_time() if self.pid is None else tree_cpu_seconds(self.pid)
@@ -249,11 +252,12 @@ def broker(request, tmp_path_factory):
     kit's; a heap large enough for 4096 partitions)."""
     if request.param == "embedded":
         with EmbeddedBroker() as embedded:
-            yield warmed_up(Target("embedded broker", embedded.bootstrap_servers))
+            yield warmed_up(Target("embedded broker", embedded.bootstrap_servers, data_dirs=(embedded.data_dir,)))
     else:
         with bench_cluster(tmp_path_factory.mktemp("apache-kafka"), heap="1g") as cluster:
             node = cluster.nodes[0]
-            yield warmed_up(Target("Apache Kafka 4.1.1", cluster.bootstrap_servers, node.process.pid, True))
+            yield warmed_up(Target("Apache Kafka 4.1.1", cluster.bootstrap_servers, node.process.pid, True,
+                                   tuple(cluster.data_dirs(node))))
 
 
 def warmed_up(broker: Target) -> Target:
@@ -419,3 +423,63 @@ def test_produce_many_topics(compare, broker, client):
 def many_topic_targets(names: list[str], partitions: int) -> list[tuple[str, int]]:
     """Record i goes to topic i % len(names) and, per round over the topics, to the next partition."""
     return [(names[i % len(names)], (i // len(names)) % partitions) for i in range(len(names) * partitions)]
+
+
+# ---- disk use ------------------------------------------------------------------------------------------------
+
+DISK_PARTITIONS = 1024
+DISK_RECORDS = 500_000          # 100 B values: what the scale issue measured, 60 MB of records
+DISK_USE: dict[str, int] = {}   # broker name -> bytes the records took
+
+
+def allocated_bytes(directories: tuple[Path, ...]) -> int:
+    """Disk blocks the files below the directories hold (not their apparent sizes: sparse files count what they
+    hold)."""
+    total = 0
+    for directory in directories:
+        for path in directory.rglob("*"):
+            try:
+                total += path.stat().st_blocks * 512 if path.is_file() else 0
+            except FileNotFoundError:      # a file the broker removed meanwhile
+                continue
+    return total
+
+
+def topic_disk_bytes(broker: Target, name: str) -> int:
+    """The disk blocks a topic's own files hold: Apache Kafka's partition directories (segments, indexes,
+    checkpoints), the embedded broker's ConsumeQueues (its CommitLog is shared by every topic: see below)."""
+    if broker.pid is None:
+        return allocated_bytes(tuple(directory / "consumequeue" / name for directory in broker.data_dirs))
+    return allocated_bytes(tuple(path for directory in broker.data_dirs for path in directory.glob(f"{name}-*")))
+
+
+def commit_log_bytes(broker: Target) -> int:
+    """The embedded broker's CommitLog's disk blocks (0 for Apache Kafka, which has none)."""
+    return allocated_bytes(tuple(directory / "commitlog" for directory in broker.data_dirs)) if broker.pid is None else 0
+
+
+@pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")   # asked for only so --benchmark-only runs it
+def test_disk_use_at_1024_partitions(benchmark, broker):
+    """The disk a broker takes for DISK_RECORDS records over DISK_PARTITIONS partitions of a new topic: its files
+    (all of Apache Kafka's for the topic, from its creation on; the embedded broker's ConsumeQueues and what its
+    CommitLog grew by), and the embedded broker's over Apache Kafka's once both ran."""
+    from fastmq.kafka import Admin
+    from fastmq.kafka.admin import NewTopic
+
+    name = f"disk-{uuid.uuid4().hex[:6]}"
+    servers = broker.bootstrap_servers
+    commit_log_before = commit_log_bytes(broker)
+    with Admin(servers) as admin:
+        admin.create_topics([NewTopic(name, DISK_PARTITIONS, 1)], timeout=120)
+    if broker.makes_logs_later:
+        wait_for(lambda: logs_made(servers, [name], DISK_PARTITIONS) >= DISK_PARTITIONS, LOGS_TIMEOUT, 0.5,
+                 lambda: f"{logs_made(servers, [name], DISK_PARTITIONS)} of {DISK_PARTITIONS} logs made")
+    ClientRun("produce", "fastmq", servers, [(name, p) for p in range(DISK_PARTITIONS)], DISK_RECORDS).go()
+    DISK_USE[broker.name] = used = topic_disk_bytes(broker, name) + commit_log_bytes(broker) - commit_log_before
+    print(f"\n{broker.name}: {DISK_RECORDS} records of {len(VALUE)} B over {DISK_PARTITIONS} partitions take "
+          f"{used / 1e6:.1f} MB of disk")
+    delete_topics(broker, [name])
+    if len(DISK_USE) == 2:
+        embedded, apache = (DISK_USE[key] for key in sorted(DISK_USE, key=lambda key: key != "embedded broker"))
+        print(f"\ndisk use at {DISK_PARTITIONS} partitions: the embedded broker's is x{embedded / apache:.2f} of "
+              "Apache Kafka's")

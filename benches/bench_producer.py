@@ -269,7 +269,7 @@ UNUSED_BENCHMARK = pytest.mark.filterwarnings("ignore:Benchmark fixture was not 
 def test_produce_1_kib(benchmark, kafka_broker, large_runs, round_, client):
     broker = kafka_broker
     count = COUNTS[client] // 2
-    topic = f"bench-large-{client}-{uuid.uuid4().hex[:6]}"
+    topic = f"bench-large-{client.split(':')[0]}-{uuid.uuid4().hex[:6]}"
     produce_fastmq(broker.bootstrap_servers, topic, b"w", 1, None)     # the topic, made before the clock starts
     run: dict[str, float] = {}
     with broker_cpu(run, broker, count):
