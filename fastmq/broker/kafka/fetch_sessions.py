@@ -179,7 +179,7 @@ def plan_fetch(broker: Broker, cache: FetchSessionCache, version: int, body: Any
 def rotate_served(session: FetchSession, served: list[TopicPartition]) -> None:
     """Move the partitions an answer held records of to the end of the session's order, which is the order the
     next incremental Fetch reads them in: a response that fills up before its last partitions does not leave
-    the same ones out every time (Kafka's broker does the same, KAFKA-9133)."""
+    the same ones out every time (Kafka's broker does the same in an incremental fetch)."""
     partitions = session.partitions
     for key in served:
         entry = partitions.pop(key, None)
