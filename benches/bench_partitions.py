@@ -36,6 +36,7 @@ import pytest
 
 from benches.apache_broker import bench_cluster
 from benches.process_cpu import JIT_THREADS, threads_cpu_seconds, tree_cpu_seconds, warm_until_compiled
+from benches.rounds import UNUSED_BENCHMARK
 from fastmq.broker import EmbeddedBroker
 from tests.support.kafka_wire import Wire
 from tests.support.waiting import wait_for
@@ -455,10 +456,12 @@ def topic_disk_bytes(broker: Target, name: str) -> int:
 
 def commit_log_bytes(broker: Target) -> int:
     """The embedded broker's CommitLog's disk blocks (0 for Apache Kafka, which has none)."""
-    return allocated_bytes(tuple(directory / "commitlog" for directory in broker.data_dirs)) if broker.pid is None else 0
+    if broker.pid is not None:
+        return 0
+    return allocated_bytes(tuple(directory / "commitlog" for directory in broker.data_dirs))
 
 
-@pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")   # asked for only so --benchmark-only runs it
+@UNUSED_BENCHMARK
 def test_disk_use_at_1024_partitions(benchmark, broker):
     """The disk a broker takes for DISK_RECORDS records over DISK_PARTITIONS partitions of a new topic: its files
     (all of Apache Kafka's for the topic, from its creation on; the embedded broker's ConsumeQueues and what its
@@ -480,6 +483,6 @@ def test_disk_use_at_1024_partitions(benchmark, broker):
           f"{used / 1e6:.1f} MB of disk")
     delete_topics(broker, [name])
     if len(DISK_USE) == 2:
-        embedded, apache = (DISK_USE[key] for key in sorted(DISK_USE, key=lambda key: key != "embedded broker"))
-        print(f"\ndisk use at {DISK_PARTITIONS} partitions: the embedded broker's is x{embedded / apache:.2f} of "
-              "Apache Kafka's")
+        (apache,) = (used for name, used in DISK_USE.items() if name != "embedded broker")
+        print(f"\ndisk use at {DISK_PARTITIONS} partitions: the embedded broker's is "
+              f"x{DISK_USE['embedded broker'] / apache:.2f} of Apache Kafka's")

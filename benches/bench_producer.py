@@ -61,6 +61,7 @@ import pytest
 
 from benches.bench_partitions import warm_requests
 from benches.process_cpu import JIT_THREADS, threads_cpu_seconds, tree_cpu_seconds, warm_until_compiled
+from benches.rounds import UNUSED_BENCHMARK, alternating, by_round
 from tests.support.sockets import recv_exact
 from tests.support.waiting import wait_for
 
@@ -70,7 +71,8 @@ LARGE = b"y" * 1024
 MEMORY = 32 << 20           # buffer memory of every client (see the module docstring)
 # Records per client: the slow clients get fewer so the run stays short; rates are per record.
 FLOOR = "floor: no client"
-COUNTS = {FLOOR: 1_000_000, "fastmq": 1_000_000, "fastmq.compat": 1_000_000, "confluent-kafka": 1_000_000, "aiokafka": 300_000, "kafka-python": 100_000}
+COUNTS = {FLOOR: 1_000_000, "fastmq": 1_000_000, "fastmq.compat": 1_000_000, "confluent-kafka": 1_000_000,
+          "aiokafka": 300_000, "kafka-python": 100_000}
 
 
 def produce_fastmq(servers, topic, value, count, codec, compat=False):
@@ -249,8 +251,7 @@ def test_produce_100_bytes(compare, kafka_broker, client, codec):
 # deleted (see drop_topic); the row gives each client's medians.
 ROUNDS_1_KIB = 3
 CLIENTS_1_KIB = {**CLIENTS, FLOOR: produce_floor}
-RUNS_1_KIB = [(round_, client) for round_ in range(ROUNDS_1_KIB)
-              for client in (list(CLIENTS_1_KIB) if round_ % 2 == 0 else list(CLIENTS_1_KIB)[::-1])]
+RUNS_1_KIB = alternating(list(CLIENTS_1_KIB), ROUNDS_1_KIB)
 
 
 @pytest.fixture(scope="module")
@@ -259,9 +260,6 @@ def large_runs(kafka_broker) -> dict[str, list[dict[str, float]]]:
     return {}
 
 
-# These tests time their runs themselves (the row is of medians); they ask for the benchmark fixture only so that
-# --benchmark-only runs them.
-UNUSED_BENCHMARK = pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
 
 
 @UNUSED_BENCHMARK
@@ -298,13 +296,11 @@ def test_produce_1_kib_medians(benchmark, self_timed, kafka_broker, large_runs):
     for client, theirs in rates.items():
         if client != "fastmq":
             ratios = [ours / their for ours, their in zip(rates["fastmq"], theirs)]
-            print(f"\n{kafka_broker.name}: produce 1 KiB, fastmq over {client} by round: "
-                  + " ".join(f"x{ratio:.2f}" for ratio in ratios) + f", median x{statistics.median(ratios):.2f}")
+            print(f"\n{kafka_broker.name}: produce 1 KiB, fastmq over {client} by round: {by_round(ratios)}")
     if FLOOR in rates and "confluent-kafka" in rates:
         ceilings = [floor / theirs for floor, theirs in zip(rates[FLOOR], rates["confluent-kafka"])]
         print(f"\n{kafka_broker.name}: produce 1 KiB, the most any client can be over confluent-kafka (the floor "
-              "row's rate over its) by round: " + " ".join(f"x{ratio:.2f}" for ratio in ceilings)
-              + f", median x{statistics.median(ceilings):.2f}")
+              f"row's rate over its) by round: {by_round(ceilings)}")
 
 
 def drop_topic(broker, topic: str) -> None:

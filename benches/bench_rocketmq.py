@@ -99,6 +99,7 @@ import pytest
 
 from fastmq.broker.process import BrokerProcess
 from benches.process_cpu import run_delay_seconds, tree_cpu_seconds
+from benches.rounds import UNUSED_BENCHMARK, alternating, by_round
 from fastmq.rocketmq import Message, Producer, PullConsumer, SendFailedError
 from fastmq.rocketmq._native.messages import SendEncoder
 from fastmq.rocketmq.message import message_ids
@@ -317,11 +318,8 @@ FLOOR = "floor: no client (pre-encoded, blocking socket)"
 UNPACED = "fastmq, unpaced"
 PRODUCE_CLIENTS = {"sync": ["fastmq", "java", "pypi", FLOOR], "async": ["fastmq", "java", "pypi"],
                    "oneway": ["fastmq", UNPACED, "java", "pypi"], "batch": ["fastmq", "java", "pypi"]}
-PRODUCE_RUNS = [(mode, round_, impl) for mode, impls in PRODUCE_CLIENTS.items() for round_ in range(ROUNDS)
-                for impl in (impls if round_ % 2 == 0 else impls[::-1])]
-# These tests time their runs themselves (a row is of medians); they ask for the benchmark fixture only so that
-# --benchmark-only runs them.
-UNUSED_BENCHMARK = pytest.mark.filterwarnings("ignore:Benchmark fixture was not used")
+PRODUCE_RUNS = [(mode, round_, impl) for mode, impls in PRODUCE_CLIENTS.items()
+                for round_, impl in alternating(impls, ROUNDS)]
 
 
 @pytest.fixture(scope="module")
@@ -383,8 +381,7 @@ def test_produce_100_bytes_medians(benchmark, self_timed, produce_runs, mode):
     for impl, theirs in scaled.items():
         if impl != "fastmq":
             ratios = [their / ours for ours, their in zip(scaled["fastmq"], theirs)]
-            print(f"\nrocketmq produce 100 B, {mode}: fastmq over {impl} by round: "
-                  + " ".join(f"x{ratio:.2f}" for ratio in ratios) + f", median x{statistics.median(ratios):.2f}")
+            print(f"\nrocketmq produce 100 B, {mode}: fastmq over {impl} by round: {by_round(ratios)}")
 
 
 def round_trips_of_no_client(broker: str, topic: str, frames: list[bytes]) -> None:

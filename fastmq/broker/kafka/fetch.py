@@ -8,9 +8,10 @@ loop, and a new record reaches it as soon as it is stored.
 Per partition: OFFSET_OUT_OF_RANGE outside [log start, high watermark], nothing at the high watermark, else record
 batches of at most partition_max_bytes; the response stops growing at max_bytes, and at the broker's own
 fetch_max_bytes whatever a client asks (the first partition with data always gets its first record, as KIP-74
-asks), and once what is left of it does not hold a partition's next batch. Which partitions a Fetch reads, and which of them an incremental fetch session's answer holds, is
-fetch_sessions.py's. isolation_level read_committed reads up to the last stable offset instead of the high
-watermark, and gets the aborted transactions that overlap what it read (partition_transactions.py).
+asks), and once what is left of it does not hold a partition's next batch. Which partitions a Fetch reads, and
+which of them an incremental fetch session's answer holds, is fetch_sessions.py's. isolation_level read_committed
+reads up to the last stable offset instead of the high watermark, and gets the aborted transactions that overlap
+what it read (partition_transactions.py).
 """
 from __future__ import annotations
 
