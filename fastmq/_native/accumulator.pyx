@@ -265,12 +265,8 @@ cdef class RecordAccumulator:
         with self.lock:
             return self._any_in_flight()
 
-    cdef bint _any_in_flight(self):
-        cdef ProducerBatch batch
-        for batch in self.incomplete:
-            if batch.state == BATCH_IN_FLIGHT:
-                return True
-        return False
+    cdef inline bint _any_in_flight(self):
+        return self.memory.in_flight > 0
 
     @property
     def buffer_memory(self):
@@ -683,6 +679,7 @@ cdef class RecordAccumulator:
                 batch.state = BATCH_IN_FLIGHT
                 batch.attempts += 1
                 queue.in_flight += 1
+                self.memory.in_flight += 1
                 total += batch.size_in_bytes
                 taken.append(batch)
         for batch in taken:
@@ -717,6 +714,7 @@ cdef class RecordAccumulator:
                 return
             if batch.state == BATCH_IN_FLIGHT:
                 queue.in_flight -= 1
+                self.memory.in_flight -= 1
             if batch is queue.open_batch:
                 queue.open_batch = None
             try:
@@ -737,6 +735,7 @@ cdef class RecordAccumulator:
         with self.lock:
             if batch.state == BATCH_IN_FLIGHT:
                 queue.in_flight -= 1
+                self.memory.in_flight -= 1
             batch.state = BATCH_CLOSED
             batch.retry_after = now + self.retry_backoff
             self._expires_at(batch.created)
@@ -782,6 +781,7 @@ cdef class RecordAccumulator:
                 index += 1
             if batch.state == BATCH_IN_FLIGHT:
                 queue.in_flight -= 1
+                self.memory.in_flight -= 1
             position = list(queue.batches).index(batch)
             del queue.batches[position]
             for _, child in reversed(children):

@@ -11,6 +11,7 @@ cdef class BufferMemory:
     cdef readonly Arena arena               # where every batch's storage comes from
     cdef object freed                       # Condition on the accumulator's lock: memory was released
     cdef int waiting                        # threads blocked in send() for memory
+    cdef Py_ssize_t in_flight               # batches in requests awaiting answers (which free their memory)
 
     cdef bint try_reserve(self, Py_ssize_t need) except -1
     cdef int release(self, Py_ssize_t amount) except -1

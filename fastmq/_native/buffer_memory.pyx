@@ -16,6 +16,10 @@ from fastmq._native.arena cimport Arena
 from fastmq._native.producer_batch cimport ProducerBatch
 
 
+# Waiting sends are woken once 1/WAKE_SHARE of buffer_memory is free.
+cdef Py_ssize_t WAKE_SHARE = 8
+
+
 @cython.final
 cdef class BufferMemory:
     """The bytes reserved by unfinished batches, within buffer_memory, and the arena of their storage."""
@@ -49,7 +53,10 @@ cdef class BufferMemory:
 
     cdef inline int wake_waiters(self) except -1:
         # Condition.notify_all is Python code: every finished batch would pay for it, so it runs only when a
-        # send waits (a waiter is counted, under the lock, before it waits).
-        if self.waiting:
+        # send waits (a waiter is counted, under the lock, before it waits). And only once a share of the memory
+        # is free (WAKE_SHARE), or no answer due will free more: a send blocked on a full buffer, woken for each
+        # finished batch, appended one batch's worth and blocked again, two thread switches a batch on each side.
+        if self.waiting and (self.in_flight == 0
+                             or self.buffer_memory - self.used >= self.buffer_memory // WAKE_SHARE):
             self.freed.notify_all()
         return 0

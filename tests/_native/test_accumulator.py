@@ -534,6 +534,44 @@ def test_a_send_waiting_for_memory_writes_into_the_storage_a_finished_batch_leav
     assert acc.arena.touched == touched
 
 
+def test_a_send_waiting_for_memory_wakes_once_a_share_is_free_or_nothing_more_will_come_back():
+    # Woken for every finished batch, a send blocked on a full buffer appended one batch's worth and blocked
+    # again: it waits for an eighth of buffer_memory (two batches here), unless no answer due would free more.
+    acc = RecordAccumulator(batch_size=32768, buffer_memory=16 * 32768, max_block_ms=60_000, linger_ms=60_000)
+    acc.update_topic("t", [1] * 17)
+    now = time.monotonic() + 3600
+
+    def fill_and_block():
+        for p in range(16):
+            for _ in range(32):
+                acc.send("t", p, None, b"x" * 1000, None, None)
+        assert acc.used_memory == 16 * 32768
+        sent = []
+        blocked = threading.Thread(target=lambda: sent.append(acc.send("t", 16, None, b"y", None, None)), daemon=True)
+        blocked.start()
+        return blocked, sent
+
+    blocked, sent = fill_and_block()
+    in_flight = acc.drain(acc.ready(now)[0][1], 1 << 30, now)
+    assert len(in_flight) == 16 and acc.has_in_flight()
+    acc.complete(in_flight[0], 0)
+    blocked.join(0.2)
+    assert blocked.is_alive()           # one batch free of sixteen, fifteen answers to come
+    acc.complete(in_flight[1], 0)
+    blocked.join(5)
+    assert sent and not blocked.is_alive()
+    for batch in in_flight[2:]:
+        acc.complete(batch, 0)
+    assert not acc.has_in_flight()
+    drain_all(acc, now=now)
+    # Full again, one batch in flight: its answer is the last due, so the send is woken with less free.
+    blocked, sent = fill_and_block()
+    (batch,) = acc.drain([acc.ready(now)[0][1][0]], 1 << 30, now)
+    acc.complete(batch, 0)
+    blocked.join(5)
+    assert sent and not acc.has_in_flight()
+
+
 def test_a_send_short_of_memory_makes_every_partition_due_and_wakes_the_sender():
     wakeups = []
     acc = RecordAccumulator(batch_size=16384, buffer_memory=4 * 16384, max_block_ms=5000, linger_ms=60_000,
