@@ -111,7 +111,7 @@ def test_produce_batches_100_bytes(compare, broker, module):
     count = COUNTS[module]
     topic = f"bench-aio-batches-{module}-{uuid.uuid4().hex[:6]}"
     asyncio.run(produce(module, broker.bootstrap_servers, topic, 1))
-    bench = compare("asyncio produce 100 B through create_batch/send_batch, acks=1", module, items=count,
+    bench = compare(f"{broker.name}: asyncio produce 100 B through create_batch/send_batch, acks=1", module, items=count,
                     nbytes=count * len(VALUE))
     measured(bench, count, produce_batches, module, broker.bootstrap_servers, topic, count)
 

@@ -107,6 +107,23 @@ def test_manual_commit_example(embedded_broker):
     run(main())
 
 
+@pytest.fixture(params=["embedded", "apache"])
+def real_broker(request):
+    """The embedded broker, and Apache Kafka."""
+    return request.getfixturevalue("embedded_broker" if request.param == "embedded" else "apache_kafka")
+
+
+async def read_all(bootstrap: str, tp: TopicPartition, count: int) -> list:
+    async with AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([tp])
+        got = []
+        for _ in range(50):
+            got += (await consumer.getmany(tp, timeout_ms=1000)).get(tp, [])
+            if len(got) >= count:
+                break
+        return got
+
+
 def test_batch_example(embedded_broker):
     """aiokafka's batch example: create_batch, append until full, send_batch to a partition."""
     topic = topic_name()
@@ -124,16 +141,79 @@ def test_batch_example(embedded_broker):
             future = await producer.send_batch(batch, topic, partition=sorted(partitions)[1])
             metadata = await future
             assert (metadata.partition, metadata.offset) == (1, 0)
-        async with AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
-            tp = TopicPartition(topic, 1)
-            consumer.assign([tp])
-            assert await consumer.end_offsets([tp]) == {tp: appended}
-            got = []
-            for _ in range(50):
-                got += (await consumer.getmany(tp, timeout_ms=1000)).get(tp, [])
-                if len(got) >= appended:
-                    break
-            assert [m.offset for m in got] == list(range(appended))
+        got = await read_all(bootstrap, TopicPartition(topic, 1), appended)
+        assert [m.offset for m in got] == list(range(appended))
+
+    run(main())
+
+
+def test_send_batch_answers_its_first_records_offset_and_keeps_keys_values_and_order(real_broker):
+    # Records without headers or timestamps of their own go into the accumulator in one call (send_placed).
+    topic = topic_name()
+    bootstrap = real_broker.bootstrap_servers
+
+    async def main():
+        await create_topic(bootstrap, topic, partitions=2)
+        tp = TopicPartition(topic, 1)
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap, max_batch_size=4000,
+                                    value_serializer=lambda v: v.encode()) as producer:
+            for i in range(3):
+                await producer.send_and_wait(topic, f"before-{i}", partition=1)
+            batches = []
+            for round_ in range(2):
+                batch = producer.create_batch()
+                metadata = [batch.append(key=b"k%d" % i, value=f"v{round_}-{i}", timestamp=None) for i in range(40)]
+                assert None not in metadata
+                assert [m.offset for m in metadata] == list(range(40)) and metadata[1].crc is None
+                assert metadata[1].size == 21 + 2 + 4 and batch.size() == 61 + sum(m.size for m in metadata)
+                batches.append(await producer.send_batch(batch, topic, partition=1))
+                with pytest.raises(kerrors.IllegalStateError):
+                    batch.append(key=None, value="late", timestamp=None)
+            first, second = [await future for future in batches]
+        assert (first.topic, first.partition, first.offset, second.offset) == (topic, 1, 3, 43)
+        assert first.serialized_key_size == 2 and first.serialized_value_size == 4 and first.timestamp > 0
+        got = await read_all(bootstrap, tp, 83)
+        assert [(m.offset, m.key, m.value) for m in got] == (
+            [(i, None, b"before-%d" % i) for i in range(3)]
+            + [(3 + 40 * r + i, b"k%d" % i, b"v%d-%d" % (r, i)) for r in range(2) for i in range(40)])
+
+    run(main())
+
+
+def test_send_batch_of_records_with_headers_or_timestamps_keeps_them(real_broker):
+    topic = topic_name()
+    bootstrap = real_broker.bootstrap_servers
+
+    async def main():
+        await create_topic(bootstrap, topic)
+        tp = TopicPartition(topic, 0)
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap) as producer:
+            batch = producer.create_batch()
+            batch.append(key=None, value=b"plain", timestamp=None)
+            batch.append(key=None, value=b"headed", timestamp=None, headers=[("h", b"1")])
+            batch.append(key=b"k", value=b"dated", timestamp=1_700_000_000_000)
+            metadata = await (await producer.send_batch(batch, topic, partition=0))
+        assert metadata.offset == 0
+        got = await read_all(bootstrap, tp, 3)
+        assert [(m.value, list(m.headers)) for m in got] == [(b"plain", []), (b"headed", [("h", b"1")]),
+                                                              (b"dated", [])]
+        assert got[2].timestamp == 1_700_000_000_000 and got[0].timestamp > 1_700_000_000_000
+
+    run(main())
+
+
+def test_send_batch_to_a_partition_the_topic_lacks_fails(embedded_broker):
+    topic = topic_name()
+    bootstrap = embedded_broker.bootstrap_servers
+
+    async def main():
+        await create_topic(bootstrap, topic)
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap) as producer:
+            await producer.send_and_wait(topic, b"known")
+            batch = producer.create_batch()
+            batch.append(key=None, value=b"x", timestamp=None)
+            with pytest.raises((ValueError, kerrors.KafkaError)):
+                await (await producer.send_batch(batch, topic, partition=5))
 
     run(main())
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 from fastmq.kafka.aio.admin import AIOKafkaAdminClient
 from fastmq.kafka.aio.consumer import AIOKafkaConsumer, ConsumerRebalanceListener
 from fastmq.kafka.aio.errors import ConsumerStoppedError, IllegalOperation
-from fastmq.kafka.aio.producer import AIOKafkaProducer, BatchBuilder
+from fastmq.kafka.aio.producer import AIOKafkaProducer
+from fastmq.kafka._native.aio_batch import BatchBuilder
 from fastmq.kafka.structs import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp, RecordMetadata, TopicPartition
 
 __all__ = [

@@ -14,7 +14,8 @@ AddPartitionsToTxn, flush, transactions, stop) runs on a worker thread, so the e
 from __future__ import annotations
 
 import asyncio
-from collections import deque, namedtuple
+import time
+from collections import deque
 from functools import partial
 from itertools import repeat
 from sys import getrefcount
@@ -25,6 +26,7 @@ from fastmq.kafka.aio.config import REQUEST_TIMEOUT_MS, bound_loop, client_optio
 from fastmq.kafka.aio.errors import ProducerClosed
 from fastmq.kafka.aio.handoff import LoopHandoff
 from fastmq.kafka.aio.lifetime import Lifetime, start_engine
+from fastmq.kafka._native.aio_batch import BatchBuilder
 from fastmq.kafka.producer import Producer
 from fastmq.kafka.structs import RecordMetadata, TopicPartition
 
@@ -33,13 +35,6 @@ _MISSING = object()
 Headers = Sequence[tuple[str, bytes | None]] | None
 Outcome = TypeVar("Outcome")
 
-# What BatchBuilder.append returns: the record's place in the batch (offset), its estimated encoded size and
-# timestamp; crc is None (v2 batches carry one CRC for the whole batch).
-BatchRecordMetadata = namedtuple("BatchRecordMetadata", ["offset", "size", "timestamp", "crc"])
-
-# A v2 batch header and a record's fixed part (attributes, varint lengths and deltas at their widest).
-_BATCH_OVERHEAD = 61
-_RECORD_OVERHEAD = 21
 # What the accumulator reserves at most per record beyond its key and value, and per header beyond its name and
 # value (fastmq/_native/accumulator.pyx: RECORD_OVERHEAD, HEADER_OVERHEAD).
 _RECORD_BOUND = 64
@@ -205,6 +200,11 @@ class AIOKafkaProducer(Lifetime[Producer]):
         if placed is None:      # metadata to fetch, or memory to wait for: on a worker thread
             placed = await asyncio.to_thread(_place_waiting, producer, topic, partition, values, keys, headers,
                                              timestamp_ms)
+        return self._placed_group(producer, placed, outcome)
+
+    def _placed_group(self, producer: Producer, placed: tuple[list[Any], bytearray],
+                      outcome: Callable[[list[Any], bytearray], Outcome]) -> asyncio.Future[Outcome]:
+        """The future of records RecordAccumulator.send_placed() took: outcome(batches, places) once all are done."""
         if self._batch_waiters is None:
             self._batch_waiters = BatchWaiters(producer._accumulator, self._futures)
         return PlacedGroup(*placed, self._batch_waiters, outcome).future
@@ -267,19 +267,29 @@ class AIOKafkaProducer(Lifetime[Producer]):
         future = await self.send(topic, value, key, partition, timestamp_ms, headers)
         return await future
 
-    def create_batch(self) -> "BatchBuilder":
+    def create_batch(self) -> BatchBuilder:
         """An empty batch of up to max_batch_size bytes, for send_batch()."""
         return BatchBuilder(self._max_batch_size, self._key_serializer, self._value_serializer)
 
-    async def send_batch(self, batch: "BatchBuilder", topic: str, *, partition: int) -> asyncio.Future[RecordMetadata]:
+    async def send_batch(self, batch: BatchBuilder, topic: str, *, partition: int) -> asyncio.Future[RecordMetadata]:
         """Send a batch's records to one partition, in order; returns a future of the first record's
         RecordMetadata (the batch's base offset), failing if any record fails (the batch's serializers ran
-        when the records were appended)."""
+        when the records were appended). Records without headers or timestamps of their own go into the
+        accumulator in one compiled call (send_placed), and the future waits for their batches, not per record."""
         producer = self.engine()
         batch.close()
-        records = await self._append_rows(producer, topic, partition, batch.records,
-                                          batch.size() + _RECORD_BOUND * batch.record_count())
-        return RecordGroup(records, self._futures, _metadata_of_first).future
+        size = batch.size() + _RECORD_BOUND * batch.record_count()
+        if batch.headers is not None or batch.timestamps is not None or self._transactional:
+            records = await self._append_rows(producer, topic, partition, batch.rows(), size)
+            return RecordGroup(records, self._futures, _metadata_of_first).future
+        timestamp_ms = time.time_ns() // 1_000_000
+        placed: tuple[list[Any], bytearray] | None = None
+        if self._fits_now(producer, topic, size):
+            placed = producer._accumulator.send_placed(topic, partition, batch.values, batch.keys, None, timestamp_ms)
+        if placed is None:      # metadata to fetch, or memory to wait for: on a worker thread
+            placed = await asyncio.to_thread(_place_waiting, producer, topic, partition, batch.values, batch.keys,
+                                             None, timestamp_ms)
+        return self._placed_group(producer, placed, partial(batch.first_metadata, timestamp_ms=timestamp_ms))
 
     async def flush(self) -> None:
         """Send everything queued now and wait for the acknowledgements."""
@@ -550,49 +560,6 @@ class TransactionContext:
             await self._producer.commit_transaction()
         elif not isinstance(exc, (kerrors.ProducerFencedError, kerrors.InvalidProducerEpochError)):
             await self._producer.abort_transaction()
-
-
-class BatchBuilder:
-    """aiokafka's BatchBuilder: records collected for send_batch(), up to a size limit."""
-
-    def __init__(self, max_size: int, key_serializer: Callable[[Any], bytes] | None,
-                 value_serializer: Callable[[Any], bytes] | None) -> None:
-        self._max_size = max_size
-        self._key_serializer = key_serializer
-        self._value_serializer = value_serializer
-        self._size = _BATCH_OVERHEAD
-        self._closed = False
-        self.records: list[tuple[Any, Any, Headers, int | None]] = []      # key, value, headers, timestamp
-
-    def append(self, *, timestamp: int | None, key: Any, value: Any,
-               headers: Headers = None) -> BatchRecordMetadata | None:
-        """Add a record; None when it does not fit any more (a batch always takes its first record)."""
-        if self._closed:
-            raise kerrors.IllegalStateError("the batch is closed (it was sent)")
-        if self._key_serializer is not None:
-            key = self._key_serializer(key)
-        if self._value_serializer is not None:
-            value = self._value_serializer(value)
-        size = _RECORD_OVERHEAD + (len(key) if key is not None else 0) + (len(value) if value is not None else 0)
-        if headers:
-            headers = list(headers)
-            size += sum(len(name) + (len(data) if data is not None else 0) + 10 for name, data in headers)
-        if self.records and self._size + size > self._max_size:
-            return None
-        self._size += size
-        self.records.append((key, value, headers or None, timestamp))
-        return BatchRecordMetadata(len(self.records) - 1, size, timestamp, None)
-
-    def close(self) -> None:
-        """No more records (send_batch() closes the batch)."""
-        self._closed = True
-
-    def size(self) -> int:
-        """The batch's estimated encoded size in bytes."""
-        return self._size
-
-    def record_count(self) -> int:
-        return len(self.records)
 
 
 def _size_bound(values: Sequence[Any], keys: Sequence[Any] | None, headers: Sequence[Headers] | None) -> int:

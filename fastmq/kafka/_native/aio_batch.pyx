@@ -1,0 +1,138 @@
+# cython: language_level=3
+"""aiokafka's BatchBuilder, for AIOKafkaProducer.create_batch() and send_batch(): records collected for one
+partition, up to a size.
+
+Why compiled: a batch is filled by one append() call per record from the user's loop, and aiokafka's append
+encodes the record in C. Written in Python (a tuple and a metadata namedtuple per record, sizes summed in Python),
+append() alone cost more than aiokafka's append plus its send. Here it keeps references to the serialized key and
+value in two lists and answers a BatchRecordMetadata (aiokafka's append answers a metadata object too); send_batch()
+hands the lists to the accumulator in one call (RecordAccumulator.send_placed) and then waits for the batches that
+took them, not for each record. Records with headers or their own timestamps go the per-record way (rows()).
+"""
+cimport cython
+from libc.stdint cimport int32_t, int64_t
+
+from fastmq._native.producer_batch cimport FutureRecordMetadata, ProducerBatch
+
+from fastmq.kafka.errors import IllegalStateError
+
+# Estimated encoded sizes, as aiokafka's: a v2 batch header; a record's fixed part (attributes, varint lengths and
+# deltas at their widest); a header's beyond its name and value.
+BATCH_OVERHEAD = 61
+cdef Py_ssize_t RECORD_OVERHEAD = 21
+cdef Py_ssize_t HEADER_OVERHEAD = 10
+
+
+@cython.final
+@cython.freelist(64)
+cdef class BatchRecordMetadata:
+    """What BatchBuilder.append() answers, as aiokafka's append does: the record's place in the batch (offset),
+    its estimated encoded size and its timestamp (None: the send's time); crc is None (a v2 batch has one CRC)."""
+
+    cdef readonly Py_ssize_t offset
+    cdef readonly Py_ssize_t size
+    cdef readonly object timestamp
+
+    @property
+    def crc(self):
+        return None
+
+    def __repr__(self):
+        return f"BatchRecordMetadata(offset={self.offset}, size={self.size}, timestamp={self.timestamp}, crc=None)"
+
+
+@cython.final
+cdef class BatchBuilder:
+    """aiokafka's BatchBuilder (see the module docstring): append() until it answers None, then send_batch()."""
+
+    cdef Py_ssize_t max_size
+    cdef Py_ssize_t estimated_size
+    cdef bint closed
+    cdef object key_serializer
+    cdef object value_serializer
+    cdef readonly list keys             # serialized, one a record (None: a null key)
+    cdef readonly list values           # serialized, one a record (None: a null value)
+    cdef readonly list headers          # None until a record has headers; then one entry a record
+    cdef readonly list timestamps       # None until a record has a timestamp; then one entry a record
+
+    def __init__(self, Py_ssize_t max_size, key_serializer=None, value_serializer=None):
+        self.max_size = max_size
+        self.estimated_size = BATCH_OVERHEAD
+        self.key_serializer = key_serializer
+        self.value_serializer = value_serializer
+        self.keys = []
+        self.values = []
+
+    def append(self, *, timestamp, key, value, headers=None):
+        """Add a record; None when it does not fit any more (a batch always takes its first record)."""
+        cdef Py_ssize_t size = RECORD_OVERHEAD
+        cdef Py_ssize_t count = len(self.values)
+        cdef BatchRecordMetadata metadata
+        if self.closed:
+            raise IllegalStateError("the batch is closed (it was sent)")
+        if self.key_serializer is not None:
+            key = self.key_serializer(key)
+        if self.value_serializer is not None:
+            value = self.value_serializer(value)
+        if key is not None:
+            size += len(key)
+        if value is not None:
+            size += len(value)
+        if headers:
+            headers = list(headers)
+            for name, data in headers:
+                size += len(name) + (len(data) if data is not None else 0) + HEADER_OVERHEAD
+        if count and self.estimated_size + size > self.max_size:
+            return None
+        self.estimated_size += size
+        self.keys.append(key)
+        self.values.append(value)
+        if headers or self.headers is not None:
+            if self.headers is None:
+                self.headers = [None] * count
+            self.headers.append(headers or None)
+        if timestamp is not None or self.timestamps is not None:
+            if self.timestamps is None:
+                self.timestamps = [None] * count
+            self.timestamps.append(timestamp)
+        metadata = BatchRecordMetadata.__new__(BatchRecordMetadata)
+        metadata.offset = count
+        metadata.size = size
+        metadata.timestamp = timestamp
+        return metadata
+
+    def close(self):
+        """No more records (send_batch() closes the batch)."""
+        self.closed = True
+
+    def size(self):
+        """The batch's estimated encoded size in bytes."""
+        return self.estimated_size
+
+    def record_count(self):
+        return len(self.values)
+
+    def rows(self):
+        """The records as (key, value, headers, timestamp) tuples, for the per-record way."""
+        count = len(self.values)
+        return list(zip(self.keys, self.values, self.headers or [None] * count, self.timestamps or [None] * count))
+
+    def first_metadata(self, list batches, const unsigned char[::1] places, int64_t timestamp_ms):
+        """The first record's RecordMetadata once every batch holding the records is done (send_batch()'s answer),
+        from RecordAccumulator.send_placed()'s batches and places, for records appended with timestamp_ms and no
+        headers; raises the first failed batch's error."""
+        cdef ProducerBatch batch
+        cdef FutureRecordMetadata first = FutureRecordMetadata.__new__(FutureRecordMetadata)
+        cdef const int32_t* place = <const int32_t*>&places[0]
+        for batch in batches:
+            for leaf in batch.leaves():
+                if (<ProducerBatch>leaf).error is not None:
+                    raise (<ProducerBatch>leaf).error
+        key, value = self.keys[0], self.values[0]
+        first.batch = <ProducerBatch?>batches[place[0]]
+        first.index = place[1]
+        first.timestamp = timestamp_ms
+        first.key_size = <int32_t>len(key) if key is not None else -1
+        first.value_size = <int32_t>len(value) if value is not None else -1
+        first.header_size = -1
+        return first.value
