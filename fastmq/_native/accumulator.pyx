@@ -410,25 +410,54 @@ cdef class RecordAccumulator:
         string arrays, whose buffers are read in place. Returns None when the topic's partitions are not
         known yet."""
         cdef TopicQueues topic = self.topics.get(topic_name)
-        cdef int32_t count = len(topic.partitions) if topic is not None else 0
-        cdef int64_t timestamp
-        cdef ArrowBinary value_column, key_column
-        cdef Py_ssize_t i, n, value_len, key_len
+        cdef list batches = []
+        if topic is None or not topic.partitions:
+            return None
+        self._append_many(topic, partition, values, keys, None, timestamp_ms, batches, NULL)
+        return batches
+
+    def send_placed(self, str topic_name, object partition, object values, object keys, object headers,
+                    object timestamp_ms):
+        """send() of many records in one call, for a caller that answers per record but wants no future per
+        record (the HTTP proxy, AIOKafkaProducer.send_batch): returns (batches, places), or None when the
+        topic's partitions are not known yet.
+
+        values and keys as send_bulk() takes them; headers is None or holds one entry per value (None for none).
+        batches lists the batches the records went into, in the order they were first written to; places holds,
+        per record, two native int32: its batch's position in `batches` and its index in that batch (a batch
+        split later passes its records on to its children, as their futures follow them). watch() says when a
+        batch is done."""
+        cdef TopicQueues topic = self.topics.get(topic_name)
+        cdef list batches = []
+        cdef bytearray places
+        if topic is None or not topic.partitions:
+            return None
+        places = bytearray(2 * sizeof(int32_t) * len(values))
+        self._append_many(topic, partition, values, keys, headers, timestamp_ms, batches,
+                          <int32_t*><char*>places)
+        return batches, places
+
+    cdef int _append_many(self, TopicQueues topic, object partition, object values, object keys, object headers,
+                          object timestamp_ms, list batches, int32_t* place) except -1:
+        # Appends the records in order, all with one timestamp (now, unless given), choosing each one's partition
+        # as send() does. `batches` gets the batches they went into, in the order first written to; `place`
+        # (unless NULL) gets per record its batch's position in `batches` and its index in that batch.
+        cdef int32_t count = len(topic.partitions)
+        cdef int64_t timestamp = now_ms() if timestamp_ms is None else timestamp_ms
+        cdef ArrowBinary value_column = ArrowBinary.of(values, "values")
+        cdef ArrowBinary key_column = ArrowBinary.of(keys, "keys") if keys is not None else None
+        cdef Py_ssize_t n = value_column.length, i, value_len, key_len
         cdef const char* value_data
         cdef const char* key_data
-        cdef int32_t chosen
+        cdef int32_t chosen, number = -1
         cdef ProducerBatch batch, previous = None
-        cdef dict batches = {}          # an ordered set of the batches written to
-        if count == 0:
-            return None
+        cdef dict numbers = {}          # batch -> its position in `batches`
         if partition is not None and not 0 <= partition < count:
             raise ValueError(f"Unrecognized partition {partition} for topic {topic.name} ({count} partitions)")
-        timestamp = now_ms() if timestamp_ms is None else timestamp_ms
-        value_column = ArrowBinary.of(values, "values")
-        key_column = ArrowBinary.of(keys, "keys") if keys is not None else None
-        n = value_column.length
         if key_column is not None and key_column.length != n:
             raise ValueError(f"{key_column.length} keys for {n} values")
+        if headers is not None and len(headers) != n:
+            raise ValueError(f"{len(headers)} headers for {n} values")
         self.appends_in_progress += 1
         try:
             for i in range(n):
@@ -443,57 +472,21 @@ cdef class RecordAccumulator:
                     chosen = self.format.partition_for_key(key_data, key_len, count)
                 else:
                     chosen = self._sticky_partition(topic)
-                batch = self._append_record(topic, chosen, timestamp, key_data, key_len, value_data, value_len, None,
-                                            -1)
+                record_headers = None if headers is None else headers[i]
+                batch = self._append_record(topic, chosen, timestamp, key_data, key_len, value_data, value_len,
+                                            record_headers, headers_size(record_headers))
                 if batch is not previous:
                     previous = batch
-                    batches[batch] = None
+                    number = numbers.get(batch, -1)
+                    if number < 0:
+                        number = numbers[batch] = len(batches)
+                        batches.append(batch)
+                if place != NULL:
+                    place[2 * i] = number
+                    place[2 * i + 1] = batch.record_count - 1
         finally:
             self.appends_in_progress -= 1
-        return list(batches)
-
-    def send_placed(self, str topic_name, object partition, list values, object keys, object headers,
-                    object timestamp_ms):
-        """send() of many records in one call, for a caller that answers per record but wants no future per
-        record (the HTTP proxy): returns (batches, places), or None when the topic's partitions are not known
-        yet.
-
-        values[i] is bytes-like or None; keys and headers are None or hold one entry per value (None for none).
-        batches lists the batches the records went into, in the order they were first written to; places holds,
-        per record, two native int32: its batch's position in `batches` and its index in that batch (a batch
-        split later passes its records on to its children, as their futures follow them). watch() says when a
-        batch is done."""
-        cdef TopicQueues topic = self.topics.get(topic_name)
-        cdef Py_ssize_t n = len(values), i
-        cdef FutureRecordMetadata record
-        cdef ProducerBatch previous = None
-        cdef int32_t number = -1
-        cdef dict numbers = {}          # batch -> its position in `batches`
-        cdef list batches = []
-        cdef bytearray places
-        cdef int32_t* place
-        if topic is None or not topic.partitions:
-            return None
-        for name, column in (("keys", keys), ("headers", headers)):
-            if column is not None and len(column) != n:
-                raise ValueError(f"{len(column)} {name} for {n} values")
-        if timestamp_ms is None:
-            timestamp_ms = now_ms()         # one time for all, as one send_bulk() takes
-        places = bytearray(2 * sizeof(int32_t) * n)
-        place = <int32_t*><char*>places
-        for i in range(n):
-            # Each record as send() appends it; its future is dropped at once (a free list's slot, no collection).
-            record = self._send(topic_name, partition, None if keys is None else keys[i], values[i],
-                                None if headers is None else headers[i], timestamp_ms)
-            if record.batch is not previous:
-                previous = record.batch
-                number = numbers.get(previous, -1)
-                if number < 0:
-                    number = numbers[previous] = len(batches)
-                    batches.append(previous)
-            place[2 * i] = number
-            place[2 * i + 1] = record.index
-        return batches, places
+        return 0
 
     def watch(self, ProducerBatch batch not None, function):
         """Call function(batch, outcome) once `batch` is done (now, when it is), on the thread that finishes
