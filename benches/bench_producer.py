@@ -61,7 +61,9 @@ import uuid
 import pytest
 
 from benches.bench_partitions import warm_requests
-from benches.process_cpu import JIT_THREADS, threads_cpu_seconds, tree_cpu_seconds, warm_until_compiled
+from benches.process_cpu import (
+    JIT_THREADS, broker_pid, threads_cpu_seconds, tree_cpu_seconds, warm_until_compiled,
+)
 from benches.rounds import UNUSED_BENCHMARK, alternating, by_round
 from tests.support.sockets import recv_exact
 from tests.support.waiting import wait_for
@@ -192,10 +194,6 @@ def produce_floor(servers, topic, value, count, codec):
 CLIENTS = {"fastmq": produce_fastmq, "fastmq.compat": functools.partial(produce_fastmq, compat=True),
            "confluent-kafka": produce_confluent, "aiokafka": produce_aiokafka,
            "kafka-python": produce_kafka_python}
-
-
-def broker_pid(broker) -> int:
-    return broker.server.pid if hasattr(broker, "server") else broker.nodes[0].process.pid     # Tansu, Apache
 
 
 @contextlib.contextmanager

@@ -52,6 +52,11 @@ def threads_cpu_seconds(pid: int, names: tuple[str, ...]) -> float:
     return total / tick
 
 
+def broker_pid(broker) -> int:
+    """The process of a Kafka broker from the test kit: Tansu's server, or Apache Kafka's first node."""
+    return broker.server.pid if hasattr(broker, "server") else broker.nodes[0].process.pid
+
+
 def warm_until_compiled(pid: int | None, warm_round: Callable[[], object], quiet: float = 0.05,
                         rounds: int = 8) -> None:
     """Runs warm_round until the broker `pid`'s compiler threads take under `quiet` of its process tree's CPU in a
