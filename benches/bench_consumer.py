@@ -46,9 +46,10 @@ def load(servers: str, topic: str, count: int, value: bytes = b"x") -> None:
 @pytest.fixture(scope="module", params=list(SIZES))
 def loaded(kafka_broker, request):
     """(topic, value size): a topic preloaded with SIZES[size] records of that size, read whole by fastmq and
-    confluent-kafka until the broker's compilers are done with its fetch path: a fresh JVM compiles it over the
-    first reads, and the client measured first paid for it (Apache Kafka, 1 KiB, fastmq's first reads: a Fetch of
-    1 MiB answered in 2.55 ms, median, against 1.27 ms three reads later; 265-306k records/s against 531k)."""
+    confluent-kafka until the broker's compilers are done with its fetch path (at most 8 rounds): a fresh JVM
+    compiles it over the first reads, and the client measured first paid for it (Apache Kafka, 1 KiB, fastmq's
+    first reads: a Fetch of 1 MiB answered in 2.55 ms, median, against 1.27 ms three reads later; 265-306k
+    records/s against 531k)."""
     topic = f"bench-consume-{uuid.uuid4().hex[:6]}"
     count = SIZES[request.param]
     load(kafka_broker.bootstrap_servers, topic, count, b"x" * request.param)
@@ -57,7 +58,7 @@ def loaded(kafka_broker, request):
         for client in ("fastmq", "confluent-kafka"):
             CLIENTS[client](kafka_broker.bootstrap_servers, topic, count)
 
-    warm_until_compiled(broker_pid(kafka_broker), warm_round, rounds=4)     # Tansu (no JVM): one round
+    warm_until_compiled(broker_pid(kafka_broker), warm_round)      # Tansu (no JVM): one round
     return topic, request.param
 
 
