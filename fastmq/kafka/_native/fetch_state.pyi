@@ -20,6 +20,8 @@ class PartitionState:
     fetch_offset: int | None
     fetch_epoch: int
     in_flight: bool
+    scan_ahead: bool
+    waiting: int
     queued: int
     drained: int
     retry_at: float
@@ -56,9 +58,11 @@ def changed_partitions(wanted: dict[TopicPartition, tuple[int, int]],
 def end_fetch(sent: dict[TopicPartition, tuple[PartitionState, int, int]], touched: deque[PartitionState]) -> None: ...
 def sort_response(responses: Iterable[Any], by_topic_id: bool, topic_names: dict[Any, str],
                   sent: dict[TopicPartition, tuple[PartitionState, int, int]], assignment: dict[TopicPartition, PartitionState]
-                  ) -> tuple[list[tuple[Any, str, int, int, Any]], list[tuple[PartitionState, int, int, int]],
+                  ) -> tuple[list[tuple[Any, str, int, int, Any]], list[tuple[PartitionState, int, int, int, int]],
                              list[tuple[PartitionState, int, int, int]], bool, int]: ...
+def set_end_offset(records: Any, fetch_offset: int) -> int: ...
 def take_touched(touched: deque[PartitionState], visit: dict[PartitionState, None]) -> None: ...
-def complete_fetches(targets: list[tuple[PartitionState, int, int, int]], start: int,
+def complete_fetches(targets: list[tuple[PartitionState, int, int, int, int]], start: int,
                      results: list[tuple[list[Any], int, BaseException | None]], completed: deque[CompletedFetch],
-                     touched: deque[PartitionState], retry_at: float) -> tuple[int, int, int, int]: ...
+                     touched: deque[PartitionState], retry_at: float
+                     ) -> tuple[int, int, int, int, list[tuple[PartitionState, int]]]: ...

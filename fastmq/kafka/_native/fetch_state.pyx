@@ -15,6 +15,9 @@ lock, or the loop thread before the user sees records) and `drained` (the user's
 """
 cimport cython
 from libc.math cimport INFINITY
+from libc.stdint cimport int64_t
+
+from fastmq.kafka._native.records cimport record_set_end
 
 
 @cython.final
@@ -35,8 +38,12 @@ cdef class PartitionState:
     cdef public object fetch_offset         # next offset to fetch, valid while fetch_epoch == epoch
     cdef public long long fetch_epoch
     cdef public bint in_flight              # a fetch for this partition is on the wire
+    cdef public bint scan_ahead             # the next fetch may leave before a record set is decoded (see
+                                            # sort_response); off after a decode disagreed, until one agrees
     cdef public long long queued            # completed fetches buffered so far (loop thread) ...
     cdef public long long drained           # ... and handed out or dropped (user thread): one writer each
+    cdef public long long waiting           # record sets fetched ahead of their decode (sort_response), not
+                                            # decoded yet: they count toward the prefetch depth as queued ones
     cdef public double retry_at             # no fetch or reset before this monotonic time
     # The leader and leader epoch the metadata named at metadata_version: looked up again when it moves.
     cdef long long leader
@@ -57,8 +64,10 @@ cdef class PartitionState:
         self.fetch_offset = None
         self.fetch_epoch = -1
         self.in_flight = False
+        self.scan_ahead = True
         self.queued = 0
         self.drained = 0
+        self.waiting = 0
         self.retry_at = 0.0
         self.metadata_version = -1
 
@@ -137,7 +146,7 @@ def sort_visits(visit, dict assignment not None, double now, cluster, Py_ssize_t
             by_leader, item = resets, (state, epoch)
         else:
             if (state.position is None or state.paused or state.in_flight
-                    or state.queued - state.drained >= prefetch_depth):
+                    or state.queued - state.drained + state.waiting >= prefetch_depth):
                 continue                            # a change, the fetch's answer or drain() touches it again
             if state.fetch_epoch != epoch:
                 state.fetch_offset = state.position
@@ -197,8 +206,13 @@ def sort_response(responses, bint by_topic_id, dict topic_names not None, dict s
     decode, where each goes [(state, epoch, fetch_offset, size)], partition errors [(state, epoch, fetch_offset,
     error_code)], whether a partition left out of the answer never learned its high watermark, the bytes of the
     record sets). Takes the high watermark, last stable and log start offsets; skips partitions sought, paused or
-    revoked while the fetch was out and those answered without records. A partition with a record set to decode
-    stays in flight until complete_fetches() has it: it is fetched again from where that record set ends."""
+    revoked while the fetch was out and those answered without records.
+
+    A partition's next Fetch goes from where its record set ends, and it leaves at once when the set's batch headers
+    say where that is (record_set_end): the broker then reads the next answer while this one is decoded, where
+    the next Fetch waited for the decode (a 1 MiB set of 1 KiB records: 0.4-0.5 ms of a 1.7 ms cycle). Otherwise
+    (legacy message sets, anything odd, scan_ahead off) the partition stays in flight until complete_fetches() has
+    it. Each target ends with the offset its next fetch took from the headers, or -1."""
     cdef set answered = set()
     cdef list parts = [], targets = [], errors = []
     cdef tuple entry
@@ -206,6 +220,7 @@ def sort_response(responses, bint by_topic_id, dict topic_names not None, dict s
     cdef long long epoch
     cdef object topic, records, key
     cdef Py_ssize_t size, nbytes = 0
+    cdef int64_t end
     for topic_response in responses:
         topic = topic_names.get(topic_response.topic_id) if by_topic_id else topic_response.topic
         if topic is None:
@@ -235,8 +250,13 @@ def sort_response(responses, bint by_topic_id, dict topic_names not None, dict s
             if not size:
                 continue
             parts.append((records, topic, data.partition_index, entry[2], data.aborted_transactions))
-            targets.append((state, epoch, entry[2], size))
-            state.in_flight = True
+            end = set_end_offset(records, entry[2]) if state.scan_ahead else -1
+            if end >= 0:
+                state.fetch_offset = end
+                state.waiting += 1
+            else:
+                state.in_flight = True
+            targets.append((state, epoch, entry[2], size, end))
             nbytes += size
     cdef bint unlearned = False
     for key, entry in sent.items():
@@ -244,6 +264,14 @@ def sort_response(responses, bint by_topic_id, dict topic_names not None, dict s
             unlearned = True
             break
     return parts, targets, errors, unlearned, nbytes
+
+
+cpdef int64_t set_end_offset(const unsigned char[::1] records, int64_t fetch_offset) except? -2:
+    """The offset after the last whole v2 batch of a record set, past fetch_offset, from its batch headers alone;
+    -1 when there is none, or anything but v2 batches (records.pyx: record_set_end)."""
+    if records.shape[0] == 0:
+        return -1
+    return record_set_end(<const char*>&records[0], records.shape[0], fetch_offset)
 
 
 def take_touched(touched, dict visit not None):
@@ -257,13 +285,17 @@ def complete_fetches(list targets not None, Py_ssize_t start, list results not N
                      double retry_at):
     """Queues decode_many()'s results (one per targets[start:]) for the user as CompletedFetches, moving each
     partition's fetch offset on and ending its fetch (appended to `touched`); a partition whose record set could
-    not be decoded waits until retry_at. Returns (fetches queued, records in them, bytes of their record sets,
-    bytes of all the record sets decoded)."""
+    not be decoded waits until retry_at. A partition whose next fetch left from the set's headers (sort_response)
+    has its fetch offset moved already: when the decoder ends elsewhere (an error), what that fetch brings is
+    not what follows, and the partition is listed in `disagreed` with scan_ahead off (the caller makes its fetched
+    data stale). Returns (fetches queued, records in them, bytes of their record sets, bytes of all the record
+    sets decoded, disagreed [(state, epoch)])."""
     cdef Py_ssize_t i, count, queued = 0, records = 0, nbytes = 0, decoded_bytes = 0, size
     cdef tuple target, result
     cdef PartitionState state
     cdef list decoded
-    cdef object next_offset, error, fetch_offset
+    cdef object next_offset, error, fetch_offset, released
+    cdef list disagreed = []
     for i in range(len(results)):
         target = <tuple>targets[start + i]
         result = <tuple>results[i]
@@ -273,8 +305,17 @@ def complete_fetches(list targets not None, Py_ssize_t start, list results not N
         decoded = <list>result[0]
         next_offset = result[1]
         error = result[2]
-        state.fetch_offset = next_offset
-        state.in_flight = False
+        released = target[4]
+        if released < 0:
+            state.fetch_offset = next_offset
+            state.in_flight = False
+            if error is None:
+                state.scan_ahead = True
+        else:
+            state.waiting -= 1
+            if error is not None or next_offset != released:
+                state.scan_ahead = False
+                disagreed.append((state, target[1]))
         touched.append(state)
         decoded_bytes += size
         # A response of control batches or aborted records only still moves the position past them (drain()
@@ -289,4 +330,4 @@ def complete_fetches(list targets not None, Py_ssize_t start, list results not N
             nbytes += size
             if error is not None:
                 state.retry_at = retry_at           # do not spin on a batch that cannot be read
-    return queued, records, nbytes, decoded_bytes
+    return queued, records, nbytes, decoded_bytes, disagreed

@@ -88,6 +88,7 @@ ctypedef struct BatchHeader:
 cdef int raise_record_error(int code, int64_t offset) except -1
 cdef int read_batch_header(const char* data, Py_ssize_t size, BatchHeader* out) except -1
 cdef list decode_headers(const RecordView* record)
+cdef int64_t record_set_end(const char* data, Py_ssize_t size, int64_t fetch_offset) noexcept
 cdef uint32_t batch_crc(const char* batch, Py_ssize_t size) noexcept
 cdef int restamp_producer(object batch, int64_t producer_id, int16_t producer_epoch,
                           int32_t base_sequence) except -1

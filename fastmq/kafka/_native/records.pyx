@@ -138,6 +138,29 @@ cdef int read_batch_header(const char* data, Py_ssize_t size, BatchHeader* out) 
     return 0
 
 
+cdef int64_t record_set_end(const char* data, Py_ssize_t size, int64_t fetch_offset) noexcept:
+    # The offset after the last whole v2 batch of a fetched record set, read from the batch headers alone (the
+    # offset the decoder moves the fetch position to), or -1: no whole batch ending past fetch_offset, or
+    # anything but v2 batches of a sane length (the decoder then decides).
+    cdef Py_ssize_t pos = 0, batch_size
+    cdef int32_t length
+    cdef int64_t end = fetch_offset, last
+    while size - pos >= LOG_OVERHEAD:
+        length = load_i32be(data + pos + LENGTH_AT)
+        if length < 0:
+            return -1
+        if length > size - pos - LOG_OVERHEAD:
+            break                           # cut short by the broker's size limit
+        batch_size = LOG_OVERHEAD + length
+        if batch_size < BATCH_HEADER_SIZE or <int8_t>data[pos + MAGIC_AT] != 2:
+            return -1
+        last = load_i64be(data + pos + BASE_OFFSET_AT) + load_i32be(data + pos + LAST_OFFSET_DELTA_AT)
+        if last + 1 > end:
+            end = last + 1
+        pos += batch_size
+    return end if end > fetch_offset else -1
+
+
 cdef uint32_t batch_crc(const char* batch, Py_ssize_t size) noexcept:
     return crc32c_of(batch + ATTRIBUTES_AT, size - ATTRIBUTES_AT)
 

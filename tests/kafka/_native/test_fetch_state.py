@@ -9,7 +9,7 @@ from collections import deque
 from fastmq.kafka import protocol as kp
 from fastmq.kafka._native.fetch_state import (
     CompletedFetch, PartitionState, changed_partitions, complete_fetches, end_fetch, sort_response, sort_visits,
-    start_fetch, take_touched,
+    set_end_offset, start_fetch, take_touched,
 )
 from fastmq.kafka._native.records import RecordBatchBuilder
 from fastmq.kafka.cluster import ClusterMetadata
@@ -63,6 +63,11 @@ def test_visits_are_sorted_into_fetches_lookups_and_leaderless_per_leader():
     s[0].position, s[0].epoch, s[2].reset_epoch = 40, 1, 0
     fetches, resets, _, retry_due = sort_visits(s, assignment, 60.0, cluster, 2)
     assert fetches[1] == [(s[0], 1, 40)] and resets == {} and math.isinf(retry_due)
+    # Record sets fetched ahead of their decode count toward the prefetch depth as queued ones.
+    s[0].queued, s[0].waiting = 1, 1
+    assert s[0] not in [item[0] for item in sort_visits(s, assignment, 60.0, cluster, 2)[0].get(1, [])]
+    s[0].waiting = 0
+    assert s[0] in [item[0] for item in sort_visits(s, assignment, 60.0, cluster, 2)[0][1]]
 
 
 def test_a_fetch_marks_its_partitions_in_flight_with_the_leader_epoch_of_the_newest_metadata():
@@ -107,9 +112,10 @@ def test_a_response_is_matched_to_what_was_sent_and_queued_for_the_user():
                   F.PartitionData(partition_index=9, high_watermark=1, records=batch(0, 1))]   # never asked for
     response = [F.FetchableTopicResponse(topic="t", partitions=parts_data)]
     parts, targets, errors, unlearned, nbytes = sort_response(response, False, {}, sent, assignment)
-    assert [part[1:4] for part in parts] == [("t", 0, 5)] and targets == [(s[0], 0, 5, len(batch(5, 3)))]
+    # The record set's batch headers say it ends at 8: the next fetch may leave from there before it is decoded.
+    assert [part[1:4] for part in parts] == [("t", 0, 5)] and targets == [(s[0], 0, 5, len(batch(5, 3)), 8)]
     assert errors == [(s[2], 0, 5, 1)] and nbytes == len(batch(5, 3))
-    assert s[0].in_flight and not s[2].in_flight    # in flight until its record set is decoded
+    assert not s[0].in_flight and s[0].fetch_offset == 8 and s[0].waiting == 1 and not s[2].in_flight
     assert (s[0].highwater, s[0].last_stable_offset, s[0].log_start_offset, s[1].highwater) == (8, 8, 0, None)
     assert unlearned                                # partition 3 was left out and never had a high watermark
     s[3].highwater = 4
@@ -126,14 +132,61 @@ def test_a_response_is_matched_to_what_was_sent_and_queued_for_the_user():
     completed: deque[CompletedFetch] = deque()
     touched: deque[PartitionState] = deque()
     size = len(batch(5, 3))
-    assert complete_fetches(targets, 0, results, completed, touched, 99.0) == (1, 3, size, size)
-    assert not s[0].in_flight and list(touched) == [s[0]]
+    s[0].fetch_offset = 11                          # the next fetch's set was released meanwhile
+    s[0].waiting = 1                                # (the sort_response calls above each released this one)
+    assert complete_fetches(targets, 0, results, completed, touched, 99.0) == (1, 3, size, size, [])
+    assert not s[0].in_flight and list(touched) == [s[0]] and s[0].fetch_offset == 11 and s[0].waiting == 0
     fetch = completed[0]
     assert (fetch.state, fetch.epoch, fetch.position, fetch.next_offset, fetch.error, fetch.index) == (
         s[0], 0, 5, 8, None, 0)
     assert [record.value for record in fetch.records] == [b"v5", b"v6", b"v7"]
     assert fetch.size == size and fetch.bytes_per_record == size / 3
-    assert s[0].fetch_offset == 8 and s[0].queued == 1 and s[0].retry_at == 0.0
+    assert s[0].queued == 1 and s[0].retry_at == 0.0
+
+
+def test_a_partition_off_scan_ahead_stays_in_flight_until_its_record_set_is_decoded():
+    assignment = states(1)
+    state = assignment[TopicPartition("t", 0)]
+    state.scan_ahead = False
+    sent = {state.tp: (state, 0, 5)}
+    response = [F.FetchableTopicResponse(topic="t", partitions=[
+        F.PartitionData(partition_index=0, high_watermark=8, records=batch(5, 3))])]
+    parts, targets, _, _, _ = sort_response(response, False, {}, sent, assignment)
+    assert targets == [(state, 0, 5, len(batch(5, 3)), -1)] and state.in_flight
+    decoder = make_decoder(check_crcs=True, read_committed=False, key_deserializer=None, value_deserializer=None)
+    results, _ = decoder.decode_many(parts, 0, 20000)
+    assert complete_fetches(targets, 0, results, deque(), deque(), 99.0)[4] == []
+    # a set that decoded as the headers said turns scan_ahead back on
+    assert not state.in_flight and state.fetch_offset == 8 and state.scan_ahead
+
+
+def test_a_record_set_that_decodes_short_of_where_its_headers_end_is_listed_as_disagreed():
+    assignment = states(1)
+    state = assignment[TopicPartition("t", 0)]
+    bad = bytearray(batch(0, 2) + batch(2, 2))
+    bad[-1] ^= 0xFF                                 # the second batch's CRC no longer matches
+    sent = {state.tp: (state, 0, 0)}
+    response = [F.FetchableTopicResponse(topic="t", partitions=[
+        F.PartitionData(partition_index=0, high_watermark=4, records=bytes(bad))])]
+    parts, targets, _, _, _ = sort_response(response, False, {}, sent, assignment)
+    assert targets[0][4] == 4 and state.fetch_offset == 4  # the next fetch may leave from past the bad batch ...
+    decoder = make_decoder(check_crcs=True, read_committed=False, key_deserializer=None, value_deserializer=None)
+    results, _ = decoder.decode_many(parts, 0, 20000)
+    completed: deque[CompletedFetch] = deque()
+    assert complete_fetches(targets, 0, results, completed, deque(), 99.0)[4] == [(state, 0)]
+    assert not state.scan_ahead and state.waiting == 0  # ... the caller makes that stale; fetches wait for decodes
+    assert completed[0].next_offset == 2 and completed[0].error is not None and len(completed[0].records) == 2
+
+
+def test_record_set_end_reads_v2_batch_headers_only():
+    from fastmq.kafka.record.legacy_records import LegacyRecordBatchBuilder
+    assert set_end_offset(batch(5, 3) + batch(8, 2), 5) == 10
+    assert set_end_offset(batch(5, 3) + batch(8, 2)[:-1], 5) == 8     # the last batch cut short
+    assert set_end_offset(batch(5, 3)[:30], 5) == -1                  # no whole batch
+    assert set_end_offset(batch(0, 3), 5) == -1                       # nothing past the fetch offset
+    legacy = LegacyRecordBatchBuilder(1, 0, 1 << 20)
+    legacy.append(0, 0, None, b"v")
+    assert set_end_offset(bytes(legacy.build()), 0) == -1             # legacy message sets: the decoder decides
 
 
 def test_a_record_set_that_cannot_be_read_is_queued_with_its_error_and_backs_the_partition_off():
@@ -141,9 +194,9 @@ def test_a_record_set_that_cannot_be_read_is_queued_with_its_error_and_backs_the
     state = assignment[TopicPartition("t", 0)]
     bad = bytearray(batch(0, 2))
     bad[-1] ^= 0xFF                                 # the CRC no longer matches
-    targets = [(state, 0, 0, len(bad))]
+    targets = [(state, 0, 0, len(bad), -1)]
     decoder = make_decoder(check_crcs=True, read_committed=False, key_deserializer=None, value_deserializer=None)
     results, _ = decoder.decode_many([(bytes(bad), "t", 0, 0, None)], 0, 20000)
     completed: deque[CompletedFetch] = deque()
-    assert complete_fetches(targets, 0, results, completed, deque(), 99.0) == (1, 0, len(bad), len(bad))
+    assert complete_fetches(targets, 0, results, completed, deque(), 99.0) == (1, 0, len(bad), len(bad), [])
     assert completed[0].error is not None and completed[0].records == [] and state.retry_at == 99.0
