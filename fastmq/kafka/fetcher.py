@@ -204,7 +204,7 @@ class Fetcher:
             # decoded at the end of this turn, after the Fetches it sends have been written: the broker reads the
             # next answer meanwhile (sort_response lets a partition be fetched again before its set is decoded).
             self._decode_scheduled = True
-            self.client.loop.call_soon(self._decode_scheduled_sets)
+            self.client.loop.call_soon(self._decode_ahead)
         assignment = self.subscriptions.assignment
         if not assignment:
             self.unavailable = {}
@@ -461,16 +461,14 @@ class Fetcher:
             with self.wakeup:
                 self.wakeup.notify_all()
 
-    def _decode_scheduled_sets(self) -> None:
+    def _decode_ahead(self) -> None:
+        """Loop callback (see _maintain): decodes waiting record sets, DECODE_CHUNK_RECORDS records per call of the
+        decoder (which lets the collector run once per call, not once per 700 records), while less than
+        DECODE_AHEAD_BYTES of them wait decoded, and wakes the user for what it queued."""
         self._decode_scheduled = False
-        if not self._closed:
-            self._decode_ahead(time.monotonic() + self.config.retry_backoff_ms / 1000.0)
-
-    def _decode_ahead(self, retry_at: float) -> int:
-        """Decodes waiting record sets, DECODE_CHUNK_RECORDS records per call of the decoder (which lets the
-        collector run once per call, not once per 700 records), while less than DECODE_AHEAD_BYTES of them wait
-        decoded; returns the fetches queued for the user."""
-        queued_total = 0
+        if self._closed:
+            return
+        retry_at = time.monotonic() + self.config.retry_backoff_ms / 1000.0
         while self._undecoded and self.bytes_buffered - self.bytes_released < DECODE_AHEAD_BYTES:
             pending = self._undecoded[0]
             parts, targets, index = pending
@@ -482,7 +480,6 @@ class Fetcher:
             self.records_fetched += records
             self.bytes_buffered += nbytes
             self._undecoded_bytes -= decoded_bytes
-            queued_total += queued
             if end < len(parts):
                 pending[2] = end
             else:
@@ -490,7 +487,6 @@ class Fetcher:
             if queued:
                 with self.wakeup:                   # the user may hand these out meanwhile
                     self.wakeup.notify_all()
-        return queued_total
 
     def _refetch(self, disagreed: list[tuple[PartitionState, int]]) -> None:
         """Partitions whose record set did not decode to where its batch headers said it ends (a batch that cannot be

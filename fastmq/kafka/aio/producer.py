@@ -194,17 +194,20 @@ class AIOKafkaProducer(Lifetime[Producer]):
             raise kerrors.IllegalStateError("send_placed() is for a producer without transactions or a custom "
                                             "partitioner: use send_many()")
         values, keys = self._serialized(values, keys)
+        return await self._place(producer, topic, partition, values, keys, headers, timestamp_ms,
+                                 _size_bound(values, keys, headers), outcome)
+
+    async def _place(self, producer: Producer, topic: str, partition: int | None, values: Any, keys: Any,
+                     headers: Any, timestamp_ms: int | None, size: int,
+                     outcome: Callable[[list[Any], bytearray], Outcome]) -> asyncio.Future[Outcome]:
+        """RecordAccumulator.send_placed() of serialized records (`size` bytes at most in the accumulator), and the
+        future set to outcome(batches, places) once every batch holding them is done."""
         placed: tuple[list[Any], bytearray] | None = None
-        if self._fits_now(producer, topic, _size_bound(values, keys, headers)):
+        if self._fits_now(producer, topic, size):
             placed = producer._accumulator.send_placed(topic, partition, values, keys, headers, timestamp_ms)
         if placed is None:      # metadata to fetch, or memory to wait for: on a worker thread
             placed = await asyncio.to_thread(_place_waiting, producer, topic, partition, values, keys, headers,
                                              timestamp_ms)
-        return self._placed_group(producer, placed, outcome)
-
-    def _placed_group(self, producer: Producer, placed: tuple[list[Any], bytearray],
-                      outcome: Callable[[list[Any], bytearray], Outcome]) -> asyncio.Future[Outcome]:
-        """The future of records RecordAccumulator.send_placed() took: outcome(batches, places) once all are done."""
         if self._batch_waiters is None:
             self._batch_waiters = BatchWaiters(producer._accumulator, self._futures)
         return PlacedGroup(*placed, self._batch_waiters, outcome).future
@@ -283,13 +286,8 @@ class AIOKafkaProducer(Lifetime[Producer]):
             records = await self._append_rows(producer, topic, partition, batch.rows(), size)
             return RecordGroup(records, self._futures, _metadata_of_first).future
         timestamp_ms = time.time_ns() // 1_000_000
-        placed: tuple[list[Any], bytearray] | None = None
-        if self._fits_now(producer, topic, size):
-            placed = producer._accumulator.send_placed(topic, partition, batch.values, batch.keys, None, timestamp_ms)
-        if placed is None:      # metadata to fetch, or memory to wait for: on a worker thread
-            placed = await asyncio.to_thread(_place_waiting, producer, topic, partition, batch.values, batch.keys,
-                                             None, timestamp_ms)
-        return self._placed_group(producer, placed, partial(batch.first_metadata, timestamp_ms=timestamp_ms))
+        return await self._place(producer, topic, partition, batch.values, batch.keys, None, timestamp_ms, size,
+                                 partial(batch.first_metadata, timestamp_ms=timestamp_ms))
 
     async def flush(self) -> None:
         """Send everything queued now and wait for the acknowledgements."""
