@@ -5,6 +5,11 @@ A client keeps a snapshot of its cluster (brokers, topics, partition leaders) an
 - on demand, when something showed it is stale: a connection to a broker failed, a partition answered
   "not the leader" or "unknown", a producer has records for a topic it has no leaders for. Such requests
   coalesce: a refresh starts no sooner than min_interval after the previous one started;
+- at once (or as soon as the one in flight is answered) when the client starts tracking topics it never asked
+  for: nothing was stale, and nothing can be sent or fetched for them until they are known. The Java client
+  does the same (Metadata.requestUpdateForNewTopics). Through min_interval, a kafka-python consumer, which
+  fetches metadata at construction, waited 100 ms for its assigned topic's before its first fetch; the number
+  of new topics bounds these refreshes;
 - again and again while the last refresh failed or left something unresolved (a topic not created yet),
   with an exponential backoff with jitter between min_interval and the backoff's maximum, so that a dead
   broker costs one metadata request a second or so, not a busy loop;
@@ -72,6 +77,7 @@ class MetadataRefresh:
         self.backoff = backoff if backoff is not None else ReconnectBackoff(
             max(min_interval, _MIN_BACKOFF) * 1000.0, max(max_backoff, _MIN_BACKOFF) * 1000.0)
         self.wanted = True                  # the first refresh is due at once
+        self.new_topics = False             # the wanted refresh is for topics never asked for: due at once
         self.reason = "first metadata"
         self.in_flight = False
         self.failures = 0                   # refreshes in a row that failed or left something unresolved
@@ -80,13 +86,15 @@ class MetadataRefresh:
         self.leader_missing_since: float | None = None    # answers name no reachable leader since then
         self._next_delay = 0.0              # drawn once per failure, so that the jitter does not move the date
 
-    def request(self, reason: str) -> bool:
-        """Ask for a refresh soon; True when none was wanted before (the caller may wake the loop)."""
-        if self.wanted:
-            return False
+    def request(self, reason: str, *, new_topics: bool = False) -> bool:
+        """Ask for a refresh soon (with new_topics, at once: see the module docstring); True when the refresh
+        became due sooner (the caller may wake the loop)."""
+        sooner = not self.wanted or (new_topics and not self.new_topics)
         self.wanted = True
-        self.reason = reason
-        return True
+        self.new_topics |= new_topics
+        if sooner:
+            self.reason = reason
+        return sooner
 
     def delay(self, now: float) -> float | None:
         """Seconds until the next refresh should start (0: now); None while one is in flight."""
@@ -94,8 +102,8 @@ class MetadataRefresh:
             return None
         due = float("inf") if self.succeeded_at is None else self.succeeded_at + self.max_age
         if self.wanted or self.failures:
-            earliest = 0.0 if self.started_at is None else self.started_at + (
-                self._next_delay if self.failures else self.min_interval)
+            earliest = 0.0 if self.started_at is None or (self.new_topics and not self.failures) else (
+                self.started_at + (self._next_delay if self.failures else self.min_interval))
             due = min(due, earliest)
         return max(0.0, due - now)
 
@@ -103,6 +111,7 @@ class MetadataRefresh:
         """A refresh was sent; returns why it was wanted (for the log)."""
         self.in_flight = True
         self.wanted = False
+        self.new_topics = False
         self.started_at = now
         reason, self.reason = self.reason, "periodic refresh"
         return reason

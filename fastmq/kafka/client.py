@@ -375,7 +375,7 @@ class KafkaClient:
 
     def _add_topics(self, topics: set[str]) -> None:
         self._topics |= topics
-        self._want_metadata(f"new topics {sorted(topics)}")
+        self._want_metadata(f"new topics {sorted(topics)}", new_topics=True)
 
     def set_all_topics(self, wanted: bool) -> None:
         """Any thread: fetch every topic (pattern subscriptions) instead of the tracked ones."""
@@ -391,9 +391,9 @@ class KafkaClient:
             self.loop.call_soon_threadsafe(self._want_metadata, reason)
         return version
 
-    def _want_metadata(self, reason: str) -> None:
+    def _want_metadata(self, reason: str, *, new_topics: bool = False) -> None:
         # Only a new request wakes the loop: hooks that ask on every iteration must not keep it awake.
-        if self.refresh.request(reason) and self.loop.in_loop_thread():
+        if self.refresh.request(reason, new_topics=new_topics) and self.loop.in_loop_thread():
             self.loop.wakeup()
 
     def bootstrap(self, timeout: float) -> None:

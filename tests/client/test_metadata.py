@@ -38,6 +38,42 @@ def test_requests_coalesce_within_the_minimum_interval():
     assert refresh.started(0.2) == "NOT_LEADER_OR_FOLLOWER"
 
 
+def test_new_topics_are_fetched_at_once_not_after_the_minimum_interval():
+    refresh = schedule()
+    refresh.started(0.0)
+    refresh.succeeded(0.01)                                 # a bootstrap's answer, before any topic was tracked
+    assert refresh.request("new topics ['t']", new_topics=True)
+    assert refresh.delay(0.02) == 0.0
+    assert refresh.started(0.02) == "new topics ['t']"
+    assert refresh.request("new topics ['u']", new_topics=True)
+    assert refresh.delay(0.03) is None                      # in flight: the next starts when it is answered
+    refresh.succeeded(0.04)
+    assert refresh.delay(0.04) == 0.0
+    refresh.started(0.04)
+    refresh.succeeded(0.05)
+    assert refresh.request("NOT_LEADER_OR_FOLLOWER")        # staleness still waits for the interval
+    assert refresh.delay(0.06) == pytest.approx(0.08)
+
+
+def test_a_stale_request_made_urgent_by_new_topics_wakes_the_caller():
+    refresh = schedule()
+    refresh.started(0.0)
+    refresh.succeeded(0.0)
+    assert refresh.request("NOT_LEADER_OR_FOLLOWER")
+    assert refresh.delay(0.01) == pytest.approx(0.09)
+    assert refresh.request("new topics ['t']", new_topics=True)     # sooner now: the loop must look again
+    assert not refresh.request("new topics ['u']", new_topics=True)
+    assert refresh.delay(0.01) == 0.0
+
+
+def test_new_topics_after_failures_wait_for_the_backoff():
+    refresh = schedule()
+    refresh.started(0.0)
+    refresh.failed("refused")
+    refresh.request("new topics ['t']", new_topics=True)
+    assert refresh.delay(0.0) == pytest.approx(0.1)
+
+
 def test_failures_back_off_exponentially_up_to_the_maximum():
     refresh = schedule()
     start = 0.0
@@ -90,19 +126,22 @@ def test_a_zero_interval_still_backs_off_after_failures():
     assert refresh.delay(0.0) > 0
 
 
-@given(st.lists(st.sampled_from(["request", "fail", "unresolved", "leader", "ok", "tick"]), max_size=60),
+@given(st.lists(st.sampled_from(["request", "new", "fail", "unresolved", "leader", "ok", "tick"]), max_size=60),
        st.integers(0, 2**32))
 def test_never_due_twice_within_the_minimum_interval(events, seed):
-    """Whatever happens, refreshes start at least min_interval (less the jitter) apart: no busy loop."""
+    """Whatever happens, refreshes start at least min_interval (less the jitter) apart, except one for topics
+    asked for since the last one started (a bounded number): no busy loop."""
     refresh = MetadataRefresh(300.0, 0.1, 1.0, backoff=ReconnectBackoff(100, 1000, rng=random.Random(seed)))
     now = 0.0
     last_start = None
+    new_topics_since = False
     for event in events:
         delay = refresh.delay(now)
         if delay == 0.0:
-            assert last_start is None or now - last_start >= 0.08 - 1e-9
+            assert last_start is None or new_topics_since or now - last_start >= 0.08 - 1e-9
             refresh.started(now)
             last_start = now
+            new_topics_since = False
             if event == "fail":
                 refresh.failed("x")
             else:
@@ -110,6 +149,9 @@ def test_never_due_twice_within_the_minimum_interval(events, seed):
                                   leader_missing=event == "leader")
         elif event == "request":
             refresh.request("z")
+        elif event == "new":
+            refresh.request("new topics", new_topics=True)
+            new_topics_since = True
         now += 0.01 if delay is None else min(delay, 0.05)
 
 

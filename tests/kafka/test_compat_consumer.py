@@ -84,6 +84,21 @@ def test_records_are_what_kafka_python_returns(kafka_broker):
         ours.close()
 
 
+def test_assigned_topics_are_looked_up_without_waiting_for_the_metadata_backoff(kafka_broker):
+    """The consumer fetched metadata at construction (as kafka-python does); the topic assigned after it is
+    looked up at once, not after retry_backoff_ms (which spaces refreshes for stale metadata): with a backoff
+    far beyond WAIT, the records still arrive."""
+    topic = topic_name()
+    produce(kafka_broker.bootstrap_servers, topic)
+    consumer = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap_servers, auto_offset_reset="earliest",
+                             retry_backoff_ms=600_000)
+    try:
+        consumer.assign([TopicPartition(topic, 0), TopicPartition(topic, 1)])
+        assert len(read_all(consumer, 30)) == 30
+    finally:
+        consumer.close()
+
+
 def test_topics_without_a_group_id_are_read_whole_as_kafka_python_does(kafka_broker):
     """KafkaConsumer(topic) without group_id (kafka-python's README example): every partition of the topic is
     assigned to the consumer itself, no group is joined."""
