@@ -64,7 +64,7 @@ from benches.bench_partitions import warm_requests
 from benches.process_cpu import (
     JIT_THREADS, broker_pid, threads_cpu_seconds, tree_cpu_seconds, warm_until_compiled,
 )
-from benches.rounds import UNUSED_BENCHMARK, alternating, by_round
+from benches.rounds import UNUSED_BENCHMARK, alternating, by_round, run_ids, timed
 from tests.support.sockets import recv_exact
 from tests.support.waiting import wait_for
 
@@ -258,10 +258,8 @@ def large_runs(kafka_broker) -> dict[str, list[dict[str, float]]]:
     return {}
 
 
-
-
 @UNUSED_BENCHMARK
-@pytest.mark.parametrize(("round_", "client"), RUNS_1_KIB, ids=[f"{client}-{round_}" for round_, client in RUNS_1_KIB])
+@pytest.mark.parametrize(("round_", "client"), RUNS_1_KIB, ids=run_ids(RUNS_1_KIB))
 def test_produce_1_kib(benchmark, kafka_broker, large_runs, round_, client):
     broker = kafka_broker
     count = COUNTS[client] // 2
@@ -269,10 +267,7 @@ def test_produce_1_kib(benchmark, kafka_broker, large_runs, round_, client):
     produce_fastmq(broker.bootstrap_servers, topic, b"w", 1, None)     # the topic, made before the clock starts
     run: dict[str, float] = {}
     with broker_cpu(run, broker, count):
-        cpu, started = time.process_time(), time.perf_counter()
-        CLIENTS_1_KIB[client](broker.bootstrap_servers, topic, LARGE, count, None)
-        run["seconds"] = time.perf_counter() - started
-        run["cpu_ns"] = round((time.process_time() - cpu) / count * 1e9)
+        timed(run, count, CLIENTS_1_KIB[client], broker.bootstrap_servers, topic, LARGE, count, None)
     large_runs.setdefault(client, []).append(run)
     print(f"\n{broker.name}: produce 1 KiB, round {round_}, {client}: {count / run['seconds'] / 1e3:.1f}k records/s, "
           + ", ".join(f"{key} {value}" for key, value in run.items() if key != "seconds"))

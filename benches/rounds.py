@@ -4,7 +4,8 @@ a row gives each client's median with fastmq's ratio over the others round by ro
 from __future__ import annotations
 
 import statistics
-from typing import Sequence, TypeVar
+import time
+from typing import Any, Callable, Sequence, TypeVar
 
 import pytest
 
@@ -18,6 +19,21 @@ def alternating(clients: Sequence[Client], rounds: int) -> list[tuple[int, Clien
     """(round, client) in the order they run."""
     return [(round_, client) for round_ in range(rounds)
             for client in (clients if round_ % 2 == 0 else clients[::-1])]
+
+
+def run_ids(runs: Sequence[tuple[int, Any]]) -> list[str]:
+    """Test ids for alternating()'s runs: 'client-round'."""
+    return [f"{client}-{round_}" for round_, client in runs]
+
+
+def timed(run: dict[str, float], count: int, function: Callable[..., Any], *args: Any) -> Any:
+    """function(*args), its wall time put in run["seconds"] and this process's CPU time per record (all its
+    threads) in run["cpu_ns"]; returns what it returned."""
+    cpu, started = time.process_time(), time.perf_counter()
+    result = function(*args)
+    run["seconds"] = time.perf_counter() - started
+    run["cpu_ns"] = round((time.process_time() - cpu) / count * 1e9)
+    return result
 
 
 def by_round(ratios: Sequence[float]) -> str:
