@@ -21,6 +21,7 @@ from fastmq.kafka.compat_admin import (  # noqa: F401  (kafka-python's admin nam
 )
 from fastmq.kafka.partitioner import ClusterView, DefaultPartitioner, Partitioner
 from fastmq.kafka._native.accumulator import FutureRecordMetadata
+from fastmq.kafka._native.compat_send import KafkaPythonSend, check_headers
 from fastmq.kafka.producer import CODECS, Producer
 from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition  # noqa: F401  (kafka-python exports them)
 
@@ -120,6 +121,12 @@ class KafkaProducer(Producer):
         self._max_payload = self.max_request_size - _RECORD_OVERHEAD
         self._serialize_key = _serializer(config["key_serializer"])
         self._serialize_value = _serializer(config["value_serializer"])
+        self._checks = KafkaPythonSend(self._accumulator.send_record, self._max_payload, _RECORD_OVERHEAD)
+        if (type(self).send is KafkaProducer.send and self._serialize_key is None and self._serialize_value is None
+                and self._custom_partitioner is None and self._txn is None):
+            # send() below, compiled (compat_send.pyx), for a producer that does nothing to a record before the
+            # accumulator: two Python frames a record cost more than the rest of a send.
+            self.send = self._checks.send  # type: ignore[method-assign]
         try:
             self.client.bootstrap(config["bootstrap_timeout_ms"] / 1000.0)
         except BaseException:
@@ -130,35 +137,20 @@ class KafkaProducer(Producer):
              timestamp_ms: int | None = None) -> FutureRecordMetadata:
         """Publish a record; returns a FutureRecordMetadata (kafka-python's semantics and errors).
 
-        Only what the accumulator does not check itself is checked here (each Python step costs as much as
-        the accumulator's whole append); its TypeError / ValueError for bad headers become kafka-python's."""
-        if headers is not None and not isinstance(headers, list):
-            raise TypeError("headers must be list-type")
+        The checks are compiled (compat_send.pyx), whose send() this method is when the producer does nothing to
+        a record before the accumulator; the accumulator's TypeError / ValueError for bad headers become
+        kafka-python's."""
+        check_headers(headers)
         if self._serialize_key is not None:
             key = self._serialize_key(topic, headers or [], key)
         if self._serialize_value is not None:
             value = self._serialize_value(topic, headers or [], value)
-        if value is None:
-            if key is None:
-                raise ValueError("Need at least one: key or value")
-            size = len(key)
-        else:
-            size = len(value) if key is None else len(value) + len(key)
-        if size > self._max_payload:
-            raise kerrors.MessageSizeTooLargeError(
-                f"The message is {size + _RECORD_OVERHEAD} bytes when serialized which is larger than the maximum "
-                "request size you have configured with the max_request_size configuration")
+        self._checks.check_size(key, value)
         if partition is None and self._custom_partitioner is not None:
             if topic not in self.client.cluster.topics:
                 self.client.topic_metadata(topic, self.max_block)
             partition = self._call_partitioner(topic, key, value)
-        try:
-            return self._append(topic, value, key, headers, partition, timestamp_ms)
-        except (TypeError, ValueError):
-            if headers and not all(isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
-                                   and isinstance(item[1], bytes) for item in headers):
-                raise TypeError("All headers items must be (str, bytes) tuples") from None
-            raise
+        return self._checks.append(self._append, topic, value, key, headers, partition, timestamp_ms)
 
     def _call_partitioner(self, topic: str, key: Any, value: Any) -> int:
         partitioner = self._custom_partitioner

@@ -89,6 +89,11 @@ def test_callbacks_and_errbacks(impl):
     assert seen == [("ok", 0), ("both", 0)]
 
 
+# A producer without serializers sends through compat_send.pyx's compiled send(), one with them through
+# KafkaProducer.send: both check the same way.
+IDENTITY_SERIALIZERS = {"key_serializer": lambda data: data, "value_serializer": lambda data: data}
+
+
 @pytest.mark.parametrize(("kwargs", "error"), [
     ({"value": None, "key": None}, ValueError),
     ({"value": b"v", "headers": ("h", b"v")}, TypeError),
@@ -96,16 +101,18 @@ def test_callbacks_and_errbacks(impl):
     ({"value": "str without serializer"}, TypeError),
     ({"value": b"v", "partition": -1}, ValueError),
 ])
-def test_invalid_sends_raise_the_same_errors(impl, kwargs, error):
-    producer = impl()
+@pytest.mark.parametrize("serializers", [{}, IDENTITY_SERIALIZERS], ids=["compiled send", "send with serializers"])
+def test_invalid_sends_raise_the_same_errors(impl, kwargs, error, serializers):
+    producer = impl(**serializers)
     name = topic()
     producer.send(name, b"make the topic exist").get(WAIT)
     with pytest.raises(error):
         producer.send(name, **kwargs)
 
 
-def test_message_larger_than_max_request_size(impl):
-    producer = impl(max_request_size=1000)
+@pytest.mark.parametrize("serializers", [{}, IDENTITY_SERIALIZERS], ids=["compiled send", "send with serializers"])
+def test_message_larger_than_max_request_size(impl, serializers):
+    producer = impl(max_request_size=1000, **serializers)
     with pytest.raises(impl.errors.MessageSizeTooLargeError):
         producer.send(topic(), b"x" * 5000)
 
