@@ -152,35 +152,6 @@ cdef inline void _note_hot(TopicQueues topic, PartitionQueue queue, ProducerBatc
 cdef class RecordAccumulator:
     """Per-partition batches for one producer (see the module docstring). A protocol subclasses it to give it
     its BatchFormat (fastmq.kafka._native.accumulator.RecordAccumulator)."""
-    cdef BatchFormat format                 # the protocol's batches: builders, partition keys, metadata
-    cdef dict topics                        # name -> TopicQueues
-    cdef readonly Py_ssize_t batch_size     # bytes at which a batch closes
-    cdef readonly double linger             # seconds a batch waits for more records
-    cdef BufferMemory memory                # reservations within buffer_memory, the arena of the storage
-    cdef double max_block                   # seconds send() waits for memory
-    cdef double delivery_timeout            # seconds from first append to failure
-    cdef double retry_backoff               # seconds between attempts of a batch
-    cdef readonly bint idempotent           # assign sequence numbers
-    cdef int max_in_flight                  # batches of one partition in flight at once
-    cdef int64_t producer_id                # idempotence: producer id, -1 until known
-    cdef int16_t producer_epoch             # idempotence: producer epoch
-    cdef object lock                        # guards batch creation, closing, draining, memory
-    cdef int flushes                        # flush() calls in progress
-    cdef int appends_in_progress            # send() calls between entry and return
-    cdef bint closing                       # no new records; everything left is sent
-    cdef object aborted_error               # set by abort(): sends fail with it
-    cdef readonly object incomplete         # set of batches not yet done
-    cdef object wakeup                      # called (no arguments) when the sender should look again
-    cdef object batch_full                  # called (no arguments) when a send filled a batch; None: wakeup
-    cdef readonly bint transactional        # batches carry the transactional bit
-    cdef object transaction_error           # the first batch failure since clear_transaction_failure()
-    cdef readonly int64_t records_appended  # metrics
-    cdef readonly int64_t bytes_appended    # metrics: uncompressed record bytes
-    cdef Py_ssize_t reserve_step            # bytes a batch's reservation grows by
-    cdef ReadySet ready_set                 # the partitions that may send now, timers of those that wait
-    cdef double next_expiry                 # monotonic seconds before which no unsent batch can expire
-    cdef public object unknown_topic        # send_record()'s call for a topic whose partitions are not known
-    cdef void* last_queue                   # the PartitionQueue the last append went to (only compared)
 
     def __init__(self, BatchFormat batch_format not None, *, Py_ssize_t batch_size=16384, double linger_ms=0,
                  Py_ssize_t buffer_memory=33554432, double max_block_ms=60000, double delivery_timeout_ms=120000,
@@ -265,9 +236,6 @@ cdef class RecordAccumulator:
         with self.lock:
             return self._any_in_flight()
 
-    cdef inline bint _any_in_flight(self):
-        return self.memory.in_flight > 0
-
     @property
     def buffer_memory(self):
         """Bytes all unfinished batches may hold."""
@@ -312,6 +280,11 @@ cdef class RecordAccumulator:
         its send(), so that a record costs the user thread no Python frame (a fifth of what it spent on one).
         A topic whose partitions are not known yet goes to unknown_topic(topic, value, key, headers, partition,
         timestamp_ms), the producer's metadata fetch, whose answer is returned."""
+        return self._send_record(topic, value, key, headers, partition, timestamp_ms)
+
+    cdef object _send_record(self, str topic, object value, object key, object headers, object partition,
+                             object timestamp_ms):
+        # send_record() for compiled callers (a protocol's face that checks records first: compat_send.pyx).
         future = self._send(topic, partition, key, value, headers, timestamp_ms)
         if future is None:
             return self.unknown_topic(topic, value, key, headers, partition, timestamp_ms)
@@ -591,11 +564,6 @@ cdef class RecordAccumulator:
         self._expires_at(batch.created)
         return batch
 
-    cdef inline int _expires_at(self, double created) except -1:
-        if created + self.delivery_timeout < self.next_expiry:
-            self.next_expiry = created + self.delivery_timeout
-        return 0
-
     cdef int _make_all_due(self) except -1:
         # Flush, close, memory pressure: every queue with an unsent batch goes out now.
         cdef ProducerBatch batch
@@ -678,9 +646,6 @@ cdef class RecordAccumulator:
         for batch in taken:
             batch.finish()
         return taken
-
-    cdef inline PartitionQueue _queue_of(self, ProducerBatch batch):
-        return <PartitionQueue>batch.queue
 
     def is_oldest(self, ProducerBatch batch):
         """Whether no earlier batch of the batch's partition is still unfinished."""

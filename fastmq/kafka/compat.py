@@ -21,7 +21,7 @@ from fastmq.kafka.compat_admin import (  # noqa: F401  (kafka-python's admin nam
 )
 from fastmq.kafka.partitioner import ClusterView, DefaultPartitioner, Partitioner
 from fastmq.kafka._native.accumulator import FutureRecordMetadata
-from fastmq.kafka._native.compat_send import KafkaPythonSend, check_headers
+from fastmq.kafka._native.compat_send import KafkaPythonSend, check_headers, raise_headers_error
 from fastmq.kafka.producer import CODECS, Producer
 from fastmq.kafka.structs import OffsetAndMetadata, TopicPartition  # noqa: F401  (kafka-python exports them)
 
@@ -121,7 +121,7 @@ class KafkaProducer(Producer):
         self._max_payload = self.max_request_size - _RECORD_OVERHEAD
         self._serialize_key = _serializer(config["key_serializer"])
         self._serialize_value = _serializer(config["value_serializer"])
-        self._checks = KafkaPythonSend(self._accumulator.send_record, self._max_payload, _RECORD_OVERHEAD)
+        self._checks = KafkaPythonSend(self._accumulator, self._max_payload, _RECORD_OVERHEAD)
         if (type(self).send is KafkaProducer.send and self._serialize_key is None and self._serialize_value is None
                 and self._custom_partitioner is None and self._txn is None):
             # send() below, compiled (compat_send.pyx), for a producer that does nothing to a record before the
@@ -150,7 +150,11 @@ class KafkaProducer(Producer):
             if topic not in self.client.cluster.topics:
                 self.client.topic_metadata(topic, self.max_block)
             partition = self._call_partitioner(topic, key, value)
-        return self._checks.append(self._append, topic, value, key, headers, partition, timestamp_ms)
+        try:
+            return self._append(topic, value, key, headers, partition, timestamp_ms)
+        except (TypeError, ValueError):
+            raise_headers_error(headers)
+            raise
 
     def _call_partitioner(self, topic: str, key: Any, value: Any) -> int:
         partitioner = self._custom_partitioner

@@ -7,10 +7,12 @@ Why compiled: kafka-python's send() checks what fastmq's accumulator does not (h
 value, the size against max_request_size) and names errors its own way. As a Python method over the accumulator's
 send it was two Python frames a record, and the compat producer spent 501 ns of CPU a 100 B record where the native
 one, whose send() is the accumulator's compiled send_record, spent 217 (Apache Kafka). Here the checks are C and
-the record goes to send_record in one vectorcall. KafkaProducer.send (Python) remains the way for everything else,
-with the same checks and errors.
+the record goes to the accumulator by a C call (its _send_record, which send_record is). KafkaProducer.send
+(Python) remains the way for everything else, with the same checks and errors.
 """
 cimport cython
+
+from fastmq._native.accumulator cimport RecordAccumulator
 
 from fastmq.kafka.errors import MessageSizeTooLargeError
 
@@ -22,43 +24,37 @@ cpdef int check_headers(object headers) except -1:
     return 0
 
 
-cdef bint _pairs(list headers):
-    # Whether every header is a (str, bytes) tuple.
-    for item in headers:
+cpdef int raise_headers_error(object headers) except -1:
+    """For a TypeError or ValueError of the accumulator: kafka-python's TypeError when the headers are not all
+    (str, bytes) tuples (else nothing: the caller re-raises the accumulator's)."""
+    for item in headers or ():
         if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)
                 and isinstance(item[1], bytes)):
-            return False
-    return True
+            raise TypeError("All headers items must be (str, bytes) tuples") from None
+    return 0
 
 
 @cython.final
 cdef class KafkaPythonSend:
     """send(topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None): kafka-python's checks,
-    then send_record (the accumulator's, which fetches metadata for a topic it does not know)."""
+    then the accumulator's send_record (which fetches metadata for a topic it does not know)."""
 
-    cdef object send_record
+    cdef RecordAccumulator accumulator
     cdef Py_ssize_t max_payload         # max_request_size less kafka-python's estimate of a record's overhead
     cdef Py_ssize_t record_overhead
 
-    def __init__(self, send_record, Py_ssize_t max_payload, Py_ssize_t record_overhead):
-        self.send_record = send_record
+    def __init__(self, RecordAccumulator accumulator not None, Py_ssize_t max_payload, Py_ssize_t record_overhead):
+        self.accumulator = accumulator
         self.max_payload = max_payload
         self.record_overhead = record_overhead
 
-    def send(self, topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
+    def send(self, str topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
         check_headers(headers)
         self.check_size(key, value)
-        return self.append(self.send_record, topic, value, key, headers, partition, timestamp_ms)
-
-    cpdef object append(self, object append, object topic, object value, object key, object headers,
-                        object partition, object timestamp_ms):
-        """append(topic, value, key, headers, partition, timestamp_ms) -> its answer, with the accumulator's
-        TypeError or ValueError for headers that are not (str, bytes) pairs made kafka-python's TypeError."""
         try:
-            return append(topic, value, key, headers, partition, timestamp_ms)
+            return self.accumulator._send_record(topic, value, key, headers, partition, timestamp_ms)
         except (TypeError, ValueError):
-            if headers and not _pairs(headers):
-                raise TypeError("All headers items must be (str, bytes) tuples") from None
+            raise_headers_error(headers)
             raise
 
     cpdef int check_size(self, object key, object value) except -1:
