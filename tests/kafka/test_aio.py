@@ -167,8 +167,7 @@ def test_send_batch_answers_its_first_records_offset_and_keeps_keys_values_and_o
                 assert [m.offset for m in metadata] == list(range(40)) and metadata[1].crc is None
                 assert metadata[1].size == 21 + 2 + 4 and batch.size() == 61 + sum(m.size for m in metadata)
                 batches.append(await producer.send_batch(batch, topic, partition=1))
-                with pytest.raises(kerrors.IllegalStateError):
-                    batch.append(key=None, value="late", timestamp=None)
+                assert batch.append(key=None, value="late", timestamp=None) is None      # closed, as aiokafka's
             first, second = [await future for future in batches]
         assert (first.topic, first.partition, first.offset, second.offset) == (topic, 1, 3, 43)
         assert first.serialized_key_size == 2 and first.serialized_value_size == 4 and first.timestamp > 0
@@ -198,6 +197,64 @@ def test_send_batch_of_records_with_headers_or_timestamps_keeps_them(real_broker
         assert [(m.value, list(m.headers)) for m in got] == [(b"plain", []), (b"headed", [("h", b"1")]),
                                                               (b"dated", [])]
         assert got[2].timestamp == 1_700_000_000_000 and got[0].timestamp > 1_700_000_000_000
+
+    run(main())
+
+
+def test_send_batch_keeps_its_place_among_sends_and_waits_for_memory_and_metadata(real_broker):
+    """Batches sent between send()s keep the records' order; a producer that never asked for the topic fetches its
+    metadata for the first batch; with buffer memory for two batches, send_batch waits (off the loop) for the
+    acknowledgements; an empty batch is refused."""
+    topic = topic_name()
+    bootstrap = real_broker.bootstrap_servers
+
+    async def main():
+        await create_topic(bootstrap, topic)
+        tp = TopicPartition(topic, 0)
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap, max_batch_size=2048, buffer_memory=4096,
+                                    linger_ms=50) as producer:
+            with pytest.raises(ValueError):
+                await producer.send_batch(producer.create_batch(), topic, partition=0)
+            expected, firsts = [], []
+            with Ticker() as ticker:
+                for round_ in range(30):
+                    batch = producer.create_batch()         # the first: before anything asked for the topic
+                    values = [b"batch-%d-%d-" % (round_, i) + b"x" * 40 for i in range(20)]
+                    for value in values:
+                        assert batch.append(key=None, value=value, timestamp=None) is not None
+                    firsts.append((await producer.send_batch(batch, topic, partition=0), len(expected)))
+                    expected += values
+                    await producer.send(topic, b"single-%d" % round_, partition=0)
+                    expected.append(b"single-%d" % round_)
+                offsets = [((await future).offset, first) for future, first in firsts]
+            assert ticker.ticks > 0
+        assert all(offset == first for offset, first in offsets)
+        got = await read_all(bootstrap, tp, len(expected))
+        assert [m.value for m in got] == expected and [m.offset for m in got] == list(range(len(expected)))
+
+    run(main())
+
+
+def test_send_batch_in_transactions(real_broker):
+    """A batch joins the producer's transaction: committed, a read_committed consumer reads it once; aborted,
+    never."""
+    topic = topic_name()
+    bootstrap = real_broker.bootstrap_servers
+
+    async def main():
+        await create_topic(bootstrap, topic)
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=topic_name("txn")) as producer:
+            for outcome in ("commit", "abort", "commit"):
+                await producer.begin_transaction()
+                batch = producer.create_batch()
+                for i in range(5):
+                    batch.append(key=None, value=b"%s-%d" % (outcome.encode(), i), timestamp=None)
+                await producer.send_batch(batch, topic, partition=0)
+                if outcome == "commit":
+                    await producer.commit_transaction()
+                else:
+                    await producer.abort_transaction()
+        assert await read_committed(bootstrap, topic, 10) == [b"commit-%d" % i for i in range(5)] * 2
 
     run(main())
 
@@ -295,6 +352,21 @@ def test_send_many_one_future_for_many_records(embedded_broker):
     run(refused())
 
 
+async def read_committed(bootstrap: str, topic: str, count: int) -> list[bytes]:
+    """The values a read_committed consumer group reads from the topic: `count` of them (or what came within 50
+    polls), then nothing more."""
+    async with AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=topic_name("reader"),
+                                isolation_level="read_committed", auto_offset_reset="earliest") as reader:
+        values = []
+        for _ in range(50):
+            for messages in (await reader.getmany(timeout_ms=500)).values():
+                values += [m.value for m in messages]
+            if len(values) >= count:
+                break
+        assert await reader.getmany(timeout_ms=300) == {}
+        return values
+
+
 def test_transaction_example(embedded_broker):
     """aiokafka's transactional consume-process-produce example: `async with producer.transaction()`, with
     the consumer's offsets sent to the transaction; an aborted transaction is invisible to read_committed."""
@@ -331,16 +403,7 @@ def test_transaction_example(embedded_broker):
         finally:
             await consumer.stop()
             await producer.stop()
-        async with AIOKafkaConsumer(sink, bootstrap_servers=bootstrap, group_id=topic_name("reader"),
-                                    isolation_level="read_committed", auto_offset_reset="earliest") as reader:
-            values = []
-            for _ in range(50):
-                for messages in (await reader.getmany(timeout_ms=500)).values():
-                    values += [m.value for m in messages]
-                if len(values) >= 3:
-                    break
-            assert values == [b"IN0", b"IN1", b"IN2"]
-            assert await reader.getmany(timeout_ms=300) == {}
+        assert await read_committed(bootstrap, sink, 3) == [b"IN0", b"IN1", b"IN2"]
 
     run(main())
 

@@ -14,7 +14,6 @@ from libc.stdint cimport int32_t, int64_t
 
 from fastmq._native.producer_batch cimport FutureRecordMetadata, ProducerBatch
 
-from fastmq.kafka.errors import IllegalStateError
 
 # Estimated encoded sizes, as aiokafka's: a v2 batch header; a record's fixed part (attributes, varint lengths and
 # deltas at their widest); a header's beyond its name and value.
@@ -64,12 +63,13 @@ cdef class BatchBuilder:
         self.values = []
 
     def append(self, *, timestamp, key, value, headers=None):
-        """Add a record; None when it does not fit any more (a batch always takes its first record)."""
+        """Add a record; None when it does not fit any more (a batch always takes its first record) or the batch
+        was sent (closed), as aiokafka's append answers."""
         cdef Py_ssize_t size = RECORD_OVERHEAD
         cdef Py_ssize_t count = len(self.values)
         cdef BatchRecordMetadata metadata
         if self.closed:
-            raise IllegalStateError("the batch is closed (it was sent)")
+            return None
         if self.key_serializer is not None:
             key = self.key_serializer(key)
         if self.value_serializer is not None:

@@ -281,6 +281,8 @@ class AIOKafkaProducer(Lifetime[Producer]):
         accumulator in one compiled call (send_placed), and the future waits for their batches, not per record."""
         producer = self.engine()
         batch.close()
+        if not batch.record_count():
+            raise ValueError("the batch holds no records")
         size = batch.size() + _RECORD_BOUND * batch.record_count()
         if batch.headers is not None or batch.timestamps is not None or self._transactional:
             records = await self._append_rows(producer, topic, partition, batch.rows(), size)
