@@ -543,6 +543,35 @@ def test_futures_settle_in_order_under_memory_pressure(embedded_broker):
     run(main())
 
 
+def test_dropped_futures_are_not_swept_record_by_record(embedded_broker, monkeypatch):
+    """A sender that keeps kept futures settles them every SWEEP_EVERY records; one that drops them (fire and
+    forget) leaves nothing to settle, and must not sweep at every record (it did: len 0 is a multiple too)."""
+    from fastmq.kafka.aio.producer import RecordFutures
+
+    sweeps = []
+    settle = RecordFutures._settle_done
+    monkeypatch.setattr(RecordFutures, "_settle_done", lambda self, pending: (sweeps.append(len(pending.records)),
+                                                                              settle(self, pending))[1])
+    topic = topic_name()
+    bootstrap = embedded_broker.bootstrap_servers
+
+    async def main():
+        await create_topic(bootstrap, topic)
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=50) as producer:
+            for _ in range(5000):
+                await producer.send(topic, b"x", partition=0)      # the future dropped
+            dropped = len(sweeps)
+            kept = [await producer.send(topic, b"y", partition=0) for _ in range(3000)]
+            await asyncio.gather(*kept)
+        return dropped
+
+    dropped = run(main())
+    # Sweeps come from acknowledgements (one per batch handed over) and every SWEEP_EVERY kept records, never
+    # from a dropped record.
+    assert dropped < 50, f"{dropped} sweeps for 5000 dropped futures"
+    assert any(length and length % RecordFutures.SWEEP_EVERY == 0 for length in sweeps)
+
+
 def test_producer_errors_and_lifecycle(embedded_broker):
     bootstrap = embedded_broker.bootstrap_servers
 

@@ -362,7 +362,8 @@ class RecordFutures:
             pending.records.pop()
         if not pending.watched:
             self._watch(record, tp, pending)
-        elif not len(pending.records) % self.SWEEP_EVERY:
+        elif pending.records and not len(pending.records) % self.SWEEP_EVERY:
+            # (Not when none is kept: a sender that drops its futures would sweep at every record.)
             self._settle_done(pending)
         pending.records.append(record)
         pending.futures.append(future)
