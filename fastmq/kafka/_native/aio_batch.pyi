@@ -4,8 +4,6 @@ from typing import Any
 
 from fastmq.kafka.structs import RecordMetadata
 
-BATCH_OVERHEAD: int
-
 Headers = Sequence[tuple[str, bytes | None]] | None
 
 class BatchRecordMetadata:

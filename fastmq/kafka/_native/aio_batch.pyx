@@ -13,12 +13,10 @@ cimport cython
 from libc.stdint cimport int32_t, int64_t
 
 from fastmq._native.producer_batch cimport FutureRecordMetadata, ProducerBatch
+from fastmq.kafka._native.records cimport BATCH_HEADER_SIZE, RECORD_OVERHEAD_MAX
 
-
-# Estimated encoded sizes, as aiokafka's: a v2 batch header; a record's fixed part (attributes, varint lengths and
-# deltas at their widest); a header's beyond its name and value.
-BATCH_OVERHEAD = 61
-cdef Py_ssize_t RECORD_OVERHEAD = 21
+# Estimated encoded sizes, as aiokafka's: a v2 batch header (BATCH_HEADER_SIZE), a record's fixed part at its widest
+# (RECORD_OVERHEAD_MAX), a header's beyond its name and value.
 cdef Py_ssize_t HEADER_OVERHEAD = 10
 
 
@@ -56,7 +54,7 @@ cdef class BatchBuilder:
 
     def __init__(self, Py_ssize_t max_size, key_serializer=None, value_serializer=None):
         self.max_size = max_size
-        self.estimated_size = BATCH_OVERHEAD
+        self.estimated_size = BATCH_HEADER_SIZE
         self.key_serializer = key_serializer
         self.value_serializer = value_serializer
         self.keys = []
@@ -65,7 +63,7 @@ cdef class BatchBuilder:
     def append(self, *, timestamp, key, value, headers=None):
         """Add a record; None when it does not fit any more (a batch always takes its first record) or the batch
         was sent (closed), as aiokafka's append answers."""
-        cdef Py_ssize_t size = RECORD_OVERHEAD
+        cdef Py_ssize_t size = RECORD_OVERHEAD_MAX
         cdef Py_ssize_t count = len(self.values)
         cdef BatchRecordMetadata metadata
         if self.closed:

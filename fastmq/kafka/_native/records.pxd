@@ -22,6 +22,8 @@ cdef enum:
     RECORD_COUNT_AT = BASE_SEQUENCE_AT + 4
     BATCH_HEADER_SIZE = RECORD_COUNT_AT + 4
     LOG_OVERHEAD = LENGTH_AT + 4           # offset + length: the prefix every magic shares
+    # Bytes a v2 record may take beyond its key, value and headers: length 5 + timestamp 10 + offset 5 + attrs 1.
+    RECORD_OVERHEAD_MAX = 21
 
     # Attribute bits
     TIMESTAMP_TYPE_BIT = 0x08

@@ -274,8 +274,7 @@ cdef class RecordBatchBuilder(DefaultRecordBase):
     append() encodes each record straight into the batch buffer; build() compresses (when the codec is
     set and it pays off), writes the header and the CRC, and returns the batch as a bytearray.
     """
-    # Bytes a record may take beyond its key, value and headers: length 5 + timestamp 10 + offset 5 + attrs 1.
-    MAX_RECORD_OVERHEAD = 21
+    MAX_RECORD_OVERHEAD = RECORD_OVERHEAD_MAX   # kafka-python's name (records.pxd)
 
     def __init__(self, int magic, int compression_type, is_transactional, int64_t producer_id,
                  int producer_epoch, int32_t base_sequence, Py_ssize_t batch_size, *,
