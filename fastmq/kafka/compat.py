@@ -118,10 +118,9 @@ class KafkaProducer(Producer):
             max_in_flight_requests_per_connection=config["max_in_flight_requests_per_connection"],
             transactional_id=config["transactional_id"], transaction_timeout_ms=config["transaction_timeout_ms"],
             **options)
-        self._max_payload = self.max_request_size - _RECORD_OVERHEAD
         self._serialize_key = _serializer(config["key_serializer"])
         self._serialize_value = _serializer(config["value_serializer"])
-        self._checks = KafkaPythonSend(self._accumulator, self._max_payload, _RECORD_OVERHEAD)
+        self._checks = KafkaPythonSend(self._accumulator, self.max_request_size, _RECORD_OVERHEAD)
         if (type(self).send is KafkaProducer.send and self._serialize_key is None and self._serialize_value is None
                 and self._custom_partitioner is None and self._txn is None):
             # send() below, compiled (compat_send.pyx), for a producer that does nothing to a record before the

@@ -43,9 +43,10 @@ cdef class KafkaPythonSend:
     cdef Py_ssize_t max_payload         # max_request_size less kafka-python's estimate of a record's overhead
     cdef Py_ssize_t record_overhead
 
-    def __init__(self, RecordAccumulator accumulator not None, Py_ssize_t max_payload, Py_ssize_t record_overhead):
+    def __init__(self, RecordAccumulator accumulator not None, Py_ssize_t max_request_size,
+                 Py_ssize_t record_overhead):
         self.accumulator = accumulator
-        self.max_payload = max_payload
+        self.max_payload = max_request_size - record_overhead
         self.record_overhead = record_overhead
 
     def send(self, str topic, value=None, key=None, headers=None, partition=None, timestamp_ms=None):
