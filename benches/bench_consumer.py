@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import statistics
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ import uuid
 import pytest
 
 from benches.process_cpu import broker_pid, warm_until_compiled
-from benches.rounds import UNUSED_BENCHMARK, alternating, by_round, run_ids, timed
+from benches.rounds import UNUSED_BENCHMARK, alternating, over_by_round, record_medians, run_ids, timed
 
 PROTOCOL = "kafka"
 RECORDS = 1_000_000
@@ -170,16 +169,11 @@ def test_consume_medians(benchmark, self_timed, kafka_broker, loaded, consume_ru
     topic, size = loaded
     assert consume_runs, "no read was measured"
     group = f"{kafka_broker.name}: consume {size} B, one partition, from the beginning"
-    rates = {}
-    for client, runs in consume_runs.items():
-        count = COUNTS[client] * SIZES[size] // RECORDS
-        self_timed(group, client, statistics.median(run["seconds"] for run in runs), items=count,
-                   nbytes=count * size, cpu_ns=round(statistics.median(run["cpu_ns"] for run in runs)))
-        rates[client] = [count / run["seconds"] for run in runs]
+    rates = record_medians(self_timed, group, consume_runs, lambda client: COUNTS[client] * SIZES[size] // RECORDS,
+                           size)
     for ours, theirs in (("fastmq", "confluent-kafka"), ("fastmq.compat", "confluent-kafka"),
                          ("fastmq.compat", "fastmq")):
-        ratios = [mine / their for mine, their in zip(rates[ours], rates[theirs])]
-        print(f"\n{group}: {ours} over {theirs} by round: {by_round(ratios)}")
+        print(f"\n{group}: {ours} over {theirs} by round: {over_by_round(rates[ours], rates[theirs])}")
 
 
 # ---- end-to-end latency -------------------------------------------------------------------------------------

@@ -52,7 +52,6 @@ import asyncio
 import contextlib
 import functools
 import socket
-import statistics
 import struct
 import threading
 import time
@@ -64,7 +63,7 @@ from benches.bench_partitions import warm_requests
 from benches.process_cpu import (
     JIT_THREADS, broker_pid, threads_cpu_seconds, tree_cpu_seconds, warm_until_compiled,
 )
-from benches.rounds import UNUSED_BENCHMARK, alternating, by_round, run_ids, timed
+from benches.rounds import UNUSED_BENCHMARK, alternating, over_by_round, record_medians, run_ids, timed
 from tests.support.sockets import recv_exact
 from tests.support.waiting import wait_for
 
@@ -282,22 +281,17 @@ def test_produce_1_kib(benchmark, kafka_broker, large_runs, round_, client):
 def test_produce_1_kib_medians(benchmark, self_timed, kafka_broker, large_runs):
     """The 1 KiB row: each client's median over its rounds (time, its CPU and the broker's a record)."""
     assert large_runs, "no 1 KiB run was measured"
-    for client, runs in large_runs.items():
-        count = COUNTS[client] // 2
-        medians = {key: statistics.median(run[key] for run in runs) for key in runs[0]}
-        self_timed(f"{kafka_broker.name}: produce 1 KiB, acks=1 (vs loopback TCP)", client, medians.pop("seconds"),
-                   items=count, nbytes=count * len(LARGE), **{key: round(value) for key, value in medians.items()})
+    rates = record_medians(self_timed, f"{kafka_broker.name}: produce 1 KiB, acks=1 (vs loopback TCP)", large_runs,
+                           lambda client: COUNTS[client] // 2, len(LARGE))
     # A round's runs follow each other within seconds, the rounds come a minute apart, and a shared machine's load
     # drifts in between: fastmq's speed over each peer's, round by round.
-    rates = {client: [COUNTS[client] // 2 / run["seconds"] for run in runs] for client, runs in large_runs.items()}
     for client, theirs in rates.items():
         if client != "fastmq":
-            ratios = [ours / their for ours, their in zip(rates["fastmq"], theirs)]
-            print(f"\n{kafka_broker.name}: produce 1 KiB, fastmq over {client} by round: {by_round(ratios)}")
+            print(f"\n{kafka_broker.name}: produce 1 KiB, fastmq over {client} by round: "
+                  f"{over_by_round(rates['fastmq'], theirs)}")
     if FLOOR in rates and "confluent-kafka" in rates:
-        floor_ratios = [floor / theirs for floor, theirs in zip(rates[FLOOR], rates["confluent-kafka"])]
         print(f"\n{kafka_broker.name}: produce 1 KiB, the floor over confluent-kafka by round: "
-              f"{by_round(floor_ratios)}")
+              f"{over_by_round(rates[FLOOR], rates['confluent-kafka'])}")
 
 
 def drop_topic(broker, topic: str) -> None:

@@ -39,3 +39,22 @@ def timed(run: dict[str, float], count: int, function: Callable[..., Any], *args
 def by_round(ratios: Sequence[float]) -> str:
     """'x1.10 x1.03 x0.97, median x1.03'."""
     return " ".join(f"x{ratio:.2f}" for ratio in ratios) + f", median x{statistics.median(ratios):.2f}"
+
+
+def over_by_round(ours: Sequence[float], theirs: Sequence[float]) -> str:
+    """by_round() of one client's rates over another's, round by round."""
+    return by_round([mine / their for mine, their in zip(ours, theirs)])
+
+
+def record_medians(self_timed: Callable[..., None], group: str, runs: dict[str, list[dict[str, float]]],
+                   items: Callable[[str], int], item_bytes: int) -> dict[str, list[float]]:
+    """Records each client's row of `group` through self_timed: the median of its runs' seconds and of each of
+    their other figures (cpu_ns, ...); returns client -> its rates (items a second), round by round."""
+    rates = {}
+    for client, client_runs in runs.items():
+        count = items(client)
+        medians = {key: statistics.median(run[key] for run in client_runs) for key in client_runs[0]}
+        self_timed(group, client, medians.pop("seconds"), items=count, nbytes=count * item_bytes,
+                   **{key: round(value) for key, value in medians.items()})
+        rates[client] = [count / run["seconds"] for run in client_runs]
+    return rates
