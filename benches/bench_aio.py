@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
-import time
 import types
 import uuid
 
