@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 import uuid
 
@@ -162,19 +163,28 @@ def test_send_batch_answers_its_first_records_offset_and_keeps_keys_values_and_o
             batches = []
             for round_ in range(2):
                 batch = producer.create_batch()
-                metadata = [batch.append(key=b"k%d" % i, value=f"v{round_}-{i}", timestamp=None) for i in range(40)]
+                metadata = [batch.append(key=key_of(round_, i), value=f"v{round_}-{i}", timestamp=None)
+                            for i in range(40)]
                 assert None not in metadata
                 assert [m.offset for m in metadata] == list(range(40)) and metadata[1].crc is None
-                assert metadata[1].size == 21 + 2 + 4 and batch.size() == 61 + sum(m.size for m in metadata)
+                assert metadata[1].size == 21 + len(key_of(round_, 1) or b"") + 4
+                assert batch.size() == 61 + sum(m.size for m in metadata)
                 batches.append(await producer.send_batch(batch, topic, partition=1))
                 assert batch.append(key=None, value="late", timestamp=None) is None      # closed, as aiokafka's
+                # Sent, the batch keeps no list of its records (the garbage collector would walk it meanwhile).
+                assert not [held for held in gc.get_referents(batch) if isinstance(held, list)]
             first, second = [await future for future in batches]
         assert (first.topic, first.partition, first.offset, second.offset) == (topic, 1, 3, 43)
         assert first.serialized_key_size == 2 and first.serialized_value_size == 4 and first.timestamp > 0
+        assert second.serialized_key_size == -1 and second.serialized_value_size == 4
         got = await read_all(bootstrap, tp, 83)
         assert [(m.offset, m.key, m.value) for m in got] == (
             [(i, None, b"before-%d" % i) for i in range(3)]
-            + [(3 + 40 * r + i, b"k%d" % i, b"v%d-%d" % (r, i)) for r in range(2) for i in range(40)])
+            + [(3 + 40 * r + i, key_of(r, i), b"v%d-%d" % (r, i)) for r in range(2) for i in range(40)])
+
+    def key_of(round_: int, i: int) -> bytes | None:
+        # The second batch's first ten records have null keys: the batch starts keeping keys at the first one.
+        return None if round_ == 1 and i < 10 else b"k%d" % i
 
     run(main())
 

@@ -288,7 +288,8 @@ class AIOKafkaProducer(Lifetime[Producer]):
             records = await self._append_rows(producer, topic, partition, batch.rows(), size)
             return RecordGroup(records, self._futures, _metadata_of_first).future
         timestamp_ms = time.time_ns() // 1_000_000
-        return await self._place(producer, topic, partition, batch.values, batch.keys, None, timestamp_ms, size,
+        values, keys = batch.take()
+        return await self._place(producer, topic, partition, values, keys, None, timestamp_ms, size,
                                  partial(batch.first_metadata, timestamp_ms=timestamp_ms))
 
     async def flush(self) -> None:
