@@ -17,6 +17,7 @@ from fastmq.kafka.aio import errors as aio_errors
 from fastmq.kafka.admin import NewTopic
 from fastmq._native.hashing import kafka_partition
 from fastmq.kafka import errors as kerrors
+from fastmq.kafka._native.aio_futures import RecordFutures
 from tests.support.reading import read_partitions
 
 WAIT = 30.0
@@ -553,33 +554,50 @@ def test_futures_settle_in_order_under_memory_pressure(embedded_broker):
     run(main())
 
 
-def test_dropped_futures_are_not_swept_record_by_record(embedded_broker, monkeypatch):
-    """A sender that keeps kept futures settles them every SWEEP_EVERY records; one that drops them (fire and
-    forget) leaves nothing to settle, and must not sweep at every record (it did: len 0 is a multiple too)."""
-    from fastmq.kafka.aio.producer import RecordFutures
-
-    sweeps = []
-    settle = RecordFutures._settle_done
-    monkeypatch.setattr(RecordFutures, "_settle_done", lambda self, pending: (sweeps.append(len(pending.records)),
-                                                                              settle(self, pending))[1])
+def test_dropped_futures_are_not_swept_record_by_record(embedded_broker):
+    """A sender that keeps its futures settles them itself every SWEEP_EVERY records while it does not yield to
+    the loop; one that drops them (fire and forget) leaves nothing to settle, and must not sweep at every record
+    (it did: a count of 0 is a multiple too). Kept futures still all settle, dropped ones are not kept."""
     topic = topic_name()
     bootstrap = embedded_broker.bootstrap_servers
 
     async def main():
         await create_topic(bootstrap, topic)
         async with AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=50) as producer:
+            futures = producer._futures
             for _ in range(5000):
                 await producer.send(topic, b"x", partition=0)      # the future dropped
-            dropped = len(sweeps)
+            dropped = futures.sends_swept
             kept = [await producer.send(topic, b"y", partition=0) for _ in range(3000)]
-            await asyncio.gather(*kept)
-        return dropped
+            swept = futures.sends_swept - dropped
+            metadata = await asyncio.gather(*kept)
+        return dropped, swept, metadata
 
-    dropped = run(main())
-    # Sweeps come from acknowledgements (one per batch handed over) and every SWEEP_EVERY kept records, never
-    # from a dropped record.
-    assert dropped < 50, f"{dropped} sweeps for 5000 dropped futures"
-    assert any(length and length % RecordFutures.SWEEP_EVERY == 0 for length in sweeps)
+    dropped, swept, metadata = run(main())
+    assert dropped == 0, f"{dropped} sweeps for 5000 dropped futures"
+    # 3000 kept records, none settled meanwhile (no yield to the loop): sweeps at 1024 and 2048 unsettled.
+    assert swept == 3000 // RecordFutures.SWEEP_EVERY
+    assert [m.offset for m in metadata] == list(range(5000, 8000))
+
+
+def test_kept_futures_settle_in_order_past_cancelled_and_dropped_ones(embedded_broker):
+    topic = topic_name()
+    bootstrap = embedded_broker.bootstrap_servers
+
+    async def main():
+        await create_topic(bootstrap, topic)
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=20) as producer:
+            futures = {i: await producer.send(topic, b"%d" % i, partition=0) for i in range(3000)}
+            futures[3].cancel()
+            cancelled = futures.pop(3)
+            for i in range(100, 200):
+                del futures[i]                  # dropped in the middle: settled for nobody, then forgotten
+            metadata = await asyncio.wait_for(asyncio.gather(*futures.values()), 30)
+            return cancelled, [(i, m.offset) for i, m in zip(futures, metadata)]
+
+    cancelled, offsets = run(main())
+    assert cancelled.cancelled()
+    assert offsets == [(i, i) for i in range(3000) if i != 3 and not 100 <= i < 200]
 
 
 def test_producer_errors_and_lifecycle(embedded_broker):

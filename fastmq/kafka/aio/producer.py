@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 from functools import partial
 from itertools import repeat
-from sys import getrefcount
 from typing import Any, Callable, Iterable, Sequence, TypeVar, overload
 
 from fastmq.kafka import errors as kerrors
@@ -27,6 +25,7 @@ from fastmq.kafka.aio.errors import ProducerClosed
 from fastmq.kafka.aio.handoff import LoopHandoff
 from fastmq.kafka.aio.lifetime import Lifetime, start_engine
 from fastmq.kafka._native.aio_batch import BatchBuilder
+from fastmq.kafka._native.aio_futures import RecordFutures
 from fastmq.kafka.producer import Producer
 from fastmq.kafka.structs import RecordMetadata, TopicPartition
 
@@ -320,84 +319,6 @@ class AIOKafkaProducer(Lifetime[Producer]):
         return TransactionContext(self)
 
 
-class _Pending:
-    """One partition's unsettled records (fastmq FutureRecordMetadata) and their asyncio futures, in send order."""
-
-    __slots__ = ("records", "futures", "watched")
-
-    def __init__(self) -> None:
-        self.records: deque[Any] = deque()
-        self.futures: deque[Any] = deque()
-        self.watched = False                # a record of the partition carries the completion callback
-
-
-class RecordFutures:
-    """The asyncio futures of sent records, settled on the loop a partition's acknowledged prefix at a time.
-
-    Per partition only the oldest unsettled record carries a callback: when its batch completes, the I/O
-    thread hands one call to the loop, which settles every record of the partition that is done by then (a
-    whole batch, usually) and puts the callback on the next unsettled record. A callback per record would
-    cost the I/O thread a Python call per record and the loop a wake-up per call. A sender that never
-    yields to the loop settles what is done every SWEEP_EVERY records itself, so that unsettled futures do
-    not pile up (holding memory and slowing the garbage collector)."""
-
-    SWEEP_EVERY = 1024
-
-    def __init__(self, handoff: LoopHandoff) -> None:
-        self.handoff = handoff
-        self._loop = handoff.loop
-        self._pending: dict[TopicPartition, _Pending] = {}
-        self.progress = asyncio.Event()                         # set whenever records were settled
-
-    def track(self, record: Any) -> asyncio.Future[RecordMetadata]:
-        """The asyncio future of a record just sent."""
-        future: asyncio.Future[RecordMetadata] = asyncio.Future(loop=self._loop)
-        tp = record.topic_partition
-        pending = self._pending.get(tp)
-        if pending is None:
-            pending = self._pending[tp] = _Pending()
-        if pending.futures and _unobserved(pending.futures[-1]):
-            # The sender dropped the previous record's future (fire and forget): it is forgotten at once
-            # instead of being kept, and settled, for nobody.
-            pending.futures.pop()
-            pending.records.pop()
-        if not pending.watched:
-            self._watch(record, tp, pending)
-        elif pending.records and not len(pending.records) % self.SWEEP_EVERY:
-            # (Not when none is kept: a sender that drops its futures would sweep at every record.)
-            self._settle_done(pending)
-        pending.records.append(record)
-        pending.futures.append(future)
-        return future
-
-    def _watch(self, record: Any, tp: TopicPartition, pending: _Pending) -> None:
-        pending.watched = True
-        record.add_both(self.handoff.submit, self._on_done, tp)
-
-    def _on_done(self, tp: TopicPartition, outcome: Any) -> None:
-        # Loop thread, handed over by the I/O thread: the watched record is done; watch the next pending one.
-        pending = self._pending[tp]
-        pending.watched = False
-        self._settle_done(pending)
-        if pending.records:
-            self._watch(pending.records[0], tp, pending)
-
-    def _settle_done(self, pending: _Pending) -> None:
-        """Loop thread: settle the partition's records that are done, oldest first."""
-        records, futures = pending.records, pending.futures
-        while records and records[0].is_done:
-            record = records.popleft()
-            future = futures.popleft()
-            if _unobserved(future) or future.done():       # dropped meanwhile, or cancelled
-                continue
-            error = record.exception
-            if error is None:
-                future.set_result(record.value)
-            else:
-                future.set_exception(error)
-        self.progress.set()
-
-
 class RecordGroup:
     """One asyncio future for many records (fastmq FutureRecordMetadata), set once all are done to what
     `outcome(records)` answers (by default every record's RecordMetadata), or failed with what it raises.
@@ -539,12 +460,6 @@ def _metadata_of_first(records: list[Any]) -> RecordMetadata:
             raise record.exception
     first: RecordMetadata = records[0].value
     return first
-
-
-def _unobserved(future: asyncio.Future[Any]) -> bool:
-    """Whether nobody but the caller's one reference (a deque slot or a local name) holds the future: then
-    nobody can ever look at it. The other two references are this parameter and getrefcount's argument."""
-    return getrefcount(future) <= 3
 
 
 class TransactionContext:
