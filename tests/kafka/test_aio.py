@@ -580,6 +580,35 @@ def test_dropped_futures_are_not_swept_record_by_record(embedded_broker):
     assert [m.offset for m in metadata] == list(range(5000, 8000))
 
 
+def test_send_serializes_each_record_once_on_either_way(embedded_broker):
+    """The first send to a topic waits for its metadata (the slower way, from the compiled common case's
+    serialized key and value); the next ones go the common way; a full buffer the slower way again. Each record
+    is serialized once, and both serializers' output is what the broker stores."""
+    topic = topic_name()
+    bootstrap = embedded_broker.bootstrap_servers
+    calls = {"key": 0, "value": 0}
+
+    def serialize(kind: str):
+        def serializer(data: str) -> bytes:
+            calls[kind] += 1
+            return data.encode()
+        return serializer
+
+    async def main():
+        await create_topic(bootstrap, topic)
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap, key_serializer=serialize("key"),
+                                    value_serializer=serialize("value"), max_batch_size=1024,
+                                    buffer_memory=4096, linger_ms=5) as producer:
+            futures = [await producer.send(topic, f"v{i}" * 40, key=f"k{i}", partition=0) for i in range(200)]
+            metadata = await asyncio.gather(*futures)
+        return metadata, await read_all(bootstrap, TopicPartition(topic, 0), 200)
+
+    metadata, got = run(main())
+    assert calls == {"key": 200, "value": 200}
+    assert [m.offset for m in metadata] == list(range(200))
+    assert [(m.key, m.value) for m in got] == [(b"k%d" % i, b"v%d" % i * 40) for i in range(200)]
+
+
 def test_kept_futures_settle_in_order_past_cancelled_and_dropped_ones(embedded_broker):
     topic = topic_name()
     bootstrap = embedded_broker.bootstrap_servers

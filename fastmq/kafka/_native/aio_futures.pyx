@@ -40,18 +40,14 @@ cdef inline bint _unobserved(PyObject* future) noexcept:
 @cython.final
 cdef class PartitionFutures:
     """One partition's unsettled records (fastmq FutureRecordMetadata) and their asyncio futures, in send order:
-    records[head:] and futures[head:] (settled ones are dropped from the front in bulk, not one by one)."""
-
-    cdef list records
-    cdef list futures
-    cdef Py_ssize_t head
-    cdef bint watched                   # a record of the partition carries the completion callback
+    records[head:] and futures[head:] (settled ones are dropped from the front in bulk, not one by one); watched:
+    a record of the partition carries the completion callback."""
 
     def __cinit__(self):
         self.records = []
         self.futures = []
 
-    cdef inline Py_ssize_t count(self) noexcept:
+    cdef Py_ssize_t count(self) noexcept:
         return PyList_GET_SIZE(self.records) - self.head
 
     cdef int drop_settled(self) except -1:
@@ -70,11 +66,8 @@ cdef class RecordFutures:
 
     SWEEP_EVERY = SWEEP_EVERY_RECORDS
 
-    cdef readonly object handoff
-    cdef object loop
-    cdef dict partitions                # TopicPartition -> PartitionFutures
-    cdef readonly object progress       # asyncio.Event, set whenever records were settled
-    cdef readonly Py_ssize_t sends_swept    # settle passes a send ran (every SWEEP_EVERY kept records)
+    # partitions: TopicPartition -> PartitionFutures; progress: an asyncio.Event, set whenever records were
+    # settled; sends_swept: the settle passes sends ran (every SWEEP_EVERY kept records).
 
     def __init__(self, handoff):
         self.handoff = handoff
@@ -82,8 +75,10 @@ cdef class RecordFutures:
         self.partitions = {}
         self.progress = asyncio.Event()
 
-    def track(self, FutureRecordMetadata record not None):
+    cpdef object track(self, FutureRecordMetadata record):
         """The asyncio future of a record just sent."""
+        if record is None:
+            raise TypeError("track() takes a record (fastmq FutureRecordMetadata), not None")
         cdef object future = Future(loop=self.loop)
         cdef object tp = record.batch.topic_partition
         cdef PartitionFutures pending = self.partitions.get(tp)

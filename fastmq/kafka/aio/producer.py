@@ -26,6 +26,7 @@ from fastmq.kafka.aio.handoff import LoopHandoff
 from fastmq.kafka.aio.lifetime import Lifetime, start_engine
 from fastmq.kafka._native.aio_batch import BatchBuilder
 from fastmq.kafka._native.aio_futures import RecordFutures
+from fastmq.kafka._native.aio_send import SendPath
 from fastmq.kafka.producer import Producer
 from fastmq.kafka.structs import RecordMetadata, TopicPartition
 
@@ -87,6 +88,7 @@ class AIOKafkaProducer(Lifetime[Producer]):
         self._request_timeout = request_timeout_ms / 1000.0
         self._futures = RecordFutures(LoopHandoff(self._loop))
         self._batch_waiters: BatchWaiters | None = None     # send_placed()'s, made with the engine
+        self._send_path: SendPath | None = None     # send()'s common case, made with the engine (not transactional)
 
     # ---- lifetime -----------------------------------------------------------------------------------------
 
@@ -97,6 +99,9 @@ class AIOKafkaProducer(Lifetime[Producer]):
             self._engine = await start_engine(lambda: Producer(**self._options), self._request_timeout,
                                               lambda producer: producer.close(0),
                                               Producer.init_transactions if self._transactional else None)
+            if not self._transactional:
+                self._send_path = SendPath(self._engine, self._futures, self._key_serializer,
+                                           self._value_serializer, self._max_batch_size)
 
     # ---- sending -----------------------------------------------------------------------------------------
 
@@ -104,20 +109,20 @@ class AIOKafkaProducer(Lifetime[Producer]):
                    timestamp_ms: int | None = None, headers: Headers = None) -> asyncio.Future[RecordMetadata]:
         """Queue a record; returns (once it is in a batch) an asyncio future of its RecordMetadata."""
         producer = self.engine()
-        if self._key_serializer is not None:
-            key = self._key_serializer(key)
-        if self._value_serializer is not None:
-            value = self._value_serializer(value)
         # Producer.send() could wait for the topic's metadata, for AddPartitionsToTxn, or for buffer memory
-        # (when a new batch might not fit): then the record takes the slower way.
-        accumulator = producer._accumulator
-        used = accumulator.used_memory
-        if self._transactional or topic not in producer.client.cluster.topics or (
-                used and used + self._max_batch_size + (len(key) if key is not None else 0)
-                + (len(value) if value is not None else 0) > accumulator.buffer_memory):
-            return await self._queue_waiting(producer, topic, value, key, partition, timestamp_ms, headers)
-        # The common case, kept free of further calls: a record costs a few microseconds.
-        return self._futures.track(producer.send(topic, value, key, headers, partition, timestamp_ms))
+        # (when a new batch might not fit): then the record takes the slower way. The common case is one
+        # compiled call (fastmq/kafka/_native/aio_send.pyx).
+        if self._send_path is not None:
+            sent = self._send_path(topic, value, key, partition, timestamp_ms, headers)
+            if not isinstance(sent, tuple):
+                return sent
+            value, key = sent
+        else:
+            if self._key_serializer is not None:
+                key = self._key_serializer(key)
+            if self._value_serializer is not None:
+                value = self._value_serializer(value)
+        return await self._queue_waiting(producer, topic, value, key, partition, timestamp_ms, headers)
 
     async def _append_waiting(self, producer: Producer, topic: str, value: Any, key: Any, partition: int | None,
                               timestamp_ms: int | None, headers: Headers) -> Any:
