@@ -2,7 +2,11 @@
 node from the test server kit), in one run: fastmq.kafka.aio vs aiokafka with the same code (only the import
 differs), producing and consuming 100-byte records on one partition (acks=1, linger 10 ms, batch 256 KiB;
 getmany of up to 10000). Each row also gives the client process's CPU time per record (all its threads:
-fastmq's I/O thread counts, the broker does not).
+fastmq's I/O thread counts, the broker does not). The last row measures how long each client keeps the event loop
+from other tasks under the same load: a ticker task sleeps 1 ms at a time and records how late each wake-up comes
+while the client produces STALL_COUNT records in chunks of STALL_CHUNK awaited sends (yielding to the loop between
+chunks, as a service interleaving other work does), then consumes them; it prints each client's worst and 99th
+percentile stall, and fastmq's over aiokafka's.
 
 Run: pytest benches/bench_aio.py --benchmark-only -s
      FASTMQ_BENCH_BROKERS=apache for one broker only (embedded, apache).
@@ -12,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
+import time
 import types
 import uuid
 
@@ -141,3 +146,92 @@ def test_consume_100_bytes(compare, broker, loaded, module):
     bench = compare(f"{broker.name}: asyncio consume 100 B, one partition, from the beginning", module, items=count,
                     nbytes=count * len(VALUE))
     measured(bench, consume, module, broker.bootstrap_servers, loaded, count)
+
+
+# ---- the event loop under load -------------------------------------------------------------------------------
+
+STALL_COUNT = 300_000
+STALL_CHUNK = 100           # awaited sends between two yields to the loop
+TICK_S = 0.001
+
+
+class Ticker:
+    """A task that sleeps TICK_S at a time; gaps: how late each wake-up came (seconds), the time other work held
+    the loop beyond the tick."""
+
+    def __init__(self) -> None:
+        self.gaps: list[float] = []
+        self._task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        while True:
+            before = time.perf_counter()
+            await asyncio.sleep(TICK_S)
+            self.gaps.append(max(0.0, time.perf_counter() - before - TICK_S))
+
+    def __enter__(self) -> Ticker:
+        self._task = asyncio.ensure_future(self._run())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+
+async def produce_ticking(module: str, servers: str, topic: str, count: int) -> list[float]:
+    AIOKafkaProducer = importlib.import_module(module).AIOKafkaProducer
+    async with AIOKafkaProducer(bootstrap_servers=servers, **PRODUCER) as producer:
+        with Ticker() as ticker:
+            send = producer.send
+            for _ in range(count // STALL_CHUNK):
+                for _ in range(STALL_CHUNK):
+                    await send(topic, VALUE, partition=0)
+                await asyncio.sleep(0)
+            await producer.flush()
+    return ticker.gaps
+
+
+async def consume_ticking(module: str, servers: str, topic: str, count: int) -> list[float]:
+    client = importlib.import_module(module)
+    async with client.AIOKafkaConsumer(bootstrap_servers=servers, auto_offset_reset="earliest",
+                                       enable_auto_commit=False) as consumer:
+        consumer.assign([client.TopicPartition(topic, 0)])
+        with Ticker() as ticker:
+            seen = 0
+            while seen < count:
+                for chunk in (await consumer.getmany(timeout_ms=5000, max_records=STALL_CHUNK * 10)).values():
+                    seen += len(chunk)
+    return ticker.gaps
+
+
+@pytest.fixture(scope="module")
+def stalls() -> dict[str, dict[str, tuple[float, float]]]:
+    """client -> phase -> (worst, 99th percentile) stall in seconds, for the comparison line."""
+    return {}
+
+
+@pytest.mark.parametrize("module", list(COUNTS))
+def test_event_loop_stalls(compare, broker, stalls, module):
+    topic = f"bench-aio-stalls-{module}-{uuid.uuid4().hex[:6]}"
+    asyncio.run(produce(module, broker.bootstrap_servers, topic, 1))
+    bench = compare(f"{broker.name}: asyncio event-loop stalls under load (a 1 ms ticker; produce {STALL_COUNT} x "
+                    f"100 B, {STALL_CHUNK} sends a yield, then consume them)", module, items=2 * STALL_COUNT)
+    gaps: dict[str, list[float]] = {}
+
+    def run() -> None:
+        gaps["produce"] = asyncio.run(produce_ticking(module, broker.bootstrap_servers, topic, STALL_COUNT))
+        gaps["consume"] = asyncio.run(consume_ticking(module, broker.bootstrap_servers, topic, STALL_COUNT))
+
+    bench.pedantic(run, rounds=1, iterations=1)
+    for phase, phase_gaps in gaps.items():
+        ordered = sorted(phase_gaps)
+        worst, p99 = ordered[-1], ordered[int(len(ordered) * 0.99)]
+        stalls.setdefault(module, {})[phase] = (worst, p99)
+        bench.extra_info[f"{phase}_worst_ms"] = round(worst * 1000, 2)
+        bench.extra_info[f"{phase}_p99_ms"] = round(p99 * 1000, 2)
+    if len(stalls) == len(COUNTS):
+        ours, theirs = stalls["fastmq.kafka.aio"], stalls["aiokafka"]
+        print(f"\n{broker.name}: fastmq.kafka.aio's event-loop stalls over aiokafka's: " + ", ".join(
+            f"{phase} worst x{ours[phase][0] / theirs[phase][0]:.2f} p99 x{ours[phase][1] / theirs[phase][1]:.2f}"
+            for phase in ours))
+        stalls.clear()
