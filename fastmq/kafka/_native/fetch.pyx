@@ -66,10 +66,6 @@ cdef enum:
     CONTROL_TYPE_ABORT = 0
 
 DEFAULT_MAX_DECOMPRESSED_SIZE = 256 * 1024 * 1024
-# A record set of at least this many bytes is decoded with the collector running (see _decode_held): some 1,000
-# records of 100 B, more than one young collection's worth (700 allocations).
-cdef Py_ssize_t GC_RUNS_FROM_BYTES = 128 * 1024
-
 cdef object MINUS_ONE = -1
 
 
@@ -157,7 +153,7 @@ cdef class RecordDecoder:
         """(records: list[ConsumerRecord], next_fetch_offset, error or None) for one partition's record set."""
         cdef int gc_was_enabled = PyGC_Disable()
         try:
-            return self._decode_held(records, topic, partition, fetch_offset, aborted_transactions, gc_was_enabled)
+            return self._decode(records, topic, partition, fetch_offset, aborted_transactions)
         finally:
             if gc_was_enabled:
                 PyGC_Enable()
@@ -172,7 +168,15 @@ cdef class RecordDecoder:
         walks over everything the process holds (as much CPU as the decoding itself over 4096 partitions).
         The collector waits for the call instead (it could not free a record anyway), so one response costs
         one young collection per max_records; the GIL is held throughout, so no other thread sees it off.
-        A large record set is the exception (see _decode_held)."""
+        Large record sets are held off too. Decoded with the collector running, one partition's 1 MiB sets set
+        off a young collection every 700 records and a middle one every 7,000, whose survivors soon called for
+        a full one: a walk over everything the process holds, with every other thread waiting for the GIL (an
+        asyncio consumer's loop stalled 25-31 ms a walk in a process of 43k objects). Held off (1M records of
+        100 B, one partition, embedded broker): 1,252 young, 114 middle and 0-1 full collections -> 96, 8-9 and
+        0-1, at the same CPU a record within the noise (276-358 ns -> 274-341); 300k read through
+        fastmq.kafka.aio: 412 collections -> 32, and a full one in 2 of 6 reads -> in the first only. The price:
+        the collection after a call finds its record lists full and walks them out of the cache (callgrind: 10%
+        more first-level misses over 1M records)."""
         cdef list results = []
         cdef Py_ssize_t index = start, decoded = 0
         cdef tuple part, result
@@ -182,7 +186,7 @@ cdef class RecordDecoder:
                 part = <tuple>parts[index]
                 if len(part) != 5 or part[1] is None:
                     raise TypeError("a part is (records, topic: str, partition, fetch_offset, aborted_transactions)")
-                result = self._decode_held(part[0], part[1], part[2], part[3], part[4], gc_was_enabled)
+                result = self._decode(part[0], part[1], part[2], part[3], part[4])
                 results.append(result)
                 decoded += len(<list>result[0])
                 index += 1
@@ -190,22 +194,6 @@ cdef class RecordDecoder:
             if gc_was_enabled:
                 PyGC_Enable()
         return results, index
-
-    cdef tuple _decode_held(self, records, str topic, int32_t partition, int64_t fetch_offset,
-                            aborted_transactions, bint gc_was_enabled):
-        # Called with the collector held off. A large record set is decoded with it running again (when it
-        # was): its young collections then meet the set's record list while it is short, and move it on to
-        # the older generations, which it reaches with few records; held off, the one collection after the
-        # call met every list of the call full and walked all its records, by then out of the cache (one
-        # partition, 1M records: 1.0 record visits a record instead of 0.56, 18.6 M first-level cache misses
-        # instead of 16.9 M; callgrind). Many small sets (thousands of partitions) stay under the hold.
-        if not gc_was_enabled or records is None or len(records) < GC_RUNS_FROM_BYTES:
-            return self._decode(records, topic, partition, fetch_offset, aborted_transactions)
-        PyGC_Enable()
-        try:
-            return self._decode(records, topic, partition, fetch_offset, aborted_transactions)
-        finally:
-            PyGC_Disable()
 
     cdef tuple _decode(self, records, str topic, int32_t partition, int64_t fetch_offset, aborted_transactions):
         # Called with the collector held off by decode() / decode_many()
