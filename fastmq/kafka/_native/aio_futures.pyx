@@ -39,9 +39,8 @@ cdef inline bint _unobserved(PyObject* future) noexcept:
 
 @cython.final
 cdef class PartitionFutures:
-    """One partition's unsettled records (fastmq FutureRecordMetadata) and their asyncio futures, in send order:
-    records[head:] and futures[head:] (settled ones are dropped from the front in bulk, not one by one); watched:
-    a record of the partition carries the completion callback."""
+    """One partition's unsettled records and their asyncio futures, in send order (fields: aio_futures.pxd); the
+    settled front is dropped in bulk, not one entry at a time."""
 
     def __cinit__(self):
         self.records = []
@@ -65,9 +64,6 @@ cdef class RecordFutures:
     futures belong to."""
 
     SWEEP_EVERY = SWEEP_EVERY_RECORDS
-
-    # partitions: TopicPartition -> PartitionFutures; progress: an asyncio.Event, set whenever records were
-    # settled; sends_swept: the settle passes sends ran (every SWEEP_EVERY kept records).
 
     def __init__(self, handoff):
         self.handoff = handoff
