@@ -175,18 +175,28 @@ class Admin(ReplicaAdmin):
         names = list(topics)
         deadline = self._deadline(timeout)
         attempts = 0
+        failure: BaseException | None = None
         while True:
-            response = self._metadata(names, deadline).response
+            ready: set[str] = set()
+            try:
+                response = self._metadata(names, deadline).response
+            except kerrors.KafkaError as exc:
+                # A Metadata request lost to the deadline or a connection is a pass that found nothing ready, as
+                # kafka-python's wait_for_topics counts it: the caller learns which topics were not ready.
+                if not exc.retriable:
+                    raise
+                failure = exc
+            else:
+                ready = {t.name for t in response.topics
+                         if not t.error_code and t.partitions
+                         and all(p.leader_id >= 0 and not p.error_code for p in t.partitions)}
             attempts += 1
-            ready = {t.name for t in response.topics
-                     if not t.error_code and t.partitions
-                     and all(p.leader_id >= 0 and not p.error_code for p in t.partitions)}
             missing = [name for name in names if name not in ready]
             if not missing:
                 return
             delay = self._retry_delay(kerrors.LeaderNotAvailableError, attempts, deadline)
             if delay is None:
-                raise kerrors.KafkaTimeoutError(f"topics not ready within {timeout:.1f} s: {missing}")
+                raise kerrors.KafkaTimeoutError(f"topics not ready within {timeout:.1f} s: {missing}") from failure
             time.sleep(delay)
 
     def create_topics(self, new_topics: Iterable[NewTopic | str], *, timeout: float | None = None,

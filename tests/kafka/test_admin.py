@@ -217,6 +217,23 @@ def test_wait_for_a_topic_that_never_comes_times_out(admin):
     assert time.monotonic() - started < 5.0
 
 
+def test_wait_for_topics_counts_a_lost_metadata_request_as_not_ready(proxied_kafka):
+    """A Metadata request that gets no answer within the wait (a broker that stopped answering) is a pass that
+    found the topics not ready, as kafka-python's wait_for_topics counts it: KafkaTimeoutError naming them, with
+    what the request met as its cause (it raised RequestTimedOutError before)."""
+    name = topic_name("lost")
+    with Admin(bootstrap_servers=proxied_kafka.bootstrap_servers, request_timeout_ms=300) as admin:
+        admin.create_topics([NewTopic(name, 1, 1)], timeout=TIMEOUT)
+        admin.wait_for_topics([name], timeout=TIMEOUT)
+        proxied_kafka.proxy.blackhole()
+        try:
+            with pytest.raises(kerrors.KafkaTimeoutError, match=f"not ready.*{name}") as caught:
+                admin.wait_for_topics([name], timeout=1.0)
+        finally:
+            proxied_kafka.proxy.heal()
+    assert getattr(caught.value.__cause__, "retriable", False)
+
+
 def test_deleted_topics_are_gone_for_the_peers(admin, confluent_admin):
     name = topic_name("gone")
     futures = confluent_admin.create_topics([confluent_kafka.admin.NewTopic(name, num_partitions=1,
