@@ -5,8 +5,8 @@ getmany of up to 10000). Each row also gives the client process's CPU time per r
 fastmq's I/O thread counts, the broker does not). The last row measures how long each client keeps the event loop
 from other tasks under the same load: a ticker task sleeps 1 ms at a time and records how late each wake-up comes
 while the client produces STALL_COUNT records in chunks of STALL_CHUNK awaited sends (yielding to the loop between
-chunks, as a service interleaving other work does), then consumes them; it prints each client's worst and 99th
-percentile stall, and fastmq's over aiokafka's.
+chunks, as a service interleaving other work does), then consumes them, in ROUNDS alternating rounds; it prints
+each client's worst and 99th-percentile stall a round, and fastmq's worst over aiokafka's round by round.
 
 Run: pytest benches/bench_aio.py --benchmark-only -s
      FASTMQ_BENCH_BROKERS=apache for one broker only (embedded, apache).
@@ -23,6 +23,7 @@ import uuid
 import pytest
 
 from benches.process_cpu import broker_pid, warm_until_compiled
+from benches.rounds import UNUSED_BENCHMARK, alternating, by_round, run_ids
 from fastmq.broker import BrokerProcess
 
 PROTOCOL = "kafka"
@@ -153,6 +154,8 @@ def test_consume_100_bytes(compare, broker, loaded, module):
 STALL_COUNT = 300_000
 STALL_CHUNK = 100           # awaited sends between two yields to the loop
 TICK_S = 0.001
+ROUNDS = 3                  # of every client, in alternating order (benches/rounds.py): one full collection of
+                            # the garbage collector, whose timing no client controls, decides a single run
 
 
 class Ticker:
@@ -204,34 +207,36 @@ async def consume_ticking(module: str, servers: str, topic: str, count: int) -> 
     return ticker.gaps
 
 
+STALL_RUNS = alternating(list(COUNTS), ROUNDS)
+
+
 @pytest.fixture(scope="module")
-def stalls() -> dict[str, dict[str, tuple[float, float]]]:
-    """client -> phase -> (worst, 99th percentile) stall in seconds, for the comparison line."""
+def stall_runs(broker) -> dict[str, list[dict[str, float]]]:
+    """client -> each of its rounds' worst and 99th-percentile stall (seconds) by phase, against this broker."""
     return {}
 
 
-@pytest.mark.parametrize("module", list(COUNTS))
-def test_event_loop_stalls(compare, broker, stalls, module):
+@UNUSED_BENCHMARK
+@pytest.mark.parametrize(("round_", "module"), STALL_RUNS, ids=run_ids(STALL_RUNS))
+def test_event_loop_stalls(benchmark, broker, stall_runs, round_, module):
     topic = f"bench-aio-stalls-{module}-{uuid.uuid4().hex[:6]}"
     asyncio.run(produce(module, broker.bootstrap_servers, topic, 1))
-    bench = compare(f"{broker.name}: asyncio event-loop stalls under load (a 1 ms ticker; produce {STALL_COUNT} x "
-                    f"100 B, {STALL_CHUNK} sends a yield, then consume them)", module, items=2 * STALL_COUNT)
-    gaps: dict[str, list[float]] = {}
+    run = {}
+    for phase, function in (("produce", produce_ticking), ("consume", consume_ticking)):
+        gaps = sorted(asyncio.run(function(module, broker.bootstrap_servers, topic, STALL_COUNT)))
+        run[f"{phase} worst"], run[f"{phase} p99"] = gaps[-1], gaps[int(len(gaps) * 0.99)]
+    stall_runs.setdefault(module, []).append(run)
+    print(f"\n{broker.name}: event-loop stalls, round {round_}, {module}: "
+          + ", ".join(f"{key} {seconds * 1000:.1f} ms" for key, seconds in run.items()))
 
-    def run() -> None:
-        gaps["produce"] = asyncio.run(produce_ticking(module, broker.bootstrap_servers, topic, STALL_COUNT))
-        gaps["consume"] = asyncio.run(consume_ticking(module, broker.bootstrap_servers, topic, STALL_COUNT))
 
-    bench.pedantic(run, rounds=1, iterations=1)
-    for phase, phase_gaps in gaps.items():
-        ordered = sorted(phase_gaps)
-        worst, p99 = ordered[-1], ordered[int(len(ordered) * 0.99)]
-        stalls.setdefault(module, {})[phase] = (worst, p99)
-        bench.extra_info[f"{phase}_worst_ms"] = round(worst * 1000, 2)
-        bench.extra_info[f"{phase}_p99_ms"] = round(p99 * 1000, 2)
-    if len(stalls) == len(COUNTS):
-        ours, theirs = stalls["fastmq.kafka.aio"], stalls["aiokafka"]
-        print(f"\n{broker.name}: fastmq.kafka.aio's event-loop stalls over aiokafka's: " + ", ".join(
-            f"{phase} worst x{ours[phase][0] / theirs[phase][0]:.2f} p99 x{ours[phase][1] / theirs[phase][1]:.2f}"
-            for phase in ours))
-        stalls.clear()
+@UNUSED_BENCHMARK
+def test_event_loop_stalls_by_round(benchmark, broker, stall_runs):
+    """Each client's worst stall over its rounds, and fastmq's worst over aiokafka's round by round."""
+    assert set(stall_runs) == set(COUNTS), "a client's stall rounds were not measured"
+    for phase in ("produce", "consume"):
+        worst = {module: [run[f"{phase} worst"] for run in runs] for module, runs in stall_runs.items()}
+        ours, theirs = worst["fastmq.kafka.aio"], worst["aiokafka"]
+        print(f"\n{broker.name}: event-loop stalls {phase}: worst fastmq.kafka.aio {max(ours) * 1000:.1f} ms, "
+              f"aiokafka {max(theirs) * 1000:.1f} ms; fastmq.kafka.aio's over aiokafka's by round: "
+              f"{by_round([mine / their for mine, their in zip(ours, theirs)])}")
