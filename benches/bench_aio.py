@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 import os
-import time
 import types
 import uuid
 
@@ -25,6 +24,7 @@ import pytest
 from benches.process_cpu import broker_pid, warm_until_compiled
 from benches.rounds import UNUSED_BENCHMARK, alternating, by_round, run_ids
 from fastmq.broker import BrokerProcess
+from tests.support.ticker import Ticker
 
 PROTOCOL = "kafka"
 VALUE = b"x" * 100
@@ -153,32 +153,8 @@ def test_consume_100_bytes(compare, broker, loaded, module):
 
 STALL_COUNT = 300_000
 STALL_CHUNK = 100           # awaited sends between two yields to the loop
-TICK_S = 0.001
 ROUNDS = 3                  # of every client, in alternating order (benches/rounds.py): one full collection of
                             # the garbage collector, whose timing no client controls, decides a single run
-
-
-class Ticker:
-    """A task that sleeps TICK_S at a time; gaps: how late each wake-up came (seconds), the time other work held
-    the loop beyond the tick."""
-
-    def __init__(self) -> None:
-        self.gaps: list[float] = []
-        self._task: asyncio.Task[None] | None = None
-
-    async def _run(self) -> None:
-        while True:
-            before = time.perf_counter()
-            await asyncio.sleep(TICK_S)
-            self.gaps.append(max(0.0, time.perf_counter() - before - TICK_S))
-
-    def __enter__(self) -> Ticker:
-        self._task = asyncio.ensure_future(self._run())
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        assert self._task is not None
-        self._task.cancel()
 
 
 async def produce_ticking(module: str, servers: str, topic: str, count: int) -> list[float]:

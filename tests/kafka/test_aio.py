@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import time
 import uuid
 
 import pytest
@@ -19,6 +18,7 @@ from fastmq._native.hashing import kafka_partition
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka._native.aio_futures import RecordFutures
 from tests.support.reading import read_partitions
+from tests.support.ticker import Ticker
 
 WAIT = 30.0
 
@@ -683,29 +683,6 @@ def test_error_names_match_aiokafka():
 
 
 # ---- the event loop stays responsive ---------------------------------------------------------------------
-
-class Ticker:
-    """A task that wakes every millisecond and records how long the loop kept it waiting beyond that."""
-
-    def __init__(self) -> None:
-        self.ticks = 0
-        self.worst_stall = 0.0
-        self._task: asyncio.Task | None = None
-
-    async def _run(self) -> None:
-        while True:
-            before = time.perf_counter()
-            await asyncio.sleep(0.001)
-            self.worst_stall = max(self.worst_stall, time.perf_counter() - before - 0.001)
-            self.ticks += 1
-
-    def __enter__(self) -> "Ticker":
-        self._task = asyncio.ensure_future(self._run())
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._task.cancel()
-
 
 def placed_at(batches, places) -> list[tuple[int, int, int]]:
     """send_placed()'s outcome as each record's (partition, batch number, index in the batch), all batches
