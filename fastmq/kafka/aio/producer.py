@@ -88,7 +88,7 @@ class AIOKafkaProducer(Lifetime[Producer]):
         self._request_timeout = request_timeout_ms / 1000.0
         self._futures = RecordFutures(LoopHandoff(self._loop))
         self._batch_waiters: BatchWaiters | None = None     # send_placed()'s, made with the engine
-        self._send_path: SendPath | None = None     # send()'s common case, made with the engine (not transactional)
+        self._send_path: SendPath | None = None     # send()'s common case, made with the engine
 
     # ---- lifetime -----------------------------------------------------------------------------------------
 
@@ -99,9 +99,8 @@ class AIOKafkaProducer(Lifetime[Producer]):
             self._engine = await start_engine(lambda: Producer(**self._options), self._request_timeout,
                                               lambda producer: producer.close(0),
                                               Producer.init_transactions if self._transactional else None)
-            if not self._transactional:
-                self._send_path = SendPath(self._engine, self._futures, self._key_serializer,
-                                           self._value_serializer, self._max_batch_size)
+            self._send_path = SendPath(self._engine, self._futures, self._key_serializer, self._value_serializer,
+                                       self._max_batch_size, self._transactional)
 
     # ---- sending -----------------------------------------------------------------------------------------
 
@@ -110,18 +109,13 @@ class AIOKafkaProducer(Lifetime[Producer]):
         """Queue a record; returns (once it is in a batch) an asyncio future of its RecordMetadata."""
         producer = self.engine()
         # Producer.send() could wait for the topic's metadata, for AddPartitionsToTxn, or for buffer memory
-        # (when a new batch might not fit): then the record takes the slower way. The common case is one
-        # compiled call (fastmq/kafka/_native/aio_send.pyx).
-        if self._send_path is not None:
-            sent = self._send_path(topic, value, key, partition, timestamp_ms, headers)
-            if not isinstance(sent, tuple):
-                return sent
-            value, key = sent
-        else:
-            if self._key_serializer is not None:
-                key = self._key_serializer(key)
-            if self._value_serializer is not None:
-                value = self._value_serializer(value)
+        # (when a new batch might not fit): then the record takes the slower way, serialized. The common case is
+        # one compiled call (fastmq/kafka/_native/aio_send.pyx).
+        assert self._send_path is not None      # made with the engine
+        sent = self._send_path(topic, value, key, partition, timestamp_ms, headers)
+        if not isinstance(sent, tuple):
+            return sent
+        value, key = sent
         return await self._queue_waiting(producer, topic, value, key, partition, timestamp_ms, headers)
 
     async def _append_waiting(self, producer: Producer, topic: str, value: Any, key: Any, partition: int | None,
