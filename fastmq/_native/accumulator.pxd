@@ -3,7 +3,7 @@
 that hand a record to it without a Python call (fastmq/kafka/_native/compat_send.pyx: _send_record)."""
 from libc.stdint cimport int16_t, int32_t, int64_t
 
-from fastmq._native.batch_builder cimport BatchFormat
+from fastmq._native.batch_builder cimport BatchBuilder, BatchFormat
 from fastmq._native.buffer_memory cimport BufferMemory
 from fastmq._native.partition_queues cimport PartitionQueue, TopicQueues
 from fastmq._native.producer_batch cimport FutureRecordMetadata, ProducerBatch
@@ -62,6 +62,8 @@ cdef class RecordAccumulator:
                                    object headers) except -2
     cdef int _cover(self, ProducerBatch batch) except -1
     cdef ProducerBatch _open_batch(self, PartitionQueue queue, Py_ssize_t need)
+    cdef ProducerBatch _new_batch(self, PartitionQueue queue, BatchBuilder builder, double created)
+    cdef bint _close_open_batch(self, PartitionQueue queue) except -1
     cdef int _make_all_due(self) except -1
     cdef int _reserve(self, Py_ssize_t need) except -1
     cdef _finish(self, ProducerBatch batch, error)

@@ -17,6 +17,9 @@ nothing can interleave with it); creating, closing and draining batches, which h
 batch, take the accumulator's lock. A thread that finds buffer memory exhausted waits, without the GIL, for
 the sender to free some, up to max_block.
 
+A caller that fills a whole batch for one partition itself (aiokafka's create_batch/send_batch) encodes it through
+open_builder()'s builder and queues it with send_built(): one step for the batch, nothing per record.
+
 A send that fills a batch calls batch_full() (else wakeup()) outside the lock: the Kafka producer gives the I/O
 loop its turn there (IOLoop.give_turn), so that the full batch leaves and the answers that free in-flight slots are
 read while this thread would otherwise keep the GIL.
@@ -44,13 +47,12 @@ import threading
 import time
 
 cimport cython
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
-from cpython.unicode cimport PyUnicode_Check
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t
 
 from fastmq._native.arena cimport arena_block
-from fastmq._native.batch_builder cimport HOT_BUILDER_OBJECTS, BatchFormat
+from fastmq._native.batch_builder cimport HOT_BUILDER_OBJECTS, BatchBuilder, BatchFormat
+from fastmq._native.buffer cimport BorrowedRecord, borrow_record, release_record
 from fastmq._native.buffer_memory cimport BufferMemory
 from fastmq._native.bulk_items cimport ArrowBinary
 from fastmq._native.clock cimport now_ms
@@ -295,37 +297,27 @@ cdef class RecordAccumulator:
         cdef TopicQueues topic = self.topics.get(topic_name)
         cdef int32_t count = len(topic.partitions) if topic is not None else 0
         cdef int32_t chosen
-        cdef Py_buffer key_view, value_view
-        cdef bint key_taken = False, value_taken = False
-        cdef const char* key_data = NULL
-        cdef const char* value_data = NULL
-        cdef Py_ssize_t key_len = -1, value_len = -1
+        cdef BorrowedRecord record
         cdef int64_t timestamp
         if count == 0:
             return None
         timestamp = now_ms() if timestamp_ms is None else timestamp_ms
+        borrow_record(key, value, &record)
         self.appends_in_progress += 1
         try:
-            if key is not None:
-                key_taken = _borrow(key, &key_view, &key_data, &key_len, "key")
-            if value is not None:
-                value_taken = _borrow(value, &value_view, &value_data, &value_len, "value")
             if partition is not None:
                 chosen = partition
                 if chosen < 0 or chosen >= count:
                     raise ValueError(f"Unrecognized partition {partition} for topic {topic.name} "
                                      f"({count} partitions)")
             elif key is not None:
-                chosen = self.format.partition_for_key(key_data, key_len, count)
+                chosen = self.format.partition_for_key(record.key, record.key_len, count)
             else:
                 chosen = self._sticky_partition(topic)
-            return self._append(topic, chosen, timestamp, key_data, key_len, value_data, value_len, headers,
-                                headers_size(headers))
+            return self._append(topic, chosen, timestamp, record.key, record.key_len, record.value, record.value_len,
+                                headers, headers_size(headers))
         finally:
-            if key_taken:
-                PyBuffer_Release(&key_view)
-            if value_taken:
-                PyBuffer_Release(&value_view)
+            release_record(&record)
             self.appends_in_progress -= 1
 
     cdef int32_t _sticky_partition(self, TopicQueues topic) except -1:
@@ -461,6 +453,51 @@ cdef class RecordAccumulator:
             self.appends_in_progress -= 1
         return 0
 
+    def open_builder(self):
+        """An empty BatchBuilder of this producer's format for a caller that encodes a whole batch itself, record
+        by record (AIOKafkaProducer.create_batch), and queues it with send_built(): the records are encoded once,
+        where send_placed() would first keep them in lists. Its storage is a block of the arena large enough for
+        batch_size; its buffer memory is reserved when it is queued."""
+        return self.format.new_builder(self.batch_size, arena_block(self.memory.arena, self.batch_size))
+
+    def send_built(self, str topic_name, int32_t partition, BatchBuilder builder not None, int32_t record_count,
+                   Py_ssize_t size, Py_ssize_t data_bytes):
+        """Queue a batch that open_builder()'s `builder` holds (records 0 .. record_count - 1, `size` bytes, of
+        which data_bytes are keys and values) on one partition, after every record queued there before (the
+        partition's open batch closes); it goes out as it is. Returns its ProducerBatch, or None when the topic's
+        partitions are not known yet. Waits for buffer memory up to max_block."""
+        cdef TopicQueues topic = self.topics.get(topic_name)
+        cdef PartitionQueue queue
+        cdef ProducerBatch batch
+        cdef bint wake
+        if record_count <= 0:
+            raise ValueError("a built batch holds at least one record")
+        if topic is None or not topic.partitions:
+            return None
+        if not 0 <= partition < len(topic.partitions):
+            raise ValueError(f"Unrecognized partition {partition} for topic {topic.name} "
+                             f"({len(topic.partitions)} partitions)")
+        with self.lock:
+            if self.aborted_error is not None or self.closing:
+                raise self.format.state_error("Cannot send after the producer is closed")
+            self._reserve(size)             # may wait, letting other threads change the queue
+            queue = topic.partitions[partition]
+            if queue.open_batch is not None:
+                self._close_open_batch(queue)
+            batch = self._new_batch(queue, builder, _monotonic())
+            queue.batches.append(batch)
+            self.incomplete.add(batch)
+            batch.record_count = record_count
+            batch.encoded_size = batch.reserved = size
+            batch.state = BATCH_CLOSED
+            self._expires_at(batch.created)
+            wake = self.ready_set.make_due(queue)
+            self.records_appended += record_count
+            self.bytes_appended += data_bytes
+        if wake and self.wakeup is not None:
+            self.wakeup()
+        return batch
+
     def watch(self, ProducerBatch batch not None, function):
         """Call function(batch, outcome) once `batch` is done (now, when it is), on the thread that finishes
         it; outcome is `batch` when it succeeded, else its error. A batch split meanwhile makes the call when
@@ -501,10 +538,7 @@ cdef class RecordAccumulator:
                         self.memory.release(grow)
                         continue
                 # Full: it goes out as it is.
-                batch.state = BATCH_CLOSED
-                queue.open_batch = None
-                queue.busy = True
-                wake = self.ready_set.make_due(queue)
+                wake = self._close_open_batch(queue)
                 full = True
                 if topic.sticky == queue.partition:
                     topic.sticky = -1       # KIP-480: a full batch moves keyless records elsewhere
@@ -547,22 +581,38 @@ cdef class RecordAccumulator:
         # partition's grows block by block within its reservation. A partition whose last batch filled up is busy:
         # its next batch reserves and takes batch_size at once, as it will fill that too (growing it step by step
         # took the lock batch_size / RESERVE_STEP times and copied its records at every move).
-        cdef ProducerBatch batch = ProducerBatch.__new__(ProducerBatch)
+        cdef ProducerBatch batch
         cdef bint whole = queue.busy and need <= self.batch_size
         cdef Py_ssize_t capacity = self.batch_size if whole else max(need, FIRST_CAPACITY)
         need = self.batch_size if whole else max(need, self.reserve_step)
         self._reserve(need)
-        batch.topic_partition = queue.topic_partition
-        batch.queue = queue
-        batch.format = self.format
-        batch.builder = self.format.new_builder(self.batch_size, arena_block(self.memory.arena, capacity))
+        batch = self._new_batch(queue, self.format.new_builder(self.batch_size,
+                                                               arena_block(self.memory.arena, capacity)),
+                                _monotonic())
         batch.reserved = need
-        batch.created = _monotonic()
         queue.batches.append(batch)
         queue.open_batch = batch
         self.incomplete.add(batch)
         self._expires_at(batch.created)
         return batch
+
+    cdef ProducerBatch _new_batch(self, PartitionQueue queue, BatchBuilder builder, double created):
+        # A batch of the partition, not queued yet.
+        cdef ProducerBatch batch = ProducerBatch.__new__(ProducerBatch)
+        batch.topic_partition = queue.topic_partition
+        batch.queue = queue
+        batch.format = self.format
+        batch.builder = builder
+        batch.created = created
+        return batch
+
+    cdef bint _close_open_batch(self, PartitionQueue queue) except -1:
+        # The partition's open batch takes no more records and goes out as it is (lock held); True when the
+        # partition became due (the sender is to be woken).
+        queue.open_batch.state = BATCH_CLOSED
+        queue.open_batch = None
+        queue.busy = True
+        return self.ready_set.make_due(queue)
 
     cdef int _make_all_due(self) except -1:
         # Flush, close, memory pressure: every queue with an unsent batch goes out now.
@@ -719,13 +769,8 @@ cdef class RecordAccumulator:
         with self.lock:
             for record in records:
                 if child is None or index == half:
-                    child = ProducerBatch.__new__(ProducerBatch)
-                    child.topic_partition = batch.topic_partition
-                    child.queue = batch.queue
-                    child.format = self.format
-                    child.builder = self.format.new_builder(self.batch_size,
-                                                            arena_block(self.memory.arena, self.batch_size))
-                    child.created = batch.created
+                    child = self._new_batch(queue, self.format.new_builder(
+                        self.batch_size, arena_block(self.memory.arena, self.batch_size)), batch.created)
                     child.state = BATCH_CLOSED
                     if sequence >= 0:
                         # The children take over the parent's sequence numbers, in order.
@@ -859,19 +904,4 @@ cdef class RecordAccumulator:
 
     def has_incomplete(self):
         return bool(self.incomplete)
-
-
-cdef inline bint _borrow(object obj, Py_buffer* view, const char** data, Py_ssize_t* length,
-                         str what) except -1:
-    # bytes are read in place; other buffer objects through a view the caller releases.
-    if PyBytes_CheckExact(obj):
-        data[0] = PyBytes_AS_STRING(obj)
-        length[0] = PyBytes_GET_SIZE(obj)
-        return False
-    if PyUnicode_Check(obj):
-        raise TypeError(f"{what} must be bytes-like, not str: set a {what}_serializer or encode it")
-    PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
-    data[0] = <const char*>view.buf
-    length[0] = view.len
-    return True
 

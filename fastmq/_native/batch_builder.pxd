@@ -14,6 +14,8 @@ BatchBuilder: one batch being encoded, owned by one ProducerBatch.
 - The core reserves buffer memory for a record before appending it, by a bound of its key and value bytes plus
   64 bytes, plus 10 bytes and the name and value of each header; a format whose framing needs more per record
   (or per batch, beyond 64 bytes) still works, and the excess is charged after the append.
+- A builder may also be filled outside the core (RecordAccumulator.open_builder(), then send_built()): by one
+  thread, with the same calls, before the core takes it.
 - uncompressed_size() is the batch's bytes before compression (the core keeps the size append() returned).
 - finish() ends the batch (compression, checksums; it may release the GIL) and returns the payload: a
   bytes-like object the sender puts on the wire. It is called once, outside the accumulator's lock.

@@ -14,6 +14,8 @@ consumed from the front.
 Integers are big-endian (network order). "uvarint" is the protobuf / Kafka unsigned base-128 varint;
 "varint" (no u) is its zigzag-encoded signed form, as Kafka's records use.
 """
+from cpython.buffer cimport PyBuffer_Release
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
 from libc.string cimport memcpy
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
@@ -35,6 +37,59 @@ cdef extern from "fastmq_byteorder.h" nogil:
     uint32_t load_u32le "fmq_load_u32le"(const char* p)
     uint64_t load_u64le "fmq_load_u64le"(const char* p)
     void store_u32le "fmq_store_u32le"(char* p, uint32_t v)
+
+cdef bint borrow_buffer(object obj, Py_buffer* view, const char** data, Py_ssize_t* length, str what) except -1
+
+cdef inline bint borrow_bytes(object obj, Py_buffer* view, const char** data, Py_ssize_t* length,
+                              str what) except -1:
+    # The bytes of a record's key, value or header value: bytes are read in place, other buffer objects through
+    # a view the caller releases (True when one was taken: borrow_buffer, kept out of line so that this inlines);
+    # None is null (NULL, length -1).
+    if obj is None:
+        data[0] = NULL
+        length[0] = -1
+        return False
+    if PyBytes_CheckExact(obj):
+        data[0] = PyBytes_AS_STRING(obj)
+        length[0] = PyBytes_GET_SIZE(obj)
+        return False
+    return borrow_buffer(obj, view, data, length, what)
+
+
+ctypedef struct BorrowedRecord:
+    # A record's key and value as borrow_bytes() reads them (NULL, -1: null), for the span of one call.
+    const char* key
+    Py_ssize_t key_len
+    const char* value
+    Py_ssize_t value_len
+    bint key_viewed
+    bint value_viewed
+    Py_buffer key_view
+    Py_buffer value_view
+
+cdef bint borrow_value_buffer(BorrowedRecord* record, object value) except -1
+
+cdef inline int borrow_record(object key, object value, BorrowedRecord* record) except -1:
+    # Pair with release_record() (in a finally) once this returned; on an error nothing is left to release. No
+    # try block here (Cython saves the exception state on entering one): the value's slow way has it.
+    record.value_viewed = False
+    record.key_viewed = borrow_bytes(key, &record.key_view, &record.key, &record.key_len, "key")
+    if value is None:
+        record.value = NULL
+        record.value_len = -1
+    elif PyBytes_CheckExact(value):
+        record.value = PyBytes_AS_STRING(value)
+        record.value_len = PyBytes_GET_SIZE(value)
+    else:
+        record.value_viewed = borrow_value_buffer(record, value)
+    return 0
+
+cdef inline void release_record(BorrowedRecord* record) noexcept:
+    if record.key_viewed:
+        PyBuffer_Release(&record.key_view)
+    if record.value_viewed:
+        PyBuffer_Release(&record.value_view)
+
 
 cdef enum:
     MAX_UVARINT32_LEN = 5     # bytes of a varint holding 32 bits

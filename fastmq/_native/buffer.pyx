@@ -4,6 +4,7 @@ cimport cython
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_FillInfo, PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.unicode cimport PyUnicode_Check
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from libc.string cimport memcpy, memmove
 
@@ -23,6 +24,28 @@ cdef int raise_truncated(Py_ssize_t wanted, Py_ssize_t available) except -1:
 
 cdef int raise_bad_varint(int max_len) except -1:
     raise ProtocolError(f"varint longer than {max_len} bytes")
+
+
+cdef bint borrow_buffer(object obj, Py_buffer* view, const char** data, Py_ssize_t* length, str what) except -1:
+    # borrow_bytes() of what is neither None nor bytes.
+    if PyUnicode_Check(obj):
+        raise TypeError(f"{what} must be bytes-like, not str: encode it (or set a serializer)")
+    try:
+        PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
+    except TypeError:
+        raise TypeError(f"{what} must be bytes-like, not {type(obj).__name__}") from None
+    data[0] = <const char*>view.buf
+    length[0] = view.len
+    return True
+
+
+cdef bint borrow_value_buffer(BorrowedRecord* record, object value) except -1:
+    # borrow_record()'s value when it is neither None nor bytes; releases the key's view if it fails.
+    try:
+        return borrow_buffer(value, &record.value_view, &record.value, &record.value_len, "value")
+    except BaseException:
+        release_record(record)
+        raise
 
 
 cdef uint64_t cursor_uvarint_slow(ReadCursor* cur, int max_len) except? 0xFFFFFFFFFFFFFFFF:

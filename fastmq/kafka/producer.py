@@ -161,20 +161,38 @@ class Producer:
             keys = [None if k is None else self._key_serializer(k) for k in keys]
         if self._value_serializer is not None:
             values = [None if v is None else self._value_serializer(v) for v in values]
-        accumulator = self._accumulator
         if self._txn is not None:
             self._txn.check_can_send()
-        batches = accumulator.send_bulk(topic, partition, values, keys, timestamp_ms)
-        if batches is None:
-            info = self.client.topic_metadata(topic, self.max_block)
-            accumulator.update_topic(topic, info.leaders)
-            batches = accumulator.send_bulk(topic, partition, values, keys, timestamp_ms)
-            if batches is None:
-                raise kerrors.KafkaTimeoutError(
-                    f"Failed to update metadata for {topic!r} after {self.max_block:.1f} secs.")
+        batches = self._with_metadata(topic, self._accumulator.send_bulk, partition, values, keys, timestamp_ms)
         if self._txn is not None:
             self._txn.register({batch.topic_partition for batch in batches}, self.max_block)
         return BulkSendResult(batches, len(values))
+
+    def send_built(self, topic: str, partition: int, builder: Any, record_count: int, size: int,
+                   data_bytes: int) -> Any:
+        """Queue a whole batch encoded through RecordAccumulator.open_builder()'s builder (AIOKafkaProducer's
+        send_batch) on one partition, after the records queued there before; returns its ProducerBatch. Blocks
+        only for metadata, buffer memory or AddPartitionsToTxn, as send() does."""
+        if self._txn is not None:
+            self._txn.check_can_send()
+        batch = self._with_metadata(topic, self._accumulator.send_built, partition, builder, record_count, size,
+                                    data_bytes)
+        if self._txn is not None:
+            self._txn.register({batch.topic_partition}, self.max_block)
+        return batch
+
+    def _with_metadata(self, topic: str, append: Callable[..., Any], *args: Any) -> Any:
+        """append(topic, *args), an accumulator call that answers None while the topic's partitions are not known:
+        once more after fetching them, if it did."""
+        appended = append(topic, *args)
+        if appended is None:
+            info = self.client.topic_metadata(topic, self.max_block)
+            self._accumulator.update_topic(topic, info.leaders)
+            appended = append(topic, *args)
+            if appended is None:
+                raise kerrors.KafkaTimeoutError(
+                    f"Failed to update metadata for {topic!r} after {self.max_block:.1f} secs.")
+        return appended
 
     def _send_slow(self, topic: str, value: Any, key: Any, headers: Headers, partition: int | None,
                    timestamp_ms: int | None) -> FutureRecordMetadata:

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fastmq.kafka._native.accumulator import RecordAccumulator
+from fastmq.kafka._native.aio_batch import BatchBuilder
 from fastmq._native.hashing import kafka_partition
 from fastmq.kafka._native.records import RecordBatch
 from fastmq.kafka.errors import IllegalStateError, KafkaTimeoutError, NotLeaderForPartitionError
@@ -792,3 +793,57 @@ def test_a_producer_short_of_memory_waits_for_the_sender_and_loses_nothing(value
     assert not thread.is_alive()
     assert received == sent
     assert (acc.used_memory, acc.arena.in_use, acc.arena.outside) == (0, 0, 0)
+
+
+def built(acc, values):
+    """open_builder()'s builder filled with `values` through aiokafka's BatchBuilder: (builder, count, size,
+    key and value bytes), as send_built() takes them."""
+    batch = BatchBuilder(acc.open_builder())
+    for value in values:
+        assert batch.append(key=None, value=value, timestamp=None) is not None
+    return batch.take()
+
+
+def test_a_built_batch_queues_after_the_partitions_records_and_closes_its_open_batch():
+    acc, topic = make(batch_size=4000)
+    for i in range(3):
+        acc.send(topic, 1, None, b"before-%d" % i, None, None)
+    builder, count, size, data_bytes = built(acc, [b"built-%d" % i for i in range(20)])
+    used = acc.used_memory
+    sent = acc.send_built(topic, 1, builder, count, size, data_bytes)
+    assert (sent.record_count, sent.topic_partition.partition) == (20, 1)
+    assert acc.used_memory == used + size and acc.records_appended == 23
+    after = acc.send(topic, 1, None, b"after", None, None)
+    assert after.topic_partition.partition == 1
+    contents = {}
+    drained = drain_all(acc, contents=contents)
+    assert [batch.record_count for batch in drained] == [3, 20, 1]
+    assert [value for batch in drained for _, value in records_of(contents[batch])] == (
+        [b"before-%d" % i for i in range(3)] + [b"built-%d" % i for i in range(20)] + [b"after"])
+    assert sent.is_done and after.get(0).offset == 23 and acc.used_memory == 0
+
+
+def test_send_built_checks_its_partition_and_state_and_knows_no_unknown_topic():
+    acc, topic = make()
+    args = built(acc, [b"v"])
+    assert acc.send_built("elsewhere", 0, *args) is None
+    with pytest.raises(ValueError, match="Unrecognized partition 4"):
+        acc.send_built(topic, 4, *args)
+    with pytest.raises(ValueError, match="at least one record"):
+        acc.send_built(topic, 0, args[0], 0, args[2], 0)
+    acc.begin_close()
+    with pytest.raises(IllegalStateError):
+        acc.send_built(topic, 0, *args)
+
+
+def test_send_built_waits_for_buffer_memory_then_times_out():
+    acc, topic = make(batch_size=1000, buffer_memory=2500, max_block_ms=200)
+    for p in range(2):
+        acc.send(topic, p, None, b"x" * 900, None, None)
+    args = built(acc, [b"y" * 300, b"z" * 300])
+    start = time.monotonic()
+    with pytest.raises(KafkaTimeoutError):
+        acc.send_built(topic, 2, *args)
+    assert time.monotonic() - start >= 0.15
+    drain_all(acc)
+    assert acc.send_built(topic, 2, *args).record_count == 2

@@ -50,6 +50,16 @@ def test_varint_round_trip_after_prefix(value, prefix):
     assert decode_varint(data, len(prefix)) == (value, len(data))
 
 
+@pytest.mark.parametrize("bits", range(64))
+def test_varint_sizes_at_every_width(bits):
+    # Each value where one more 7-bit group starts, and its neighbours.
+    for value in {2**bits - 1, 2**bits, 2**bits + 1, -(2**bits), -(2**bits) - 1}:
+        if -(2**63) <= value < 2**63:
+            out = bytearray()
+            encode_varint(value, out.append)
+            assert size_of_varint(value) == len(out)
+
+
 def test_decode_varint_errors_match_kafka_python():
     with pytest.raises(IndexError):
         decode_varint(b"\x80\x80")

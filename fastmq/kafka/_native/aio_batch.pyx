@@ -1,25 +1,26 @@
 # cython: language_level=3
-"""aiokafka's BatchBuilder, for AIOKafkaProducer.create_batch() and send_batch(): records collected for one
-partition, up to a size.
+"""aiokafka's BatchBuilder, for AIOKafkaProducer.create_batch() and send_batch(): one partition's records, encoded
+as they are appended into a batch of the producer's format (RecordAccumulator.open_builder()), which send_batch()
+queues whole (RecordAccumulator.send_built()).
 
-Why compiled: a batch is filled by one append() call per record from the user's loop, and aiokafka's append
-encodes the record in C. Written in Python (a tuple and a metadata namedtuple per record, sizes summed in Python),
-append() alone cost more than aiokafka's append plus its send. Here it keeps references to the serialized values
-in a list (and the keys in another once a record has one) and answers a BatchRecordMetadata (aiokafka's append
-answers a metadata object too; ours holds no container, so the garbage collector does not track it);
-send_batch() hands the lists to the accumulator in one call (RecordAccumulator.send_placed) and then waits for the
-batches that took them, not for each record. Records with headers or their own timestamps go the per-record way
-(rows()).
+Why compiled, and why encoded at once: a batch is filled by one append() call per record from the user's loop,
+and aiokafka's append encodes the record in C. Kept in lists until send_batch() and encoded there by the
+accumulator's per-record path (send_placed), a record cost a list entry, a reference held and dropped, and the
+accumulator's bookkeeping (partition, memory, batch switches) for a batch whose partition and size were known all
+along; encoded here, the records are written once and the accumulator takes the batch in one step.
+
+A record without a timestamp of its own takes the time of the batch's first such append (one clock read a batch:
+a batch fills in microseconds, and aiokafka reads the clock per record for the same value). append() answers a
+BatchRecordMetadata as aiokafka's does: the record's offset in the batch, its encoded size, its timestamp.
 """
 cimport cython
 from libc.stdint cimport int32_t, int64_t
 
+from fastmq._native.batch_builder cimport BatchBuilder as FormatBuilder
+from fastmq._native.buffer cimport BorrowedRecord, borrow_record, release_record
+from fastmq._native.clock cimport now_ms
 from fastmq._native.producer_batch cimport FutureRecordMetadata, ProducerBatch
-from fastmq.kafka._native.records cimport BATCH_HEADER_SIZE, RECORD_OVERHEAD_MAX
-
-# Estimated encoded sizes, as aiokafka's: a v2 batch header (BATCH_HEADER_SIZE), a record's fixed part at its widest
-# (RECORD_OVERHEAD_MAX), a header's beyond its name and value.
-cdef Py_ssize_t HEADER_OVERHEAD = 10
+from fastmq.kafka._native.records cimport BATCH_HEADER_SIZE
 
 
 @cython.final
@@ -27,11 +28,11 @@ cdef Py_ssize_t HEADER_OVERHEAD = 10
 @cython.no_gc
 cdef class BatchRecordMetadata:
     """What BatchBuilder.append() answers, as aiokafka's append does: the record's place in the batch (offset),
-    its estimated encoded size and its timestamp (None: the send's time); crc is None (a v2 batch has one CRC)."""
+    its encoded size and its timestamp; crc is None (a v2 batch has one CRC)."""
 
     cdef readonly Py_ssize_t offset
     cdef readonly Py_ssize_t size
-    cdef readonly object timestamp
+    cdef readonly int64_t timestamp
 
     @property
     def crc(self):
@@ -45,31 +46,32 @@ cdef class BatchRecordMetadata:
 cdef class BatchBuilder:
     """aiokafka's BatchBuilder (see the module docstring): append() until it answers None, then send_batch()."""
 
-    cdef Py_ssize_t max_size
-    cdef Py_ssize_t estimated_size
+    cdef FormatBuilder builder          # the records, encoded; None once handed over
+    cdef Py_ssize_t encoded_size        # the batch's bytes so far (its header included)
+    cdef Py_ssize_t data_bytes          # of which keys and values
+    cdef int32_t count
     cdef bint closed
+    cdef int64_t default_timestamp      # for records without one (-1: no such record yet)
     cdef object key_serializer
     cdef object value_serializer
-    cdef Py_ssize_t count
     cdef int32_t first_key_size         # the first record's, for first_metadata() (-1: null)
     cdef int32_t first_value_size
-    cdef list keys                      # None until a record has a key; then one entry a record (None: null)
-    cdef list values                    # serialized, one a record (None: a null value); None once taken
-    cdef readonly list headers          # None until a record has headers; then one entry a record
-    cdef readonly list timestamps       # None until a record has a timestamp; then one entry a record
+    cdef int32_t first_header_size
+    cdef int64_t first_timestamp
 
-    def __init__(self, Py_ssize_t max_size, key_serializer=None, value_serializer=None):
-        self.max_size = max_size
-        self.estimated_size = BATCH_HEADER_SIZE
+    def __init__(self, FormatBuilder builder not None, key_serializer=None, value_serializer=None):
+        self.builder = builder
+        self.encoded_size = BATCH_HEADER_SIZE
+        self.default_timestamp = -1
         self.key_serializer = key_serializer
         self.value_serializer = value_serializer
-        self.values = []
 
     def append(self, *, timestamp, key, value, headers=None):
         """Add a record; None when it does not fit any more (a batch always takes its first record) or the batch
         was sent (closed), as aiokafka's append answers."""
-        cdef Py_ssize_t size = RECORD_OVERHEAD_MAX
-        cdef Py_ssize_t count = self.count
+        cdef BorrowedRecord record
+        cdef Py_ssize_t size
+        cdef int64_t stamp
         cdef BatchRecordMetadata metadata
         if self.closed:
             return None
@@ -77,38 +79,35 @@ cdef class BatchBuilder:
             key = self.key_serializer(key)
         if self.value_serializer is not None:
             value = self.value_serializer(value)
-        if key is not None:
-            size += len(key)
-        if value is not None:
-            size += len(value)
-        if headers:
-            headers = list(headers)
-            for name, data in headers:
-                size += len(name) + (len(data) if data is not None else 0) + HEADER_OVERHEAD
-        if count and self.estimated_size + size > self.max_size:
+        if timestamp is not None:
+            stamp = timestamp
+        else:
+            if self.default_timestamp < 0:
+                self.default_timestamp = now_ms()
+            stamp = self.default_timestamp
+        if headers is not None:
+            headers = list(headers) or None
+        borrow_record(key, value, &record)
+        try:
+            size = self.builder.append(self.count, stamp, record.key, record.key_len, record.value, record.value_len,
+                                       headers, self.count == 0)
+        finally:
+            release_record(&record)
+        if size < 0:
             return None
-        self.estimated_size += size
-        if count == 0:
-            self.first_key_size = len(key) if key is not None else -1
-            self.first_value_size = len(value) if value is not None else -1
-        if key is not None or self.keys is not None:
-            if self.keys is None:
-                self.keys = [None] * count
-            self.keys.append(key)
-        self.values.append(value)
-        self.count = count + 1
-        if headers or self.headers is not None:
-            if self.headers is None:
-                self.headers = [None] * count
-            self.headers.append(headers or None)
-        if timestamp is not None or self.timestamps is not None:
-            if self.timestamps is None:
-                self.timestamps = [None] * count
-            self.timestamps.append(timestamp)
+        if self.count == 0:
+            self.first_key_size = <int32_t>record.key_len
+            self.first_value_size = <int32_t>record.value_len
+            self.first_header_size = -1 if headers is None else <int32_t>sum(
+                len(name.encode()) + (0 if data is None else len(data)) for name, data in headers)
+            self.first_timestamp = stamp
         metadata = BatchRecordMetadata.__new__(BatchRecordMetadata)
-        metadata.offset = count
-        metadata.size = size
-        metadata.timestamp = timestamp
+        metadata.offset = self.count
+        metadata.size = size - self.encoded_size
+        metadata.timestamp = stamp
+        self.encoded_size = size
+        self.data_bytes += max(record.key_len, 0) + max(record.value_len, 0)
+        self.count += 1
         return metadata
 
     def close(self):
@@ -116,48 +115,33 @@ cdef class BatchBuilder:
         self.closed = True
 
     def size(self):
-        """The batch's estimated encoded size in bytes."""
-        return self.estimated_size
+        """The batch's encoded size in bytes."""
+        return self.encoded_size
 
     def record_count(self):
         return self.count
 
-    def rows(self):
-        """The records as (key, value, headers, timestamp) tuples, for the per-record way."""
-        nulls = [None] * self.count
-        return list(zip(self.keys or nulls, self._untaken(), self.headers or nulls, self.timestamps or nulls))
-
     def take(self):
-        """(values, keys) of the records (keys None: every key null), handed over once for
-        RecordAccumulator.send_placed(): the batch keeps neither list, so both are freed once the accumulator has
-        copied the records rather than when the broker acknowledges them. Held until then, the lists of every batch
-        in flight (thousands of entries each) were walked by each garbage collection (6% of perf's samples), and
-        1M records of 100 B to the embedded broker cost 283-305 ns of CPU a record, against 198-209 since."""
-        values, keys = self._untaken(), self.keys
-        self.values = self.keys = None
-        self.closed = True
-        return values, keys
-
-    cdef list _untaken(self):
-        if self.values is None:
+        """(builder, record count, size, key and value bytes) for RecordAccumulator.send_built(), handed over once;
+        the batch is closed."""
+        builder = self.builder
+        if builder is None:
             raise RuntimeError("the batch's records were already taken")
-        return self.values
+        self.builder = None
+        self.closed = True
+        return builder, self.count, self.encoded_size, self.data_bytes
 
-    def first_metadata(self, list batches, const unsigned char[::1] places, int64_t timestamp_ms):
-        """The first record's RecordMetadata once every batch holding the records is done (send_batch()'s answer),
-        from RecordAccumulator.send_placed()'s batches and places, for records appended with timestamp_ms and no
-        headers; raises the first failed batch's error."""
-        cdef ProducerBatch batch
+    def first_metadata(self, ProducerBatch sent not None):
+        """The first record's RecordMetadata once `sent` (send_built()'s batch of these records) is done: the
+        batch's base offset; raises its error (of the first failed part, were it split)."""
         cdef FutureRecordMetadata first = FutureRecordMetadata.__new__(FutureRecordMetadata)
-        cdef const int32_t* place = <const int32_t*>&places[0]
-        for batch in batches:
-            for leaf in batch.leaves():
-                if (<ProducerBatch>leaf).error is not None:
-                    raise (<ProducerBatch>leaf).error
-        first.batch = <ProducerBatch?>batches[place[0]]
-        first.index = place[1]
-        first.timestamp = timestamp_ms
+        for leaf in sent.leaves():
+            if (<ProducerBatch>leaf).error is not None:
+                raise (<ProducerBatch>leaf).error
+        first.batch = sent
+        first.index = 0
+        first.timestamp = self.first_timestamp
         first.key_size = self.first_key_size
         first.value_size = self.first_value_size
-        first.header_size = -1
+        first.header_size = self.first_header_size
         return first.value

@@ -41,7 +41,7 @@ import struct
 
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.ref cimport Py_INCREF
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_DecodeUTF8
@@ -49,8 +49,9 @@ from libc.stdint cimport uint8_t, uint64_t
 from libc.string cimport memcpy
 
 from fastmq._native.buffer cimport (
-    ReadCursor, WriteBuffer, cursor_init, cursor_remaining, load_i16be, load_i32be, load_i64be, load_u32be,
-    put_varint, store_i16be, store_i32be, store_i64be, store_u32be, uvarint_size, varint_size, zigzag64,
+    BorrowedRecord, ReadCursor, WriteBuffer, borrow_bytes, borrow_record, cursor_init, cursor_remaining, load_i16be,
+    load_i32be, load_i64be, load_u32be, put_varint, release_record, store_i16be, store_i32be, store_i64be,
+    store_u32be, uvarint_size, varint_size, zigzag64,
 )
 from fastmq._native.checksum cimport crc32c_of
 from fastmq._native.clock cimport now_ms
@@ -208,27 +209,43 @@ cdef class RecordMetadata:
         return f"DefaultRecordMetadata(offset={self.offset!r}, size={self.size!r}, timestamp={self.timestamp!r})"
 
 
-cdef inline int borrow_bytes(object obj, Py_buffer* view, const char** data, Py_ssize_t* length,
-                             str what) except -1:
-    # bytes is read in place; other buffer objects through a view the caller releases. Returns 1 when a
-    # view was taken.
-    if obj is None:
-        data[0] = NULL
-        length[0] = -1
-        return 0
-    if PyBytes_CheckExact(obj):
-        data[0] = PyBytes_AS_STRING(obj)
-        length[0] = PyBytes_GET_SIZE(obj)
-        return 0
-    if PyUnicode_Check(obj):
-        raise TypeError(f"Not supported type for {what}: {type(obj)} (encode str to bytes first)")
-    try:
-        PyObject_GetBuffer(obj, view, PyBUF_SIMPLE)
-    except TypeError:
-        raise TypeError(f"Not supported type for {what}: {type(obj)}") from None
-    data[0] = <const char*>view.buf
-    length[0] = view.len
-    return 1
+cdef Py_ssize_t encoded_headers_size(object headers) except -1:
+    # The bytes of a record's headers, [(str, bytes-like or None)], their count included (out of append_raw's
+    # line: most records have none).
+    cdef Py_ssize_t size = varint_size(len(headers)), name_len, value_len
+    cdef Py_buffer view
+    cdef const char* data
+    for name, value in headers:
+        if not PyUnicode_Check(name):
+            raise TypeError(f"header keys must be str, not {type(name)}")
+        PyUnicode_AsUTF8AndSize(name, &name_len)
+        size += varint_size(name_len) + name_len
+        if borrow_bytes(value, &view, &data, &value_len, "header value"):
+            PyBuffer_Release(&view)
+        size += 1 if value_len < 0 else varint_size(value_len) + value_len
+    return size
+
+
+cdef char* put_headers(char* p, object headers) except NULL:
+    # Writes what encoded_headers_size() measured.
+    cdef Py_ssize_t name_len, value_len
+    cdef Py_buffer view
+    cdef const char* data
+    cdef bint taken
+    p = put_varint(p, len(headers))
+    for name, value in headers:
+        data = PyUnicode_AsUTF8AndSize(name, &name_len)
+        p = put_varint(p, name_len)
+        memcpy(p, data, name_len)
+        p += name_len
+        taken = borrow_bytes(value, &view, &data, &value_len, "header value")
+        p = put_varint(p, value_len)
+        if value_len > 0:
+            memcpy(p, data, value_len)
+            p += value_len
+        if taken:
+            PyBuffer_Release(&view)
+    return p
 
 
 cdef class DefaultRecordBase:
@@ -371,15 +388,9 @@ cdef class RecordBatchBuilder(DefaultRecordBase):
         """Encode one record at the end of the batch. Returns the bytes it took, or -1 when the batch is
         full (a first record, or force, is always taken). key/value NULL with length -1 mean null."""
         cdef int64_t timestamp_delta
-        cdef Py_ssize_t body, total, header_len
-        cdef Py_ssize_t headers_size = 1, header_count = 0
+        cdef Py_ssize_t body, total
+        cdef Py_ssize_t headers_size = 1        # the header count, 0, without headers
         cdef char* p
-        cdef const char* hkey
-        cdef Py_ssize_t hkey_len
-        cdef Py_buffer hview
-        cdef bint hview_taken
-        cdef const char* hvalue
-        cdef Py_ssize_t hvalue_len
         if self._built:
             raise ValueError("the batch was already built")
         if self._record_count == 0:
@@ -387,20 +398,7 @@ cdef class RecordBatchBuilder(DefaultRecordBase):
             self._max_timestamp = timestamp
         timestamp_delta = timestamp - self._first_timestamp
         if headers is not None and len(headers):
-            header_count = len(headers)
-            headers_size = varint_size(header_count)
-            for h_key, h_value in headers:
-                if not PyUnicode_Check(h_key):
-                    raise TypeError(f"header keys must be str, not {type(h_key)}")
-                hkey = PyUnicode_AsUTF8AndSize(h_key, &hkey_len)
-                headers_size += varint_size(hkey_len) + hkey_len
-                if h_value is None:
-                    headers_size += 1
-                else:
-                    hview_taken = borrow_bytes(h_value, &hview, &hvalue, &hvalue_len, "header value")
-                    if hview_taken:
-                        PyBuffer_Release(&hview)
-                    headers_size += varint_size(hvalue_len) + hvalue_len
+            headers_size = encoded_headers_size(headers)
         body = (1 + varint_size(timestamp_delta) + varint_size(offset_delta)
                 + (1 if key_len < 0 else varint_size(key_len) + key_len)
                 + (1 if value_len < 0 else varint_size(value_len) + value_len)
@@ -426,22 +424,10 @@ cdef class RecordBatchBuilder(DefaultRecordBase):
             p = put_varint(p, value_len)
             memcpy(p, value, value_len)
             p += value_len
-        p = put_varint(p, header_count)
-        if header_count:
-            for h_key, h_value in headers:
-                hkey = PyUnicode_AsUTF8AndSize(h_key, &hkey_len)
-                p = put_varint(p, hkey_len)
-                memcpy(p, hkey, hkey_len)
-                p += hkey_len
-                if h_value is None:
-                    p = put_varint(p, -1)
-                else:
-                    hview_taken = borrow_bytes(h_value, &hview, &hvalue, &hvalue_len, "header value")
-                    p = put_varint(p, hvalue_len)
-                    memcpy(p, hvalue, hvalue_len)
-                    p += hvalue_len
-                    if hview_taken:
-                        PyBuffer_Release(&hview)
+        if headers_size == 1:
+            p[0] = 0
+        else:
+            put_headers(p, headers)
         if timestamp > self._max_timestamp:
             self._max_timestamp = timestamp
         self._last_offset_delta = offset_delta
@@ -451,25 +437,19 @@ cdef class RecordBatchBuilder(DefaultRecordBase):
     def append(self, int64_t offset, timestamp, key, value, headers):
         """Append a record with offset delta `offset`; returns its metadata, or None when the batch is full."""
         cdef int64_t ts
-        cdef Py_buffer key_view, value_view
-        cdef bint key_taken = False, value_taken = False
-        cdef const char* key_data
-        cdef const char* value_data
-        cdef Py_ssize_t key_len, value_len, size
+        cdef BorrowedRecord record
+        cdef Py_ssize_t size
         cdef RecordMetadata meta
         if timestamp is None:
             ts = now_ms()
         else:
             ts = timestamp
-        key_taken = borrow_bytes(key, &key_view, &key_data, &key_len, "key")
+        borrow_record(key, value, &record)
         try:
-            value_taken = borrow_bytes(value, &value_view, &value_data, &value_len, "value")
-            size = self.append_raw(offset, ts, key_data, key_len, value_data, value_len, headers, False)
+            size = self.append_raw(offset, ts, record.key, record.key_len, record.value, record.value_len, headers,
+                                   False)
         finally:
-            if key_taken:
-                PyBuffer_Release(&key_view)
-            if value_taken:
-                PyBuffer_Release(&value_view)
+            release_record(&record)
         if size < 0:
             return None
         meta = RecordMetadata.__new__(RecordMetadata)

@@ -14,7 +14,6 @@ AddPartitionsToTxn, flush, transactions, stop) runs on a worker thread, so the e
 from __future__ import annotations
 
 import asyncio
-import time
 from functools import partial
 from itertools import repeat
 from typing import Any, Callable, Iterable, Sequence, TypeVar, overload
@@ -269,26 +268,27 @@ class AIOKafkaProducer(Lifetime[Producer]):
         return await future
 
     def create_batch(self) -> BatchBuilder:
-        """An empty batch of up to max_batch_size bytes, for send_batch()."""
-        return BatchBuilder(self._max_batch_size, self._key_serializer, self._value_serializer)
+        """An empty batch of up to max_batch_size bytes, for send_batch(): its records are encoded as they are
+        appended."""
+        return BatchBuilder(self.engine()._accumulator.open_builder(), self._key_serializer, self._value_serializer)
 
     async def send_batch(self, batch: BatchBuilder, topic: str, *, partition: int) -> asyncio.Future[RecordMetadata]:
-        """Send a batch's records to one partition, in order; returns a future of the first record's
-        RecordMetadata (the batch's base offset), failing if any record fails (the batch's serializers ran
-        when the records were appended). Records without headers or timestamps of their own go into the
-        accumulator in one compiled call (send_placed), and the future waits for their batches, not per record."""
+        """Send a batch's records to one partition, after the records sent there before; returns a future of the
+        first record's RecordMetadata (the batch's base offset), failing if the batch fails. The batch is queued
+        whole (Producer.send_built): nothing is done per record."""
         producer = self.engine()
         batch.close()
         if not batch.record_count():
             raise ValueError("the batch holds no records")
-        size = batch.size() + _RECORD_BOUND * batch.record_count()
-        if batch.headers is not None or batch.timestamps is not None or self._transactional:
-            records = await self._append_rows(producer, topic, partition, batch.rows(), size)
-            return RecordGroup(records, self._futures, _metadata_of_first).future
-        timestamp_ms = time.time_ns() // 1_000_000
-        values, keys = batch.take()
-        return await self._place(producer, topic, partition, values, keys, None, timestamp_ms, size,
-                                 partial(batch.first_metadata, timestamp_ms=timestamp_ms))
+        built = batch.take()
+        if self._fits_now(producer, topic, built[2]):
+            sent = producer.send_built(topic, partition, *built)
+        else:   # metadata to fetch, memory to wait for, or AddPartitionsToTxn: on a worker thread
+            sent = await asyncio.to_thread(producer.send_built, topic, partition, *built)
+        if self._batch_waiters is None:
+            self._batch_waiters = BatchWaiters(producer._accumulator, self._futures)
+        return PlacedGroup([sent], bytearray(), self._batch_waiters,
+                           lambda batches, _places: batch.first_metadata(batches[0])).future
 
     async def flush(self) -> None:
         """Send everything queued now and wait for the acknowledgements."""
@@ -432,15 +432,8 @@ def _place_waiting(producer: Producer, topic: str, partition: int | None, values
                    headers: Any, timestamp_ms: int | None) -> tuple[list[Any], bytearray]:
     """Worker thread: RecordAccumulator.send_placed() once the topic's partitions are known (fetching its
     metadata), waiting for buffer memory as Producer.send() does."""
-    accumulator = producer._accumulator
-    placed = accumulator.send_placed(topic, partition, values, keys, headers, timestamp_ms)
-    if placed is None:
-        info = producer.client.topic_metadata(topic, producer.max_block)
-        accumulator.update_topic(topic, info.leaders)
-        placed = accumulator.send_placed(topic, partition, values, keys, headers, timestamp_ms)
-        if placed is None:
-            raise kerrors.KafkaTimeoutError(
-                f"Failed to update metadata for {topic!r} after {producer.max_block:.1f} secs.")
+    placed: tuple[list[Any], bytearray] = producer._with_metadata(
+        topic, producer._accumulator.send_placed, partition, values, keys, headers, timestamp_ms)
     return placed
 
 
@@ -450,15 +443,6 @@ def _metadata_of_all(records: list[Any]) -> list[RecordMetadata]:
     if None in results:
         raise records[results.index(None)].exception
     return results
-
-
-def _metadata_of_first(records: list[Any]) -> RecordMetadata:
-    """The first record's RecordMetadata (a batch's base offset); raises the first failed record's error."""
-    for record in records:
-        if record.exception is not None:
-            raise record.exception
-    first: RecordMetadata = records[0].value
-    return first
 
 
 class TransactionContext:
