@@ -14,6 +14,8 @@ from libc.stdint cimport int32_t, int64_t
 from fastmq._native.arena cimport ArenaBlock
 
 cdef object _monotonic = time.monotonic
+cdef dict STATE_NAMES = {BATCH_OPEN: "open", BATCH_CLOSED: "closed", BATCH_IN_FLIGHT: "in flight",
+                          BATCH_DONE: "done", BATCH_SPLIT: "split"}
 
 
 @cython.final
@@ -91,8 +93,8 @@ cdef class ProducerBatch:
         return self.done_event.wait(timeout)
 
     def __repr__(self):
-        return (f"ProducerBatch({self.topic_partition}, records={self.record_count}, state={self.state}, "
-                f"attempts={self.attempts})")
+        return (f"ProducerBatch({self.topic_partition}, records={self.record_count}, "
+                f"state={STATE_NAMES.get(self.state, self.state)}, attempts={self.attempts})")
 
 
 def _callback_order(entry):

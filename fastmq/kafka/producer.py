@@ -365,7 +365,9 @@ def wait_for_batches(batches: list[Any], timeout: float | None) -> list[Any]:
         batch = pending.pop()
         remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
         if not batch._wait(remaining):
-            raise kerrors.KafkaTimeoutError(f"Timeout after waiting for {timeout} secs.")
+            waiting = [batch] + [other for other in pending if not other.is_done]
+            raise kerrors.KafkaTimeoutError(f"Timeout after waiting for {timeout} secs: {len(waiting)} batches not "
+                                            f"done, as {batch!r}")
         if batch.is_done:
             done.append(batch)
         else:

@@ -245,6 +245,24 @@ def test_backpressure_blocks_then_raises(proxied_kafka):
         p.close(0)
 
 
+def test_a_flush_that_runs_out_of_time_says_which_batches_wait(proxied_kafka):
+    p = Producer(proxied_kafka.bootstrap_servers, linger_ms=0, request_timeout_ms=20000)
+    try:
+        topic = topic_name("flush-late")
+        p.send(topic, b"warm", partition=0).get(WAIT)
+        proxied_kafka.proxy.delay(5.0)             # the broker "stops answering"
+        for partition in (0, 0, 1):
+            p.send(topic, b"x", partition=partition)
+        with pytest.raises(kerrors.KafkaTimeoutError,
+                           match=r"Timeout after waiting for 0.3 secs: [23] batches not done, as ProducerBatch\("
+                                 r"TopicPartition\(topic='flush-late-\w+', partition=[01]\), records=[12], "
+                                 r"state=(in flight|closed), attempts=[01]\)"):
+            p.flush(0.3)
+        proxied_kafka.proxy.heal()
+    finally:
+        p.close(0)
+
+
 def test_close_zero_fails_unsent_records_even_from_concurrent_senders(proxied_kafka):
     p = Producer(proxied_kafka.bootstrap_servers, linger_ms=60000, batch_size=64 << 20, buffer_memory=512 << 20)
     topic = topic_name("abort")

@@ -11,7 +11,8 @@ along; encoded here, the records are written once and the accumulator takes the 
 
 A record without a timestamp of its own takes the time of the batch's first such append (one clock read a batch:
 a batch fills in microseconds, and aiokafka reads the clock per record for the same value). append() answers a
-BatchRecordMetadata as aiokafka's does: the record's offset in the batch, its encoded size, its timestamp.
+DefaultRecordMetadata as aiokafka's does (records.pyx's RecordMetadata): the record's offset in the batch, its
+encoded size, its timestamp.
 """
 cimport cython
 from libc.stdint cimport int32_t, int64_t
@@ -20,26 +21,7 @@ from fastmq._native.batch_builder cimport BatchBuilder as FormatBuilder
 from fastmq._native.buffer cimport BorrowedRecord, borrow_record, release_record
 from fastmq._native.clock cimport now_ms
 from fastmq._native.producer_batch cimport FutureRecordMetadata, ProducerBatch
-from fastmq.kafka._native.records cimport BATCH_HEADER_SIZE
-
-
-@cython.final
-@cython.freelist(64)
-@cython.no_gc
-cdef class BatchRecordMetadata:
-    """What BatchBuilder.append() answers, as aiokafka's append does: the record's place in the batch (offset),
-    its encoded size and its timestamp; crc is None (a v2 batch has one CRC)."""
-
-    cdef readonly Py_ssize_t offset
-    cdef readonly Py_ssize_t size
-    cdef readonly int64_t timestamp
-
-    @property
-    def crc(self):
-        return None
-
-    def __repr__(self):
-        return f"BatchRecordMetadata(offset={self.offset}, size={self.size}, timestamp={self.timestamp}, crc=None)"
+from fastmq.kafka._native.records cimport BATCH_HEADER_SIZE, RecordMetadata
 
 
 @cython.final
@@ -72,7 +54,7 @@ cdef class BatchBuilder:
         cdef BorrowedRecord record
         cdef Py_ssize_t size
         cdef int64_t stamp
-        cdef BatchRecordMetadata metadata
+        cdef RecordMetadata metadata
         if self.closed:
             return None
         if self.key_serializer is not None:
@@ -101,7 +83,7 @@ cdef class BatchBuilder:
             self.first_header_size = -1 if headers is None else <int32_t>sum(
                 len(name.encode()) + (0 if data is None else len(data)) for name, data in headers)
             self.first_timestamp = stamp
-        metadata = BatchRecordMetadata.__new__(BatchRecordMetadata)
+        metadata = RecordMetadata.__new__(RecordMetadata)
         metadata.offset = self.count
         metadata.size = size - self.encoded_size
         metadata.timestamp = stamp

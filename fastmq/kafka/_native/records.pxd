@@ -1,5 +1,6 @@
 # cython: language_level=3
 """Kafka record batches (magic 2) and legacy message sets (magic 0/1): see records.pyx for the formats."""
+cimport cython
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
 from fastmq._native.arena cimport ArenaBlock
@@ -94,6 +95,14 @@ cdef int64_t record_set_end(const char* data, Py_ssize_t size, int64_t fetch_off
 cdef uint32_t batch_crc(const char* batch, Py_ssize_t size) noexcept
 cdef int restamp_producer(object batch, int64_t producer_id, int16_t producer_epoch,
                           int32_t base_sequence) except -1
+
+
+@cython.final
+cdef class RecordMetadata:
+    # What a batch builder's append answers (kafka-python's and aiokafka's DefaultRecordMetadata).
+    cdef readonly int64_t offset
+    cdef readonly Py_ssize_t size
+    cdef readonly int64_t timestamp
 
 
 cdef class DefaultRecordBase:

@@ -196,10 +196,8 @@ cdef int restamp_producer(object batch, int64_t producer_id, int16_t producer_ep
 @cython.freelist(64)
 @cython.final
 cdef class RecordMetadata:
-    """What append() returns: kafka-python's DefaultRecordMetadata."""
-    cdef readonly int64_t offset
-    cdef readonly Py_ssize_t size
-    cdef readonly int64_t timestamp
+    """What append() returns: kafka-python's DefaultRecordMetadata (aiokafka's BatchBuilder.append answers the
+    same)."""
 
     @property
     def crc(self):
