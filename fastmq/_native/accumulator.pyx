@@ -494,7 +494,10 @@ cdef class RecordAccumulator:
             wake = self.ready_set.make_due(queue)
             self.records_appended += record_count
             self.bytes_appended += data_bytes
-        if wake and self.wakeup is not None:
+        # As for a batch a send() filled: the caller is about to build the next one, holding the GIL.
+        if self.batch_full is not None:
+            self.batch_full()
+        elif wake and self.wakeup is not None:
             self.wakeup()
         return batch
 
