@@ -638,6 +638,8 @@ def test_producer_errors_and_lifecycle(embedded_broker):
         producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
         with pytest.raises(kerrors.IllegalStateError):
             await producer.send("t", b"v")
+        with pytest.raises(kerrors.IllegalStateError, match="call start"):
+            producer.create_batch()             # its records are encoded into the started producer's memory
         async with producer:
             with pytest.raises(kerrors.IllegalStateError):
                 await producer.begin_transaction()       # not transactional
