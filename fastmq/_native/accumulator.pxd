@@ -40,9 +40,12 @@ cdef class RecordAccumulator:
     cdef double next_expiry                 # monotonic seconds before which no unsent batch can expire
     cdef public object unknown_topic        # send_record()'s call for a topic whose partitions are not known
     cdef void* last_queue                   # the PartitionQueue the last append went to (only compared)
+    cdef str last_topic_name                # the name the last send() was given (its own object) ...
+    cdef TopicQueues last_topic             # ... and its TopicQueues
 
     cdef object _send_record(self, str topic, object value, object key, object headers, object partition,
                              object timestamp_ms)
+    cdef TopicQueues _topic_of(self, str name)
     cdef object _send(self, str topic_name, object partition, object key, object value, object headers,
                       object timestamp_ms)
     cdef int32_t _sticky_partition(self, TopicQueues topic) except -1

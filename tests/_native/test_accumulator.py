@@ -847,3 +847,21 @@ def test_send_built_waits_for_buffer_memory_then_times_out():
     assert time.monotonic() - start >= 0.15
     drain_all(acc)
     assert acc.send_built(topic, 2, *args).record_count == 2
+
+
+def test_sends_that_alternate_topics_and_name_them_by_equal_strings_reach_each_topic():
+    # The last topic is recognised by its name's identity: equal names made anew, and the other topic in between,
+    # still find the right partitions.
+    acc = RecordAccumulator()
+    acc.update_topic("left", [1])
+    acc.update_topic("right", [1, 1])
+    sent = []
+    for i in range(6):
+        name = "".join(["left", "right"][i % 2])         # a new str object each time
+        sent.append((name, acc.send(name, i % 2, None, b"%d" % i, None, None).topic_partition))
+    assert all(tp.topic == name and tp.partition == (0 if name == "left" else 1) for name, tp in sent)
+    assert acc.send("missing", None, None, b"x", None, None) is None
+    contents = {}
+    drain_all(acc, contents=contents)
+    assert sorted((b.topic_partition.topic, v) for b in contents for _, v in records_of(contents[b])) == (
+        [("left", b"0"), ("left", b"2"), ("left", b"4"), ("right", b"1"), ("right", b"3"), ("right", b"5")])
