@@ -214,6 +214,30 @@ def test_send_batch_of_records_with_headers_or_timestamps_keeps_them(real_broker
     run(main())
 
 
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_send_batch_compresses_with_the_producers_codec(real_broker, codec):
+    """The batch is encoded into the producer's own builder, so it goes out compressed as its other batches do."""
+    topic = topic_name()
+    bootstrap = real_broker.bootstrap_servers
+
+    async def main():
+        await create_topic(bootstrap, topic)
+        async with AIOKafkaProducer(bootstrap_servers=bootstrap, compression_type=codec,
+                                    max_batch_size=65536) as producer:
+            batch = producer.create_batch()
+            for i in range(200):
+                headers = [("n", b"%d" % i)] if i % 7 == 0 else None
+                assert batch.append(key=b"k%d" % (i % 3), value=b"v%d-" % i * 20, timestamp=None,
+                                    headers=headers) is not None
+            metadata = await (await producer.send_batch(batch, topic, partition=0))
+        assert metadata.offset == 0
+        got = await read_all(bootstrap, TopicPartition(topic, 0), 200)
+        assert [(m.key, m.value, list(m.headers)) for m in got] == [
+            (b"k%d" % (i % 3), b"v%d-" % i * 20, [("n", b"%d" % i)] if i % 7 == 0 else []) for i in range(200)]
+
+    run(main())
+
+
 def test_send_batch_keeps_its_place_among_sends_and_waits_for_memory_and_metadata(real_broker):
     """Batches sent between send()s keep the records' order; a producer that never asked for the topic fetches its
     metadata for the first batch; with buffer memory for two batches, send_batch waits (off the loop) for the
