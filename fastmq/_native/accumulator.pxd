@@ -10,6 +10,17 @@ from fastmq._native.producer_batch cimport FutureRecordMetadata, ProducerBatch
 from fastmq._native.ready_set cimport ReadySet
 
 
+cdef Py_ssize_t headers_bytes(object headers) except -2
+
+cdef inline Py_ssize_t headers_size(object headers) except -2:
+    # Name and value bytes of a record's headers (kafka-python's serialized_header_size, a record's metadata's
+    # header size), -1 without headers. Inline: most records have none, and a call to learn that cost a record as
+    # much as encoding its headers' count.
+    if headers is None:
+        return -1
+    return headers_bytes(headers)
+
+
 cdef class RecordAccumulator:
     cdef BatchFormat format                 # the protocol's batches: builders, partition keys, metadata
     cdef dict topics                        # name -> TopicQueues

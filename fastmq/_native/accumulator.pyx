@@ -93,15 +93,8 @@ cdef enum:
 # The accumulator
 # ---------------------------------------------------------------------------------------------------------
 
-cdef inline Py_ssize_t headers_size(object headers) except -2:
-    # Name and value bytes of the headers (kafka-python's serialized_header_size), -1 without headers. Inline:
-    # most records have none, and a call to learn that cost a record as much as encoding its headers' count.
-    if headers is None:
-        return -1
-    return _headers_bytes(headers)
-
-
-cdef Py_ssize_t _headers_bytes(object headers) except -2:
+cdef Py_ssize_t headers_bytes(object headers) except -2:
+    # headers_size() (accumulator.pxd) of headers that are not None.
     if not headers:
         return -1
     return sum(len(key.encode("utf-8")) + (0 if value is None else len(value)) for key, value in headers)

@@ -74,12 +74,8 @@ cdef inline int borrow_record(object key, object value, BorrowedRecord* record) 
     # try block here (Cython saves the exception state on entering one): the value's slow way has it.
     record.value_viewed = False
     record.key_viewed = borrow_bytes(key, &record.key_view, &record.key, &record.key_len, "key")
-    if value is None:
-        record.value = NULL
-        record.value_len = -1
-    elif PyBytes_CheckExact(value):
-        record.value = PyBytes_AS_STRING(value)
-        record.value_len = PyBytes_GET_SIZE(value)
+    if value is None or PyBytes_CheckExact(value):
+        borrow_bytes(value, &record.value_view, &record.value, &record.value_len, "value")     # takes no view
     else:
         record.value_viewed = borrow_value_buffer(record, value)
     return 0

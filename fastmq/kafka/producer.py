@@ -185,13 +185,16 @@ class Producer:
         """append(topic, *args), an accumulator call that answers None while the topic's partitions are not known:
         once more after fetching them, if it did."""
         appended = append(topic, *args)
+        return self._after_metadata(topic, append, *args) if appended is None else appended
+
+    def _after_metadata(self, topic: str, append: Callable[..., Any], *args: Any) -> Any:
+        """append(topic, *args) once the topic's partitions are fetched (the broker creates the topic when it
+        auto-creates topics); KafkaTimeoutError when they are still not known."""
+        info = self.client.topic_metadata(topic, self.max_block)
+        self._accumulator.update_topic(topic, info.leaders)
+        appended = append(topic, *args)
         if appended is None:
-            info = self.client.topic_metadata(topic, self.max_block)
-            self._accumulator.update_topic(topic, info.leaders)
-            appended = append(topic, *args)
-            if appended is None:
-                raise kerrors.KafkaTimeoutError(
-                    f"Failed to update metadata for {topic!r} after {self.max_block:.1f} secs.")
+            raise kerrors.KafkaTimeoutError(f"Failed to update metadata for {topic!r} after {self.max_block:.1f} secs.")
         return appended
 
     def _send_slow(self, topic: str, value: Any, key: Any, headers: Headers, partition: int | None,
@@ -206,11 +209,8 @@ class Producer:
         if size > self.max_request_size or size > self.buffer_memory:
             raise kerrors.MessageSizeTooLargeError(
                 f"The message is {size} bytes, larger than max_request_size or buffer_memory")
-        info = self.client.topic_metadata(topic, self.max_block)
-        self._accumulator.update_topic(topic, info.leaders)
-        future = self._accumulator.send(topic, partition, key, value, headers, timestamp_ms)
-        if future is None:
-            raise kerrors.KafkaTimeoutError(f"Failed to update metadata for {topic!r} after {self.max_block:.1f} secs.")
+        future: FutureRecordMetadata = self._after_metadata(topic, self._accumulator.send, partition, key, value,
+                                                            headers, timestamp_ms)
         return future
 
     def _choose_partition(self, partitioner: Partitioner, topic: str, key: Any, value: Any) -> int:

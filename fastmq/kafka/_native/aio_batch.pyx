@@ -17,6 +17,7 @@ encoded size, its timestamp.
 cimport cython
 from libc.stdint cimport int32_t, int64_t
 
+from fastmq._native.accumulator cimport headers_size
 from fastmq._native.batch_builder cimport BatchBuilder as FormatBuilder
 from fastmq._native.buffer cimport BorrowedRecord, borrow_record, release_record
 from fastmq._native.clock cimport now_ms
@@ -80,8 +81,7 @@ cdef class BatchBuilder:
         if self.count == 0:
             self.first_key_size = <int32_t>record.key_len
             self.first_value_size = <int32_t>record.value_len
-            self.first_header_size = -1 if headers is None else <int32_t>sum(
-                len(name.encode()) + (0 if data is None else len(data)) for name, data in headers)
+            self.first_header_size = <int32_t>headers_size(headers)
             self.first_timestamp = stamp
         metadata = RecordMetadata.__new__(RecordMetadata)
         metadata.offset = self.count
