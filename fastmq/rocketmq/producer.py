@@ -31,7 +31,7 @@ import logging
 import threading
 import time
 from concurrent.futures import Future, InvalidStateError
-from concurrent.futures._base import PENDING, RUNNING
+from concurrent.futures._base import FINISHED, PENDING, RUNNING
 from typing import Any, Callable, Sequence
 
 from fastmq._native.store_codec import java_hash
@@ -65,13 +65,26 @@ def select_by_hash(queues: Sequence[MessageQueue], message: Message, key: Any) -
     return queues[abs(java_hash(str(key))) % len(queues)]
 
 
+class FutureCondition(threading.Condition):
+    """The Condition a producer's SendFutures share. `sleepers` counts the threads waiting in result() or
+    exception() (changed under the lock), so that a send's completion notifies only while somebody waits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sleepers = 0
+
+
 class SendFuture(Future[SendResult]):
     """The Future of one send. It shares its producer's Condition instead of making one of its own: a
     concurrent.futures.Future makes a Condition (a dozen objects for the cyclic collector) per send, and with
     thousands of sends in flight the collector's passes over them cost more than the rest of a send. result()
-    and exception() wait until this future is done (a wakeup may be another future's) or the timeout passes."""
+    and exception() wait until this future is done (a wakeup may be another future's) or the timeout passes.
 
-    def __init__(self, condition: threading.Condition) -> None:     # the attributes Future.__init__ sets
+    Completing it and adding a callback take the shared lock through its C methods (Condition's with-block is two
+    Python calls), notify the Condition only when a thread sleeps on it, and call the done callbacks in place: the
+    I/O thread completes one future a message."""
+
+    def __init__(self, condition: FutureCondition) -> None:     # the attributes Future.__init__ sets
         self._condition = condition
         self._state = PENDING
         self._result = None
@@ -81,12 +94,17 @@ class SendFuture(Future[SendResult]):
 
     def _wait(self, timeout: float | None) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._condition:
-            while self._state == PENDING or self._state == RUNNING:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return
-                self._condition.wait(remaining)
+        condition = self._condition
+        with condition:
+            condition.sleepers += 1
+            try:
+                while self._state == PENDING or self._state == RUNNING:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return
+                    condition.wait(remaining)
+            finally:
+                condition.sleepers -= 1
 
     def result(self, timeout: float | None = None) -> SendResult:
         self._wait(timeout)
@@ -95,6 +113,50 @@ class SendFuture(Future[SendResult]):
     def exception(self, timeout: float | None = None) -> BaseException | None:
         self._wait(timeout)
         return super().exception(0)
+
+    def add_done_callback(self, fn: Callable[[Future[SendResult]], object]) -> None:
+        condition = self._condition
+        condition.acquire()
+        try:
+            if self._state == PENDING or self._state == RUNNING:
+                self._done_callbacks.append(fn)
+                return
+        finally:
+            condition.release()
+        self._call(fn)
+
+    def set_result(self, result: SendResult) -> None:
+        self._complete(result, None)
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        self._complete(None, exception)
+
+    def _complete(self, result: SendResult | None, exception: BaseException | None) -> None:
+        condition = self._condition
+        condition.acquire()
+        try:
+            if self._state != PENDING and self._state != RUNNING:
+                raise InvalidStateError(f"{self._state}: {self!r}")
+            self._result = result
+            self._exception = exception
+            self._state = FINISHED
+            for waiter in self._waiters:
+                if exception is None:
+                    waiter.add_result(self)
+                else:
+                    waiter.add_exception(self)
+            if condition.sleepers:
+                condition.notify_all()
+        finally:
+            condition.release()
+        for callback in self._done_callbacks:
+            self._call(callback)
+
+    def _call(self, callback: Callable[[Future[SendResult]], object]) -> None:
+        try:
+            callback(self)
+        except Exception:
+            _log.exception("exception calling callback for %r", self)
 
 
 class _Send:
@@ -170,7 +232,7 @@ class Producer:
                                     compress_threshold=compress_threshold)
         self._round_robin = itertools.count()
         self._from_default: set[str] = set()
-        self._condition = threading.Condition()     # shared by the futures of its sends (SendFuture)
+        self._condition = FutureCondition()     # shared by the futures of its sends (SendFuture)
         self._oneway_pace = OnewayPace() if oneway_pace else None
         self._closed = False
         self.instance.register(self)

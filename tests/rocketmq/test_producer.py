@@ -10,7 +10,7 @@ import pytest
 from fastmq.rocketmq import Message, MessageQueue, Producer, RocketMQError, SendStatus
 from fastmq.rocketmq._native.remoting import SERIALIZE_JSON
 from fastmq.rocketmq.consumer import PullConsumer
-from fastmq.rocketmq.producer import SendFuture
+from fastmq.rocketmq.producer import FutureCondition, SendFuture
 from tests.support.rocketmq import unique
 from tests.support.waiting import wait_for
 
@@ -143,7 +143,7 @@ def test_async_oneway_and_batch_sends_all_arrive(rocketmq_server, producer):
 
 
 def test_send_futures_sharing_a_condition_wait_for_their_own_result():
-    condition = threading.Condition()
+    condition = FutureCondition()
     mine, other = SendFuture(condition), SendFuture(condition)
     waited: list = []
     waiter = threading.Thread(target=lambda: waited.append(mine.result(30)))
@@ -165,6 +165,39 @@ def test_send_futures_sharing_a_condition_wait_for_their_own_result():
     async def awaited() -> object:
         return await asyncio.wait_for(asyncio.wrap_future(mine), 1)
     assert asyncio.run(awaited()) == "mine"
+    assert condition.sleepers == 0
+
+
+def test_send_futures_wake_each_kind_of_waiter_and_call_their_callbacks():
+    """Completion notifies the shared Condition only while a thread sleeps on it: each kind of waiter still wakes
+    (result(), exception(), concurrent.futures.wait already waiting), and callbacks run once, in order, whether
+    added before or after completion; a callback that raises is logged and does not stop the others."""
+    condition = FutureCondition()
+    for complete in (lambda f: f.set_result("sent"), lambda f: f.set_exception(ValueError("refused"))):
+        future = SendFuture(condition)
+        calls: list = []
+        future.add_done_callback(lambda f: calls.append(("first", f.done())))
+        future.add_done_callback(lambda f: 1 / 0)
+        future.add_done_callback(lambda f: calls.append(("second", f.done())))
+        outcomes: list = []
+        sleepers = [threading.Thread(target=lambda: outcomes.append(future.exception(30))),
+                    threading.Thread(target=lambda: outcomes.append(
+                        len(concurrent.futures.wait([future], timeout=30).done)))]
+        for thread in sleepers:
+            thread.start()
+        wait_for(lambda: condition.sleepers == 1 and future._waiters, timeout=10,  # type: ignore[attr-defined]
+                 message="the waiters never waited")
+        complete(future)
+        for thread in sleepers:
+            thread.join(30)
+        assert not any(thread.is_alive() for thread in sleepers)
+        assert calls == [("first", True), ("second", True)]
+        assert len(outcomes) == 2 and 1 in outcomes and condition.sleepers == 0
+        late: list = []
+        future.add_done_callback(late.append)
+        assert late == [future]
+        with pytest.raises(concurrent.futures.InvalidStateError):
+            complete(future)
 
 
 def test_orderly_sends_keep_a_key_on_one_queue(rocketmq_server, producer):
