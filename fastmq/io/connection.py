@@ -46,7 +46,7 @@ import threading
 import time
 from collections import deque
 from itertools import chain
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 from fastmq.errors import FastMQError, ProtocolError
 from fastmq.io.adapter import Callback, ProtocolAdapter
@@ -286,6 +286,38 @@ class Connection(Stream):
             raise self._not_ready()
         with self._write_lock:
             self._submit(data, callback, correlation_id, expect_response, timeout)
+
+    def request_many(self, requests: Sequence[tuple[Any, Callback | None, int, float | None]]) -> None:
+        """Queue requests that expect responses (keyed mode), in order, as one write: requests holds
+        (data, callback, correlation_id, timeout), data one bytes-like object, timeout as request()'s. One lock
+        and one hand-over to the writer for all of them, where request() takes each once (a client that sends a
+        request a message). All or none: raises as request() does, having queued nothing, when the connection is
+        not READY, the requests would pass max_in_flight, or a correlation id is already in flight or repeated."""
+        if self._state is not READY:
+            raise self._not_ready()
+        with self._write_lock:
+            in_flight = self._in_flight
+            if len(in_flight) + len(self._fifo_queue) + len(self._write_marks) + len(requests) > self.max_in_flight:
+                raise TooManyInFlightError(
+                    f"{self} cannot take {len(requests)} more requests: max_in_flight is {self.max_in_flight}, "
+                    f"{self.in_flight_count} in flight")
+            if self._fifo:
+                raise ValueError("request_many matches responses by correlation id: not for a FIFO protocol")
+            ids = {request[2] for request in requests}
+            if len(ids) != len(requests) or not ids.isdisjoint(in_flight):
+                raise ValueError(f"correlation ids of requests to {self} repeat or are already in flight")
+            now = self.loop.now
+            default_timeout = self.request_timeout
+            earliest = float("inf")
+            for _, callback, correlation_id, timeout in requests:
+                deadline = now + (default_timeout if timeout is None else timeout)
+                in_flight[correlation_id] = (callback, deadline, now)
+                if deadline < earliest:
+                    earliest = deadline
+            self._enqueue([request[0] for request in requests])
+            self.metrics.requests_sent += len(requests)
+            if self._timeout_timer is None or earliest < self._timeout_at:
+                self._arm_timeout(earliest)
 
     def request_now(self, data: Any, callback: Callback | None, correlation_id: int, *,
                     timeout: float | None = None) -> bool:

@@ -201,8 +201,8 @@ class RemotingClient:
 
     def _drain(self) -> float | None:
         outbox = self._outbox
-        run: list[tuple[Any, ...]] = []     # consecutive oneway requests to one connection
-        run_conn = None
+        run: list[tuple[Any, ...]] = []     # consecutive requests of one kind (oneway or not) to one connection
+        run_conn = run_oneway = None
         while outbox:
             item = outbox.popleft()
             address = item[0]
@@ -214,20 +214,29 @@ class RemotingClient:
             if conn is None:
                 self._connect(address, item)
                 continue
-            if item[4]:
-                if conn is not run_conn and run:
-                    self._submit_oneways(run_conn, run)
-                    run = []
-                run_conn = conn
-                run.append(item)
-                continue
-            if run:
-                self._submit_oneways(run_conn, run)
+            if run and (conn is not run_conn or item[4] is not run_oneway):
+                self._submit_run(run_conn, run)
                 run = []
-            self._submit(conn, item)
+            run_conn, run_oneway = conn, item[4]
+            run.append(item)
         if run:
-            self._submit_oneways(run_conn, run)
+            self._submit_run(run_conn, run)
         return None
+
+    def _submit_run(self, conn: Any, items: list[tuple[Any, ...]]) -> None:
+        """Requests to one connection, all oneway or all answered: one hand-over to it."""
+        if items[0][4]:
+            self._submit_oneways(conn, items)
+        elif len(items) == 1:
+            self._submit(conn, items[0])
+        else:
+            pending = self.pending
+            try:
+                conn.request_many([(item[1], DecodingCallback(item[3], pending, item[6]), item[2], item[5])
+                                   for item in items])
+            except Exception:       # one of them is refused (a repeated opaque, max_in_flight): each on its own
+                for item in items:
+                    self._submit(conn, item)
 
     def _submit_oneways(self, conn: Any, items: list[tuple[Any, ...]]) -> None:
         # A burst of oneway sends becomes one unanswered request of many frames: one completion when written,

@@ -21,6 +21,7 @@ from fastmq.io import (
     RequestTimeoutError,
     TooManyInFlightError,
 )
+from tests.io.conftest import future_callback, make_frame
 
 WAIT = 10.0
 
@@ -175,6 +176,63 @@ def test_slots_free_up_as_responses_arrive(loop, echo_server, connect):
     for future in held:
         future.result(WAIT)
     assert client.conn.in_flight_count == 0 and client.call(client.conn.can_send)
+
+
+def test_request_many_writes_requests_as_one_and_matches_each_answer(loop, echo_server, connect):
+    client = connect(echo_server.port, max_in_flight=300)
+    calls = [future_callback() for _ in range(250)]
+
+    def submit() -> None:
+        first = client.conn.next_correlation_id()
+        client.conn.request_many([(make_frame(first + i, b"E" + b"many-%d" % i), callback, first + i, None)
+                                  for i, (_, callback) in enumerate(calls)])
+
+    client.call(submit)
+    for i, (future, _) in enumerate(calls):
+        assert future.result(WAIT)[4:] == b"E" + b"many-%d" % i
+    metrics = client.conn.metrics
+    assert metrics.requests_sent == 250 and metrics.responses_received == 250 and client.conn.in_flight_count == 0
+
+
+def test_request_many_gives_each_request_its_own_timeout(loop, echo_server, connect):
+    client = connect(echo_server.port, request_timeout=60)
+    (held, held_callback), (quick, quick_callback) = future_callback(), future_callback()
+
+    def submit() -> None:
+        client.conn.request_many([(make_frame(1, b"H"), held_callback, 1, None),
+                                  (make_frame(2, b"H"), quick_callback, 2, 0.2)])
+
+    started = time.monotonic()
+    client.call(submit)
+    for future in (held, quick):     # the short timeout closes the connection, which fails both
+        with pytest.raises((RequestTimeoutError, ConnectionClosedError)):
+            future.result(WAIT)
+    assert time.monotonic() - started < 30
+
+
+def test_request_many_queues_all_or_none(loop, echo_server, connect):
+    client = connect(echo_server.port, max_in_flight=4)
+    held = client.send(b"H", correlation_id=7)
+    calls = [future_callback() for _ in range(4)]
+
+    def attempt(ids: list[int]) -> None:
+        client.conn.request_many([(make_frame(cid, b"E"), callback, cid, None)
+                                  for cid, (_, callback) in zip(ids, calls)])
+
+    with pytest.raises(TooManyInFlightError):
+        client.call(attempt, [1, 2, 3, 4])              # 1 in flight + 4 > max_in_flight
+    with pytest.raises(ValueError, match="repeat or are already in flight"):
+        client.call(attempt, [1, 7])                    # 7 is the held request's
+    with pytest.raises(ValueError, match="repeat or are already in flight"):
+        client.call(attempt, [1, 1])
+    assert client.conn.in_flight_count == 1 and client.conn.metrics.requests_sent == 1
+    client.call(attempt, [1, 2, 3])
+    assert [future.result(WAIT)[4:] for future, _ in calls[:3]] == [b"E"] * 3
+    client.close()
+    with pytest.raises(ConnectionClosedError):
+        held.result(WAIT)
+    with pytest.raises(ConnectionClosedError):
+        client.call(attempt, [5])
 
 
 def test_request_without_response_completes_when_written(loop, echo_server, connect):
