@@ -84,6 +84,8 @@ class SendFuture(Future[SendResult]):
     Python calls), notify the Condition only when a thread sleeps on it, and call the done callbacks in place: the
     I/O thread completes one future a message."""
 
+    _condition: FutureCondition
+
     def __init__(self, condition: FutureCondition) -> None:     # the attributes Future.__init__ sets
         self._condition = condition
         self._state = PENDING
