@@ -36,8 +36,8 @@ from typing import Any, Callable, Sequence
 
 from fastmq._native.store_codec import java_hash
 from fastmq.io.errors import NetworkError
-from fastmq.rocketmq._native.messages import DEFAULT_COMPRESS_THRESHOLD, SendEncoder
-from fastmq.rocketmq._native.remoting import SERIALIZE_ROCKETMQ, RemotingCommand, decode_command
+from fastmq.rocketmq._native.messages import DEFAULT_COMPRESS_THRESHOLD, SendEncoder, decode_send_result
+from fastmq.rocketmq._native.remoting import SERIALIZE_ROCKETMQ, decode_command
 from fastmq.rocketmq.acl import Credentials
 from fastmq.rocketmq.client import ClientInstance
 from fastmq.rocketmq.errors import (
@@ -63,6 +63,29 @@ DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 def select_by_hash(queues: Sequence[MessageQueue], message: Message, key: Any) -> MessageQueue:
     """The queue of a sharding key: abs(Java hashCode(str(key))) % count, as SelectMessageQueueByHash does."""
     return queues[abs(java_hash(str(key))) % len(queues)]
+
+
+def send_outcome(frame: Any, msg_id: str, queue: MessageQueue) -> SendResult | BaseException:
+    """The SendResult of a send's response frame to queue, or the error it says (a refusal, a malformed answer).
+    The compiled decoder reads the usual answer; the rest goes through the general one."""
+    result = decode_send_result(frame, msg_id, queue, queue.queue_id, SEND_STATUSES)
+    if result is not None:
+        return result
+    try:
+        response = decode_command(frame)
+    except Exception as exc:
+        return exc
+    status = SEND_STATUSES.get(response.code)
+    if status is None:
+        return broker_error(response.code, response.remark, f"sending to {queue}")
+    fields = response.ext_fields
+    try:
+        queue_id = int(fields.get("queueId", queue.queue_id))
+        return SendResult(status, msg_id, fields.get("msgId", ""),
+                          queue if queue_id == queue.queue_id else MessageQueue(queue.topic, queue.broker_name, queue_id),
+                          int(fields.get("queueOffset", -1)), fields.get("transactionId"))
+    except (ValueError, OverflowError) as exc:        # not a number, or not one of 64 bits
+        return RocketMQError(f"the broker's send response is malformed: {exc}")
 
 
 class FutureCondition(threading.Condition):
@@ -165,7 +188,7 @@ class _Send:
     """One send and its attempts; called with the broker's answer to an attempt (or its error)."""
 
     __slots__ = ("producer", "messages", "batch", "queue", "selector", "arg", "deadline", "attempts", "last_broker",
-                 "future", "msg_ids", "last_error", "target")
+                 "future", "msg_id", "last_error", "target")
 
     def __init__(self, producer: Producer, messages: list[Message], batch: bool, queue: MessageQueue | None,
                  selector: QueueSelector | None, arg: Any, deadline: float) -> None:
@@ -179,20 +202,31 @@ class _Send:
         self.attempts = 0
         self.last_broker: str | None = None
         self.future = SendFuture(producer._condition)
-        self.msg_ids: list[str] = []
+        self.msg_id = ""                                # the UNIQ_KEY(s) of the attempt in flight
         self.last_error: BaseException | None = None
         self.target: MessageQueue | None = None         # the queue of the attempt in flight
 
-    def attempted(self, queue: MessageQueue, msg_ids: list[str]) -> _Send:
+    def attempted(self, queue: MessageQueue, msg_id: str) -> _Send:
         """This send after its first attempt, to queue (made by Producer._send_waiting before the _Send was)."""
         self.attempts = 1
         self.target = queue
-        self.msg_ids = msg_ids
+        self.msg_id = msg_id
         return self
 
-    def __call__(self, response: RemotingCommand | None, error: BaseException | None) -> None:
-        assert self.target is not None          # set before the attempt is handed over
-        self.producer._answered(self, self.target, response, error)
+    def __call__(self, frame: Any, error: BaseException | None) -> None:
+        """The attempt's response frame (or its error), on the I/O thread."""
+        target = self.target
+        assert target is not None               # set before the attempt is handed over
+        if error is None:
+            outcome = send_outcome(frame, self.msg_id, target)
+            if not isinstance(outcome, BaseException):
+                try:
+                    self.future.set_result(outcome)
+                except InvalidStateError:   # already failed (a late answer): one lock taken per send, not two
+                    pass
+                return
+            error = outcome
+        self.producer._attempt_failed(self, target, error)
 
 
 class _ConfirmingOneway(_Send):
@@ -355,26 +389,26 @@ class Producer:
         try:
             target = self._choose(messages[0], queue, selector, arg, None, True)
             address = self.instance.master_address(target.broker_name, target.topic)
-            frame, opaque, ids = self._encode(messages, batch, target)
+            frame, opaque, msg_id = self._encode(messages, batch, target)
         except Exception:
             send = _Send(self, messages, batch, queue, selector, arg, deadline)
             self._attempt(send, may_block=True)     # fails it as an async send's first attempt fails
             return send.future.result(deadline - time.monotonic() + 1.0)
         outcome: SendResult | BaseException | None
         try:
-            response = self.remoting.call_frame(address, frame, opaque, deadline)
+            response = self.remoting.call_frame(address, frame, opaque, deadline, decode=False)
         except Exception as exc:
             outcome = exc
         else:
-            outcome = None if response is None else self._send_result(response, ids, target)
+            outcome = None if response is None else send_outcome(response, msg_id, target)
             if isinstance(outcome, SendResult):
                 return outcome
-        send = _Send(self, messages, batch, queue, selector, arg, deadline).attempted(target, ids)
+        send = _Send(self, messages, batch, queue, selector, arg, deadline).attempted(target, msg_id)
         if outcome is None:
             # The connection could not be lent: the loop carries this attempt.
             self._issue(send, address, frame, opaque, True, wait=True)
         else:
-            self._answered(send, target, None, outcome)     # the answer's error, or what broke the round trip
+            self._attempt_failed(send, target, outcome)     # the answer's error, or what broke the round trip
         return send.future.result(deadline - time.monotonic() + 1.0)
 
     def _queues(self, topic: str, may_block: bool) -> list[MessageQueue]:
@@ -422,20 +456,22 @@ class Producer:
         return queues[start % count]
 
     def _encode(self, messages: list[Message], batch: bool, queue: MessageQueue,
-                oneway: bool = False) -> tuple[bytes, int, list[str]]:
+                oneway: bool = False) -> tuple[bytes, int, str]:
+        """(frame, opaque, msg_id): the request to queue and the UNIQ_KEY of its message (a batch's joined by
+        commas, as its SendResult gives them)."""
         now_ms = int(time.time() * 1000)
         opaque = self.remoting.next_opaque(oneway)
         if batch:
             frame, ids = self._encoder.encode_batch(opaque, messages, queue.topic, queue.queue_id,
                                                     queue.broker_name, now_ms, oneway)
+            msg_id = ",".join(ids)
         else:
             message = messages[0]
             # a half message is stored aside until END_TRANSACTION
             prepared = (TransactionType.PREPARED if message.properties
                         and message.properties.get(PROPERTY_TRANSACTION_PREPARED) == "true" else 0)
-            frame, uniq = self._encoder.encode_message(opaque, message, queue.topic, queue.queue_id,
-                                                       queue.broker_name, prepared, now_ms, oneway)
-            ids = [uniq]
+            frame, msg_id = self._encoder.encode_message(opaque, message, queue.topic, queue.queue_id,
+                                                         queue.broker_name, prepared, now_ms, oneway)
         if self.remoting.credentials is not None or self.remoting.serialize_type != SERIALIZE_ROCKETMQ:
             # Signing needs the request's fields, and JSON headers are written from them: such requests are
             # encoded by the remoting client from the decoded frame (a cost only they pay). Asked per request:
@@ -443,14 +479,14 @@ class Producer:
             request = decode_command(frame, with_total=True)
             frame, _ = self.remoting.encode(request.code, request.ext_fields, request.body, oneway=oneway,
                                             opaque=opaque)
-        return frame, opaque, ids
+        return frame, opaque, msg_id
 
     def _attempt(self, send: _Send, may_block: bool) -> None:
         send.attempts += 1
         try:
             queue = self._choose(send.messages[0], send.queue, send.selector, send.arg, send.last_broker, may_block)
             address = self.instance.master_address(queue.broker_name, queue.topic if may_block else None)
-            frame, opaque, send.msg_ids = self._encode(send.messages, send.batch, queue)
+            frame, opaque, send.msg_id = self._encode(send.messages, send.batch, queue)
         except Exception as exc:
             self._failed(send, exc, retriable=isinstance(exc, RocketMQError) and not may_block)
             return
@@ -467,40 +503,13 @@ class Producer:
             return
         try:
             self.remoting.invoke_frame(address, frame, opaque, send, timeout=remaining, wait=wait,
-                                       hold_until=send.deadline if may_block else None)
+                                       hold_until=send.deadline if may_block else None, decode=False)
         except SendBufferFullError as exc:
             self._failed(send, exc, retriable=False)
 
-    def _answered(self, send: _Send, queue: MessageQueue, response: RemotingCommand | None,
-                  error: BaseException | None) -> None:
-        if error is None:
-            assert response is not None         # a callback has the response or the error
-            result = self._send_result(response, send.msg_ids, queue)
-            if isinstance(result, SendResult):
-                try:
-                    send.future.set_result(result)
-                except InvalidStateError:   # already failed (a late answer): one lock taken per send, not two
-                    pass
-                return
-            error = result
+    def _attempt_failed(self, send: _Send, queue: MessageQueue, error: BaseException) -> None:
         send.last_broker = queue.broker_name
         self._failed(send, error, retriable=isinstance(error, NetworkError) or getattr(error, "retriable", False))
-
-    @staticmethod
-    def _send_result(response: RemotingCommand, msg_ids: list[str], queue: MessageQueue) -> SendResult | BaseException:
-        """The SendResult of a send's answer, or the error it says (a refusal, a malformed answer)."""
-        status = SEND_STATUSES.get(response.code)
-        if status is None:
-            return broker_error(response.code, response.remark, f"sending to {queue}")
-        fields = response.ext_fields
-        try:
-            queue_id = int(fields.get("queueId", queue.queue_id))
-            return SendResult(status, ",".join(msg_ids), fields.get("msgId", ""),
-                              queue if queue_id == queue.queue_id else
-                              MessageQueue(queue.topic, queue.broker_name, queue_id),
-                              int(fields.get("queueOffset", -1)), fields.get("transactionId"))
-        except ValueError as exc:
-            return RocketMQError(f"the broker's send response is malformed: {exc}")
 
     def _failed(self, send: _Send, error: BaseException, retriable: bool) -> None:
         send.last_error = error

@@ -111,8 +111,8 @@ class RemotingClient:
             connections_max_idle_ms=None)
         self.pool.add_listener(self._node_changed)
         self._opaques = itertools.count(1)
-        # (address, frame, opaque, callback, oneway, timeout, bytes held in self.pending)
-        self._outbox: deque[tuple[str, Any, int, ResponseCallback | None, bool, float, int]] = deque()
+        # (address, frame, opaque, callback, oneway, timeout, bytes held in self.pending, decode the response)
+        self._outbox: deque[tuple[str, Any, int, ResponseCallback | None, bool, float, int, bool]] = deque()
         self._waiting: dict[str, deque[Any]] = {}
         self.oneway_refused = 0     # oneway requests a broker answered: dropped unprocessed (_oneway_answered)
         self._refused_said: set[str] = set()
@@ -138,12 +138,13 @@ class RemotingClient:
 
     def invoke_frame(self, address: str, frame: Any, opaque: int, callback: ResponseCallback | None, *,
                      oneway: bool = False, timeout: float | None = None, wait: bool = False,
-                     hold_until: float | None = None) -> None:
+                     hold_until: float | None = None, decode: bool = True) -> None:
         """Send an encoded request; callback(response, None) or callback(None, error) on the loop thread
         (for a oneway request: callback(None, None) once written). wait=True: the caller is about to wait for
         the answer, and writes the request itself if it can (see the module docstring). hold_until: the request
         counts against max_pending_bytes until done, and the caller waits for room until this monotonic time
-        (SendBufferFullError)."""
+        (SendBufferFullError). decode=False: the callback gets the response frame as read (without `total`),
+        for a caller that decodes it itself."""
         if self._closed:
             raise RocketMQError("the RocketMQ client is closed")
         held = 0
@@ -154,24 +155,26 @@ class RemotingClient:
             timeout = self.request_timeout
         if wait and not oneway and not self._outbox:
             conn = self.pool.connection(address)
-            if conn is not None and conn.request_now(frame, DecodingCallback(callback, self.pending, held), opaque,
+            if conn is not None and conn.request_now(frame, self._answer_callback(callback, held, decode), opaque,
                                                      timeout=timeout):
                 return
-        self._outbox.append((address, frame, opaque, callback, oneway, timeout, held))
+        self._outbox.append((address, frame, opaque, callback, oneway, timeout, held, decode))
         self.loop.wakeup()
 
-    def call_frame(self, address: str, frame: Any, opaque: int, deadline: float) -> RemotingCommand | None:
+    def call_frame(self, address: str, frame: Any, opaque: int, deadline: float, *,
+                   decode: bool = True) -> Any | None:
         """The calling thread's own round trip of an encoded request (see the module docstring): the response
-        (any code), or None, with nothing sent, when the address's connection cannot be lent now (then
-        invoke_frame). Raises what broke the round trip (ConnectionClosedError, RequestTimeoutError at the
-        monotonic time `deadline`, a malformed response's error)."""
+        (any code; its frame as read when decode=False), or None, with nothing sent, when the address's
+        connection cannot be lent now (then invoke_frame). Raises what broke the round trip
+        (ConnectionClosedError, RequestTimeoutError at the monotonic time `deadline`, a malformed response's
+        error)."""
         if self._closed:
             raise RocketMQError("the RocketMQ client is closed")
         conn = self.pool.connection(address)
         if conn is None:
             return None
         response = conn.call_blocking(frame, opaque, deadline)
-        return None if response is None else decode_command(response)
+        return response if response is None or not decode else decode_command(response)
 
     def invoke(self, address: str, code: int, ext_fields: dict[Any, Any] | None = None, body: Any = None, *,
                timeout: float | None = None) -> Future[RemotingCommand]:
@@ -186,7 +189,7 @@ class RemotingClient:
         """The response, waited for (on the calling thread's own round trip when it can borrow the connection)."""
         timeout = self.request_timeout if timeout is None else timeout
         frame, opaque = self.encode(code, ext_fields, body)
-        response = self.call_frame(address, frame, opaque, time.monotonic() + timeout)
+        response: RemotingCommand | None = self.call_frame(address, frame, opaque, time.monotonic() + timeout)
         if response is not None:
             return response
         future: Future[RemotingCommand] = Future()
@@ -230,9 +233,8 @@ class RemotingClient:
         elif len(items) == 1:
             self._submit(conn, items[0])
         else:
-            pending = self.pending
             try:
-                conn.request_many([(item[1], DecodingCallback(item[3], pending, item[6]), item[2], item[5])
+                conn.request_many([(item[1], self._answer_callback(item[3], item[6], item[7]), item[2], item[5])
                                    for item in items])
             except Exception:       # one of them is refused (a repeated opaque, max_in_flight): each on its own
                 for item in items:
@@ -277,13 +279,19 @@ class RemotingClient:
             else:
                 self._fail(item, error or ConnectionClosedError(f"cannot connect to {address}"))
 
+    def _answer_callback(self, callback: ResponseCallback | None, held: int,
+                         decode: bool) -> DecodingCallback | FrameCallback:
+        """The connection's callback of an answered request: gives back what it held, decodes the response
+        unless its caller does."""
+        return (DecodingCallback if decode else FrameCallback)(callback, self.pending, held)
+
     def _submit(self, conn: Any, item: tuple[Any, ...]) -> None:
-        _, frame, opaque, callback, oneway, timeout, held = item
+        _, frame, opaque, callback, oneway, timeout, held, decode = item
         if oneway:
             self._submit_oneways(conn, [item])
             return
         try:
-            conn.request(frame, DecodingCallback(callback, self.pending, held), opaque, timeout=timeout)
+            conn.request(frame, self._answer_callback(callback, held, decode), opaque, timeout=timeout)
         except Exception as exc:     # the connection closed under us, or the opaque is in use
             self._fail(item, exc)
 
@@ -398,6 +406,19 @@ class DecodingCallback(_Holding):
             callback(None, exc)
             return
         callback(command, None)
+
+
+class FrameCallback(_Holding):
+    """The callback of a request whose caller decodes the response itself (invoke_frame's decode=False): the
+    frame as read for its ResponseCallback (target)."""
+
+    __slots__ = ()
+
+    def __call__(self, frame: Any, error: BaseException | None) -> None:
+        if self.held:
+            self.pending.release(self.held)
+        if self.target is not None:
+            self.target(frame, error)
 
 
 class Written(_Holding):

@@ -22,6 +22,7 @@ from fastmq.rocketmq._native.messages import (
     UniqueIdGenerator,
     compress_body,
     decode_batch_body,
+    decode_send_result,
     decode_messages,
     message_properties,
 )
@@ -35,7 +36,8 @@ from fastmq.rocketmq._native.remoting import (
     encode_frame,
     response_opaque,
 )
-from fastmq.rocketmq.message import Message
+from fastmq.rocketmq.message import Message, SendResult, SendStatus
+from fastmq.rocketmq.route import MessageQueue
 from tests.support.shared import golden_path
 
 MAGIC_V1 = -626843481
@@ -450,3 +452,65 @@ def test_bad_batch_bodies_are_refused():
         decode_batch_body(struct.pack(">i", 3) + good[4:])
     with pytest.raises(CorruptDataError, match="body length"):
         decode_batch_body(good[:16] + struct.pack(">i", 999) + good[20:])
+
+
+# --- send responses read straight into a SendResult ------------------------------------------------------------
+
+STATUSES = {status.value: status for status in SendStatus}
+decimal_texts = st.integers(-2**40, 2**40).map(str)
+number_texts = decimal_texts | st.sampled_from(["", "+5", " 5", "0x1F", "1_000", "12345678901234567890", "-", "\u0663"])
+send_response_fields = st.fixed_dictionaries(
+    {}, optional={"msgId": texts, "queueId": number_texts | st.integers(0, 7).map(str), "queueOffset": number_texts,
+                  "transactionId": texts, "MSG_REGION": st.just("DefaultRegion"), "TRACE_ON": st.just("true")})
+
+
+def send_result_as_read(wire: bytes, queue: MessageQueue) -> SendResult | None:
+    """What a send response says through the general decoder (None: no SendResult of this queue)."""
+    response = decode_command(wire)
+    fields = response.ext_fields
+    if response.code not in STATUSES:
+        return None
+    try:
+        queue_id, offset = int(fields.get("queueId", queue.queue_id)), int(fields.get("queueOffset", -1))
+    except ValueError:
+        return None
+    if queue_id != queue.queue_id or not -2**63 <= offset < 2**63:
+        return None
+    return SendResult(STATUSES[response.code], "UNIQ", fields.get("msgId", ""), queue, offset,
+                      fields.get("transactionId"))
+
+
+@given(code=st.sampled_from([0, 10, 11, 12, 1, 14, 17, 215]), fields=send_response_fields, remark=st.none() | texts,
+       serialize_type=st.sampled_from([SERIALIZE_ROCKETMQ, SERIALIZE_JSON]), queue_id=st.integers(0, 7))
+@settings(max_examples=300, deadline=None)
+def test_send_results_read_from_the_header_as_the_general_decoder_reads_them(code, fields, remark, serialize_type,
+                                                                            queue_id):
+    wire = encode_frame(code, 9, fields, None, FLAG_RESPONSE, serialize_type, remark=remark)[4:]
+    queue = MessageQueue("topic", "broker-a", queue_id)
+    read = decode_send_result(wire, "UNIQ", queue, queue_id, STATUSES)
+    expected = send_result_as_read(wire, queue)
+    if read is not None:
+        assert read == expected
+    plain = all(fields.get(name, "0").lstrip("-").isdigit() and fields.get(name, "0").isascii()
+                and len(fields.get(name, "0").lstrip("-")) <= 18 for name in ("queueId", "queueOffset"))
+    if serialize_type == SERIALIZE_ROCKETMQ and expected is not None and plain:
+        assert read is not None         # the usual answer never takes the general decoder
+
+
+@given(st.binary(max_size=200), st.sampled_from([SERIALIZE_JSON, SERIALIZE_ROCKETMQ, 5]))
+@settings(max_examples=200, deadline=None)
+def test_send_results_of_arbitrary_frames_are_read_or_left_to_the_general_decoder(data, serialize_type):
+    queue = MessageQueue("topic", "broker-a", 1)
+    for wire in (frame(serialize_type, data), data):
+        read = decode_send_result(wire, "UNIQ", queue, 1, STATUSES)
+        assert read is None or read == send_result_as_read(wire, queue)
+
+
+def test_a_truncated_send_response_is_left_to_the_general_decoder():
+    wire = encode_frame(0, 9, {"msgId": "7F00", "queueId": "1", "queueOffset": "42"}, None, FLAG_RESPONSE,
+                        SERIALIZE_ROCKETMQ)[4:]
+    queue = MessageQueue("topic", "broker-a", 1)
+    assert decode_send_result(wire, "UNIQ", queue, 1, STATUSES) == SendResult(SendStatus.SEND_OK, "UNIQ", "7F00",
+                                                                             queue, 42, None)
+    for cut in range(len(wire)):
+        assert decode_send_result(wire[:cut], "UNIQ", queue, 1, STATUSES) is None

@@ -8,12 +8,13 @@ import threading
 import pytest
 
 from fastmq.rocketmq import Message, MessageQueue, Producer, RocketMQError, SendStatus
-from fastmq.rocketmq._native.remoting import SERIALIZE_JSON
+from fastmq.errors import ProtocolError
+from fastmq.rocketmq._native.remoting import FLAG_RESPONSE, SERIALIZE_JSON, SERIALIZE_ROCKETMQ, encode_frame
 from fastmq.rocketmq.consumer import PullConsumer
-from fastmq.rocketmq.producer import FutureCondition, SendFuture
+from fastmq.rocketmq.errors import BrokerError
+from fastmq.rocketmq.producer import FutureCondition, SendFuture, send_outcome
 from tests.support.rocketmq import unique
 from tests.support.waiting import wait_for
-
 
 
 
@@ -25,6 +26,30 @@ def read_all(namesrv: str, topic: str, count: int, expression: str = "*") -> lis
         wait_for(lambda: got.extend(consumer.poll(0.5)) or len(got) >= count, timeout=30,
                  message=lambda: f"{len(got)} of {count} messages of {topic}")
         return got
+
+
+def test_send_outcomes_of_every_kind_of_answer():
+    """send_outcome: the compiled reader's usual answers and what the general decoder says of the rest."""
+    queue = MessageQueue("topic", "broker-a", 1)
+
+    def answer(code: int, fields: dict, serialize_type: int = SERIALIZE_ROCKETMQ, remark: str | None = None):
+        wire = encode_frame(code, 5, fields, None, FLAG_RESPONSE, serialize_type, remark=remark)[4:]
+        return send_outcome(wire, "UNIQ", queue)
+
+    stored = {"msgId": "7F0000010000", "queueId": "1", "queueOffset": "42", "transactionId": "tx"}
+    for serialize_type in (SERIALIZE_ROCKETMQ, SERIALIZE_JSON):
+        result = answer(10, stored, serialize_type)
+        assert (result.status, result.msg_id, result.offset_msg_id, result.message_queue, result.queue_offset,
+                result.transaction_id) == (SendStatus.FLUSH_DISK_TIMEOUT, "UNIQ", "7F0000010000", queue, 42, "tx")
+    moved = answer(0, {**stored, "queueId": "3"})
+    assert moved.message_queue == MessageQueue("topic", "broker-a", 3) and moved.queue_offset == 42
+    assert answer(0, {}).queue_offset == -1 and answer(0, {}).message_queue == queue
+    refused = answer(14, {}, remark="topic not exist")
+    assert isinstance(refused, BrokerError) and refused.code == 14 and "topic not exist" in str(refused)
+    for offset in ("abc", str(2**64)):
+        malformed = answer(0, {**stored, "queueOffset": offset})
+        assert isinstance(malformed, RocketMQError) and "malformed" in str(malformed)
+    assert isinstance(send_outcome(b"\x01\x00\x00", "UNIQ", queue), ProtocolError)
 
 
 def test_sync_send_keeps_tags_keys_properties_and_body(rocketmq_server, producer):

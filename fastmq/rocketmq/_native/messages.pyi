@@ -33,6 +33,9 @@ class SendResult:
     def __init__(self, status: SendStatus, msg_id: str, offset_msg_id: str, message_queue: MessageQueue,
                  queue_offset: int, transaction_id: str | None = None) -> None: ...
 
+def decode_send_result(frame: bytes | bytearray | memoryview, msg_id: str, message_queue: MessageQueue,
+                       queue_id: int, statuses: dict[int, SendStatus]) -> SendResult | None: ...
+
 class MessageExt:
     topic: str
     body: bytes

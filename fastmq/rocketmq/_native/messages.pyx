@@ -20,6 +20,9 @@ Message ids: UNIQ_KEY is the client's id, 32 upper-case hex digits as Java's Mes
     a 20-digit prefix (address, pid, a per-process random part), the milliseconds since the month began (8 digits,
     wrapping) and a counter (4 digits, wrapping). The offset id (offset_msg_id) is hex(store host address and
     port, CommitLog offset i64), upper case.
+Send response (code SUCCESS 0, FLUSH_DISK_TIMEOUT 10, SLAVE_NOT_AVAILABLE 11, FLUSH_SLAVE_TIMEOUT 12; any other is
+    an error): SendMessageResponseHeader in extFields: msgId (the offset id), queueId, queueOffset (decimal),
+    transactionId; no body. decode_send_result reads a ROCKETMQ binary one straight into a SendResult.
 SendEncoder writes a whole SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE request (frame, ROCKETMQ binary header with the
     fields in the order a..k, m, n; properties; body) into one buffer from the Message objects: the producer's
     only encoder (a signed or JSON-header request is re-encoded from the decoded frame).
@@ -37,14 +40,15 @@ from fastmq._native.store_codec cimport (
     SYSFLAG_COMPRESSED, body_crc_matches, parse_properties, parse_record,
 )
 from fastmq.rocketmq._native.remoting cimport (
-    begin_binary_header, begin_frame, end_binary_header, end_frame, put_ext, put_ext_int, put_ext_str,
+    ExtValue, begin_binary_header, begin_frame, binary_ext_fields, end_binary_header, end_frame, put_ext,
+    put_ext_int, put_ext_str,
 )
 
 import zlib
 
 from fastmq._native.compression import decompress as codec_decompress
 from fastmq._native.store_codec import encode_properties
-from fastmq.errors import CompressionError, CorruptDataError, TruncatedError
+from fastmq.errors import CompressionError, CorruptDataError, ProtocolError, TruncatedError
 
 cdef enum:
     BATCH_ITEM_FIXED_SIZE = 4 + 4 + 4 + 4 + 4 + 2   # TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLENGTH, PROPERTIESLENGTH
@@ -122,6 +126,77 @@ cdef class SendResult:
         return (f"SendResult(status={self.status!r}, msg_id={self.msg_id!r}, offset_msg_id={self.offset_msg_id!r}, "
                 f"message_queue={self.message_queue!r}, queue_offset={self.queue_offset!r}, "
                 f"transaction_id={self.transaction_id!r})")
+
+
+cdef const char* SEND_RESPONSE_FIELDS[4]
+SEND_RESPONSE_FIELDS[0] = b"msgId"
+SEND_RESPONSE_FIELDS[1] = b"queueId"
+SEND_RESPONSE_FIELDS[2] = b"queueOffset"
+SEND_RESPONSE_FIELDS[3] = b"transactionId"
+
+
+cdef bint parse_decimal(const ExtValue* field, int64_t* out) noexcept:
+    # An optional '-' and 1 to 18 digits: what brokers write; anything else is left to int() (False).
+    cdef const char* p = field.value
+    cdef Py_ssize_t n = field.length
+    cdef bint negative = n > 0 and p[0] == b'-'
+    cdef int64_t value = 0
+    if negative:
+        p += 1
+        n -= 1
+    if n < 1 or n > 18:
+        return False
+    for i in range(n):
+        if p[i] < b'0' or p[i] > b'9':
+            return False
+        value = value * 10 + (p[i] - 48)
+    out[0] = -value if negative else value
+    return True
+
+
+def decode_send_result(frame, str msg_id not None, message_queue, int32_t queue_id, dict statuses not None):
+    """The SendResult of a send's response `frame` (without `total`) to message_queue (whose id is queue_id),
+    read from its ROCKETMQ binary header with no RemotingCommand or extFields dict made; the status is
+    statuses[code]. None when the response needs the general decoder (decode_command) to say what it means: a
+    JSON header, a code that is no status (a refusal), a queueId other than queue_id, a number not written as
+    plain decimal, a header that cannot be read."""
+    cdef Py_buffer view
+    cdef int code = 0
+    cdef ExtValue values[4]
+    cdef int64_t answered_queue_id = queue_id
+    cdef int64_t queue_offset = -1
+    cdef SendResult result
+    PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE)
+    try:
+        try:
+            if not binary_ext_fields(<const char*>view.buf, view.len, &code, SEND_RESPONSE_FIELDS, values, 4):
+                return None
+        except ProtocolError:
+            return None
+        status = statuses.get(code)
+        if status is None:
+            return None
+        if values[1].value != NULL and not parse_decimal(&values[1], &answered_queue_id):
+            return None
+        if answered_queue_id != queue_id:
+            return None
+        if values[2].value != NULL and not parse_decimal(&values[2], &queue_offset):
+            return None
+        result = SendResult.__new__(SendResult)
+        result.status = status
+        result.msg_id = msg_id
+        result.message_queue = message_queue
+        result.queue_offset = queue_offset
+        try:
+            result.offset_msg_id = (PyUnicode_DecodeUTF8(values[0].value, values[0].length, NULL)
+                                    if values[0].value != NULL else "")
+            result.transaction_id = (PyUnicode_DecodeUTF8(values[3].value, values[3].length, NULL)
+                                     if values[3].value != NULL else None)
+        except UnicodeDecodeError:
+            return None
+        return result
+    finally:
+        PyBuffer_Release(&view)
 
 
 @cython.final

@@ -32,7 +32,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.string cimport memcmp
+from libc.string cimport memcmp, strlen
 
 from fastmq._native.buffer cimport (
     ReadCursor, WriteBuffer, cursor_i16, cursor_i32, cursor_init, cursor_remaining, cursor_split, cursor_take,
@@ -669,6 +669,61 @@ cdef RemotingCommand decode_view(const char* p, Py_ssize_t n, bint with_total):
     n = cursor_remaining(&cur)
     cmd.body = PyBytes_FromStringAndSize(cur.pos, n) if n > 0 else None
     return cmd
+
+
+cdef int binary_ext_fields(const char* p, Py_ssize_t n, int* code, const char** names, ExtValue* values,
+                           int count) except -1:
+    # A frame (without `total`) read as far as a caller that wants only its code and a few extFields needs: no
+    # object is made, values point into the frame (NULL: absent). 0, nothing read, for a JSON header (decode the
+    # command); raises as decode_view does for a header it cannot read.
+    cdef ReadCursor cur
+    cdef ReadCursor ext
+    cdef uint32_t word
+    cdef Py_ssize_t header_length
+    cdef int32_t length
+    cdef int16_t key_length
+    cdef const char* key
+    cdef int i
+    cursor_init(&cur, p, n)
+    if n < 4:
+        raise TruncatedError(f"remoting frame of {n} bytes has no header-length word")
+    word = <uint32_t>cursor_i32(&cur)
+    if word >> 24 == SERIALIZE_JSON_TYPE:
+        return 0
+    if word >> 24 != SERIALIZE_ROCKETMQ_TYPE:
+        raise ProtocolError(f"unknown remoting serialize type {word >> 24}")
+    header_length = word & HEADER_LENGTH_MASK
+    if header_length < BINARY_FIXED_SIZE or header_length > cursor_remaining(&cur):
+        raise TruncatedError(f"ROCKETMQ remoting header of {header_length} bytes in a frame of {n}")
+    cur.end = cur.pos + header_length
+    code[0] = cursor_i16(&cur)
+    cursor_take(&cur, 11)                               # language, version, opaque, flag
+    length = cursor_i32(&cur)
+    if length < 0:
+        raise CorruptDataError(f"remoting header remark length {length} is negative")
+    cursor_take(&cur, length)
+    length = cursor_i32(&cur)
+    if length < 0:
+        raise CorruptDataError(f"remoting header extFields length {length} is negative")
+    cursor_split(&cur, &ext, length)
+    for i in range(count):
+        values[i].value = NULL
+    while cursor_remaining(&ext) > 0:
+        length = cursor_i16(&ext)
+        if length < 0:
+            raise CorruptDataError(f"extFields key length {length} is negative")
+        key_length = length
+        key = cursor_take(&ext, key_length)
+        length = cursor_i32(&ext)
+        if length < 0:
+            raise CorruptDataError(f"extFields value length {length} is negative")
+        for i in range(count):
+            if strlen(names[i]) == <size_t>key_length and memcmp(names[i], key, key_length) == 0:
+                values[i].value = ext.pos
+                values[i].length = length
+                break
+        cursor_take(&ext, length)
+    return 1
 
 
 def decode_command(frame, bint with_total=False) -> RemotingCommand:
