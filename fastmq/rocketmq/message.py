@@ -6,35 +6,10 @@ import os
 import random
 import socket
 import time
-from collections.abc import Sequence
 
-from fastmq.rocketmq._native.messages import MessageExt, SendResult, UniqueIdGenerator
+from fastmq.rocketmq._native.messages import Message, MessageExt, SendResult, UniqueIdGenerator
 
 __all__ = ["Message", "MessageExt", "SendResult", "SendStatus", "UniqueIdGenerator", "message_ids"]
-
-
-class Message:
-    """A message to send: topic and body, with optional tags, keys (one or several), user properties, the
-    producer's int flag and a delay level (1..18: 1s 5s 10s 30s 1m 2m ... 2h on a default broker)."""
-
-    __slots__ = ("topic", "body", "tags", "keys", "properties", "flag", "delay_level", "wait_store")
-
-    def __init__(self, topic: str, body: bytes | bytearray | memoryview | str, *, tags: str | None = None,
-                 keys: str | Sequence[str] | None = None, properties: dict[str, str] | None = None, flag: int = 0,
-                 delay_level: int = 0, wait_store: bool = True) -> None:
-        if not topic:
-            raise ValueError("a message needs a topic")
-        self.topic = topic
-        self.body = body.encode() if isinstance(body, str) else body
-        self.tags = tags
-        self.keys = keys
-        self.properties = properties
-        self.flag = flag
-        self.delay_level = delay_level
-        self.wait_store = wait_store
-
-    def __repr__(self) -> str:
-        return f"Message(topic={self.topic!r}, tags={self.tags!r}, keys={self.keys!r}, body={len(self.body)} bytes)"
 
 
 class SendStatus(enum.Enum):

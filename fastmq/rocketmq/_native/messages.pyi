@@ -23,6 +23,19 @@ PROPERTY_MIN_OFFSET: str
 PROPERTY_MAX_OFFSET: str
 PROPERTY_CONSUME_START_TIMESTAMP: str
 
+class Message:
+    topic: str
+    body: bytes | bytearray | memoryview
+    tags: str | None
+    keys: str | Sequence[str] | None
+    properties: dict[str, str] | None
+    flag: int
+    delay_level: int
+    wait_store: bool
+    def __init__(self, topic: str, body: bytes | bytearray | memoryview | str, *, tags: str | None = None,
+                 keys: str | Sequence[str] | None = None, properties: dict[str, str] | None = None, flag: int = 0,
+                 delay_level: int = 0, wait_store: bool = True) -> None: ...
+
 class SendResult:
     status: SendStatus
     msg_id: str
