@@ -28,6 +28,27 @@ def read_all(namesrv: str, topic: str, count: int, expression: str = "*") -> lis
         return got
 
 
+def test_a_message_keeps_what_it_was_given():
+    message = Message("topic", "caf\u00e9", tags="T", keys=["k1", "k2"], properties={"p": "v"}, flag=3, delay_level=2,
+                      wait_store=False)
+    assert (message.topic, message.body, message.tags, message.keys, message.properties, message.flag,
+            message.delay_level, message.wait_store) == ("topic", "caf\u00e9".encode(), "T", ["k1", "k2"], {"p": "v"},
+                                                         3, 2, False)
+    assert repr(message) == "Message(topic='topic', tags='T', keys=['k1', 'k2'], body=5 bytes)"
+    message.keys, message.body = "k3", b"raw"          # the compat face fills its messages field by field
+    assert (message.keys, message.body) == ("k3", b"raw")
+    plain = Message("topic", memoryview(b"view"))
+    assert (plain.tags, plain.keys, plain.properties, plain.flag, plain.delay_level, plain.wait_store) == (
+        None, None, None, 0, 0, True) and bytes(plain.body) == b"view"
+    for topic in ("", None):
+        with pytest.raises(ValueError, match="needs a topic"):
+            Message(topic, b"x")
+    with pytest.raises(TypeError):
+        Message(b"topic", b"x")
+    with pytest.raises(AttributeError):
+        message.extra = 1
+
+
 def test_send_outcomes_of_every_kind_of_answer():
     """send_outcome: the compiled reader's usual answers and what the general decoder says of the rest."""
     queue = MessageQueue("topic", "broker-a", 1)
