@@ -105,17 +105,29 @@ class SendFuture(Future[SendResult]):
 
     Completing it and adding a callback take the shared lock through its C methods (Condition's with-block is two
     Python calls), notify the Condition only when a thread sleeps on it, and call the done callbacks in place: the
-    I/O thread completes one future a message."""
+    I/O thread completes one future a message. Its lists of waiters (concurrent.futures.wait) and of callbacks
+    are made when first needed: a future that nobody waits on that way has no list for the collector to track."""
 
     _condition: FutureCondition
+    _waiter_list: list[Any] | None = None
+    _done_callbacks: Sequence[Callable[[Future[SendResult]], object]] = ()
 
     def __init__(self, condition: FutureCondition) -> None:     # the attributes Future.__init__ sets
         self._condition = condition
         self._state = PENDING
         self._result = None
         self._exception = None
-        self._waiters: list[Any] = []
-        self._done_callbacks: list[Callable[[Future[SendResult]], object]] = []
+
+    @property
+    def _waiters(self) -> list[Any]:       # what concurrent.futures.wait and as_completed add their waiters to
+        waiters = self._waiter_list
+        if waiters is None:
+            waiters = self._waiter_list = []
+        return waiters
+
+    @_waiters.setter
+    def _waiters(self, waiters: list[Any]) -> None:
+        self._waiter_list = waiters
 
     def _wait(self, timeout: float | None) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -144,7 +156,7 @@ class SendFuture(Future[SendResult]):
         condition.acquire()
         try:
             if self._state == PENDING or self._state == RUNNING:
-                self._done_callbacks.append(fn)
+                self._done_callbacks = [*self._done_callbacks, fn]
                 return
         finally:
             condition.release()
@@ -165,7 +177,7 @@ class SendFuture(Future[SendResult]):
             self._result = result
             self._exception = exception
             self._state = FINISHED
-            for waiter in self._waiters:
+            for waiter in self._waiter_list or ():
                 if exception is None:
                     waiter.add_result(self)
                 else:
@@ -184,14 +196,13 @@ class SendFuture(Future[SendResult]):
             _log.exception("exception calling callback for %r", self)
 
 
-class _Send:
-    """One send and its attempts; called with the broker's answer to an attempt (or its error)."""
-
-    __slots__ = ("producer", "messages", "batch", "queue", "selector", "arg", "deadline", "attempts", "last_broker",
-                 "future", "msg_id", "last_error", "target")
+class _Send(SendFuture):
+    """One send: the future its caller gets, and its attempts; called with the broker's answer to an attempt (or
+    its error). One object a send rather than two: thousands are in flight, each one the collector tracks."""
 
     def __init__(self, producer: Producer, messages: list[Message], batch: bool, queue: MessageQueue | None,
                  selector: QueueSelector | None, arg: Any, deadline: float) -> None:
+        SendFuture.__init__(self, producer._condition)
         self.producer = producer
         self.messages = messages
         self.batch = batch
@@ -201,7 +212,6 @@ class _Send:
         self.deadline = deadline
         self.attempts = 0
         self.last_broker: str | None = None
-        self.future = SendFuture(producer._condition)
         self.msg_id = ""                                # the UNIQ_KEY(s) of the attempt in flight
         self.last_error: BaseException | None = None
         self.target: MessageQueue | None = None         # the queue of the attempt in flight
@@ -221,7 +231,7 @@ class _Send:
             outcome = send_outcome(frame, self.msg_id, target)
             if not isinstance(outcome, BaseException):
                 try:
-                    self.future.set_result(outcome)
+                    self.set_result(outcome)
                 except InvalidStateError:   # already failed (a late answer): one lock taken per send, not two
                     pass
                 return
@@ -232,8 +242,6 @@ class _Send:
 class _ConfirmingOneway(_Send):
     """A oneway send that goes answered, to confirm the oneway pace (fastmq/rocketmq/oneway_pace.py): not retried,
     as no oneway send is."""
-
-    __slots__ = ()
 
 
 class Producer:
@@ -286,7 +294,7 @@ class Producer:
     def send_async(self, message: Message, *, queue: MessageQueue | None = None,
                    selector: QueueSelector | None = None, arg: Any = None, timeout: float | None = None) -> Future[SendResult]:
         """A Future of the SendResult (completed on the client's I/O thread: keep its callbacks short)."""
-        return self._start([message], False, queue, selector, arg, timeout).future
+        return self._start([message], False, queue, selector, arg, timeout)
 
     def send_orderly(self, message: Message, sharding_key: Any, *, timeout: float | None = None) -> SendResult:
         """Send to the queue of sharding_key, so that messages of one key keep their order."""
@@ -311,9 +319,9 @@ class Producer:
         if confirmed is not None:
             # its answer speaks for the connection the earlier oneway sends took: the same queue
             send = _ConfirmingOneway(self, messages, False, target, None, None, deadline)
-            send.future.add_done_callback(confirmed)
+            send.add_done_callback(confirmed)
             self._attempt(send, may_block=True)
-            error = send.future.exception(0) if send.future.done() else None
+            error = send.exception(0) if send.done() else None
             if isinstance(error, SendBufferFullError):
                 raise error             # as a oneway request that finds no room raises
             return
@@ -327,7 +335,7 @@ class Producer:
 
     def send_batch_async(self, messages: Sequence[Message], *, queue: MessageQueue | None = None,
                          timeout: float | None = None) -> Future[SendResult]:
-        return self._start(self._batch(messages), True, queue, None, None, timeout).future
+        return self._start(self._batch(messages), True, queue, None, None, timeout)
 
     @staticmethod
     def _batch(messages: Sequence[Message]) -> list[Message]:
@@ -393,7 +401,7 @@ class Producer:
         except Exception:
             send = _Send(self, messages, batch, queue, selector, arg, deadline)
             self._attempt(send, may_block=True)     # fails it as an async send's first attempt fails
-            return send.future.result(deadline - time.monotonic() + 1.0)
+            return send.result(deadline - time.monotonic() + 1.0)
         outcome: SendResult | BaseException | None
         try:
             response = self.remoting.call_frame(address, frame, opaque, deadline, decode=False)
@@ -409,7 +417,7 @@ class Producer:
             self._issue(send, address, frame, opaque, True, wait=True)
         else:
             self._attempt_failed(send, target, outcome)     # the answer's error, or what broke the round trip
-        return send.future.result(deadline - time.monotonic() + 1.0)
+        return send.result(deadline - time.monotonic() + 1.0)
 
     def _queues(self, topic: str, may_block: bool) -> list[MessageQueue]:
         route = self.instance.routes.get(topic)
@@ -518,12 +526,12 @@ class Producer:
             self.instance.request_refresh(f"a send failed: {error}")
             self._attempt(send, may_block=False)
             return
-        if send.future.done():
+        if send.done():
             return
         if isinstance(error, RocketMQError) and send.attempts == 1 and not retriable:
-            send.future.set_exception(error)
+            send.set_exception(error)
             return
         failure = SendFailedError(f"sending to topic {send.messages[0].topic!r} failed after {send.attempts} "
                                   f"attempt(s): {error}", getattr(error, "code", None))
         failure.__cause__ = error
-        send.future.set_exception(failure)
+        send.set_exception(failure)

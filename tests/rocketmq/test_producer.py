@@ -228,17 +228,20 @@ def test_send_futures_wake_each_kind_of_waiter_and_call_their_callbacks():
         outcomes: list = []
         sleepers = [threading.Thread(target=lambda: outcomes.append(future.exception(30))),
                     threading.Thread(target=lambda: outcomes.append(
-                        len(concurrent.futures.wait([future], timeout=30).done)))]
+                        len(concurrent.futures.wait([future], timeout=30).done))),
+                    threading.Thread(target=lambda: outcomes.append(
+                        len(list(concurrent.futures.as_completed([future], timeout=30)))))]
         for thread in sleepers:
             thread.start()
-        wait_for(lambda: condition.sleepers == 1 and future._waiters, timeout=10,  # type: ignore[attr-defined]
-                 message="the waiters never waited")
+        wait_for(lambda: condition.sleepers == 1 and len(future._waiters) == 2,  # type: ignore[attr-defined]
+                 timeout=10, message="the waiters never waited")
         complete(future)
         for thread in sleepers:
             thread.join(30)
         assert not any(thread.is_alive() for thread in sleepers)
         assert calls == [("first", True), ("second", True)]
-        assert len(outcomes) == 2 and 1 in outcomes and condition.sleepers == 0
+        assert len(outcomes) == 3 and outcomes.count(1) == 2 and condition.sleepers == 0
+        assert future._waiters == []             # type: ignore[attr-defined]  # each waiter took itself off
         late: list = []
         future.add_done_callback(late.append)
         assert late == [future]
