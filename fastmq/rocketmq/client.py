@@ -24,7 +24,7 @@ from fastmq.rocketmq._native.remoting import SERIALIZE_ROCKETMQ, RemotingCommand
 from fastmq.rocketmq import server_requests
 from fastmq.rocketmq.acl import Credentials
 from fastmq.rocketmq.errors import RocketMQError, TopicNotFoundError, broker_error
-from fastmq.rocketmq.pending_bytes import DEFAULT_MAX_PENDING_BYTES
+from fastmq.rocketmq._native.pending import DEFAULT_MAX_PENDING_BYTES
 from fastmq.rocketmq.protocol import RequestCode, ResponseCode
 from fastmq.rocketmq.remoting import RemotingClient, future_callback
 from fastmq.rocketmq.route import TopicRoute, parse_route

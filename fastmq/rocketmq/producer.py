@@ -17,7 +17,7 @@ Topics the namesrv does not know are sent through the default topic's route (TBW
 broker with autoCreateTopicEnable creates them.
 
 Each send's first attempt handed to the loop holds its request's bytes in the client's max_pending_bytes until done
-(fastmq/rocketmq/pending_bytes.py): a caller whose request finds no room waits, up to its send timeout. A sync
+(fastmq/rocketmq/_native/pending.pyx): a caller whose request finds no room waits, up to its send timeout. A sync
 send's own round trip holds none: its request is never queued in the client.
 
 Oneway sends follow the broker's pace (fastmq/rocketmq/oneway_pace.py): every 128th to a broker goes as an answered
@@ -49,7 +49,7 @@ from fastmq.rocketmq.errors import (
 )
 from fastmq.rocketmq.message import Message, SendResult, SendStatus, message_ids
 from fastmq.rocketmq.oneway_pace import OnewayPace
-from fastmq.rocketmq.pending_bytes import DEFAULT_MAX_PENDING_BYTES
+from fastmq.rocketmq._native.pending import DEFAULT_MAX_PENDING_BYTES
 from fastmq.rocketmq.protocol import DEFAULT_TOPIC, PROPERTY_TRANSACTION_PREPARED, TransactionType
 from fastmq.rocketmq.route import MessageQueue
 

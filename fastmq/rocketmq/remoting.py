@@ -11,7 +11,7 @@ the outbox onto the connections (ConnectionPool, one per address); a run of onew
 becomes one unanswered request of many frames. Requests to an address still connecting wait for it, and fail with
 the connection's error if it cannot be made. Responses complete their callback on the loop thread. Requests handed
 over with hold_until count against the client's max_pending_bytes until they are done
-(fastmq/rocketmq/pending_bytes.py): the caller waits for room. A borrowed round trip holds none: its request is
+(fastmq/rocketmq/_native/pending.pyx): the caller waits for room. A borrowed round trip holds none: its request is
 never queued in the client (its caller holds it, at most one a connection), and it is done when call_frame returns.
 
 Requests are encoded with ROCKETMQ binary headers by default (written in compiled code; JSON costs about 40 us more
@@ -45,7 +45,13 @@ from fastmq.rocketmq._native.remoting import (
 )
 from fastmq.rocketmq.acl import Credentials
 from fastmq.rocketmq.errors import RocketMQError
-from fastmq.rocketmq.pending_bytes import DEFAULT_MAX_PENDING_BYTES, PendingBytes
+from fastmq.rocketmq._native.pending import (
+    DEFAULT_MAX_PENDING_BYTES,
+    DecodingCallback,
+    FrameCallback,
+    PendingBytes,
+    Written,
+)
 from fastmq.rocketmq.protocol import ResponseCode
 
 _log = logging.getLogger(__name__)
@@ -372,68 +378,6 @@ class RemotingClient:
             done.wait(timeout)
         finally:
             self.loop.close(timeout)
-
-
-class _Holding:
-    """A connection callback that first gives back the max_pending_bytes its request(s) held. Objects rather than
-    closures: one allocation per request instead of three."""
-
-    __slots__ = ("target", "pending", "held")
-
-    def __init__(self, target: Any, pending: PendingBytes, held: int) -> None:
-        self.target = target        # what the subclass calls
-        self.pending = pending
-        self.held = held
-
-
-class DecodingCallback(_Holding):
-    """The callback of a request with a response: decodes the response frame for its ResponseCallback (target)."""
-
-    __slots__ = ()
-
-    def __call__(self, frame: Any, error: BaseException | None) -> None:
-        if self.held:
-            self.pending.release(self.held)
-        callback: ResponseCallback | None = self.target
-        if callback is None:
-            return
-        if error is not None:
-            callback(None, error)
-            return
-        try:
-            command = decode_command(frame)
-        except Exception as exc:
-            callback(None, exc)
-            return
-        callback(command, None)
-
-
-class FrameCallback(_Holding):
-    """The callback of a request whose caller decodes the response itself (invoke_frame's decode=False): the
-    frame as read for its ResponseCallback (target)."""
-
-    __slots__ = ()
-
-    def __call__(self, frame: Any, error: BaseException | None) -> None:
-        if self.held:
-            self.pending.release(self.held)
-        if self.target is not None:
-            self.target(frame, error)
-
-
-class Written(_Holding):
-    """The callback of oneway requests written as one: each request's callback(None, error) (target: a list)."""
-
-    __slots__ = ()
-
-    def __call__(self, _frame: Any, error: BaseException | None) -> None:
-        if self.held:
-            self.pending.release(self.held)
-        for callback in self.target:
-            try:
-                callback(None, error)
-            except Exception:
-                _log.exception("RocketMQ oneway callback failed")
 
 
 def future_callback(future: Future[Any]) -> ResponseCallback:

@@ -1,6 +1,7 @@
-"""max_pending_bytes: the bytes of a producer's unfinished sends are bounded (fastmq/rocketmq/pending_bytes.py)."""
+"""max_pending_bytes: the bytes of a producer's unfinished sends are bounded (fastmq/rocketmq/_native/pending.pyx)."""
 from __future__ import annotations
 
+import queue
 import random
 import socket
 import threading
@@ -9,7 +10,7 @@ import time
 import pytest
 
 from fastmq.rocketmq import Message, MessageQueue, Producer, SendBufferFullError
-from fastmq.rocketmq.pending_bytes import PendingBytes
+from fastmq.rocketmq._native.pending import PendingBytes
 from fastmq.rocketmq.route import TopicRoute
 from tests.support.rocketmq import unique
 from tests.support.waiting import wait_for
@@ -34,6 +35,37 @@ def test_a_reservation_waits_for_room_and_gives_up_at_its_deadline():
     assert pending.used == 500
     with pytest.raises(ValueError):
         PendingBytes(0)
+
+
+def test_reservations_from_many_threads_stay_within_the_limit():
+    """Four callers reserve (most fit at once, without the lock; some wait) while one thread, as the I/O thread
+    does, releases what they reserved: the bound holds at every reservation and everything comes back."""
+    limit, per_caller = 1000, 3000
+    pending = PendingBytes(limit)
+    reserved: queue.SimpleQueue = queue.SimpleQueue()
+    over: list = []
+
+    def caller(seed: int) -> None:
+        sizes = random.Random(seed)
+        for _ in range(per_caller):
+            size = sizes.randint(1, 200)
+            pending.reserve(size, time.monotonic() + 30)
+            if pending.used > limit:
+                over.append(pending.used)
+            reserved.put(size)
+
+    def releaser() -> None:
+        for _ in range(4 * per_caller):
+            pending.release(reserved.get(timeout=30))
+
+    threads = [threading.Thread(target=caller, args=(seed,)) for seed in range(4)] + [threading.Thread(target=releaser)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not any(thread.is_alive() for thread in threads)
+    assert not over and pending.used == 0 and pending.waiting == 0
+    assert pending.reserved == pending.released > 4 * per_caller
 
 
 class SilentBroker:
@@ -106,7 +138,7 @@ def test_oneway_sends_the_socket_does_not_take_wait_for_room(rocketmq_server, si
         assert sent < 200 and pending.used <= limit
         blocked = threading.Thread(target=producer.send_oneway, args=(Message(topic, body),), kwargs={"queue": queue})
         blocked.start()
-        wait_for(lambda: pending._waiting == 1, timeout=10, message="the send never waited for room")
+        wait_for(lambda: pending.waiting == 1, timeout=10, message="the send never waited for room")
         assert blocked.is_alive() and pending.used <= limit
         silent_broker.drain()               # the socket takes the rest: written sends release their bytes
         blocked.join(10)
