@@ -67,7 +67,8 @@ def select_by_hash(queues: Sequence[MessageQueue], message: Message, key: Any) -
 
 def send_outcome(frame: Any, msg_id: str, queue: MessageQueue) -> SendResult | BaseException:
     """The SendResult of a send's response frame to queue, or the error it says (a refusal, a malformed answer).
-    The compiled decoder reads the usual answer; the rest goes through the general one."""
+    The compiled reader takes the usual answer, the rest goes through the general decoder. (An async send's
+    answer asks the reader before it calls this: a Python call less a message on the I/O thread.)"""
     result = decode_send_result(frame, msg_id, queue, queue.queue_id, SEND_STATUSES)
     if result is not None:
         return result
@@ -200,6 +201,12 @@ class _Send(SendFuture):
     """One send: the future its caller gets, and its attempts; called with the broker's answer to an attempt (or
     its error). One object a send rather than two: thousands are in flight, each one the collector tracks."""
 
+    # What every send starts with, as class attributes: an instance stores them only when an attempt changes them.
+    # (Not for what the I/O thread reads of every send: an attribute an instance lacks is slower to read.)
+    attempts = 0
+    last_broker: str | None = None
+    last_error: BaseException | None = None
+
     def __init__(self, producer: Producer, messages: list[Message], batch: bool, queue: MessageQueue | None,
                  selector: QueueSelector | None, arg: Any, deadline: float) -> None:
         SendFuture.__init__(self, producer._condition)
@@ -210,10 +217,7 @@ class _Send(SendFuture):
         self.selector = selector
         self.arg = arg
         self.deadline = deadline
-        self.attempts = 0
-        self.last_broker: str | None = None
         self.msg_id = ""                                # the UNIQ_KEY(s) of the attempt in flight
-        self.last_error: BaseException | None = None
         self.target: MessageQueue | None = None         # the queue of the attempt in flight
 
     def attempted(self, queue: MessageQueue, msg_id: str) -> _Send:
@@ -228,10 +232,11 @@ class _Send(SendFuture):
         target = self.target
         assert target is not None               # set before the attempt is handed over
         if error is None:
-            outcome = send_outcome(frame, self.msg_id, target)
+            outcome = (decode_send_result(frame, self.msg_id, target, target.queue_id, SEND_STATUSES)
+                       or send_outcome(frame, self.msg_id, target))
             if not isinstance(outcome, BaseException):
                 try:
-                    self.set_result(outcome)
+                    self._complete(outcome, None)
                 except InvalidStateError:   # already failed (a late answer): one lock taken per send, not two
                     pass
                 return
@@ -366,14 +371,6 @@ class Producer:
 
     # ---- attempts ----------------------------------------------------------------------------------------
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RocketMQError("the producer is closed")
-
-    def _check_size(self, body: Any) -> None:
-        if len(body) > self.max_message_size:
-            raise ValueError(f"message body of {len(body)} bytes exceeds max_message_size {self.max_message_size}")
-
     def _start(self, messages: list[Message], batch: bool, queue: MessageQueue | None,
                selector: QueueSelector | None, arg: Any, timeout: float | None) -> _Send:
         send = _Send(self, messages, batch, queue, selector, arg, self._checked_deadline(messages, timeout))
@@ -382,9 +379,12 @@ class Producer:
 
     def _checked_deadline(self, messages: list[Message], timeout: float | None) -> float:
         # A send may start (the producer open, every body within max_message_size): its deadline.
-        self._check_open()
+        if self._closed:
+            raise RocketMQError("the producer is closed")
         for message in messages:
-            self._check_size(message.body)
+            if len(message.body) > self.max_message_size:
+                raise ValueError(f"message body of {len(message.body)} bytes exceeds max_message_size "
+                                 f"{self.max_message_size}")
         return time.monotonic() + (self.send_timeout if timeout is None else timeout)
 
     def _send_waiting(self, messages: list[Message], batch: bool, queue: MessageQueue | None,
