@@ -50,7 +50,7 @@ from fastmq.rocketmq.errors import (
 from fastmq.rocketmq.message import Message, SendResult, SendStatus, message_ids
 from fastmq.rocketmq.oneway_pace import OnewayPace
 from fastmq.rocketmq._native.pending import DEFAULT_MAX_PENDING_BYTES
-from fastmq.rocketmq.protocol import DEFAULT_TOPIC, PROPERTY_TRANSACTION_PREPARED, TransactionType
+from fastmq.rocketmq.protocol import DEFAULT_TOPIC
 from fastmq.rocketmq.route import MessageQueue
 
 _log = logging.getLogger(__name__)
@@ -457,6 +457,8 @@ class Producer:
             return selector(queues, message, arg)
         start = next(self._round_robin)
         count = len(queues)
+        if last_broker is None:         # a first attempt: the next queue
+            return queues[start % count]
         for i in range(count):
             candidate = queues[(start + i) % count]
             if candidate.broker_name != last_broker:
@@ -467,19 +469,8 @@ class Producer:
                 oneway: bool = False) -> tuple[bytes, int, str]:
         """(frame, opaque, msg_id): the request to queue and the UNIQ_KEY of its message (a batch's joined by
         commas, as its SendResult gives them)."""
-        now_ms = int(time.time() * 1000)
         opaque = self.remoting.next_opaque(oneway)
-        if batch:
-            frame, ids = self._encoder.encode_batch(opaque, messages, queue.topic, queue.queue_id,
-                                                    queue.broker_name, now_ms, oneway)
-            msg_id = ",".join(ids)
-        else:
-            message = messages[0]
-            # a half message is stored aside until END_TRANSACTION
-            prepared = (TransactionType.PREPARED if message.properties
-                        and message.properties.get(PROPERTY_TRANSACTION_PREPARED) == "true" else 0)
-            frame, msg_id = self._encoder.encode_message(opaque, message, queue.topic, queue.queue_id,
-                                                         queue.broker_name, prepared, now_ms, oneway)
+        frame, msg_id = self._encoder.encode_request(opaque, messages, batch, queue, oneway)
         if self.remoting.credentials is not None or self.remoting.serialize_type != SERIALIZE_ROCKETMQ:
             # Signing needs the request's fields, and JSON headers are written from them: such requests are
             # encoded by the remoting client from the decoded frame (a cost only they pay). Asked per request:

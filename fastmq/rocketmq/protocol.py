@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from fastmq.rocketmq._native.messages import PROPERTY_TRANSACTION_PREPARED as PROPERTY_TRANSACTION_PREPARED
+
 
 class RequestCode(IntEnum):
     SEND_MESSAGE = 10
@@ -86,7 +88,6 @@ class TransactionType:
     MASK = 0xC
 
 
-PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
 PROPERTY_PRODUCER_GROUP = "PGROUP"
 PERM_READ = 4
 PERM_WRITE = 2

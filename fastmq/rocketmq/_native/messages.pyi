@@ -22,6 +22,7 @@ PROPERTY_ORIGIN_MESSAGE_ID: str
 PROPERTY_MIN_OFFSET: str
 PROPERTY_MAX_OFFSET: str
 PROPERTY_CONSUME_START_TIMESTAMP: str
+PROPERTY_TRANSACTION_PREPARED: str
 
 class Message:
     topic: str
@@ -96,6 +97,8 @@ class SendEncoder:
     ids: UniqueIdGenerator
     def __init__(self, group: str, ids: UniqueIdGenerator, *, default_topic: str = ...,
                  default_topic_queue_nums: int = ..., compress_threshold: int = ...) -> None: ...
+    def encode_request(self, opaque: int, messages: list[Any], batch: bool, queue: MessageQueue,
+                       oneway: bool = ...) -> tuple[bytes, str]: ...
     def encode_message(self, opaque: int, message: Any, topic: str, queue_id: int, broker_name: str | None,
                        sys_flag: int, born_ms: int, oneway: bool = ...) -> tuple[bytes, str]: ...
     def encode_batch(self, opaque: int, messages: list[Any], topic: str, queue_id: int, broker_name: str | None,

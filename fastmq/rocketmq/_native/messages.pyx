@@ -33,11 +33,12 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memcpy
+from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
 from fastmq._native.buffer cimport WriteBuffer, load_i32be, store_i16be, store_i32be
 from fastmq._native.store_codec cimport (
     RECORD_BLANK, RECORD_CORRUPT, RECORD_END, RECORD_INCOMPLETE, RECORD_OK, RecordLayout, RecordStatus,
-    SYSFLAG_COMPRESSED, body_crc_matches, parse_properties, parse_record,
+    SYSFLAG_COMPRESSED, SYSFLAG_TRANSACTION_PREPARED, body_crc_matches, parse_properties, parse_record,
 )
 from fastmq.rocketmq._native.remoting cimport (
     ExtValue, begin_binary_header, begin_frame, binary_ext_fields, end_binary_header, end_frame, put_ext,
@@ -79,6 +80,7 @@ PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 PROPERTY_MIN_OFFSET = "MIN_OFFSET"
 PROPERTY_MAX_OFFSET = "MAX_OFFSET"
 PROPERTY_CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
+PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
 
 cdef str TAGS = PROPERTY_TAGS
 cdef str KEYS = PROPERTY_KEYS
@@ -609,8 +611,28 @@ cdef class SendEncoder:
         end_binary_header(out, ext_start, SERIALIZE_ROCKETMQ)
         return 0
 
-    def encode_message(self, int opaque, message, str topic, int32_t queue_id, str broker_name, int32_t sys_flag,
-                       int64_t born_ms, bint oneway=False) -> tuple:
+    def encode_request(self, int opaque, list messages, bint batch, queue, bint oneway=False) -> tuple:
+        """(frame, msg_id) of a producer's request to `queue` (a MessageQueue), born now: a SEND_BATCH_MESSAGE of
+        `messages` when batch (msg_id: their UNIQ_KEYs joined by commas, as a batch's SendResult gives them), else
+        a SEND_MESSAGE_V2 of messages[0], with sysFlag PREPARED when its TRAN_MSG property is "true" (a
+        transaction's half message, which the broker keeps aside until END_TRANSACTION)."""
+        cdef timespec now
+        cdef int32_t sys_flag = 0
+        clock_gettime(CLOCK_REALTIME, &now)
+        cdef int64_t born_ms = <int64_t>now.tv_sec * 1000 + now.tv_nsec // 1000000
+        if batch:
+            frame, ids = self.encode_batch(opaque, messages, queue.topic, queue.queue_id, queue.broker_name, born_ms,
+                                           oneway)
+            return frame, ",".join(ids)
+        message = messages[0]
+        properties = message.properties
+        if properties and properties.get(PROPERTY_TRANSACTION_PREPARED) == "true":
+            sys_flag = SYSFLAG_TRANSACTION_PREPARED
+        return self.encode_message(opaque, message, queue.topic, queue.queue_id, queue.broker_name, sys_flag,
+                                   born_ms, oneway)
+
+    cpdef tuple encode_message(self, int opaque, message, str topic, int32_t queue_id, str broker_name,
+                               int32_t sys_flag, int64_t born_ms, bint oneway=False):
         """(frame, UNIQ_KEY) of a SEND_MESSAGE_V2 of `message` (a fastmq.rocketmq.Message) to the queue."""
         cdef WriteBuffer out
         cdef char uniq[UNIQ_ID_LENGTH]
@@ -636,8 +658,8 @@ cdef class SendEncoder:
             PyBuffer_Release(&view)
         return end_frame(out), PyUnicode_DecodeUTF8(uniq, UNIQ_ID_LENGTH, NULL)
 
-    def encode_batch(self, int opaque, list messages, str topic, int32_t queue_id, str broker_name,
-                     int64_t born_ms, bint oneway=False) -> tuple:
+    cpdef tuple encode_batch(self, int opaque, list messages, str topic, int32_t queue_id, str broker_name,
+                             int64_t born_ms, bint oneway=False):
         """(frame, [UNIQ_KEY, ...]) of a SEND_BATCH_MESSAGE of `messages` (one topic, no delay levels)."""
         cdef WriteBuffer out = WriteBuffer(256 + 200 * len(messages))
         cdef char uniq[UNIQ_ID_LENGTH]
