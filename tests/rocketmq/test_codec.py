@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 import zlib
 
 import pytest
@@ -418,6 +419,27 @@ def test_batches_are_what_message_decoder_encode_messages_writes(batch, counter)
                                                        "broker-a"), body)
     assert decode_batch_body(decode_command(wire, with_total=True).body) == [
         (b, dict(part.split("\x01") for part in p.decode().split("\x02") if part), f) for b, p, f in items]
+
+
+def test_a_producers_request_is_written_from_its_queue_born_now():
+    """encode_request: what encode_message and encode_batch write, for the queue's topic, id and broker, born at
+    the time of the call; a half message (TRAN_MSG "true") goes PREPARED; a batch's ids come joined."""
+    queue = MessageQueue("topic", "broker-a", 3)
+    for properties, sys_flag in ((None, 0), ({"TRAN_MSG": "true"}, 4), ({"TRAN_MSG": "false", "k": "v"}, 0)):
+        before = int(time.time() * 1000)
+        wire, uniq = SendEncoder("group", UniqueIdGenerator(PREFIX, MONTH_START, 9)).encode_request(
+            5, [Message("topic", b"body", properties=properties)], False, queue, True)
+        born = int(decode_command(wire, with_total=True).ext_fields["g"])
+        assert before <= born <= int(time.time() * 1000)
+        expected, expected_uniq = SendEncoder("group", UniqueIdGenerator(PREFIX, MONTH_START, 9)).encode_message(
+            5, Message("topic", b"body", properties=properties), "topic", 3, "broker-a", sys_flag, born, True)
+        assert (wire, uniq) == (expected, expected_uniq)
+    batch = [Message("topic", b"a"), Message("topic", b"b")]
+    wire, joined = SendEncoder("group", UniqueIdGenerator(PREFIX, MONTH_START, 0)).encode_request(
+        6, batch, True, queue)
+    born = int(decode_command(wire, with_total=True).ext_fields["g"])
+    assert (wire, joined.split(",")) == SendEncoder("group", UniqueIdGenerator(PREFIX, MONTH_START, 0)).encode_batch(
+        6, batch, "topic", 3, "broker-a", born)
 
 
 def test_send_requests_refuse_separators_and_oversized_properties():
