@@ -249,6 +249,26 @@ def test_send_futures_wake_each_kind_of_waiter_and_call_their_callbacks():
             complete(future)
 
 
+def test_a_cancelled_send_stays_cancelled_and_the_producer_goes_on(rocketmq_server, producer, caplog):
+    """A send's future is the send itself: cancelling it before the answer comes leaves it cancelled (its
+    callbacks run once, the late answer is dropped without an error on the I/O thread), and the next sends go."""
+    topic = unique("cancel")
+    producer.send(Message(topic, b"route"))
+    cancelled: list = []
+    for attempt in range(20):            # the answer may win the race: try until one send is cancelled in time
+        future = producer.send_async(Message(topic, b"maybe-%d" % attempt))
+        future.add_done_callback(cancelled.append)
+        if future.cancel():
+            break
+    assert future.cancelled() and cancelled[-1] is future
+    with pytest.raises(concurrent.futures.CancelledError):
+        future.result(1)
+    after = producer.send_async(Message(topic, b"after")).result(10)
+    assert after.status is SendStatus.SEND_OK
+    assert cancelled.count(future) == 1
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")]
+
+
 def test_orderly_sends_keep_a_key_on_one_queue(rocketmq_server, producer):
     topic = unique("ordered")
     results = {key: [producer.send_orderly(Message(topic, f"{key}-{i}".encode()), key) for i in range(5)]
