@@ -92,6 +92,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -115,6 +116,9 @@ CONSUME_TIMEOUT_S = 1800
 GET_MAX_OFFSET = 30
 TOPIC_QUEUES = 4                # every client's auto-created topics (defaultTopicQueueNums)
 STORED_WAIT_S, STORED_SETTLE_S = 60, 2.0
+# A peer's run may take 2 min plus a second for every 100 messages: PyPI's async sends, the slowest, ran at
+# 116-830 a second (stop 31).
+PEER_SECONDS_FLOOR, PEER_MESSAGES_A_SECOND = 120, 100
 CLOSING_SEND_ATTEMPTS = 300     # the sync send closing a oneway run, 0.1 s apart (as the Java and PyPI programs do)
 JAVA_SOURCE = Path(__file__).parent / "java" / "RocketMQBench.java"
 PYPI_PROGRAM = Path(__file__).with_name("rocketmq_pypi_client.py")
@@ -131,17 +135,34 @@ def cluster(tmp_path_factory):
 
 class PeerClient:
     """A bench program of another client, started once and kept running; run() sends one command
-    ("mode topic count group") and waits for its "done <cpu ns>" answer."""
+    ("mode topic count group") and waits for its "done <cpu ns>" answer, at most PEER_SECONDS_FLOOR seconds plus
+    one for every PEER_MESSAGES_A_SECOND messages: a program that hangs (the Java client in Netty's channel
+    registration, after a long oneway run) is killed and its run fails, instead of holding the bench until
+    pytest's timeout. Its lines are read by a thread of their own, so that the wait has a deadline."""
 
     def __init__(self, command: list[str], **options) -> None:
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, **options)
+        self.lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        threading.Thread(target=self._read_lines, name="bench-peer-lines", daemon=True).start()
+
+    def _read_lines(self) -> None:
+        for line in self.process.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
 
     def run(self, mode: str, topic: str, count: int, group: str = "-") -> int:
         self.process.stdin.write(f"{mode} {topic} {count} {group}\n")
         self.process.stdin.flush()
+        seconds = PEER_SECONDS_FLOOR + count / PEER_MESSAGES_A_SECOND
+        deadline = time.monotonic() + seconds
         while True:
-            line = self.process.stdout.readline()
-            if not line:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self.process.kill()
+                raise RuntimeError(f"the bench program {self.process.args[:3]} did not finish {mode} of {count} "
+                                   f"messages within {seconds:.0f} s; it was killed") from None
+            if line is None:
                 raise RuntimeError(f"the bench program {self.process.args[:3]} ended during {mode}")
             if line.startswith("done "):
                 return int(line.split()[1])
