@@ -146,8 +146,7 @@ class Connection(Stream):
 
     def can_send(self) -> bool:
         """READY and below max_in_flight."""
-        return self._state is READY and (
-            len(self._in_flight) + len(self._fifo_queue) + len(self._write_marks) < self.max_in_flight)
+        return self._state is READY and self.in_flight_count < self.max_in_flight
 
     def next_correlation_id(self) -> int:
         """A fresh id for the next request's header (0, 1, 2, ..., wrapping at 2**31)."""
@@ -297,7 +296,7 @@ class Connection(Stream):
             raise self._not_ready()
         with self._write_lock:
             in_flight = self._in_flight
-            if len(in_flight) + len(self._fifo_queue) + len(self._write_marks) + len(requests) > self.max_in_flight:
+            if self.in_flight_count + len(requests) > self.max_in_flight:
                 raise TooManyInFlightError(
                     f"{self} cannot take {len(requests)} more requests: max_in_flight is {self.max_in_flight}, "
                     f"{self.in_flight_count} in flight")
