@@ -337,34 +337,83 @@ def encode_frame(int code, int opaque, dict ext_fields=None, body=None, int flag
 # Decoding
 # ---------------------------------------------------------------------------------------------------------
 
-cdef RemotingCommand decode_binary_header(RemotingCommand cmd, ReadCursor* cur):
+cdef int split_frame(ReadCursor* cur, ReadCursor* header) except -1:
+    # cur at a frame's header-length word: header becomes a cursor over its header, cur steps past it to the body.
+    # Returns the serialize type; raises TruncatedError for a header longer than the frame, or a binary one shorter
+    # than its fixed part.
+    cdef uint32_t word
+    cdef Py_ssize_t header_length
+    if cursor_remaining(cur) < 4:
+        raise TruncatedError(f"remoting frame of {cursor_remaining(cur)} bytes has no header-length word")
+    word = <uint32_t>cursor_i32(cur)
+    header_length = word & HEADER_LENGTH_MASK
+    if header_length > cursor_remaining(cur):
+        raise TruncatedError(f"remoting header of {header_length} bytes but only {cursor_remaining(cur)} follow")
+    if word >> 24 == SERIALIZE_ROCKETMQ_TYPE and header_length < BINARY_FIXED_SIZE:
+        raise TruncatedError(f"ROCKETMQ remoting header of {header_length} bytes, at least {BINARY_FIXED_SIZE} "
+                             f"needed")
+    cursor_split(cur, header, header_length)
+    return word >> 24
+
+
+cdef struct BinaryHead:
+    int16_t code
+    uint8_t language
+    int16_t version
+    int32_t opaque
+    int32_t flag
+    const char* remark
+    int32_t remark_length
+    ReadCursor ext                      # over the extFields entries
+
+
+cdef int read_binary_head(ReadCursor* cur, BinaryHead* head) except -1:
+    # A ROCKETMQ binary header up to its extFields, whose entries ext_part reads.
     cdef int32_t n
-    cdef const char* p
-    cdef ReadCursor ext
-    cdef dict fields = {}
-    cdef str key
-    cmd.code = cursor_i16(cur)
-    cmd.language = cursor_u8(cur)
-    cmd.version = cursor_i16(cur)
-    cmd.opaque = cursor_i32(cur)
-    cmd.flag = cursor_i32(cur)
+    head.code = cursor_i16(cur)
+    head.language = cursor_u8(cur)
+    head.version = cursor_i16(cur)
+    head.opaque = cursor_i32(cur)
+    head.flag = cursor_i32(cur)
     n = cursor_i32(cur)
     if n < 0:
         raise CorruptDataError(f"remoting header remark length {n} is negative")
-    cmd.remark = utf8(cursor_take(cur, n), n, "the remark") if n > 0 else None
+    head.remark = cursor_take(cur, n)
+    head.remark_length = n
     n = cursor_i32(cur)
     if n < 0:
         raise CorruptDataError(f"remoting header extFields length {n} is negative")
-    cursor_split(cur, &ext, n)
-    while cursor_remaining(&ext) > 0:
-        n = cursor_i16(&ext)
-        if n < 0:
-            raise CorruptDataError(f"extFields key length {n} is negative")
-        key = utf8(cursor_take(&ext, n), n, "an extFields key")
-        n = cursor_i32(&ext)
-        if n < 0:
-            raise CorruptDataError(f"extFields value length {n} is negative")
-        fields[key] = utf8(cursor_take(&ext, n), n, "extFields", key)
+    cursor_split(cur, &head.ext, n)
+    return 0
+
+
+cdef const char* ext_part(ReadCursor* ext, bint value, int32_t* length) except NULL:
+    # The next key (an i16 length) or value (an i32 length) of an extFields entry.
+    cdef int32_t n = cursor_i32(ext) if value else cursor_i16(ext)
+    if n < 0:
+        raise CorruptDataError(f"extFields {'value' if value else 'key'} length {n} is negative")
+    length[0] = n
+    return cursor_take(ext, n)
+
+
+cdef RemotingCommand decode_binary_header(RemotingCommand cmd, ReadCursor* cur):
+    cdef BinaryHead head
+    cdef int32_t n
+    cdef const char* p
+    cdef dict fields = {}
+    cdef str key
+    read_binary_head(cur, &head)
+    cmd.code = head.code
+    cmd.language = head.language
+    cmd.version = head.version
+    cmd.opaque = head.opaque
+    cmd.flag = head.flag
+    cmd.remark = utf8(head.remark, head.remark_length, "the remark") if head.remark_length > 0 else None
+    while cursor_remaining(&head.ext) > 0:
+        p = ext_part(&head.ext, False, &n)
+        key = utf8(p, n, "an extFields key")
+        p = ext_part(&head.ext, True, &n)
+        fields[key] = utf8(p, n, "extFields", key)
     cmd.ext_fields = fields
     return cmd
 
@@ -637,9 +686,7 @@ cdef RemotingCommand decode_json_header(RemotingCommand cmd, const char* p, Py_s
 cdef RemotingCommand decode_view(const char* p, Py_ssize_t n, bint with_total):
     cdef ReadCursor cur
     cdef ReadCursor header
-    cdef uint32_t word
     cdef int32_t total
-    cdef Py_ssize_t header_length
     cdef RemotingCommand cmd = RemotingCommand.__new__(RemotingCommand)
     cursor_init(&cur, p, n)
     if with_total:
@@ -647,23 +694,13 @@ cdef RemotingCommand decode_view(const char* p, Py_ssize_t n, bint with_total):
         if total < 4 or total != cursor_remaining(&cur):
             raise CorruptDataError(f"remoting frame total {total} does not match its {cursor_remaining(&cur)} "
                                    f"bytes")
-    if cursor_remaining(&cur) < 4:
-        raise TruncatedError(f"remoting frame of {cursor_remaining(&cur)} bytes has no header-length word")
-    word = <uint32_t>cursor_i32(&cur)
-    cmd.serialize_type = word >> 24
-    header_length = word & HEADER_LENGTH_MASK
-    if header_length > cursor_remaining(&cur):
-        raise TruncatedError(f"remoting header of {header_length} bytes but only {cursor_remaining(&cur)} follow")
-    cursor_split(&cur, &header, header_length)
+    cmd.serialize_type = split_frame(&cur, &header)
     if cmd.serialize_type == SERIALIZE_ROCKETMQ_TYPE:
-        if header_length < BINARY_FIXED_SIZE:
-            raise TruncatedError(f"ROCKETMQ remoting header of {header_length} bytes, at least "
-                                 f"{BINARY_FIXED_SIZE} needed")
         decode_binary_header(cmd, &header)
         if cursor_remaining(&header):
             raise CorruptDataError(f"{cursor_remaining(&header)} bytes after the ROCKETMQ remoting header")
     elif cmd.serialize_type == SERIALIZE_JSON_TYPE:
-        decode_json_header(cmd, header.pos, header_length)
+        decode_json_header(cmd, header.pos, cursor_remaining(&header))
     else:
         raise ProtocolError(f"unknown remoting serialize type {cmd.serialize_type}")
     n = cursor_remaining(&cur)
@@ -677,52 +714,32 @@ cdef int binary_ext_fields(const char* p, Py_ssize_t n, int* code, const char** 
     # object is made, values point into the frame (NULL: absent). 0, nothing read, for a JSON header (decode the
     # command); raises as decode_view does for a header it cannot read.
     cdef ReadCursor cur
-    cdef ReadCursor ext
-    cdef uint32_t word
-    cdef Py_ssize_t header_length
-    cdef int32_t length
-    cdef int16_t key_length
+    cdef ReadCursor header
+    cdef BinaryHead head
+    cdef int serialize_type
+    cdef int32_t key_length
+    cdef int32_t value_length
     cdef const char* key
+    cdef const char* value
     cdef int i
     cursor_init(&cur, p, n)
-    if n < 4:
-        raise TruncatedError(f"remoting frame of {n} bytes has no header-length word")
-    word = <uint32_t>cursor_i32(&cur)
-    if word >> 24 == SERIALIZE_JSON_TYPE:
+    serialize_type = split_frame(&cur, &header)
+    if serialize_type == SERIALIZE_JSON_TYPE:
         return 0
-    if word >> 24 != SERIALIZE_ROCKETMQ_TYPE:
-        raise ProtocolError(f"unknown remoting serialize type {word >> 24}")
-    header_length = word & HEADER_LENGTH_MASK
-    if header_length < BINARY_FIXED_SIZE or header_length > cursor_remaining(&cur):
-        raise TruncatedError(f"ROCKETMQ remoting header of {header_length} bytes in a frame of {n}")
-    cur.end = cur.pos + header_length
-    code[0] = cursor_i16(&cur)
-    cursor_take(&cur, 11)                               # language, version, opaque, flag
-    length = cursor_i32(&cur)
-    if length < 0:
-        raise CorruptDataError(f"remoting header remark length {length} is negative")
-    cursor_take(&cur, length)
-    length = cursor_i32(&cur)
-    if length < 0:
-        raise CorruptDataError(f"remoting header extFields length {length} is negative")
-    cursor_split(&cur, &ext, length)
+    if serialize_type != SERIALIZE_ROCKETMQ_TYPE:
+        raise ProtocolError(f"unknown remoting serialize type {serialize_type}")
+    read_binary_head(&header, &head)
+    code[0] = head.code
     for i in range(count):
         values[i].value = NULL
-    while cursor_remaining(&ext) > 0:
-        length = cursor_i16(&ext)
-        if length < 0:
-            raise CorruptDataError(f"extFields key length {length} is negative")
-        key_length = length
-        key = cursor_take(&ext, key_length)
-        length = cursor_i32(&ext)
-        if length < 0:
-            raise CorruptDataError(f"extFields value length {length} is negative")
+    while cursor_remaining(&head.ext) > 0:
+        key = ext_part(&head.ext, False, &key_length)
+        value = ext_part(&head.ext, True, &value_length)
         for i in range(count):
             if strlen(names[i]) == <size_t>key_length and memcmp(names[i], key, key_length) == 0:
-                values[i].value = ext.pos
-                values[i].length = length
+                values[i].value = value
+                values[i].length = value_length
                 break
-        cursor_take(&ext, length)
     return 1
 
 
@@ -811,34 +828,28 @@ def response_opaque(frame) -> object:
     whose header cannot say.
     """
     cdef Py_buffer view
+    cdef ReadCursor cur
+    cdef ReadCursor header
     cdef const char* p
-    cdef Py_ssize_t header_length
-    cdef uint32_t word
+    cdef const char* end
+    cdef int serialize_type
     cdef int64_t opaque
     cdef int64_t flag
     PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE)
     try:
-        p = <const char*>view.buf
-        if view.len < 4:
-            raise TruncatedError(f"remoting frame of {view.len} bytes has no header-length word")
-        word = <uint32_t>load_i32be(p)
-        header_length = word & HEADER_LENGTH_MASK
-        if header_length > view.len - 4:
-            raise TruncatedError(f"remoting header of {header_length} bytes but only {view.len - 4} follow")
-        p += 4
-        if word >> 24 == SERIALIZE_ROCKETMQ_TYPE:
-            if header_length < BINARY_FIXED_SIZE:
-                raise TruncatedError(f"ROCKETMQ remoting header of {header_length} bytes, at least "
-                                     f"{BINARY_FIXED_SIZE} needed")
+        cursor_init(&cur, <const char*>view.buf, view.len)
+        serialize_type = split_frame(&cur, &header)
+        p, end = header.pos, header.end
+        if serialize_type == SERIALIZE_ROCKETMQ_TYPE:
             opaque = load_i32be(p + 5)
             flag = load_i32be(p + 9)
-        elif word >> 24 == SERIALIZE_JSON_TYPE:
-            if not json_top_int(p, p + header_length, "opaque", 6, &opaque):
+        elif serialize_type == SERIALIZE_JSON_TYPE:
+            if not json_top_int(p, end, "opaque", 6, &opaque):
                 raise CorruptDataError("remoting JSON header has no integer 'opaque'")
-            if not json_top_int(p, p + header_length, "flag", 4, &flag):
+            if not json_top_int(p, end, "flag", 4, &flag):
                 flag = 0
         else:
-            raise ProtocolError(f"unknown remoting serialize type {word >> 24}")
+            raise ProtocolError(f"unknown remoting serialize type {serialize_type}")
         if not flag & FLAG_RESPONSE_BIT:
             return None
         return <int32_t>opaque
