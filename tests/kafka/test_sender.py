@@ -87,12 +87,13 @@ def test_an_answer_with_errors_and_partitions_left_out_completes_the_rest_and_re
                                                                                           produce_version):
     cluster = ScriptedCluster(scripted_loop, node_ids=(1,), max_versions={kp.ApiKey.PRODUCE: produce_version})
     cluster.topics["t"] = [1, 1, 1]
-    # Partition 0 is stored at once; 1 is refused (not the leader) and 2 left out of the first answer.
+    # Partition 0 is stored at once; 1 is refused (not the leader) and 2 left out of the first answer. The linger
+    # (flush() ends it) puts the three in one first request: without it the sender may take two before the third is sent.
     carried = produce_script(cluster, lambda partition, attempt: (
         0 if partition == 0 or attempt > 1 else NOT_LEADER if partition == 1 else None))
     try:
         with Producer(cluster.bootstrap_servers, acks=1, enable_idempotence=False, retry_backoff_ms=10,
-                      request_timeout_ms=5000) as producer:
+                      linger_ms=10000, request_timeout_ms=5000) as producer:
             futures = [producer.send("t", b"v", partition=p) for p in range(3)]
             producer.flush(WAIT)
             offsets = [future.get(0).offset for future in futures]
