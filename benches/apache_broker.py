@@ -42,6 +42,7 @@ from pathlib import Path
 
 from tests.support.apache_kafka import KafkaCluster
 from tests.support.servers import SERVER_JIT
+from tests.support.waiting import wait_for
 
 # Kafka's documented "-1: the OS default" for the broker's SO_SNDBUF and SO_RCVBUF (see the module docstring).
 SOCKET_BUFFERS = {"socket.send.buffer.bytes": -1, "socket.receive.buffer.bytes": -1}
@@ -55,3 +56,17 @@ def bench_cluster(directory: Path, size: int = 1, **options) -> KafkaCluster:
     deletion of deleted topics' files; options go to KafkaCluster (properties given there override those)."""
     properties = {**SOCKET_BUFFERS, **PROMPT_DELETION, **options.pop("properties", {})}
     return KafkaCluster(directory, size, jvm_options=SERVER_JIT, properties=properties, **options)
+
+
+def drop_topic(broker, topic: str) -> None:
+    """Deletes a measured run's topic and waits until the broker's files of it are gone, which frees their page
+    cache for the next run (see the module docstring; a broker without data_dirs, Tansu or the embedded broker, is
+    not waited for)."""
+    from fastmq.kafka import Admin
+
+    with Admin(broker.bootstrap_servers) as admin:
+        admin.delete_topics([topic], timeout=120)
+    directories = broker.data_dirs(broker.nodes[0]) if hasattr(broker, "data_dirs") else []    # Tansu: in memory
+    wait_for(lambda: not any(path.name.startswith(f"{topic}-") for directory in directories
+                             for path in directory.iterdir()), 120, 0.1,
+             lambda: f"the broker still has files of the deleted topic {topic}")

@@ -2,7 +2,10 @@
 node from the test server kit), in one run: fastmq.kafka.aio vs aiokafka with the same code (only the import
 differs), producing and consuming 100-byte records on one partition (acks=1, linger 10 ms, batch 256 KiB;
 getmany of up to 10000). Each row also gives the client process's CPU time per record (all its threads:
-fastmq's I/O thread counts, the broker does not). The last row measures how long each client keeps the event loop
+fastmq's I/O thread counts, the broker does not). The create_batch/send_batch row runs BATCH_ROUNDS alternating
+rounds of both clients and of a floor (the same records in pre-encoded requests written by no client,
+benches/kafka_floor.py), with the broker's CPU a record: fastmq's batches and the floor's are whole 256 KiB requests
+alike, so the floor's rate over aiokafka's is what the broker on this machine leaves the row. The last row measures how long each client keeps the event loop
 from other tasks under the same load: a ticker task sleeps 1 ms at a time and records how late each wake-up comes
 while the client produces STALL_COUNT records in chunks of STALL_CHUNK awaited sends (yielding to the loop between
 chunks, as a service interleaving other work does), then consumes them, in ROUNDS alternating rounds; it prints
@@ -21,8 +24,10 @@ import uuid
 
 import pytest
 
-from benches.process_cpu import broker_pid, warm_until_compiled
-from benches.rounds import UNUSED_BENCHMARK, alternating, by_round, run_ids
+from benches.apache_broker import bench_cluster, drop_topic
+from benches.kafka_floor import produce_floor
+from benches.process_cpu import broker_cpu, broker_pid, warm_until_compiled
+from benches.rounds import UNUSED_BENCHMARK, alternating, by_round, over_by_round, record_medians, run_ids, timed
 from fastmq.broker import BrokerProcess
 from tests.support.ticker import Ticker
 
@@ -43,15 +48,14 @@ def broker(request, tmp_path_factory):
     if request.param == "embedded":
         embedded = BrokerProcess().start()
         try:
-            yield types.SimpleNamespace(name="embedded broker", bootstrap_servers=embedded.bootstrap_servers, pid=None)
+            yield types.SimpleNamespace(name="embedded broker", bootstrap_servers=embedded.bootstrap_servers,
+                                        pid=embedded.process.pid)
         finally:
             embedded.close()
     else:
-        from benches.apache_broker import bench_cluster
-
         with bench_cluster(tmp_path_factory.mktemp("apache-kafka")) as cluster:
-            yield types.SimpleNamespace(name="Apache Kafka", bootstrap_servers=cluster.bootstrap_servers,
-                                        pid=broker_pid(cluster))
+            cluster.name, cluster.pid = "Apache Kafka", broker_pid(cluster)
+            yield cluster
 
 
 async def produce(module: str, servers: str, topic: str, count: int) -> None:
@@ -124,14 +128,52 @@ async def produce_batches(module: str, servers: str, topic: str, count: int) -> 
         await asyncio.gather(*sent)
 
 
-@pytest.mark.parametrize("module", list(COUNTS))
-def test_produce_batches_100_bytes(compare, broker, module):
-    count = BATCH_COUNT
-    topic = f"bench-aio-batches-{module}-{uuid.uuid4().hex[:6]}"
-    asyncio.run(produce(module, broker.bootstrap_servers, topic, 1))
-    bench = compare(f"{broker.name}: asyncio produce 100 B through create_batch/send_batch, acks=1", module, items=count,
-                    nbytes=count * len(VALUE))
-    measured(bench, produce_batches, module, broker.bootstrap_servers, topic, count)
+# The create_batch/send_batch row: BATCH_ROUNDS rounds of both clients and of the floor (benches/kafka_floor.py:
+# the same records in requests of one batch of about 256 KiB, written by no client), in alternating order, each run
+# into a topic deleted after it; each client's medians, with the broker's CPU a record. Both clients' batches are
+# whole 256 KiB requests here, so the floor is the rate the broker gives the row on this machine.
+FLOOR = "floor: no client"
+BATCH_ROUNDS = 3
+BATCH_CLIENTS = {
+    "fastmq.kafka.aio": lambda servers, topic: asyncio.run(produce_batches("fastmq.kafka.aio", servers, topic,
+                                                                           BATCH_COUNT)),
+    "aiokafka": lambda servers, topic: asyncio.run(produce_batches("aiokafka", servers, topic, BATCH_COUNT)),
+    FLOOR: lambda servers, topic: produce_floor(servers, topic, VALUE, BATCH_COUNT, None),
+}
+BATCH_RUNS = alternating(list(BATCH_CLIENTS), BATCH_ROUNDS)
+
+
+@pytest.fixture(scope="module")
+def batch_runs(broker) -> dict[str, list[dict[str, float]]]:
+    """client -> the figures of each of its create_batch/send_batch runs against this broker."""
+    return {}
+
+
+@UNUSED_BENCHMARK
+@pytest.mark.parametrize(("round_", "client"), BATCH_RUNS, ids=run_ids(BATCH_RUNS))
+def test_produce_batches_100_bytes(benchmark, broker, batch_runs, round_, client):
+    topic = f"bench-aio-batches-{client.split(':')[0]}-{uuid.uuid4().hex[:6]}"
+    asyncio.run(produce("fastmq.kafka.aio", broker.bootstrap_servers, topic, 1))     # the topic, before the clock
+    run: dict[str, float] = {}
+    with broker_cpu(run, broker.pid, BATCH_COUNT):
+        timed(run, BATCH_COUNT, BATCH_CLIENTS[client], broker.bootstrap_servers, topic)
+    batch_runs.setdefault(client, []).append(run)
+    print(f"\n{broker.name}: create_batch/send_batch, round {round_}, {client}: "
+          f"{BATCH_COUNT / run['seconds'] / 1e6:.2f}M records/s, "
+          + ", ".join(f"{key} {value}" for key, value in run.items() if key != "seconds"))
+    drop_topic(broker, topic)
+
+
+@UNUSED_BENCHMARK
+def test_produce_batches_medians(benchmark, self_timed, broker, batch_runs):
+    """The create_batch/send_batch row: each client's medians, fastmq's rate over aiokafka's and the floor's over
+    aiokafka's round by round (what the broker leaves any client), and fastmq's over the floor's."""
+    assert set(batch_runs) == set(BATCH_CLIENTS), "a client's create_batch/send_batch rounds were not measured"
+    rates = record_medians(self_timed, f"{broker.name}: asyncio produce 100 B through create_batch/send_batch, acks=1",
+                           batch_runs, lambda client: BATCH_COUNT, len(VALUE))
+    for ours, theirs in (("fastmq.kafka.aio", "aiokafka"), (FLOOR, "aiokafka"), ("fastmq.kafka.aio", FLOOR)):
+        print(f"\n{broker.name}: create_batch/send_batch, {ours} over {theirs} by round: "
+              f"{over_by_round(rates[ours], rates[theirs])}")
 
 
 @pytest.fixture(scope="module")

@@ -49,23 +49,18 @@ Run: pytest benches/bench_producer.py --benchmark-only -s  (-k apache: Apache Ka
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import socket
-import struct
 import threading
-import time
 import uuid
 
 import pytest
 
+from benches.apache_broker import drop_topic
 from benches.bench_partitions import warm_requests
-from benches.process_cpu import (
-    JIT_THREADS, broker_pid, threads_cpu_seconds, tree_cpu_seconds, warm_until_compiled,
-)
+from benches.kafka_floor import produce_floor
+from benches.process_cpu import broker_cpu, broker_pid, warm_until_compiled
 from benches.rounds import UNUSED_BENCHMARK, alternating, over_by_round, record_medians, run_ids, timed
-from tests.support.sockets import recv_exact
-from tests.support.waiting import wait_for
 
 PROTOCOL = "kafka"
 SMALL = b"x" * 100
@@ -138,74 +133,9 @@ def produce_kafka_python(servers, topic, value, count, codec):
     producer.close()
 
 
-FLOOR_IN_FLIGHT = 5                 # unanswered requests at most, as every client here has
-
-
-def produce_floor(servers, topic, value, count, codec):
-    """The 1 KiB row's requests without a client: the requests a producer sends there (one batch of about 256 KiB a
-    request, acks=1, at most FLOOR_IN_FLIGHT unanswered), encoded once (a full request and the remainder's) and
-    written again and again with a new correlation id on a blocking socket while a second thread reads the
-    answers: a client of almost no CPU. The broker appends every copy as new records."""
-    from fastmq.kafka import protocol as kp
-    from fastmq.kafka.record.default_records import DefaultRecordBatchBuilder
-
-    assert codec is None, "the floor sends uncompressed batches"
-    per_request = (262144 - 61) // (len(value) + 12)       # the batch header, and a record's own fields
-
-    def request(records: int) -> bytearray:
-        builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 30)
-        now_ms = int(time.time() * 1000)
-        for i in range(records):
-            builder.append(i, now_ms, None, value, [])
-        body = kp.ProduceRequest(transactional_id=None, acks=1, timeout_ms=30000, topic_data=[
-            kp.ProduceRequest.TopicProduceData(name=topic, partition_data=[
-                kp.ProduceRequest.PartitionProduceData(index=0, records=bytes(builder.build()))])])
-        return bytearray(memoryview(kp.encode_request(0, 9, 0, "fastmq-bench-floor", body)))
-
-    sizes = [per_request] * (count // per_request) + ([count % per_request] if count % per_request else [])
-    frames = {size: request(size) for size in set(sizes)}
-    host, port = servers.split(",")[0].rsplit(":", 1)
-    in_flight = threading.Semaphore(FLOOR_IN_FLIGHT)
-    failures: list[str] = []
-
-    def read_answers(sock: socket.socket) -> None:
-        for _ in sizes:
-            frame = recv_exact(sock, struct.unpack(">i", recv_exact(sock, 4))[0])
-            _, answer = kp.decode_response(0, 9, frame)
-            codes = {p.error_code for t in answer.responses for p in t.partition_responses}
-            if codes != {0}:
-                failures.append(f"error codes {codes}")
-            in_flight.release()
-
-    with socket.create_connection((host, int(port))) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        reader = threading.Thread(target=read_answers, args=(sock,), name="floor-answers")
-        reader.start()
-        for correlation_id, size in enumerate(sizes, 1):
-            in_flight.acquire()
-            frame = frames[size]
-            struct.pack_into(">i", frame, 8, correlation_id)      # after the size, api key and version
-            sock.sendall(frame)
-        reader.join(300)
-    assert not reader.is_alive() and not failures, failures or "the broker did not answer every request"
-
-
 CLIENTS = {"fastmq": produce_fastmq, "fastmq.compat": functools.partial(produce_fastmq, compat=True),
            "confluent-kafka": produce_confluent, "aiokafka": produce_aiokafka,
            "kafka-python": produce_kafka_python}
-
-
-@contextlib.contextmanager
-def broker_cpu(info: dict, broker, count: int):
-    """Puts the broker process's CPU time per record over the block in info (a row's extra_info): broker_cpu_ns;
-    when the broker bounds the rate, a client whose requests cost it less is the faster one (Apache Kafka, 1 KiB:
-    2.7-3.6 ns of its CPU a byte for fastmq's and confluent-kafka's requests alike), and the part of it that a JVM
-    broker's compiler threads took (broker_jit_ns), which belongs to no client."""
-    pid = broker_pid(broker)
-    started, jit = tree_cpu_seconds(pid), threads_cpu_seconds(pid, JIT_THREADS)
-    yield
-    info["broker_cpu_ns"] = round((tree_cpu_seconds(pid) - started) / count * 1e9)
-    info["broker_jit_ns"] = round((threads_cpu_seconds(pid, JIT_THREADS) - jit) / count * 1e9)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -243,7 +173,7 @@ def test_produce_100_bytes(compare, kafka_broker, client, codec):
     CLIENTS[client](broker.bootstrap_servers, topic, b"w", 1, codec)     # create the topic, warm up
     bench = compare(f"{broker.name}: produce 100 B, acks=1, {codec or 'no compression'}", client, items=count,
                     nbytes=count * len(SMALL))
-    with broker_cpu(bench.extra_info, broker, count):
+    with broker_cpu(bench.extra_info, broker_pid(broker), count):
         bench.pedantic(CLIENTS[client], args=(broker.bootstrap_servers, topic, SMALL, count, codec), rounds=1,
                        iterations=1)
 
@@ -269,7 +199,7 @@ def test_produce_1_kib(benchmark, kafka_broker, large_runs, round_, client):
     topic = f"bench-large-{client.split(':')[0]}-{uuid.uuid4().hex[:6]}"
     produce_fastmq(broker.bootstrap_servers, topic, b"w", 1, None)     # the topic, made before the clock starts
     run: dict[str, float] = {}
-    with broker_cpu(run, broker, count):
+    with broker_cpu(run, broker_pid(broker), count):
         timed(run, count, CLIENTS_1_KIB[client], broker.bootstrap_servers, topic, LARGE, count, None)
     large_runs.setdefault(client, []).append(run)
     print(f"\n{broker.name}: produce 1 KiB, round {round_}, {client}: {count / run['seconds'] / 1e3:.1f}k records/s, "
@@ -292,19 +222,6 @@ def test_produce_1_kib_medians(benchmark, self_timed, kafka_broker, large_runs):
     if FLOOR in rates and "confluent-kafka" in rates:
         print(f"\n{kafka_broker.name}: produce 1 KiB, the floor over confluent-kafka by round: "
               f"{over_by_round(rates[FLOOR], rates['confluent-kafka'])}")
-
-
-def drop_topic(broker, topic: str) -> None:
-    """Deletes a measured run's topic and waits until the broker's files of it are gone, which frees their page
-    cache for the next run (see the module docstring)."""
-    from fastmq.kafka import Admin
-
-    with Admin(broker.bootstrap_servers) as admin:
-        admin.delete_topics([topic], timeout=120)
-    directories = broker.data_dirs(broker.nodes[0]) if hasattr(broker, "data_dirs") else []    # Tansu: in memory
-    wait_for(lambda: not any(path.name.startswith(f"{topic}-") for directory in directories
-                             for path in directory.iterdir()), 120, 0.1,
-             lambda: f"the broker still has files of the deleted topic {topic}")
 
 
 def test_loopback_tcp_bandwidth(compare, kafka_broker):
