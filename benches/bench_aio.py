@@ -5,11 +5,18 @@ getmany of up to 10000). Each row also gives the client process's CPU time per r
 fastmq's I/O thread counts, the broker does not). The create_batch/send_batch row runs BATCH_ROUNDS alternating
 rounds of both clients and of a floor (the same records in pre-encoded requests written by no client,
 benches/kafka_floor.py), with the broker's CPU a record: fastmq's batches and the floor's are whole 256 KiB requests
-alike, so the floor's rate over aiokafka's is what the broker on this machine leaves the row. The last row measures how long each client keeps the event loop
-from other tasks under the same load: a ticker task sleeps 1 ms at a time and records how late each wake-up comes
-while the client produces STALL_COUNT records in chunks of STALL_CHUNK awaited sends (yielding to the loop between
-chunks, as a service interleaving other work does), then consumes them, in ROUNDS alternating rounds; it prints
-each client's worst and 99th-percentile stall a round, and fastmq's worst over aiokafka's round by round.
+alike, so the floor's rate over aiokafka's is what the broker on this machine leaves the row. What bounds it (stop 36,
+three runs, their medians): the two cores carry client and broker, so a rate is about 2 / (the client's CPU a record
++ the broker's). The floor's client spends 62-84 ns a record (the kernel's send), fastmq's 289-406 (some 70 of them
+the caller's own loop calling append(), as for aiokafka), aiokafka's 593-1,098; Apache's broker 380-760 ns a record
+of these requests, the embedded broker 270-830. The floor made x1.73-x3.20 aiokafka's rate on the embedded broker and
+x2.99-x3.44 on Apache's; fastmq x0.91-x1.19 and x0.59-x0.98 of the floor.
+
+The last row measures how long each client keeps the event loop from other tasks under the same load: a ticker task
+sleeps 1 ms at a time and records how late each wake-up comes while the client produces STALL_COUNT records in chunks
+of STALL_CHUNK awaited sends (yielding to the loop between chunks, as a service interleaving other work does), then
+consumes them, in ROUNDS alternating rounds; it prints each client's worst and 99th-percentile stall a round, and
+fastmq's worst over aiokafka's round by round.
 
 Run: pytest benches/bench_aio.py --benchmark-only -s
      FASTMQ_BENCH_BROKERS=apache for one broker only (embedded, apache).
