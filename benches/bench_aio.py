@@ -24,6 +24,7 @@ Run: pytest benches/bench_aio.py --benchmark-only -s
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import os
 import types
@@ -141,12 +142,14 @@ async def produce_batches(module: str, servers: str, topic: str, count: int) -> 
 # whole 256 KiB requests here, so the floor is the rate the broker gives the row on this machine.
 FLOOR = "floor: no client"
 BATCH_ROUNDS = 3
-BATCH_CLIENTS = {
-    "fastmq.kafka.aio": lambda servers, topic: asyncio.run(produce_batches("fastmq.kafka.aio", servers, topic,
-                                                                           BATCH_COUNT)),
-    "aiokafka": lambda servers, topic: asyncio.run(produce_batches("aiokafka", servers, topic, BATCH_COUNT)),
-    FLOOR: lambda servers, topic: produce_floor(servers, topic, VALUE, BATCH_COUNT, None),
-}
+
+
+def run_batches(module: str, servers: str, topic: str) -> None:
+    asyncio.run(produce_batches(module, servers, topic, BATCH_COUNT))
+
+
+BATCH_CLIENTS = {**{module: functools.partial(run_batches, module) for module in COUNTS},
+                 FLOOR: lambda servers, topic: produce_floor(servers, topic, VALUE, BATCH_COUNT, None)}
 BATCH_RUNS = alternating(list(BATCH_CLIENTS), BATCH_ROUNDS)
 
 
