@@ -31,6 +31,7 @@ from fastmq.broker.periodic import PeriodicWork
 from fastmq.broker.persist import ConfigWriter
 from fastmq.broker.stats import BrokerStats, ConnectionRegistry
 from fastmq.broker.topics import TopicManager
+from fastmq.closeable import Closeable
 from fastmq.io import IOLoop
 from fastmq.store import MessageStore, SubscriptionGroupConfig
 from fastmq.store.config import ConfigManager, _require_dict, write_atomically
@@ -242,7 +243,7 @@ class Broker:
         return self._closed
 
 
-class EmbeddedBroker:
+class EmbeddedBroker(Closeable):
     """A broker in this process for tests, tools and the main job: a temporary data directory (removed at close)
     unless data_dir is given, one kafka listener on a free port of 127.0.0.1 unless host and port, or listeners
     (ListenerConfigs, each naming its protocol), are given. Other BrokerConfig options pass through as keywords."""
@@ -309,6 +310,3 @@ class EmbeddedBroker:
 
     def __enter__(self) -> EmbeddedBroker:
         return self.start()
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()

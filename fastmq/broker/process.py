@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Sequence
 
 import fastmq
+from fastmq.closeable import Closeable
 from fastmq.io.readiness import wait_readable
 
 READY_PREFIX = "fastmq broker listening on "
@@ -37,7 +38,7 @@ def fastmq_command(*args: str) -> tuple[list[str], dict[str, str], Path]:
     return [sys.executable, "-m", "fastmq", *args], env, PACKAGE_ROOT
 
 
-class BrokerProcess:
+class BrokerProcess(Closeable):
     def __init__(self, data_dir: str | os.PathLike[str] | None = None, *, port: int = 0, args: Sequence[str] = (),
                  start_timeout: float = 60.0) -> None:
         self._temporary = None
@@ -125,6 +126,3 @@ class BrokerProcess:
 
     def __enter__(self) -> BrokerProcess:
         return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()

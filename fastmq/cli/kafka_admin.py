@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from fastmq.cli.failure import CommandError, ExitCode, unreachable
+from fastmq.closeable import Closeable
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka.admin import Admin, ConfigResource, ConfigResourceType, AlterConfigOp, NewTopic
 from fastmq.kafka import protocol as kp
@@ -20,7 +21,7 @@ _INACTIVE_GROUP_STATES = ("Empty", "Dead")
 AUTO_CREATE_GRACE_S = 3.0
 
 
-class KafkaAdmin:
+class KafkaAdmin(Closeable):
     def __init__(self, servers: str, timeout: float, client_options: dict[str, Any]) -> None:
         self.servers = servers
         self.timeout = timeout
@@ -36,12 +37,6 @@ class KafkaAdmin:
 
     def close(self) -> None:
         self.admin.close()
-
-    def __enter__(self) -> KafkaAdmin:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # ---- cluster and topics ---------------------------------------------------------------------------------
 

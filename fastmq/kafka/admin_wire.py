@@ -12,8 +12,9 @@ import time
 import uuid
 from collections import defaultdict
 from concurrent.futures import TimeoutError as FutureTimeoutError
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Self, Sequence
+from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
 
+from fastmq.closeable import Closeable
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.client import CLIENT_OPTIONS, ClientConfig, KafkaClient
@@ -100,7 +101,7 @@ def authorized_operations(value: int) -> int | None:
 
 
 
-class AdminConnection:
+class AdminConnection(Closeable):
     """An admin client's connection to a cluster and its wire level (see the module docstring)."""
 
     def __init__(self, bootstrap_servers: str | list[str] = "localhost", *, client: KafkaClient | None = None,
@@ -136,12 +137,6 @@ class AdminConnection:
         self._closed = True
         if self._own_client:
             self._client.close(timeout)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     # ---- the wire level (shared with compat_admin) ------------------------------------------------------
 

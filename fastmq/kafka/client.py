@@ -24,6 +24,7 @@ from fastmq.client import (
     CallHooks, CallQueue, MetadataRefresh, PendingCall, RetryPolicy, metadata_candidates, parse_servers,
 )
 from fastmq.client.nodes import is_failing
+from fastmq.closeable import Closeable
 from fastmq.errors import ConfigurationError, FastMQError
 from fastmq.io import (
     DEFAULT_SOCKET_OPTIONS, AuthenticationError, Connection, ConnectionPool, IOLoop, IOMetrics, NetworkError,
@@ -142,7 +143,7 @@ def kafka_error(error: BaseException) -> BaseException:
     return converted
 
 
-class KafkaClient:
+class KafkaClient(Closeable):
     """Connections, API versions and metadata for one producer, consumer or admin client."""
 
     def __init__(self, config: ClientConfig | None = None, *, loop: IOLoop | None = None,
@@ -544,12 +545,6 @@ class KafkaClient:
             self.loop.stop()
             if not self.loop.in_loop_thread():
                 self.loop.join(timeout)
-
-    def __enter__(self) -> "KafkaClient":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 def _metadata_node(broker_id: int) -> str:

@@ -34,6 +34,7 @@ from enum import IntEnum
 from typing import Any, Iterable, Iterator, Mapping, cast
 
 import fastmq
+from fastmq.closeable import Closeable
 from fastmq.errors import CorruptDataError
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
@@ -253,7 +254,7 @@ def _state_name(value: Any, names: dict[str, str], what: str) -> str:
     return names.get(text.upper().replace("-", "_"), text)
 
 
-class KafkaAdminClient(SecurityMethods, ReplicaMethods):
+class KafkaAdminClient(SecurityMethods, ReplicaMethods, Closeable):
     """kafka-python 3.x's admin client (see the module docstring); a context manager."""
 
     DEFAULT_CONFIG = DEFAULT_CONFIG
@@ -277,12 +278,6 @@ class KafkaAdminClient(SecurityMethods, ReplicaMethods):
             return
         self._closed = True
         self._admin.close()
-
-    def __enter__(self) -> KafkaAdminClient:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def _deadline(self, timeout_ms: float | None) -> float:
         return self._admin._deadline((timeout_ms or self.config["request_timeout_ms"]) / 1000.0)

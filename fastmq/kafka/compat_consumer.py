@@ -16,6 +16,7 @@ import logging
 import warnings
 from typing import Any
 
+from fastmq.closeable import Closeable
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka.compat_config import CONNECTION_DEFAULTS, Unset, client_options, resolve
 from fastmq.kafka.compat_types import by_topic_partition, offsets_to_commit, topic_partition, topic_partitions
@@ -95,7 +96,7 @@ def _is_listener(listener: Any) -> bool:
     return isinstance(listener, (KafkaPythonListener, AsyncConsumerRebalanceListener))
 
 
-class KafkaConsumer:
+class KafkaConsumer(Closeable):
     """kafka-python's KafkaConsumer on fastmq's Consumer (same keywords, defaults, results and errors)."""
 
     DEFAULT_CONFIG = CONSUMER_DEFAULTS
@@ -262,9 +263,6 @@ class KafkaConsumer:
                         close()
                     except Exception:
                         _log.debug("closing the %s failed", key, exc_info=True)
-
-    def __enter__(self) -> "KafkaConsumer":
-        return self
 
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
         self.close(autocommit=exc_type is None)

@@ -38,6 +38,7 @@ from typing import Any, Callable, Literal, overload
 
 import fastmq
 from fastmq.client import RateLimiter
+from fastmq.closeable import Closeable
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka import protocol as kp
 from fastmq.kafka.assignors import PartitionAssignor, make_assignors
@@ -135,7 +136,7 @@ class Wakeup(threading.Condition):
             listener()
 
 
-class Consumer:
+class Consumer(Closeable):
     """A Kafka consumer (see the module docstring). Options not in ConsumerConfig are ClientConfig's."""
 
     def __init__(self, *topics: str, bootstrap_servers: str | list[str] = "localhost", **options: Any) -> None:
@@ -671,9 +672,6 @@ class Consumer:
             self.client.close()
             with self._wakeup:
                 self._wakeup.notify_all()
-
-    def __enter__(self) -> "Consumer":
-        return self
 
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
         # After an exception the last record may not have been processed: do not commit it.

@@ -17,6 +17,7 @@ import logging
 import time
 from typing import Any, Callable, Sequence
 
+from fastmq.closeable import Closeable
 from fastmq.kafka._native.accumulator import FutureRecordMetadata, ProducerBatch, RecordAccumulator
 from fastmq.client import NodeHealth
 from fastmq.kafka import errors as kerrors
@@ -32,7 +33,7 @@ Headers = Sequence[tuple[str, bytes | None]] | None
 Partitioner = Callable[[str, bytes | None, Any, list[int], list[int]], int]
 
 
-class Producer:
+class Producer(Closeable):
     """A Kafka producer (see the module docstring). Options not listed here are ClientConfig's."""
 
     def __init__(
@@ -289,12 +290,6 @@ class Producer:
         self.client.close()
         if forced:
             acc.abort(error, in_flight=True)     # requests the closed connections left unanswered
-
-    def __enter__(self) -> "Producer":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     # ---- information ------------------------------------------------------------------------------------------
 

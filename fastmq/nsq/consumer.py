@@ -29,6 +29,7 @@ import time
 from collections import deque
 from typing import Any, Callable, Iterator
 
+from fastmq.closeable import Closeable
 from fastmq.io import Connection
 from fastmq.nsq._native import codec
 from fastmq.nsq._native.codec import Message
@@ -97,7 +98,7 @@ class _Subscription:
             conn.send_frame(codec.rdy(count))
 
 
-class Consumer:
+class Consumer(Closeable):
     """Reads one topic's channel from nsqd; poll() / iteration from one thread, answers from any."""
 
     def __init__(self, topic: str, channel: str, *, nsqd_tcp_addresses: str | list[str] | None = None,
@@ -232,12 +233,6 @@ class Consumer:
             assert sub.conn is not None         # waiting holds subscriptions with a ready connection
             sub.conn.request(codec.CLS, closed)
         return len(waiting)
-
-    def __enter__(self) -> Consumer:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     # ---- connections (loop thread) -------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from fastmq.closeable import Closeable
 from fastmq.io.pool import ConnectionPool
 from fastmq.nsq._native import codec
 from fastmq.nsq.client import NSQClient, partition_arg
@@ -65,7 +66,7 @@ class _Target:
         self.sent: set[Future[Any]] = set()         # sent and not answered yet (loop thread)
 
 
-class Producer:
+class Producer(Closeable):
     """Publishes to nsqd; thread-safe. publish*() return concurrent.futures.Future objects."""
 
     def __init__(self, nsqd_tcp_addresses: str | list[str] | None = None,
@@ -153,12 +154,6 @@ class Producer:
         finally:
             self._closed = True
             self.client.close()
-
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     # ---- routing (user thread) -----------------------------------------------------------------------
 

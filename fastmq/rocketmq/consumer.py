@@ -22,6 +22,7 @@ import time
 from collections import deque
 from typing import Any
 
+from fastmq.closeable import Closeable
 from fastmq.rocketmq._native.messages import MessageExt
 from fastmq.rocketmq.acl import Credentials
 from fastmq.rocketmq.client import ClientInstance, check_success
@@ -41,7 +42,7 @@ AUTO_COMMIT_INTERVAL = 5.0
 _epochs = itertools.count(1)
 
 
-class ConsumerBase:
+class ConsumerBase(Closeable):
     """The group membership, assignment, offsets and fetching of one consumer."""
 
     consume_type = "CONSUME_ACTIVELY"
@@ -345,12 +346,6 @@ class ConsumerBase:
             self.instance.close()
         else:
             self.instance.unregister(self)
-
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 class PullConsumer(ConsumerBase):

@@ -35,6 +35,7 @@ from concurrent.futures._base import FINISHED, PENDING, RUNNING
 from typing import Any, Callable, Sequence
 
 from fastmq._native.store_codec import java_hash
+from fastmq.closeable import Closeable
 from fastmq.io.errors import NetworkError
 from fastmq.rocketmq._native.messages import DEFAULT_COMPRESS_THRESHOLD, SendEncoder, decode_send_result
 from fastmq.rocketmq._native.remoting import SERIALIZE_ROCKETMQ, decode_command
@@ -249,7 +250,7 @@ class _ConfirmingOneway(_Send):
     as no oneway send is."""
 
 
-class Producer:
+class Producer(Closeable):
     """Sends to the topics of one cluster. `group` names the producer group (heartbeats carry it)."""
 
     def __init__(self, group: str, namesrv_addr: str | list[str] | None = None, *, send_timeout: float = 3.0,
@@ -362,12 +363,6 @@ class Producer:
             self.instance.close()
         else:
             self.instance.unregister(self)
-
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     # ---- attempts ----------------------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 from fastmq._native import queue_codec, store_codec
 from fastmq._native.queue_codec import QueueUnits
 from fastmq._native.store_codec import DispatchRequest, MessageBatch
+from fastmq.closeable import Closeable
 from fastmq.errors import ProtocolError
 from fastmq.store.checkpoint import StoreCheckpoint
 from fastmq.store.cleanup import CleanupService
@@ -71,7 +72,7 @@ def parse_tag_filter(tags: str | Iterable[str] | None) -> tuple[frozenset[str] |
     return names, array("q", sorted({store_codec.tags_hash_code(name) for name in names}))
 
 
-class MessageStore:
+class MessageStore(Closeable):
     """A RocketMQ 4.x compatible message store in the directory `path`."""
 
     def __init__(self, path: str | os.PathLike[str], config: MessageStoreConfig | None = None) -> None:
@@ -228,12 +229,6 @@ class MessageStore:
         if self._lock_fd >= 0:
             os.close(self._lock_fd)
             self._lock_fd = -1
-
-    def __enter__(self) -> MessageStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     @property
     def closed(self) -> bool:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from fastmq.client import RateLimiter
+from fastmq.closeable import Closeable
 from fastmq.errors import (
     ConfigurationError,
     CorruptDataError,
@@ -115,7 +116,7 @@ class _Pending:
     done: list[str] = field(default_factory=list)
 
 
-class PullConsumer:
+class PullConsumer(Closeable):
     """Reads the topics of `topics` (a list, or {topic: [message types] or None} for server-side filters) as
     member `group`. Thread-safe; get_message() may be called from several threads."""
 
@@ -535,14 +536,8 @@ class PullConsumer:
         if self._own_rpc:
             self.rpc.close()
 
-    def __enter__(self) -> PullConsumer:
-        return self
 
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
-
-
-class PushConsumer:
+class PushConsumer(Closeable):
     """Calls listener(messages) from `threads` threads for every batch; a batch is confirmed as consumed when
     the listener returns, and rolled back (redelivered) when it raises."""
 
@@ -581,12 +576,6 @@ class PushConsumer:
         for thread in self._threads:
             thread.join(10)
         self.consumer.close()
-
-    def __enter__(self) -> PushConsumer:
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
 
 
 def _ignore(response: Any, error: BaseException | None) -> None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from fastmq.client import NodeHealth
+from fastmq.closeable import Closeable
 from fastmq.errors import ConfigurationError, IllegalStateError, OperationTimeoutError
 from fastmq.io import NetworkError
 from fastmq.tubemq import rpc
@@ -92,7 +93,7 @@ class SendResult:
     append_time: int
 
 
-class Producer:
+class Producer(Closeable):
     """Sends messages to the topics it publishes. Thread-safe."""
 
     def __init__(self, masters: str, *, rpc_client: RpcClient | None = None, heartbeat_interval: float = 13.0,
@@ -295,9 +296,3 @@ class Producer:
                 log.info("TubeMQ producer close not acknowledged by the master: %s", exc)
         if self._own_rpc:
             self.rpc.close()
-
-    def __enter__(self) -> Producer:
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()

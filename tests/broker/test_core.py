@@ -291,7 +291,7 @@ def test_the_broker_core_imports_no_front_end():
     # subpackages), no protocol package, no protocol's compiled codec.
     core = Path(fastmq.broker.__file__).parent
     # `fastmq` itself: the package root, which locates the installed package for child processes.
-    allowed = ("fastmq.errors", "fastmq.io", "fastmq.store",
+    allowed = ("fastmq.closeable", "fastmq.errors", "fastmq.io", "fastmq.store",
                *(f"fastmq.broker.{module.stem}" for module in core.glob("*.py")))
     for module in sorted(core.glob("*.py")):
         for node in ast.walk(ast.parse(module.read_text("utf-8"))):
