@@ -29,9 +29,9 @@ from libc.string cimport memcpy, memset
 from fastmq._native.buffer cimport ReadCursor, WriteBuffer, cursor_init, load_i32be
 from fastmq._native.compression cimport CODEC_MASK, CODEC_NONE, decompress_into
 from fastmq.kafka._native.records cimport (
-    BATCH_HEADER_SIZE, BatchHeader, CONTROL_BIT, LENGTH_AT, LOG_OVERHEAD, MAGIC_AT, RECORD_OK,
-    RecordView, TIMESTAMP_TYPE_BIT, batch_crc, parse_record, raise_record_error, read_batch_header,
-    take_bytes,
+    BATCH_HEADER_SIZE, BatchHeader, CONTROL_BIT, HeaderCursor, LENGTH_AT, LOG_OVERHEAD, MAGIC_AT, RECORD_OK,
+    RecordView, TIMESTAMP_TYPE_BIT, batch_crc, headers_begin, next_header, parse_record, raise_record_error,
+    read_batch_header,
 )
 
 from fastmq.errors import CompressionError
@@ -313,10 +313,7 @@ cdef int _decode_headers(RecordColumns columns, Source* sources, Py_ssize_t n_so
     cdef Py_ssize_t s, r, h, row = 0, n = columns.header_count
     cdef ReadCursor cur
     cdef RecordView record
-    cdef const char* p
-    cdef const char* end
-    cdef const char* field = NULL
-    cdef Py_ssize_t field_len = 0
+    cdef HeaderCursor header
     cdef char* key_views
     cdef char* value_views
     cdef char* value_bits
@@ -335,26 +332,23 @@ cdef int _decode_headers(RecordColumns columns, Source* sources, Py_ssize_t n_so
         cursor_init(&cur, sources[s].records, sources[s].size)
         for r in range(sources[s].header.record_count):
             parse_record(&cur.pos, cur.end, &record)
-            p = record.headers
-            end = record.headers + record.headers_len
+            headers_begin(&header, &record)
             for h in range(record.header_count):
-                # parse_record validated the region, so these reads cannot fail.
-                p = take_bytes(p, end, &field, &field_len)
+                next_header(&header)
                 # Keys become an Arrow string column: hold them to UTF-8 as the per-record reader does.
                 try:
-                    PyUnicode_DecodeUTF8(field, field_len, NULL)
+                    PyUnicode_DecodeUTF8(header.name, header.name_len, NULL)
                 except UnicodeDecodeError as exc:
                     raise CorruptRecordError(f"record header key is not UTF-8: {exc}") from None
-                write_view(key_views + row * VIEW_SIZE, field, field_len, sources[s].buffer_index,
+                write_view(key_views + row * VIEW_SIZE, header.name, header.name_len, sources[s].buffer_index,
                            sources[s].buffer_start)
-                p = take_bytes(p, end, &field, &field_len)
-                if field == NULL:
+                if header.value == NULL:
                     clear_bit(value_bits, row)
                     write_null_view(value_views + row * VIEW_SIZE)
                     null_value = True
                 else:
-                    write_view(value_views + row * VIEW_SIZE, field, field_len, sources[s].buffer_index,
-                               sources[s].buffer_start)
+                    write_view(value_views + row * VIEW_SIZE, header.value, header.value_len,
+                               sources[s].buffer_index, sources[s].buffer_start)
                 row += 1
     columns.header_value_validity = value_validity if null_value else None
     return 0

@@ -42,9 +42,9 @@ from libc.stdint cimport int8_t, int32_t, int64_t
 from fastmq._native.buffer cimport WriteBuffer, load_i16be, load_i32be
 from fastmq._native.compression cimport CODEC_MASK, CODEC_NONE, decompress_into
 from fastmq.kafka._native.records cimport (
-    BATCH_HEADER_SIZE, BatchHeader, CONTROL_BIT, CREATE_TIME, LENGTH_AT, LOG_APPEND_TIME, LOG_OVERHEAD,
+    BATCH_HEADER_SIZE, BatchHeader, CONTROL_BIT, CREATE_TIME, HeaderCursor, LENGTH_AT, LOG_APPEND_TIME, LOG_OVERHEAD,
     MAGIC_AT, RecordView, TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT, batch_crc, decode_headers, parse_record,
-    raise_record_error, read_batch_header, take_bytes,
+    headers_begin, next_header, raise_record_error, read_batch_header,
 )
 
 from fastmq.kafka._native.legacy_records import LegacyRecordBatch
@@ -436,17 +436,15 @@ cdef inline void set_item(object record, Py_ssize_t index, object value) noexcep
 
 cdef object headers_size(const RecordView* rv):
     # kafka-python's serialized_header_size: UTF-8 key bytes plus value bytes over all headers.
-    cdef const char* p = rv.headers
-    cdef const char* end = rv.headers + rv.headers_len
-    cdef const char* field = NULL
-    cdef Py_ssize_t field_len = 0, total = 0
+    cdef HeaderCursor header
+    cdef Py_ssize_t total = 0
     cdef int32_t i
+    headers_begin(&header, rv)
     for i in range(rv.header_count):
-        p = take_bytes(p, end, &field, &field_len)      # parse_record validated the region
-        total += field_len
-        p = take_bytes(p, end, &field, &field_len)
-        if field_len > 0:
-            total += field_len
+        next_header(&header)
+        total += header.name_len
+        if header.value_len > 0:
+            total += header.value_len
     return total
 
 

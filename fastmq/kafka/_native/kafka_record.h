@@ -121,6 +121,29 @@ FMQ_COLD const char *fmq_skip_headers(const char *p, const char *end, int32_t co
     return p;
 }
 
+/* Walks the header region of a record that fmq_parse_record located (and so validated): each step reads one
+ * header into name/value, and cannot fail. */
+typedef struct {
+    const char *at;           /* the next header */
+    const char *end;          /* the end of the region */
+    const char *name;         /* never NULL in a validated region */
+    ptrdiff_t name_len;
+    const char *value;        /* NULL when the value is null */
+    ptrdiff_t value_len;      /* -1 when the value is null */
+} fmq_header_cursor;
+
+FMQ_ALWAYS_INLINE void fmq_headers_begin(fmq_header_cursor *cursor, const fmq_record_view *record)
+{
+    /* The name and value fields set too: no compiler then takes them for unset after a step. */
+    *cursor = (fmq_header_cursor){record->headers, record->headers + record->headers_len, NULL, 0, NULL, 0};
+}
+
+FMQ_ALWAYS_INLINE void fmq_next_header(fmq_header_cursor *cursor)
+{
+    cursor->at = fmq_take_bytes(cursor->at, cursor->end, &cursor->name, &cursor->name_len);
+    cursor->at = fmq_take_bytes(cursor->at, cursor->end, &cursor->value, &cursor->value_len);
+}
+
 /* Locates the record at *pos (no further than end), checking every length against the record and the
  * batch, and advances *pos past it. Returns an FMQ_RECORD_* code. */
 FMQ_ALWAYS_INLINE int fmq_parse_record(const char **pos, const char *end, fmq_record_view *out)

@@ -67,6 +67,18 @@ cdef extern from "kafka_record.h" nogil:
     int parse_record "fmq_parse_record"(const char** pos, const char* end, RecordView* out)
     const char* take_bytes "fmq_take_bytes"(const char* p, const char* end, const char** data,
                                             Py_ssize_t* length)
+    const char* take_varint32 "fmq_take_varint32"(const char* p, const char* end, int32_t* out)
+    const char* skip_headers "fmq_skip_headers"(const char* p, const char* end, int32_t count)
+
+    ctypedef struct HeaderCursor "fmq_header_cursor":
+        # One header at a time of a record's validated header region (headers_begin, then next_header).
+        const char* name            # never NULL
+        Py_ssize_t name_len
+        const char* value           # NULL when the value is null
+        Py_ssize_t value_len        # -1 when the value is null
+
+    void headers_begin "fmq_headers_begin"(HeaderCursor* cursor, const RecordView* record)
+    void next_header "fmq_next_header"(HeaderCursor* cursor)
 
 
 ctypedef struct BatchHeader:

@@ -91,22 +91,18 @@ cdef int raise_record_error(int code, int64_t offset) except -1:
 cdef list decode_headers(const RecordView* record):
     """The record's headers as kafka-python gives them: a list of (str key, bytes-or-None value)."""
     cdef list headers = PyList_New(record.header_count)
-    cdef const char* p = record.headers
-    cdef const char* end = record.headers + record.headers_len
-    cdef const char* key = NULL
-    cdef const char* value = NULL
-    cdef Py_ssize_t key_len = 0, value_len = 0
+    cdef HeaderCursor header
     cdef int32_t i
     cdef object pair
+    headers_begin(&header, record)
     for i in range(record.header_count):
-        # parse_record validated the region, so these reads cannot fail.
-        p = take_bytes(p, end, &key, &key_len)
-        p = take_bytes(p, end, &value, &value_len)
+        next_header(&header)
         try:
-            name = PyUnicode_DecodeUTF8(key, key_len, NULL)
+            name = PyUnicode_DecodeUTF8(header.name, header.name_len, NULL)
         except UnicodeDecodeError as exc:
             raise CorruptRecordError(f"record header key is not UTF-8: {exc}") from None
-        pair = (name, None if value == NULL else PyBytes_FromStringAndSize(value, value_len))
+        pair = (name, None if header.value == NULL
+                else PyBytes_FromStringAndSize(header.value, header.value_len))
         Py_INCREF(pair)
         PyList_SET_ITEM(headers, i, pair)
     return headers

@@ -54,10 +54,11 @@ from fastmq._native.checksum cimport crc32c_of
 from fastmq._native.compression cimport CODEC_MASK, CODEC_NONE, decompress_into
 from fastmq.kafka._native.records cimport (
     ATTRIBUTES_AT, BASE_OFFSET_AT, BASE_SEQUENCE_AT, BATCH_HEADER_SIZE, BatchHeader, CONTROL_BIT, CRC_AT,
-    FIRST_TIMESTAMP_AT, LAST_OFFSET_DELTA_AT, LEADER_EPOCH_AT, LENGTH_AT, LOG_OVERHEAD, MAGIC_AT, MAX_TIMESTAMP_AT,
+    FIRST_TIMESTAMP_AT, HeaderCursor, LAST_OFFSET_DELTA_AT, LEADER_EPOCH_AT, LENGTH_AT, LOG_OVERHEAD, MAGIC_AT, MAX_TIMESTAMP_AT,
     NO_PRODUCER_ID, PRODUCER_EPOCH_AT, PRODUCER_ID_AT, RECORD_COUNT_AT, RecordView, TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
-    batch_crc, parse_record as parse_kafka_record, raise_record_error, read_batch_header, take_bytes,
+    batch_crc, headers_begin, next_header, parse_record as parse_kafka_record, raise_record_error, read_batch_header,
+    skip_headers, take_bytes, take_varint32,
 )
 from fastmq._native.store_codec cimport (
     MAX_PROPERTIES_LENGTH, MessageBatch, Property, RECORD_OK, RecordLayout, RecordStatus, next_property,
@@ -248,18 +249,14 @@ cdef int put_property(WriteBuffer out, const char* name, Py_ssize_t name_len, co
 
 
 cdef bint headers_are_plain(const RecordView* record) noexcept:
-    cdef const char* p = record.headers
-    cdef const char* end = record.headers + record.headers_len
-    cdef const char* name = NULL
-    cdef const char* value = NULL
-    cdef Py_ssize_t name_len = 0, value_len = 0
+    cdef HeaderCursor header
     cdef int32_t i
+    headers_begin(&header, record)
     for i in range(record.header_count):
-        # parse_record validated the region.
-        p = take_bytes(p, end, &name, &name_len)
-        p = take_bytes(p, end, &value, &value_len)
-        if (name_len <= 0 or value == NULL or not is_property_text(name, name_len)
-                or not is_property_text(value, value_len) or is_reserved_name(name, name_len)):
+        next_header(&header)
+        if (header.name_len <= 0 or header.value == NULL or not is_property_text(header.name, header.name_len)
+                or not is_property_text(header.value, header.value_len)
+                or is_reserved_name(header.name, header.name_len)):
             return False
     return True
 
@@ -267,22 +264,17 @@ cdef bint headers_are_plain(const RecordView* record) noexcept:
 cdef int encode_properties(const RecordView* record, bint key_is_text, WriteBuffer props,
                            WriteBuffer raw) except -1:
     # The record's key and headers as properties (appended to props), plain when possible.
-    cdef const char* p
-    cdef const char* end
-    cdef const char* name = NULL
-    cdef const char* value = NULL
-    cdef Py_ssize_t name_len = 0, value_len = 0, raw_len
+    cdef HeaderCursor header
+    cdef Py_ssize_t raw_len
     cdef int32_t i
     cdef char* q
     if record.key != NULL and key_is_text:
         put_property(props, KEYS, 4, record.key, record.key_len)
     if record.value != NULL and (record.key == NULL or key_is_text) and headers_are_plain(record):
-        p = record.headers
-        end = record.headers + record.headers_len
+        headers_begin(&header, record)
         for i in range(record.header_count):
-            p = take_bytes(p, end, &name, &name_len)
-            p = take_bytes(p, end, &value, &value_len)
-            put_property(props, name, name_len, value, value_len)
+            next_header(&header)
+            put_property(props, header.name, header.name_len, header.value, header.value_len)
         return 0
     raw.clear()
     raw.put_i8(RAW_NULL_VALUE if record.value == NULL else 0)
@@ -548,37 +540,19 @@ cdef const char* parse_raw(const char* raw, Py_ssize_t n, KafkaFields* out) noex
     # header (raw + n for a well-formed one), NULL when malformed.
     cdef const char* end = raw + n
     cdef const char* p
-    cdef const char* field
-    cdef Py_ssize_t field_len
-    cdef int32_t count, i
-    cdef int shift = 0
-    cdef uint32_t value = 0
-    cdef uint8_t byte
+    cdef int32_t count
     if <uint8_t>raw[0] & RAW_NULL_VALUE:
         out.value = NULL
         out.value_len = -1
     p = take_bytes(raw + 1, end, &out.key, &out.key_len)
     if p == NULL:
         return NULL
-    # The header count: a zigzag varint of at most 5 bytes.
-    while True:
-        if p >= end or shift > 28:
-            return NULL
-        byte = <uint8_t>p[0]
-        p += 1
-        value |= <uint32_t>(byte & 0x7F) << shift
-        if byte < 0x80:
-            break
-        shift += 7
-    count = <int32_t>((value >> 1) ^ (0u - (value & 1)))
-    if count < 0 or count > (end - p) // 2:
+    p = take_varint32(p, end, &count)
+    if p == NULL or count < 0 or count > (end - p) // 2:
         return NULL
     out.raw_headers = p
-    for i in range(count):
-        p = take_bytes(p, end, &field, &field_len)
-        if p == NULL or field_len < 0:
-            return NULL
-        p = take_bytes(p, end, &field, &field_len)
+    if count:
+        p = skip_headers(p, end, count)
         if p == NULL:
             return NULL
     out.header_count = count
