@@ -13,7 +13,6 @@ waits (the connection is closed with it).
 """
 from __future__ import annotations
 
-import json
 import logging
 import socket
 import ssl
@@ -24,6 +23,7 @@ from fastmq import __version__
 from fastmq.errors import ProtocolError
 from fastmq.io import AuthenticationError, DeflateStream, HandshakeStep, ProtocolAdapter, SnappyStream
 from fastmq.io.adapter import AdapterConnection
+from fastmq.json_document import json_object
 from fastmq.nsq._native import codec
 from fastmq.nsq.errors import NSQConfigurationError, for_frame
 
@@ -125,7 +125,11 @@ class IdentifyStep(HandshakeStep):
             data = _answer_or_close(conn, frame, error)
             if data is None:
                 return
-            negotiated = {} if data == codec.OK else json.loads(data)
+            try:
+                negotiated = {} if data == codec.OK else json_object(data, "nsqd's IDENTIFY answer")
+            except ProtocolError as exc:
+                conn.close(exc)
+                return
             self.adapter.negotiated = negotiated
             self._upgrade(conn, negotiated, done)
 
@@ -189,7 +193,11 @@ class IdentifyStep(HandshakeStep):
                 auth_error.__cause__ = failure
                 conn.close(auth_error)
                 return
-            self.adapter.identity = json.loads(frame[1])
+            try:
+                self.adapter.identity = json_object(frame[1], "nsqd's AUTH answer")
+            except ProtocolError as exc:
+                conn.close(exc)
+                return
             then()
 
         conn.handshake_request(codec.auth(secret), authed)

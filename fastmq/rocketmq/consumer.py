@@ -14,7 +14,6 @@ group's first offset query for a queue that still holds its first message with 0
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import math
 import threading
@@ -23,6 +22,8 @@ from collections import deque
 from typing import Any
 
 from fastmq.closeable import Closeable
+from fastmq.errors import CorruptDataError
+from fastmq.json_document import json_object
 from fastmq.rocketmq._native.messages import MessageExt
 from fastmq.rocketmq.acl import Credentials
 from fastmq.rocketmq.client import ClientInstance, check_success
@@ -30,7 +31,7 @@ from fastmq.rocketmq.errors import RocketMQError, TopicNotFoundError
 from fastmq.rocketmq.fetcher import Fetcher
 from fastmq.rocketmq.offsets import LocalOffsetStore, RemoteOffsetStore
 from fastmq.rocketmq.protocol import RETRY_GROUP_TOPIC_PREFIX, ConsumeFromWhere, MessageModel, RequestCode
-from fastmq.rocketmq.route import MessageQueue
+from fastmq.rocketmq.route import MessageQueue, parse_json_lenient
 from fastmq.rocketmq.stats import ConsumeStats
 from fastmq.rocketmq.subscription import Allocation, Subscription, allocate_averagely
 
@@ -179,7 +180,9 @@ class ConsumerBase(Closeable):
             response = check_success(self.instance.remoting.call(
                 address, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": self.group}),
                 "listing the group's consumers")
-            return list(json.loads(response.body or b"{}").get("consumerIdList") or [])
+            answer = json_object(response.body or b"{}", "the group's consumer list", CorruptDataError,
+                                 loads=parse_json_lenient)
+            return list(answer.get("consumerIdList") or [])
         return []
 
     def _set_assignment(self, mine: set[MessageQueue], topics: set[str] | None) -> None:

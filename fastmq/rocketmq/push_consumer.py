@@ -24,11 +24,13 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
+from fastmq.errors import CorruptDataError
+from fastmq.json_document import json_object
 from fastmq.rocketmq._native.messages import MessageExt
 from fastmq.rocketmq.client import check_success
 from fastmq.rocketmq.consumer import ConsumerBase
 from fastmq.rocketmq.protocol import RETRY_GROUP_TOPIC_PREFIX, MessageModel, RequestCode
-from fastmq.rocketmq.route import MessageQueue
+from fastmq.rocketmq.route import MessageQueue, parse_json_lenient
 from fastmq.rocketmq.subscription import Subscription
 
 _log = logging.getLogger(__name__)
@@ -160,7 +162,9 @@ class PushConsumer(ConsumerBase):
             address = self.instance.master_address(broker_name, mine[0].topic)
             response = check_success(self.instance.remoting.call(address, code, None, body), "locking queues")
             if code == RequestCode.LOCK_BATCH_MQ:
-                for item in json.loads(response.body or b"{}").get("lockOKMQSet") or []:
+                answer = json_object(response.body or b"{}", "the locked queues", CorruptDataError,
+                                     loads=parse_json_lenient)
+                for item in answer.get("lockOKMQSet") or []:
                     locked.add(MessageQueue(item["topic"], item["brokerName"], int(item["queueId"])))
         return locked
 

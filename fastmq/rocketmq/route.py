@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from fastmq.errors import CorruptDataError
+from fastmq.json_document import json_object
 from fastmq.rocketmq.protocol import MASTER_ID, PERM_READ, PERM_WRITE
 
 _BARE_INTEGER_KEY = re.compile(rb'([{,]\s*)(-?\d+)(\s*:)')
@@ -53,9 +54,7 @@ def parse_json_lenient(data: bytes) -> object:
 
 
 def parse_route(topic: str, body: bytes) -> TopicRoute:
-    data = parse_json_lenient(body)
-    if not isinstance(data, dict):
-        raise CorruptDataError("the topic route is not a JSON object")
+    data = json_object(body, "the topic route", CorruptDataError, loads=parse_json_lenient)
     brokers: dict[str, dict[int, str]] = {}
     try:
         for broker in data.get("brokerDatas") or ():

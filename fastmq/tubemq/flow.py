@@ -16,11 +16,11 @@ rules of that type.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from fastmq.errors import ProtocolError
+from fastmq.json_document import json_array
 
 MB = 1024 * 1024
 MAX_RULES = 64            # of one type: bounds what a forged rule list makes a consumer keep
@@ -57,12 +57,7 @@ class FlowRules:
         """The rules of a flow-control JSON string (empty or None: no rules); ProtocolError when malformed."""
         if not text or not text.strip():
             return cls()
-        try:
-            entries = json.loads(text)
-        except ValueError as exc:
-            raise ProtocolError(f"TubeMQ flow-control rules are not JSON: {exc}") from None
-        if not isinstance(entries, list):
-            raise ProtocolError("TubeMQ flow-control rules are not a list")
+        entries = json_array(text, "TubeMQ flow-control rules")
         data_limits, empty_rests, frequency, types = [], [], None, set()
         for entry in entries:
             kind, rules = _field(entry, "type", int), _field(entry, "rule", list)

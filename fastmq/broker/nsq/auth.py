@@ -29,6 +29,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from fastmq.json_document import json_object
+
 PERMISSIONS = ("subscribe", "publish")
 REQUEST_METHODS = ("get", "post")         # nsqd's --auth-http-request-method
 REQUEST_TIMEOUT = 5.0
@@ -82,12 +84,7 @@ def _pattern(value: object, what: str) -> re.Pattern[str]:
 
 def parse_state(answer: bytes) -> AuthState:
     """The auth server's JSON answer, checked as nsqd checks it."""
-    try:
-        document = json.loads(answer)
-    except ValueError as exc:
-        raise AuthServerError(f"the answer is not JSON: {exc}") from None
-    if not isinstance(document, dict):
-        raise AuthServerError("the answer is not a JSON object")
+    document = json_object(answer, "the auth server's answer", AuthServerError)
     ttl = document.get("ttl")
     if not isinstance(ttl, int) or ttl <= 0:
         raise AuthServerError(f"invalid TTL {ttl!r} (must be > 0)")
