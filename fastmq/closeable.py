@@ -6,9 +6,7 @@ whether it ends or raises; each defines only close(), which must be safe to call
 from __future__ import annotations
 
 from types import TracebackType
-from typing import TYPE_CHECKING, TypeVar
-
-_Resource = TypeVar("_Resource", bound="Closeable")   # typing.Self is 3.11's; fastmq runs on 3.10
+from typing import TYPE_CHECKING, Self
 
 
 class Closeable:
@@ -19,7 +17,7 @@ class Closeable:
     if TYPE_CHECKING:  # each subclass defines its own, with or without keyword arguments
         def close(self) -> None: ...
 
-    def __enter__(self: _Resource) -> _Resource:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
