@@ -773,6 +773,19 @@ def decode_message(StructCodec codec, object data):
     return decode_all(codec, &cur, ctx)
 
 
+cdef WriteBuffer finish_frame(StructCodec codec, object body, WriteBuffer out, Py_ssize_t start,
+                              Py_ssize_t total_start, Py_ssize_t splices):
+    # The body after the header written from start, then the size prefix at start; a body that fails to
+    # encode takes the whole frame back out of out.
+    try:
+        encode_struct(codec, body, out)
+    except BaseException:
+        out.rewind(start, splices)
+        raise
+    store_i32be(out.pointer_at(start), <int32_t>(out.total_size() - total_start - 4))
+    return out
+
+
 def encode_request(StructCodec codec, int16_t api_key, int16_t api_version, bint header_v2,
                    int32_t correlation_id, object client_id, object body, WriteBuffer out=None) -> WriteBuffer:
     """Appends a whole request frame, size prefix included, to out (a new WriteBuffer by default).
@@ -795,13 +808,7 @@ def encode_request(StructCodec codec, int16_t api_key, int16_t api_version, bint
         raise
     if header_v2:
         out.put_uvarint(0)
-    try:
-        encode_struct(codec, body, out)
-    except BaseException:
-        out.rewind(start, splices)
-        raise
-    store_i32be(out.pointer_at(start), <int32_t>(out.total_size() - total_start - 4))
-    return out
+    return finish_frame(codec, body, out, start, total_start, splices)
 
 
 def encode_response(StructCodec codec, bint header_v1, int32_t correlation_id, object body,
@@ -816,13 +823,7 @@ def encode_response(StructCodec codec, bint header_v1, int32_t correlation_id, o
     out.put_i32(correlation_id)
     if header_v1:
         out.put_uvarint(0)
-    try:
-        encode_struct(codec, body, out)
-    except BaseException:
-        out.rewind(start, splices)
-        raise
-    store_i32be(out.pointer_at(start), <int32_t>(out.total_size() - total_start - 4))
-    return out
+    return finish_frame(codec, body, out, start, total_start, splices)
 
 
 def peek_correlation_id(object frame) -> int:
