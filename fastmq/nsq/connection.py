@@ -112,6 +112,15 @@ def _answer_or_close(conn: AdapterConnection, frame: Any, error: BaseException |
     return data
 
 
+def _object_or_close(conn: AdapterConnection, data: bytes, what: str) -> dict[str, Any] | None:
+    """A handshake answer's JSON object; None when it is none (the connection is closed here, saying so)."""
+    try:
+        return json_object(data, what)
+    except ProtocolError as exc:
+        conn.close(exc)
+        return None
+
+
 class IdentifyStep(HandshakeStep):
     """Magic + IDENTIFY, the upgrades nsqd agreed to, and AUTH (see the module docstring)."""
 
@@ -125,10 +134,8 @@ class IdentifyStep(HandshakeStep):
             data = _answer_or_close(conn, frame, error)
             if data is None:
                 return
-            try:
-                negotiated = {} if data == codec.OK else json_object(data, "nsqd's IDENTIFY answer")
-            except ProtocolError as exc:
-                conn.close(exc)
+            negotiated = {} if data == codec.OK else _object_or_close(conn, data, "nsqd's IDENTIFY answer")
+            if negotiated is None:
                 return
             self.adapter.negotiated = negotiated
             self._upgrade(conn, negotiated, done)
@@ -193,12 +200,10 @@ class IdentifyStep(HandshakeStep):
                 auth_error.__cause__ = failure
                 conn.close(auth_error)
                 return
-            try:
-                self.adapter.identity = json_object(frame[1], "nsqd's AUTH answer")
-            except ProtocolError as exc:
-                conn.close(exc)
-                return
-            then()
+            identity = _object_or_close(conn, frame[1], "nsqd's AUTH answer")
+            if identity is not None:
+                self.adapter.identity = identity
+                then()
 
         conn.handshake_request(codec.auth(secret), authed)
 
