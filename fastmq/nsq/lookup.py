@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastmq.client.bootstrap import parse_servers
+from fastmq.errors import ProtocolError
+from fastmq.json_document import json_object
 from fastmq.nsq.errors import NSQError
 
 _log = logging.getLogger(__name__)
@@ -73,18 +75,20 @@ def _peer(peer: dict[Any, Any], partition: int) -> NSQDAddress:
 
 
 def parse_lookup(body: bytes) -> TopicLookup:
-    """A /lookup answer (bare or wrapped) -> TopicLookup. Raises ValueError for JSON of another shape."""
-    data = json.loads(body)
-    if isinstance(data, dict) and "status_code" in data and "data" in data:
-        data = data["data"] or {}
-    if not isinstance(data, dict):
-        raise ValueError(f"a lookup answer is a JSON object, got {type(data).__name__}")
-    partitions = data.get("partitions") or {}
-    if partitions:
-        addresses = [_peer(peer, int(number)) for number, peer in partitions.items()]
-    else:
-        addresses = [_peer(peer, NO_PARTITION) for peer in data.get("producers") or ()]
-    return TopicLookup(sorted(set(addresses)), list(data.get("channels") or ()), dict(data.get("meta") or {}))
+    """A /lookup answer (bare or wrapped) -> TopicLookup; ProtocolError for anything of another shape."""
+    data: Any = json_object(body, "nsqlookupd's lookup answer")
+    try:
+        if "status_code" in data and "data" in data:
+            data = data["data"] or {}
+        partitions = data.get("partitions") or {}
+        if partitions:
+            addresses = [_peer(peer, int(number)) for number, peer in partitions.items()]
+        else:
+            addresses = [_peer(peer, NO_PARTITION) for peer in data.get("producers") or ()]
+        return TopicLookup(sorted(set(addresses)), [str(channel) for channel in data.get("channels") or ()],
+                           dict(data.get("meta") or {}))
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise ProtocolError(f"nsqlookupd's lookup answer is malformed: {exc!r}") from None
 
 
 class Lookupd:
@@ -134,7 +138,7 @@ class Lookupd:
                     if status != 200:
                         raise ValueError(f"HTTP {status}: {body[:200]!r}")
                     return parse_lookup(body)
-                except (OSError, ValueError, KeyError, TypeError) as exc:
+                except (OSError, ValueError, ProtocolError) as exc:
                     errors.append(f"{address}: {exc}")
             self._demote(address, errors[-1])
         raise NSQLookupError(f"no nsqlookupd answered the lookup of {topic!r}: {'; '.join(errors)}")
@@ -153,8 +157,10 @@ class Lookupd:
                 data = data.get("data")
             nodes = (data or {}).get("lookupdnodes") or () if isinstance(data, dict) else ()
             found = []
-            for node in nodes:
-                keys = {key.lower(): value for key, value in node.items()}
+            for node in nodes if isinstance(nodes, list) else ():
+                if not isinstance(node, dict):
+                    continue
+                keys = {str(key).lower(): value for key, value in node.items()}
                 if keys.get("nodeip") and keys.get("httpport"):
                     found.append(f"{keys['nodeip']}:{keys['httpport']}")
             with self._lock:
