@@ -73,6 +73,15 @@ class AuthState:
                            "permission_count": len(self.authorizations)}).encode()
 
 
+def _list(document: dict[str, Any], name: str) -> list[Any]:
+    value = document.get(name)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise AuthServerError(f"{name} {value!r} is not a list")
+    return value
+
+
 def _pattern(value: object, what: str) -> re.Pattern[str]:
     if not isinstance(value, str):
         raise AuthServerError(f"{what} {value!r} is not a string")
@@ -86,19 +95,19 @@ def parse_state(answer: bytes) -> AuthState:
     """The auth server's JSON answer, checked as nsqd checks it."""
     document = json_object(answer, "the auth server's answer", AuthServerError)
     ttl = document.get("ttl")
-    if not isinstance(ttl, int) or ttl <= 0:
+    if type(ttl) is not int or ttl <= 0:        # nsqd's int field: true and 1.5 are no TTL
         raise AuthServerError(f"invalid TTL {ttl!r} (must be > 0)")
     authorizations = []
-    for entry in document.get("authorizations") or ():
+    for entry in _list(document, "authorizations"):
         if not isinstance(entry, dict):
             raise AuthServerError(f"authorization {entry!r} is not an object")
-        permissions = entry.get("permissions") or []
+        permissions = _list(entry, "permissions")
         unknown = [p for p in permissions if p not in PERMISSIONS]
-        if unknown or not isinstance(permissions, list):
-            raise AuthServerError(f"unknown permission {unknown or permissions!r}")
+        if unknown:
+            raise AuthServerError(f"unknown permission {unknown!r}")
         authorizations.append(Authorization(
             _pattern(entry.get("topic", ""), "topic"),
-            tuple(_pattern(channel, "channel") for channel in entry.get("channels") or ()),
+            tuple(_pattern(channel, "channel") for channel in _list(entry, "channels")),
             frozenset(permissions)))
     return AuthState(str(document.get("identity", "")), str(document.get("identity_url", "")),
                      tuple(authorizations), time.monotonic() + ttl)

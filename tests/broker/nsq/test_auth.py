@@ -7,6 +7,8 @@ import ssl
 import threading
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fastmq.broker import EmbeddedBroker
 from fastmq.broker.config import ListenerConfig
@@ -172,3 +174,28 @@ def test_auth_fails_when_no_auth_server_answers(auth_server):
         with session(started, "publisher") as sock:
             assert read_frame(sock) == (codec.FRAME_ERROR, b"E_AUTH_FAILED AUTH failed")
             assert sock.recv(1) == b""
+
+
+AUTH_NAMES = st.sampled_from(["ttl", "identity", "identity_url", "authorizations", "topic", "channels",
+                              "permissions", "subscribe", "publish", ".*", "("])
+AUTH_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-2, 3600) | st.text(max_size=5) | AUTH_NAMES,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(AUTH_NAMES, inner, max_size=5),
+    max_leaves=20)
+AUTHORIZATIONS = st.lists(st.fixed_dictionaries({}, optional={
+    "topic": AUTH_VALUES, "channels": st.one_of(st.lists(AUTH_VALUES, max_size=2), AUTH_VALUES),
+    "permissions": st.one_of(st.lists(st.sampled_from(["subscribe", "publish"]), max_size=2), AUTH_VALUES)}),
+    max_size=3)
+ANSWER_DOCUMENTS = st.fixed_dictionaries({"ttl": st.one_of(st.integers(1, 3600), AUTH_VALUES)}, optional={
+    "authorizations": st.one_of(AUTHORIZATIONS, AUTH_VALUES), "identity": AUTH_VALUES})
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.binary(max_size=40),
+                 st.one_of(ANSWER_DOCUMENTS, AUTH_VALUES).map(lambda value: json.dumps(value).encode())))
+def test_any_auth_server_answer_parses_or_is_refused(answer):
+    try:
+        state = parse_state(answer)
+    except AuthServerError:
+        return
+    assert state.expires > 0 and all(isinstance(a.permissions, frozenset) for a in state.authorizations)
