@@ -13,6 +13,7 @@ import re
 import threading
 from typing import Any
 
+from fastmq.errors import CorruptDataError
 from fastmq.kafka import errors as kerrors
 from fastmq.kafka.consumer import Consumer
 from fastmq.kafka.structs import TopicPartition
@@ -132,5 +133,12 @@ def to_json(offsets: dict[TopicPartition, int]) -> dict[str, dict[str, int]]:
     return result
 
 
-def from_json(offsets: dict[str, dict[str, int]]) -> dict[TopicPartition, int]:
-    return {TopicPartition(topic, int(p)): int(o) for topic, parts in offsets.items() for p, o in parts.items()}
+def from_json(offsets: Any) -> dict[TopicPartition, int]:
+    """to_json's shape back, as Spark hands it over from a checkpoint; CorruptDataError for anything else (a
+    damaged or hand-edited checkpoint)."""
+    try:
+        return {TopicPartition(str(topic), int(p)): int(o)
+                for topic, parts in offsets.items() for p, o in parts.items()}
+    except (AttributeError, TypeError, ValueError) as exc:
+        raise CorruptDataError(
+            f"Spark offsets {offsets!r:.200} are not {{topic: {{partition: offset}}}}: {exc}") from None
