@@ -160,7 +160,9 @@ class IdentifyStep(HandshakeStep):
         if negotiated.get("snappy"):
             steps.append(compressing(SnappyStream))
         if negotiated.get("deflate"):
-            level = int(negotiated.get("deflate_level") or settings.deflate_level)
+            level = negotiated.get("deflate_level") or settings.deflate_level
+            if type(level) is not int or not 1 <= level <= 9:
+                raise ProtocolError(f"nsqd agreed to deflate at level {level!r}, not at 1 to 9")
             steps.append(compressing(lambda: DeflateStream(level)))
         if negotiated.get("auth_required"):
             steps.append(lambda then: self._auth(conn, then))

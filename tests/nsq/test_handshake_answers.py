@@ -1,6 +1,6 @@
-"""What the client does when an nsqd answers IDENTIFY with something other than OK or a JSON object: the
-connection is dropped with a ProtocolError that names the answer, and a publish fails with it (a scripted nsqd on
-127.0.0.1: the real nsqd never sends these)."""
+"""What the client does when an nsqd answers IDENTIFY with something other than OK or a JSON object of settings
+it can use: the connection is dropped with a ProtocolError that names the answer, and a publish fails with it (a
+scripted nsqd on 127.0.0.1: the real nsqd never sends these)."""
 from __future__ import annotations
 
 import socket
@@ -46,6 +46,8 @@ def answer_identify_with(server: socket.socket, answer: bytes, stop: threading.E
     (b"\xff\xfe", "nsqd's IDENTIFY answer: not JSON"),
     (b"[1]", "nsqd's IDENTIFY answer: a JSON object was expected, got an array"),
     (b"7", "nsqd's IDENTIFY answer: a JSON object was expected, got a int"),
+    (b'{"deflate": true, "deflate_level": "9"}', "nsqd agreed to deflate at level '9', not at 1 to 9"),
+    (b'{"deflate": true, "deflate_level": 12}', "nsqd agreed to deflate at level 12, not at 1 to 9"),
 ])
 def test_an_identify_answer_that_is_no_json_object_fails_the_publish(answer: bytes, said: str) -> None:
     stop = threading.Event()
