@@ -30,6 +30,7 @@ from fastmq.broker.nsq.filters import Filter, message_tag, parse_header
 from fastmq.nsq._native import codec
 
 DEFER_PROPERTY = "NSQ_DEFER_UNTIL"
+MAX_DEFER_MS = 3_600_000           # nsqd's --max-req-timeout: the longest DPUB defer and REQ timeout
 EXT_PROPERTY = "NSQ_EXT_HEADER"      # a PUB_EXT message's JSON header
 READ_BATCH = 256
 

@@ -40,6 +40,10 @@ EXT = "nsq.ext"                    # topic config: Youzan's ext topic (messages 
                                    # dispatch tags and ext filters work on it alone)
 AUTH_WORKERS = 4
 
+
+class BadPartition(ValueError):
+    """A publish to a partition its topic lacks, or to no partition of an ordered topic."""
+
 NSQ_TOPIC_RULES = TopicRules(
     "nsq", STORE_RULES.legal_name, STORE_RULES.name_rule,      # NSQ's own name rule is checked by its commands
     {flag: TopicConfigDef("false", True, lambda value: value in ("true", "false"), fixed=True)
@@ -102,6 +106,18 @@ class NSQFrontEnd(FrontEnd):
 
     def is_ordered(self, topic: Topic) -> bool:
         return topic.config(ORDERED) == "true"
+
+    def partition_to_publish(self, topic_name: str, partition: int | None) -> int:
+        """The partition a publish (TCP or HTTP) writes: the one given, which the topic must have, or else 0
+        (Youzan's default), which an ordered topic refuses."""
+        topic = self.topic(topic_name)
+        if partition is None:
+            if self.is_ordered(topic):
+                raise BadPartition(f"topic {topic_name} is ordered: publish to a partition")
+            return 0
+        if not 0 <= partition < topic.partitions:
+            raise BadPartition(f"topic {topic_name} has no partition {partition}")
+        return partition
 
     def is_ext(self, topic: Topic) -> bool:
         return topic.config(EXT) == "true"

@@ -24,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Callable, cast
 
 from fastmq.broker.frontends import FrontEnd
-from fastmq.broker.nsq.channels import DEFER_PROPERTY
+from fastmq.broker.nsq.channels import DEFER_PROPERTY, MAX_DEFER_MS
 from fastmq.errors import FastMQError, ProtocolError
 from fastmq.nsq._native import codec
 
@@ -94,12 +94,15 @@ class NSQHTTPFrontEnd(FrontEnd):
         if path == "/pub":
             if not body:
                 raise HTTPError(400, "MSG_EMPTY")
-            partition = int(query.get("partition", "0"))
+            partition = _partition(query)
             defer = query.get("defer")
             properties = None
             if defer is not None:
-                properties = {DEFER_PROPERTY: str(int(time.time() * 1000 + int(defer)))}
-            self.on_loop(lambda: nsq.append(topic, partition, [body], properties))
+                delay = int(defer)
+                if not 0 <= delay <= MAX_DEFER_MS:
+                    raise HTTPError(400, f"INVALID_DEFER {delay} out of range 0-{MAX_DEFER_MS}")
+                properties = {DEFER_PROPERTY: str(int(time.time() * 1000) + delay)}
+            self.on_loop(lambda: nsq.append(topic, nsq.partition_to_publish(topic, partition), [body], properties))
             return b"OK"
         if path == "/mpub":
             try:
@@ -109,7 +112,8 @@ class NSQHTTPFrontEnd(FrontEnd):
                 raise HTTPError(400, f"INVALID_BODY {exc}") from None
             if not messages:
                 raise HTTPError(400, "MSG_EMPTY")
-            self.on_loop(lambda: nsq.append(topic, int(query.get("partition", "0")), messages))
+            partition = _partition(query)
+            self.on_loop(lambda: nsq.append(topic, nsq.partition_to_publish(topic, partition), messages))
             return b"OK"
         if path == "/topic/create":
             self.on_loop(lambda: self._create_topic(topic, query))
@@ -218,6 +222,18 @@ class NSQHTTPFrontEnd(FrontEnd):
         raise HTTPError(404, "NOT_FOUND")
 
 
+def _content_length(value: str | None) -> int | None:
+    """The header's byte count (0 when absent); None when it is no count (negative, or not a decimal number)."""
+    if value is None:
+        return 0
+    value = value.strip()
+    return int(value) if value.isdecimal() and value.isascii() else None
+
+
+def _partition(query: dict[str, str]) -> int | None:
+    return int(query["partition"]) if "partition" in query else None
+
+
 def _handler_class(front: NSQHTTPFrontEnd) -> type[BaseHTTPRequestHandler]:
     route = front.lookupd_api if front.is_lookupd else front.nsqd_api
 
@@ -239,8 +255,13 @@ def _handler_class(front: NSQHTTPFrontEnd) -> type[BaseHTTPRequestHandler]:
             query = {key: values[-1] for key, values in urllib.parse.parse_qs(url.query).items()}
             v1 = V1 in (self.headers.get("Accept") or "")
             try:
-                length = int(self.headers.get("Content-Length") or 0)
+                length = _content_length(self.headers.get("Content-Length"))
+                if length is None:
+                    # The body's end is unknown: whatever follows cannot be read as the next request.
+                    self.close_connection = True
+                    raise HTTPError(400, "INVALID_CONTENT_LENGTH")
                 if length > MAX_BODY:
+                    self.close_connection = True
                     raise HTTPError(413, "MSG_TOO_BIG")
                 body = self.rfile.read(length) if length else b""
                 result = route(method, url.path, query, body)

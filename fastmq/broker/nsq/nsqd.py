@@ -26,7 +26,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from fastmq.broker.nsq.auth import AuthState, common_name
-from fastmq.broker.nsq.channels import DEFER_PROPERTY, EXT_PROPERTY, Channel, Subscriber
+from fastmq.broker.nsq.channels import DEFER_PROPERTY, EXT_PROPERTY, MAX_DEFER_MS, Channel, Subscriber
 from fastmq.broker.nsq.filters import MAX_TAG_LEN, FilterError, build_filter
 from fastmq.broker.errors import TopicError
 from fastmq.errors import ProtocolError
@@ -324,16 +324,11 @@ class NSQDListener(ServerHandler):
         return raw.decode()
 
     def _partition(self, topic: str, params: list[bytes], index: int) -> int:
-        found = self.front.topic(topic)
-        partitions = found.partitions
-        if len(params) <= index:
-            if self.front.is_ordered(found):
-                raise NSQError("E_BAD_PARTITION", f"topic {topic} is ordered: publish to a partition")
-            return 0
-        partition = _int(params[index], "partition")
-        if not 0 <= partition < partitions:
-            raise NSQError("E_BAD_PARTITION", f"topic {topic} has no partition {partition}")
-        return partition
+        partition = _int(params[index], "partition") if len(params) > index else None
+        try:
+            return self.front.partition_to_publish(topic, partition)
+        except ValueError as exc:        # the front end's BadPartition (frontend.py imports this module)
+            raise NSQError("E_BAD_PARTITION", str(exc)) from None
 
     def _check_sizes(self, command: str, messages: list[Any]) -> None:
         # nsqd's --max-msg-size is broker-wide: the broker's message size limit plays its part.
@@ -386,8 +381,8 @@ class NSQDListener(ServerHandler):
         topic = self._topic(params[0])
         self._check_auth(session, "DPUB", topic)
         delay = _int(params[1], "defer time")
-        if not 0 <= delay <= 3600000:
-            raise NSQError("E_INVALID", f"DPUB timeout {delay} out of range 0-3600000")
+        if not 0 <= delay <= MAX_DEFER_MS:
+            raise NSQError("E_INVALID", f"DPUB timeout {delay} out of range 0-{MAX_DEFER_MS}")
         if not body:
             raise NSQError("E_BAD_MESSAGE", "DPUB invalid message body size 0")
         self.front.append(topic, 0, [body], {DEFER_PROPERTY: str(int(time.time() * 1000) + delay)})
@@ -516,7 +511,7 @@ class NSQDListener(ServerHandler):
         if len(params) < 2:
             raise NSQError("E_INVALID", "REQ insufficient number of parameters")
         delay = _int(params[1], "timeout")
-        self._answer_message(session, "REQ", params, Channel.requeue, max(0, min(delay, 3600000)))
+        self._answer_message(session, "REQ", params, Channel.requeue, max(0, min(delay, MAX_DEFER_MS)))
 
     def _touch(self, conn: ServerConnection, session: Session, params: list[Any], body: Any) -> None:
         self._answer_message(session, "TOUCH", params, Channel.touch)
