@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import logging
 import os
 from pathlib import Path
 
@@ -29,6 +30,15 @@ settings.register_profile("thorough", deadline=None, max_examples=2000,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("FASTMQ_HYPOTHESIS_PROFILE", "default"))
 
+
+@pytest.fixture
+def no_handler_failures(caplog):
+    """Fails the test if a front end's request handler failed (the server logs that, and closes the connection):
+    the fuzz tests of every front end take it."""
+    caplog.set_level(logging.ERROR, logger="fastmq")
+    yield
+    failures = [r for r in caplog.records if "handler" in r.getMessage() or r.exc_info]
+    assert not failures, failures[0].getMessage()
 
 
 # ---- Kafka brokers on 127.0.0.1 -----------------------------------------------------------------------------

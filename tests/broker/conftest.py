@@ -2,7 +2,6 @@
 (tests/support/kafka_wire.py) and request helpers on top."""
 from __future__ import annotations
 
-import logging
 import struct
 from typing import Any
 
@@ -19,15 +18,6 @@ def small_broker(path, **options: Any) -> EmbeddedBroker:
     options.setdefault("commit_log_file_size", 4 << 20)
     options.setdefault("group_initial_rebalance_delay_ms", 100)
     return EmbeddedBroker(path, **options)
-
-
-@pytest.fixture
-def no_handler_failures(caplog):
-    """Fails the test if a front end's request handler failed (the server logs that, and closes the connection)."""
-    caplog.set_level(logging.ERROR, logger="fastmq")
-    yield
-    failures = [r for r in caplog.records if "handler" in r.getMessage() or r.exc_info]
-    assert not failures, failures[0].getMessage()
 
 
 @pytest.fixture
