@@ -40,10 +40,6 @@ EXT = "nsq.ext"                    # topic config: Youzan's ext topic (messages 
                                    # dispatch tags and ext filters work on it alone)
 AUTH_WORKERS = 4
 
-
-class BadPartition(ValueError):
-    """A publish to a partition its topic lacks, or to no partition of an ordered topic."""
-
 NSQ_TOPIC_RULES = TopicRules(
     "nsq", STORE_RULES.legal_name, STORE_RULES.name_rule,      # NSQ's own name rule is checked by its commands
     {flag: TopicConfigDef("false", True, lambda value: value in ("true", "false"), fixed=True)
@@ -52,6 +48,10 @@ NSQ_TOPIC_RULES = TopicRules(
 
 def _ignore(ok: bool) -> None:
     pass
+
+
+class BadPartition(ValueError):
+    """A publish to a partition its topic lacks, or to no partition of an ordered topic."""
 
 
 class NSQFrontEnd(FrontEnd):
@@ -107,6 +107,9 @@ class NSQFrontEnd(FrontEnd):
     def is_ordered(self, topic: Topic) -> bool:
         return topic.config(ORDERED) == "true"
 
+    def is_ext(self, topic: Topic) -> bool:
+        return topic.config(EXT) == "true"
+
     def partition_to_publish(self, topic_name: str, partition: int | None) -> int:
         """The partition a publish (TCP or HTTP) writes: the one given, which the topic must have, or else 0
         (Youzan's default), which an ordered topic refuses."""
@@ -118,9 +121,6 @@ class NSQFrontEnd(FrontEnd):
         if not 0 <= partition < topic.partitions:
             raise BadPartition(f"topic {topic_name} has no partition {partition}")
         return partition
-
-    def is_ext(self, topic: Topic) -> bool:
-        return topic.config(EXT) == "true"
 
     def channel(self, topic_name: str, name: str) -> Channel:
         topic = self.topic(topic_name)
