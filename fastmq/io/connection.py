@@ -625,8 +625,12 @@ class Connection(Stream):
                 callback(frame, None)
             except ProtocolError:
                 raise
-            except Exception:
+            except Exception as exc:
                 _log.exception("response callback %r of %s failed", callback, self)
+                if self._state is HANDSHAKE:
+                    # The handshake waits on this answer: left open, the connection would idle until its
+                    # connect timeout.
+                    self.close(exc)
 
     # ---- close -----------------------------------------------------------------------------------
 

@@ -390,6 +390,24 @@ def test_handshake_hook_exchanges_frames_before_ready(loop, echo_server, connect
     assert echo_server.requests[0][4:] == b"Ehello"
 
 
+def test_a_handshake_answer_whose_callback_fails_closes_the_connection_at_once(loop, echo_server, connect,
+                                                                                echo_adapter_cls, frame):
+    # A bug in a handshake step's callback: the connection closes with it, instead of waiting for the connect
+    # timeout (an hour here) that would otherwise end a handshake nobody will finish.
+    class BuggyAdapter(echo_adapter_cls):
+        def start_handshake(self, conn):
+            def answered(response, error):
+                int(b"not a number")
+
+            cid = conn.next_correlation_id()
+            conn.handshake_request(frame(cid, b"Ehello"), answered, cid)
+
+    client = connect(echo_server.port, BuggyAdapter(), wait=False, connect_timeout=3600)
+    with pytest.raises(ValueError, match="not a number"):
+        client.ready.result(WAIT)
+    assert client.conn.state is ConnectionState.CLOSED
+
+
 def test_failed_handshake_reports_its_error(loop, echo_server, connect, echo_adapter_cls):
     class RefusedAdapter(echo_adapter_cls):
         def start_handshake(self, conn):
