@@ -74,12 +74,17 @@ def _peer(peer: dict[Any, Any], partition: int) -> NSQDAddress:
     return NSQDAddress(str(host), int(keys["tcp_port"]), partition, int(keys.get("http_port") or 0))
 
 
+def _answer_data(document: object) -> Any:
+    """What a lookupd answered: Youzan's wraps it as {"status_code", "status_txt", "data"}, vanilla's is bare."""
+    if isinstance(document, dict) and "status_code" in document and "data" in document:
+        return document["data"]
+    return document
+
+
 def parse_lookup(body: bytes) -> TopicLookup:
     """A /lookup answer (bare or wrapped) -> TopicLookup; ProtocolError for anything of another shape."""
-    data: Any = json_object(body, "nsqlookupd's lookup answer")
+    data = _answer_data(json_object(body, "nsqlookupd's lookup answer")) or {}
     try:
-        if "status_code" in data and "data" in data:
-            data = data["data"] or {}
         partitions = data.get("partitions") or {}
         if partitions:
             addresses = [_peer(peer, int(number)) for number, peer in partitions.items()]
@@ -150,12 +155,10 @@ class Lookupd:
                 status, body = self._get(address, "/listlookup")
                 if status != 200:
                     continue
-                data = json.loads(body)
+                data = _answer_data(json.loads(body))
             except (OSError, ValueError):
                 continue
-            if isinstance(data, dict) and "status_code" in data:
-                data = data.get("data")
-            nodes = (data or {}).get("lookupdnodes") or () if isinstance(data, dict) else ()
+            nodes = data.get("lookupdnodes") if isinstance(data, dict) else None
             found = []
             for node in nodes if isinstance(nodes, list) else ():
                 if not isinstance(node, dict):
