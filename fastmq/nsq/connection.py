@@ -112,15 +112,6 @@ def _answer_or_close(conn: AdapterConnection, frame: Any, error: BaseException |
     return data
 
 
-def _object_or_close(conn: AdapterConnection, data: bytes, what: str) -> dict[str, Any] | None:
-    """A handshake answer's JSON object; None when it is none (the connection is closed here, saying so)."""
-    try:
-        return json_object(data, what)
-    except ProtocolError as exc:
-        conn.close(exc)
-        return None
-
-
 class IdentifyStep(HandshakeStep):
     """Magic + IDENTIFY, the upgrades nsqd agreed to, and AUTH (see the module docstring)."""
 
@@ -134,9 +125,8 @@ class IdentifyStep(HandshakeStep):
             data = _answer_or_close(conn, frame, error)
             if data is None:
                 return
-            negotiated = {} if data == codec.OK else _object_or_close(conn, data, "nsqd's IDENTIFY answer")
-            if negotiated is None:
-                return
+            # A ProtocolError raised here closes the connection with it, as any answer's does.
+            negotiated = {} if data == codec.OK else json_object(data, "nsqd's IDENTIFY answer")
             self.adapter.negotiated = negotiated
             self._upgrade(conn, negotiated, done)
 
@@ -202,10 +192,8 @@ class IdentifyStep(HandshakeStep):
                 auth_error.__cause__ = failure
                 conn.close(auth_error)
                 return
-            identity = _object_or_close(conn, frame[1], "nsqd's AUTH answer")
-            if identity is not None:
-                self.adapter.identity = identity
-                then()
+            self.adapter.identity = json_object(frame[1], "nsqd's AUTH answer")
+            then()
 
         conn.handshake_request(codec.auth(secret), authed)
 
