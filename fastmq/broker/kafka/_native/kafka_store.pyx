@@ -54,9 +54,9 @@ from fastmq._native.checksum cimport crc32c_of
 from fastmq._native.compression cimport CODEC_MASK, CODEC_NONE, decompress_into
 from fastmq.kafka._native.records cimport (
     ATTRIBUTES_AT, BASE_OFFSET_AT, BASE_SEQUENCE_AT, BATCH_HEADER_SIZE, BatchHeader, CONTROL_BIT, CRC_AT,
-    FIRST_TIMESTAMP_AT, HeaderCursor, LAST_OFFSET_DELTA_AT, LEADER_EPOCH_AT, LENGTH_AT, LOG_OVERHEAD, MAGIC_AT, MAX_TIMESTAMP_AT,
-    NO_PRODUCER_ID, PRODUCER_EPOCH_AT, PRODUCER_ID_AT, RECORD_COUNT_AT, RecordView, TIMESTAMP_TYPE_BIT,
-    TRANSACTIONAL_BIT,
+    FIRST_TIMESTAMP_AT, HeaderCursor, LAST_OFFSET_DELTA_AT, LEADER_EPOCH_AT, LENGTH_AT, LOG_OVERHEAD, MAGIC_AT,
+    MAX_TIMESTAMP_AT, NO_PRODUCER_ID, PRODUCER_EPOCH_AT, PRODUCER_ID_AT, RECORD_COUNT_AT, RecordView,
+    TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT,
     batch_crc, headers_begin, next_header, parse_record as parse_kafka_record, raise_record_error, read_batch_header,
     skip_headers, take_bytes, take_varint32,
 )
